@@ -1,0 +1,81 @@
+// Package channels defines how notifyd hands a rendered-at-send-time message to a
+// delivery channel (email, webhook, slack, or one of your own) and how a channel
+// tells the send job what to do next when it fails.
+//
+// A channel is a plug-in: one package per implementation, each asserting the
+// interface at compile time (var _ channels.Channel = (*Sender)(nil)). The send job
+// claims deliveries in the ledger, calls the channel outside any database
+// transaction, and settles the ledger with the outcome the returned error names.
+package channels
+
+import (
+	"context"
+	"time"
+)
+
+// Names of the built-in channels, as they appear in config and in the ledger.
+const (
+	InApp   = "in_app"
+	Email   = "email"
+	Webhook = "webhook"
+	Slack   = "slack"
+)
+
+// Recipient is the profile of the person a per-recipient message is for. Every
+// field but ID may be empty; a channel reports what it needs through Addressable.
+type Recipient struct {
+	ID         string         `json:"id"`
+	Email      string         `json:"email,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	Locale     string         `json:"locale,omitempty"`
+	Timezone   string         `json:"timezone,omitempty"`
+	WebhookURL string         `json:"webhook_url,omitempty"`
+	Data       map[string]any `json:"data,omitempty"`
+}
+
+// Message is one delivery handed to a channel. DeliveryID is the ledger row's id
+// and the idempotency handle every outbound message carries (email Message-ID,
+// webhook-id): it is stable across retries of the same delivery.
+//
+// For a bulk channel Recipient is nil: the message is for the whole audience.
+type Message struct {
+	DeliveryID     string
+	NotificationID string
+	Notifier       string
+	Key            string
+	Category       string
+	Actor          string
+	Reason         string
+	Recipient      *Recipient
+	Params         map[string]any
+	CreatedAt      time.Time
+	// Attempt is 1 for the first try of this delivery, 2 for the first retry, and so on.
+	Attempt int
+}
+
+// Channel delivers one message per recipient.
+type Channel interface {
+	// Name is the channel's name in config and in the ledger ("email").
+	Name() string
+	// Addressable reports whether the recipient can be reached on this channel for
+	// the notifier; a non-nil error is the reason recorded on an `unavailable`
+	// delivery at fan-out time (for example "recipient has no email address").
+	Addressable(notifier string, r Recipient) error
+	// Send delivers msg. It is called outside any database transaction. The
+	// returned error is classified with Classify: wrap it with Temporary,
+	// Permanent, Gone or RateLimited to say what happens next; an unwrapped error
+	// is temporary.
+	Send(ctx context.Context, msg Message) error
+}
+
+// BulkChannel delivers one message for a notification's whole audience (a Slack
+// channel, a notifier-level webhook). Its deliveries have no recipient.
+type BulkChannel interface {
+	// Name is the channel's name in config and in the ledger ("slack").
+	Name() string
+	// Configured reports whether the notifier has a destination on this channel.
+	Configured(notifier string) bool
+	// SendBulk delivers msg (msg.Recipient is nil), with the same error contract as
+	// Channel.Send.
+	SendBulk(ctx context.Context, msg Message) error
+}

@@ -1,0 +1,218 @@
+package notifyd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// ClientConfig configures a Client. The zero value is valid.
+type ClientConfig struct {
+	// Config, when set, makes SendTx check the notifier exists, validate params
+	// against its schema and enforce max_recipients for inline recipients before
+	// writing anything. Without it those checks happen at fan-out, where a failure
+	// marks the notification rejected.
+	Config *config.Config
+	// Logger receives debug lines; nil discards.
+	Logger *slog.Logger
+}
+
+// Client enqueues notifications from application code. It is safe for
+// concurrent use.
+type Client struct {
+	pool   *pgxpool.Pool
+	config *config.Config
+	logger *slog.Logger
+}
+
+// NewClient returns a Client writing through pool. pool may be nil when only
+// SendTx and CancelTx are used (they write through the caller's transaction).
+// The pool's search_path must reach notifyd's schema (database.schema).
+func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{pool: pool, config: cfg.Config, logger: logger}, nil
+}
+
+// SendTx enqueues n inside tx: the notification exists if and only if tx
+// commits. It adds exactly one round trip to tx. Sending the same (Notifier,
+// Key) again returns the first notification's id with Duplicate set, and
+// changes nothing, however long after the first send.
+//
+// Errors: *InputError for a malformed notification; with a ClientConfig.Config
+// also ErrUnknownNotifier, ErrTooManyRecipients and *config.ParamsError.
+func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, n Notification) (SendResult, error) {
+	row, err := c.prepare(n)
+	if err != nil {
+		return SendResult{}, err
+	}
+	id, dup, err := stores.InsertNotification(ctx, tx, row)
+	if err != nil {
+		return SendResult{}, err
+	}
+	c.logger.DebugContext(ctx, "notification enqueued", "notification_id", id, "notifier", n.Notifier,
+		"key", n.Key, "duplicate", dup)
+	return SendResult{ID: id, Duplicate: dup}, nil
+}
+
+// Send is SendTx in a transaction of its own.
+func (c *Client) Send(ctx context.Context, n Notification) (SendResult, error) {
+	if c.pool == nil {
+		return SendResult{}, errors.New("notifyd: Send needs a client created with a pool")
+	}
+	var res SendResult
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = c.SendTx(ctx, tx, n)
+		return err
+	})
+	return res, err
+}
+
+// CancelTx cancels (notifier, key) inside tx: deliveries not yet sent become
+// cancelled (digest rows digest_dropped), the inbox items are removed, and a
+// fan-out still in progress stops at its next chunk. A send already handed to
+// a provider finishes and is recorded as it went. It returns the number of
+// deliveries and inbox items withdrawn, and ErrNotFound when the notification
+// does not exist.
+//
+// CancelTx serialises with other inbox writers until tx ends (the change log
+// is kept in commit order): call it last in the transaction.
+func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, notifier, key string) (int, error) {
+	n, err := stores.CancelNotification(ctx, tx, notifier, key)
+	if errors.Is(err, stores.ErrNotFound) {
+		return 0, ErrNotFound
+	}
+	return n, err
+}
+
+// Cancel is CancelTx in a transaction of its own.
+func (c *Client) Cancel(ctx context.Context, notifier, key string) (int, error) {
+	if c.pool == nil {
+		return 0, errors.New("notifyd: Cancel needs a client created with a pool")
+	}
+	var n int
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = c.CancelTx(ctx, tx, notifier, key)
+		return err
+	})
+	return n, err
+}
+
+// prepare validates n and turns it into the row SendTx writes. Inline
+// recipients are sorted by id (byte order, the fan-out's cursor order);
+// duplicates are kept and collapse to the strongest reason at fan-out.
+func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
+	if err := checkText("notifier", n.Notifier, 255); err != nil {
+		return stores.NewNotification{}, err
+	}
+	if err := checkText("key", n.Key, 255); err != nil {
+		return stores.NewNotification{}, err
+	}
+	if n.Actor != "" {
+		if err := checkText("actor", n.Actor, 255); err != nil {
+			return stores.NewNotification{}, err
+		}
+	}
+	if len(n.Recipients) == 0 && len(n.Topics) == 0 {
+		return stores.NewNotification{}, &InputError{Field: "recipients", Message: "give at least one recipient or topic"}
+	}
+	rs := slices.Clone(n.Recipients)
+	for i := range rs {
+		if err := checkText(fmt.Sprintf("recipients[%d].id", i), rs[i].ID, 255); err != nil {
+			return stores.NewNotification{}, err
+		}
+		if rs[i].Reason == "" {
+			rs[i].Reason = DefaultReason
+		} else if len(rs[i].Reason) > 64 {
+			return stores.NewNotification{}, &InputError{Field: fmt.Sprintf("recipients[%d].reason", i), Message: "longer than 64 bytes"}
+		}
+	}
+	for i, t := range n.Topics {
+		if err := checkText(fmt.Sprintf("topics[%d]", i), t, 255); err != nil {
+			return stores.NewNotification{}, err
+		}
+	}
+	slices.SortStableFunc(rs, func(a, b Recipient) int { return strings.Compare(a.ID, b.ID) })
+
+	params := n.Params
+	if params == nil {
+		params = map[string]any{}
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return stores.NewNotification{}, &InputError{Field: "params", Message: "not JSON-encodable: " + err.Error()}
+	}
+	if c.config != nil {
+		nf, ok := c.config.Notifier(n.Notifier)
+		if !ok {
+			return stores.NewNotification{}, fmt.Errorf("%w %q", ErrUnknownNotifier, n.Notifier)
+		}
+		// Validate the JSON form: what the fan-out will read back.
+		var decoded map[string]any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&decoded); err != nil {
+			return stores.NewNotification{}, &InputError{Field: "params", Message: err.Error()}
+		}
+		if err := nf.ValidateParams(decoded); err != nil {
+			return stores.NewNotification{}, err
+		}
+		if distinct := countDistinct(rs); distinct > nf.MaxRecipients {
+			return stores.NewNotification{}, fmt.Errorf("%w: %d inline recipients, notifier %s allows %d",
+				ErrTooManyRecipients, distinct, n.Notifier, nf.MaxRecipients)
+		}
+	}
+	row := stores.NewNotification{
+		ID:         uuidv7.String(),
+		Notifier:   n.Notifier,
+		Key:        n.Key,
+		Actor:      n.Actor,
+		Recipients: make([]string, len(rs)),
+		Reasons:    make([]string, len(rs)),
+		Topics:     n.Topics,
+		Params:     raw,
+		SendAt:     n.SendAt,
+	}
+	for i, r := range rs {
+		row.Recipients[i], row.Reasons[i] = r.ID, r.Reason
+	}
+	return row, nil
+}
+
+func countDistinct(sorted []Recipient) int {
+	n := 0
+	for i := range sorted {
+		if i == 0 || sorted[i].ID != sorted[i-1].ID {
+			n++
+		}
+	}
+	return n
+}
+
+func checkText(field, s string, max int) error {
+	switch {
+	case s == "":
+		return &InputError{Field: field, Message: "is required"}
+	case len(s) > max:
+		return &InputError{Field: field, Message: fmt.Sprintf("longer than %d bytes", max)}
+	case strings.ContainsRune(s, 0):
+		return &InputError{Field: field, Message: "contains a NUL byte"}
+	}
+	return nil
+}

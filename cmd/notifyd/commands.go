@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/stores"
+)
+
+func newLogger(m *Main, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func logLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// RunCommand is `notifyd run`: the daemon.
+type RunCommand struct{ main *Main }
+
+// Run starts the daemon and blocks until a signal drains it.
+func (c *RunCommand) Run(ctx context.Context, args []string) error {
+	var path, level string
+	fs := c.main.newFlagSet("run", &path)
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	lvl, err := logLevel(level)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: newLogger(c.main, lvl)})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Run(ctx)
+}
+
+// MigrateCommand is `notifyd migrate`.
+type MigrateCommand struct{ main *Main }
+
+// Run applies notifyd's and River's migrations under an advisory lock.
+func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
+	var path string
+	fs := c.main.newFlagSet("migrate", &path)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	pool, err := daemon.OpenPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	schema := cfg.Database.Schema
+	if schema == "public" {
+		schema = ""
+	}
+	if err := stores.Migrate(ctx, pool, schema, newLogger(c.main, slog.LevelInfo)); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.main.Stdout, "migrations are up to date")
+	return nil
+}
+
+// CheckCommand is `notifyd check`.
+type CheckCommand struct{ main *Main }
+
+// Run validates the config and prints every problem with its line.
+func (c *CheckCommand) Run(_ context.Context, args []string) error {
+	var path string
+	fs := c.main.newFlagSet("check", &path)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.main.Stdout, "%s: ok (%d notifiers)\n", path, len(cfg.Notifiers))
+	return nil
+}
+
+// SendCommand is `notifyd send`.
+type SendCommand struct{ main *Main }
+
+// Run enqueues one notification through the Go API.
+func (c *SendCommand) Run(ctx context.Context, args []string) error {
+	var path, notifier, key, to, topic, params, actor, sendAt string
+	fs := c.main.newFlagSet("send", &path)
+	fs.StringVar(&notifier, "notifier", "", "notifier name (required)")
+	fs.StringVar(&key, "key", "", "notification key (required)")
+	fs.StringVar(&to, "to", "", "comma-separated recipient ids; id:reason gives a reason")
+	fs.StringVar(&topic, "topic", "", "comma-separated topics")
+	fs.StringVar(&actor, "actor", "", "actor recipient id")
+	fs.StringVar(&params, "params", "{}", "params as a JSON object")
+	fs.StringVar(&sendAt, "send-at", "", "RFC 3339 time to fan out at")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	n := notifyd.Notification{Notifier: notifier, Key: key, Actor: actor}
+	for _, r := range splitList(to) {
+		id, reason, _ := strings.Cut(r, ":")
+		n.Recipients = append(n.Recipients, notifyd.Recipient{ID: id, Reason: reason})
+	}
+	n.Topics = splitList(topic)
+	if err := json.Unmarshal([]byte(params), &n.Params); err != nil {
+		return fmt.Errorf("-params: not a JSON object: %w", err)
+	}
+	if sendAt != "" {
+		t, err := time.Parse(time.RFC3339, sendAt)
+		if err != nil {
+			return fmt.Errorf("-send-at: %w", err)
+		}
+		n.SendAt = t
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	pool, err := daemon.OpenPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	res, err := client.Send(ctx, n)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.main.Stdout, "%s duplicate=%t\n", res.ID, res.Duplicate)
+	return nil
+}
+
+// TokenCommand is `notifyd token`.
+type TokenCommand struct{ main *Main }
+
+// Run prints a recipient token alone on stdout.
+func (c *TokenCommand) Run(_ context.Context, args []string) error {
+	var path, recipient string
+	var ttl time.Duration
+	fs := c.main.newFlagSet("token", &path)
+	fs.StringVar(&recipient, "recipient", "", "recipient id (required)")
+	fs.DurationVar(&ttl, "ttl", time.Hour, "token lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if recipient == "" {
+		return errors.New("-recipient is required")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	if cfg.HTTP.TokenSecret == "" {
+		return fmt.Errorf("%s: http.token_secret is empty (set NOTIFYD_TOKEN_SECRET)", path)
+	}
+	tok, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, recipient, ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.main.Stdout, tok)
+	return nil
+}
+
+// DeliveriesCommand is `notifyd deliveries`.
+type DeliveriesCommand struct{ main *Main }
+
+// Run prints a notification's ledger as a table.
+func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
+	var path, id, notifier, key string
+	var limit int
+	fs := c.main.newFlagSet("deliveries", &path)
+	fs.StringVar(&id, "notification", "", "notification id")
+	fs.StringVar(&notifier, "notifier", "", "notifier (with -key, instead of -notification)")
+	fs.StringVar(&key, "key", "", "notification key")
+	fs.IntVar(&limit, "limit", 1000, "at most this many deliveries")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	pool, err := daemon.OpenPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if id == "" {
+		if notifier == "" || key == "" {
+			return errors.New("give -notification ID, or -notifier and -key")
+		}
+		if id, err = stores.NotificationID(ctx, pool, notifier, key); err != nil {
+			return fmt.Errorf("notification %s/%s: %w", notifier, key, err)
+		}
+	}
+	n, err := stores.GetNotification(ctx, pool, id, limit)
+	if err != nil {
+		return fmt.Errorf("notification %s: %w", id, err)
+	}
+	fmt.Fprintf(c.main.Stdout, "notification %s  %s/%s  status=%s", n.ID, n.Notifier, n.Key, n.Status)
+	if n.Error != nil {
+		fmt.Fprintf(c.main.Stdout, "  error=%q", *n.Error)
+	}
+	fmt.Fprintln(c.main.Stdout)
+	tw := tabwriter.NewWriter(c.main.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RECIPIENT\tCHANNEL\tREASON\tMODE\tSTATUS\tATTEMPTS\tUPDATED\tLAST ERROR")
+	for _, d := range n.Deliveries {
+		rcpt, lastErr := "(bulk)", ""
+		if d.Recipient != nil {
+			rcpt = *d.Recipient
+		}
+		if d.LastError != nil {
+			lastErr = *d.LastError
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", rcpt, d.Channel, d.Reason, d.Mode, d.Status, d.Attempts,
+			d.UpdatedAt.Format(time.RFC3339), lastErr)
+	}
+	return tw.Flush()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/internal/pgcluster"
+	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// DevCommand is `notifyd dev`: the embedded default. It starts a private
+// PostgreSQL under ./.notifyd/ (kept between runs) when no database is
+// configured, migrates, captures email in an in-process SMTP server shown on
+// /dev/, and runs the daemon.
+type DevCommand struct{ main *Main }
+
+// Run starts everything and blocks until a signal; it stops what it started.
+func (c *DevCommand) Run(ctx context.Context, args []string) error {
+	var path, dir, level string
+	fs := c.main.newFlagSet("dev", &path)
+	fs.StringVar(&dir, "dir", ".notifyd", "where the private PostgreSQL keeps its data")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	lvl, err := logLevel(level)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(c.main, lvl)
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+
+	if cfg.Database.URL == "" {
+		abs, err := filepath.Abs(filepath.Join(dir, "postgres"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.main.Stdout, "starting a private PostgreSQL in %s ...\n", abs)
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: abs, Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		if err := cluster.EnsureDatabase(ctx, "notifyd"); err != nil {
+			return err
+		}
+		cfg.Database.URL = cluster.URL("notifyd")
+	}
+	if cfg.HTTP.AdminToken == "" {
+		cfg.HTTP.AdminToken = "dev-admin-" + randomHex(8)
+	}
+	if cfg.HTTP.TokenSecret == "" {
+		cfg.HTTP.TokenSecret = "dev-secret-" + randomHex(16)
+	}
+	if cfg.Channels.Webhook != nil && cfg.Channels.Webhook.Secret == "" {
+		cfg.Channels.Webhook.Secret = "dev-webhook-secret"
+	}
+
+	mailbox, err := smtptest.New("127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("start the dev SMTP server: %w", err)
+	}
+	defer mailbox.Close()
+	if cfg.Channels.Email == nil {
+		cfg.Channels.Email = &config.Email{From: "notifyd dev <dev@notifyd.test>", Timeout: config.Duration(30 * time.Second)}
+	}
+	cfg.Channels.Email.SMTP = config.SMTP{Host: mailbox.Host(), Port: mailbox.Port(), TLS: "none"}
+
+	pool, err := daemon.OpenPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	schema := cfg.Database.Schema
+	if schema == "public" {
+		schema = ""
+	}
+	err = stores.Migrate(ctx, pool, schema, logger)
+	pool.Close()
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+	}
+	page := &devPage{mailbox: mailbox}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: logger, Listener: ln,
+		Routes: map[string]http.Handler{"GET /dev/{$}": page}})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer d.Close()
+
+	tok, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	base := "http://" + d.Addr()
+	fmt.Fprintf(c.main.Stdout, `
+notifyd dev is running.
+  API:             %[1]s/v1/
+  captured email:  %[1]s/dev/
+  admin token:     %[2]s
+  token for u2:    %[3]s
+
+Send a notification:
+  curl -s -X POST %[1]s/v1/notifications -H 'Authorization: Bearer %[2]s' \
+    -d '{"notifier":"comment.created","key":"c-1","actor":"u1","recipients":[{"id":"u2","reason":"author"}],"params":{"post_title":"Hello","author_name":"Ada","url":"/posts/9"}}'
+Read u2's inbox:
+  curl -s %[1]s/v1/inbox -H 'Authorization: Bearer %[3]s'
+
+Ctrl-C stops notifyd and the private PostgreSQL.
+`, base, cfg.HTTP.AdminToken, tok)
+	return d.Run(ctx)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// devPage lists captured emails, newest first.
+type devPage struct {
+	mailbox *smtptest.Server
+}
+
+var devTemplate = template.Must(template.New("dev").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>notifyd dev: captured email</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}article{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:1em}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}</style></head>
+<body><h1>Captured email ({{len .}})</h1>
+<p><small>Every message notifyd sent through the dev SMTP server. Reload to refresh.</small></p>
+{{range .}}<article><h2>{{.Subject}}</h2>
+<p><small>To {{range .To}}{{.}} {{end}}· Message-ID {{.MessageID}}</small></p>
+{{if .HTML}}<iframe sandbox srcdoc="{{.HTML}}"></iframe>{{end}}
+{{if .Text}}<pre>{{.Text}}</pre>{{end}}</article>{{else}}<p>No email yet.</p>{{end}}
+</body></html>`))
+
+func (p *devPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	msgs := p.mailbox.Messages()
+	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
+		msgs[i], msgs[j] = msgs[j], msgs[i]
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := devTemplate.Execute(w, msgs); err != nil {
+		slog.Default().Warn("render dev page", "err", err)
+	}
+}

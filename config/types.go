@@ -1,0 +1,245 @@
+// Package config loads and validates notifyd's YAML configuration (SPEC §11).
+//
+// Load expands ${VAR} from the environment, rejects unknown keys, and validates
+// every value; each error names the file, the key path and the line. A loaded
+// Config carries compiled JSON Schemas and parsed templates, so the rest of the
+// daemon never re-parses config text.
+package config
+
+import (
+	"text/template"
+	"time"
+
+	htmltemplate "html/template"
+
+	"github.com/robfig/cron/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Config is the whole daemon configuration. The zero value is not useful: use
+// Load, Parse or Default.
+type Config struct {
+	Database  Database             `yaml:"database"`
+	HTTP      HTTP                 `yaml:"http"`
+	Queues    Queues               `yaml:"queues"`
+	Reasons   []string             `yaml:"reasons"`
+	Channels  Channels             `yaml:"channels"`
+	Retry     Retry                `yaml:"retry"`
+	Digest    Digest               `yaml:"digest"`
+	Retention Retention            `yaml:"retention"`
+	Notifiers map[string]*Notifier `yaml:"notifiers"`
+
+	// Path is the file the config was loaded from ("" when parsed from bytes).
+	Path string `yaml:"-"`
+}
+
+// Database says where notifyd keeps its tables and River's.
+type Database struct {
+	// URL is a libpq/pgx connection string. Empty means "no database configured":
+	// `notifyd dev` then starts a private PostgreSQL; `run` refuses to start.
+	URL string `yaml:"url"`
+	// Schema holds notifyd's notify_* tables and River's river_* tables. Default "public".
+	Schema string `yaml:"schema"`
+	// MaxConns caps the connection pool. Zero means 4 + the sum of the queue workers, at most 100.
+	MaxConns int `yaml:"max_conns"`
+}
+
+// HTTP configures the API server.
+type HTTP struct {
+	Listen      string `yaml:"listen"`       // default 127.0.0.1:8080
+	AdminToken  string `yaml:"admin_token"`  // bearer token for admin endpoints; empty disables them
+	TokenSecret string `yaml:"token_secret"` // HS256 secret for recipient JWTs; empty disables recipient endpoints
+	MaxBody     int64  `yaml:"max_body"`     // request body limit in bytes, default 1 MiB
+}
+
+// Queues sets River's max workers per notifyd queue, plus fetch tuning.
+type Queues struct {
+	Fanout      int `yaml:"fanout"`      // default 4
+	Send        int `yaml:"send"`        // default 50
+	Digest      int `yaml:"digest"`      // default 4
+	Maintenance int `yaml:"maintenance"` // default 2
+	// FetchCooldown and FetchPollInterval tune River's producers (defaults 5ms and 50ms:
+	// River's own defaults cap a queue near 1,000 jobs/s).
+	FetchCooldown     Duration `yaml:"fetch_cooldown"`
+	FetchPollInterval Duration `yaml:"fetch_poll_interval"`
+	// FanoutChunk is how many recipients one fan-out transaction writes. Default 1000.
+	FanoutChunk int `yaml:"fanout_chunk"`
+	// SendBatch is how many deliveries one notify.send job carries. Default 50.
+	SendBatch int `yaml:"send_batch"`
+}
+
+// Channels configures the delivery channels. A nil channel is not configured:
+// its deliveries are `unavailable` at fan-out time.
+type Channels struct {
+	Email   *Email   `yaml:"email"`
+	Webhook *Webhook `yaml:"webhook"`
+	Slack   *Slack   `yaml:"slack"`
+}
+
+// Email configures the SMTP channel.
+type Email struct {
+	From string `yaml:"from"`
+	SMTP SMTP   `yaml:"smtp"`
+	// Rate is messages per second per replica; 0 is unlimited.
+	Rate float64 `yaml:"rate"`
+	// ListUnsubscribe, when set, is rendered (text/template, with .Recipient and
+	// .Notifier) into a List-Unsubscribe header.
+	ListUnsubscribe string `yaml:"list_unsubscribe"`
+	// Timeout bounds one SMTP conversation (dial to QUIT of one message). Default 30s.
+	Timeout Duration `yaml:"timeout"`
+
+	// ListUnsubscribeTmpl is ListUnsubscribe parsed (missingkey=zero), set by
+	// Load; nil when ListUnsubscribe is empty.
+	ListUnsubscribeTmpl *template.Template `yaml:"-"`
+}
+
+// SMTP is the mail server email is handed to.
+type SMTP struct {
+	Host     string `yaml:"host"`
+	Port     int    `yaml:"port"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	TLS      string `yaml:"tls"` // none | starttls | tls; default none
+}
+
+// Webhook configures the webhook channel.
+type Webhook struct {
+	// Secret signs payloads (Standard Webhooks). It may be "whsec_<base64>" or raw
+	// text. Secrets lists extra secrets that are also signed with while one rotates.
+	Secret       string   `yaml:"secret"`
+	Secrets      []string `yaml:"secrets"`
+	Timeout      Duration `yaml:"timeout"`       // default 10s
+	AllowPrivate bool     `yaml:"allow_private"` // allow loopback/private/link-local destinations
+}
+
+// Slack configures the Slack channel (URLs are per notifier).
+type Slack struct {
+	Timeout      Duration `yaml:"timeout"` // default 10s
+	AllowPrivate bool     `yaml:"allow_private"`
+}
+
+// Retry bounds how long a failing delivery is retried.
+type Retry struct {
+	MaxAge Duration `yaml:"max_age"` // default 72h
+	// Lease is how long a claimed (`sending`) delivery may stay claimed before the
+	// retry sweep takes it back. Default 5m.
+	Lease Duration `yaml:"lease"`
+	// Sweep is the retry sweep's cron spec. Default "CRON_TZ=UTC * * * * *" (every minute).
+	Sweep string `yaml:"sweep"`
+
+	// SweepCron is Sweep parsed, set by Load. It satisfies river.PeriodicSchedule.
+	SweepCron cron.Schedule `yaml:"-"`
+}
+
+// Digest configures email digests (SPEC §9).
+type Digest struct {
+	Schedule string `yaml:"schedule"` // per recipient, in their timezone; default "0 8 * * *"
+	Sweep    string `yaml:"sweep"`    // default "CRON_TZ=UTC */5 * * * *"
+	Timezone string `yaml:"timezone"` // default UTC
+	MaxItems int    `yaml:"max_items"`
+	Subject  string `yaml:"subject"`
+	Text     string `yaml:"text"`
+	HTML     string `yaml:"html"`
+
+	// Compiled forms, set by Load. The templates' dot is a DigestData. HTMLTmpl
+	// is nil when HTML is empty (text-only digests). Location is Timezone
+	// loaded: the zone for recipients whose profile has no timezone.
+	SubjectTmpl *template.Template     `yaml:"-"`
+	TextTmpl    *template.Template     `yaml:"-"`
+	HTMLTmpl    *htmltemplate.Template `yaml:"-"`
+	Location    *time.Location         `yaml:"-"`
+
+	// ScheduleCron is Schedule parsed. It carries no zone of its own: its Next
+	// works in the zone of the time it is given, so call
+	// ScheduleCron.Next(t.In(recipientLocation)).
+	ScheduleCron cron.Schedule `yaml:"-"`
+	// SweepCron is Sweep parsed. It satisfies river.PeriodicSchedule.
+	SweepCron cron.Schedule `yaml:"-"`
+}
+
+// Retention says how long rows are kept.
+type Retention struct {
+	Inbox      Duration `yaml:"inbox"`      // default 2160h
+	Deliveries Duration `yaml:"deliveries"` // default 720h
+	Changes    Duration `yaml:"changes"`    // inbox change log; default 168h
+	Schedule   string   `yaml:"schedule"`   // default "CRON_TZ=UTC 17 3 * * *"
+
+	// ScheduleCron is Schedule parsed, set by Load. It satisfies river.PeriodicSchedule.
+	ScheduleCron cron.Schedule `yaml:"-"`
+}
+
+// Notifier is one kind of notification.
+type Notifier struct {
+	Name          string           `yaml:"-"`
+	Category      string           `yaml:"category"`
+	Required      bool             `yaml:"required"`
+	NotifyActor   bool             `yaml:"notify_actor"`
+	MaxRecipients int              `yaml:"max_recipients"` // default 10000
+	Params        map[string]any   `yaml:"params"`         // JSON Schema, draft 2020-12; nil accepts any object
+	Example       map[string]any   `yaml:"example"`        // params used by `notifyd check` to render templates
+	Channels      NotifierChannels `yaml:"channels"`
+
+	// Schema is Params compiled, set by Load (nil when Params is nil).
+	Schema *jsonschema.Schema `yaml:"-"`
+}
+
+// NotifierChannels holds a notifier's per-channel templates and default modes.
+// A nil channel is not used by the notifier.
+type NotifierChannels struct {
+	InApp   *InAppTemplates   `yaml:"in_app"`
+	Email   *EmailTemplates   `yaml:"email"`
+	Webhook *WebhookTemplates `yaml:"webhook"`
+	Slack   *SlackTemplates   `yaml:"slack"`
+}
+
+// InAppTemplates render the inbox item (text/template over params).
+type InAppTemplates struct {
+	Default string `yaml:"default"` // immediate | off; default immediate
+	Title   string `yaml:"title"`
+	Body    string `yaml:"body"`
+	URL     string `yaml:"url"`
+
+	// Parsed forms, set by Load; each is nil when its source is empty (and
+	// renders as "" through Notifier.RenderInApp).
+	TitleTmpl, BodyTmpl, URLTmpl *template.Template `yaml:"-"`
+}
+
+// EmailTemplates render an email. Locales maps a locale ("fr", "pt-BR") to
+// variants; a recipient's locale picks the exact match, then its language, then
+// the default templates.
+type EmailTemplates struct {
+	Default string                     `yaml:"default"` // immediate | digest | off; default immediate
+	Subject string                     `yaml:"subject"`
+	Text    string                     `yaml:"text"`
+	HTML    string                     `yaml:"html"`
+	Locales map[string]*EmailTemplates `yaml:"locales"`
+
+	// Parsed forms, set by Load; the dot is the params object. TextTmpl or
+	// HTMLTmpl is nil when that part is not configured (at least one is set).
+	SubjectTmpl *template.Template     `yaml:"-"`
+	TextTmpl    *template.Template     `yaml:"-"`
+	HTMLTmpl    *htmltemplate.Template `yaml:"-"`
+}
+
+// WebhookTemplates configure the webhook channel for a notifier. With URL set the
+// notifier also sends one bulk webhook per notification to it; per-recipient
+// webhooks go to each recipient's profile webhook_url.
+type WebhookTemplates struct {
+	Default string `yaml:"default"` // immediate | off (per-recipient); default off
+	URL     string `yaml:"url"`     // notifier-level (bulk) destination, optional
+}
+
+// SlackTemplates configure the bulk Slack message.
+type SlackTemplates struct {
+	WebhookURL string `yaml:"webhook_url"`
+	Text       string `yaml:"text"`
+
+	// TextTmpl is Text parsed, set by Load; the dot is the params object.
+	TextTmpl *template.Template `yaml:"-"`
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string ("72h").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

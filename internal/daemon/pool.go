@@ -1,0 +1,44 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/config"
+)
+
+// OpenPool connects to cfg.Database.URL with the search_path set to the
+// configured schema (so notify_* and river_* resolve there) and a pool sized
+// for the configured workers.
+func OpenPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	if cfg.Database.URL == "" {
+		return nil, errors.New("database.url is empty: set it (or DATABASE_URL), or use `notifyd dev` for a private PostgreSQL")
+	}
+	pc, err := pgxpool.ParseConfig(cfg.Database.URL)
+	if err != nil {
+		return nil, fmt.Errorf("database.url: %w", err)
+	}
+	if s := cfg.Database.Schema; s != "" && s != "public" {
+		pc.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{s}.Sanitize()
+	}
+	if cfg.Database.MaxConns > 0 {
+		pc.MaxConns = int32(cfg.Database.MaxConns)
+	} else if !strings.Contains(cfg.Database.URL, "pool_max_conns") {
+		q := cfg.Queues
+		pc.MaxConns = int32(min(100, 8+q.Fanout+q.Send+q.Digest+q.Maintenance))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return pool, nil
+}

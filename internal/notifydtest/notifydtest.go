@@ -1,0 +1,129 @@
+// Package notifydtest builds what notifyd's integration tests share: a config
+// from YAML, a River client running every worker against a test database, and
+// polling helpers. It never fakes the database: pools come from pgtest.
+package notifydtest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/jobs"
+)
+
+// BaseConfig is a small config with the notifiers the integration tests use.
+// Tests append their own notifiers or channels by editing the parsed Config.
+const BaseConfig = `
+reasons: [assigned, author, mentioned, subscribed, role-default]
+queues: {fanout: 2, send: 4, digest: 2, maintenance: 1, fanout_chunk: 100}
+http: {admin_token: admin-token, token_secret: token-secret}
+notifiers:
+  comment.created:
+    category: comments
+    max_recipients: 5000
+    params:
+      type: object
+      required: [post_title, author_name]
+      properties:
+        post_title: {type: string}
+        author_name: {type: string}
+        url: {type: string}
+    channels:
+      in_app: {title: "{{.author_name}} commented on {{.post_title}}", url: "{{.url}}"}
+  team.joined:
+    category: teams
+    notify_actor: true
+    max_recipients: 3
+    channels:
+      in_app: {title: "{{.team}}: somebody joined"}
+`
+
+// Config parses yaml (BaseConfig when empty) and fails the test on error.
+func Config(t testing.TB, yaml string) *config.Config {
+	t.Helper()
+	if yaml == "" {
+		yaml = BaseConfig
+	}
+	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	return cfg
+}
+
+// Logger returns a logger that prints to stderr when NOTIFYD_TEST_LOG is set,
+// and discards otherwise.
+func Logger() *slog.Logger {
+	if os.Getenv("NOTIFYD_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// fastRetry retries failed jobs after 50 ms, so tests of crash recovery do not
+// wait for River's production backoff.
+type fastRetry struct{}
+
+func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(50 * time.Millisecond) }
+
+// StartWorkers runs a River client with every notifyd worker on deps.Pool and
+// stops it when the test ends. A nil deps.Logger is filled with Logger().
+func StartWorkers(t testing.TB, deps *jobs.Deps) *river.Client[pgx.Tx] {
+	t.Helper()
+	if deps.Logger == nil {
+		deps.Logger = Logger()
+	}
+	rc := jobs.RiverConfig(deps, jobs.NewWorkers(deps))
+	rc.RetryPolicy = fastRetry{}
+	rc.TestOnly = true
+	client, err := river.NewClient(riverpgxv5.New(deps.Pool), rc)
+	if err != nil {
+		t.Fatalf("river client: %v", err)
+	}
+	if err := client.Start(context.Background()); err != nil {
+		t.Fatalf("start river: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.Stop(ctx); err != nil {
+			_ = client.StopAndCancel(ctx)
+		}
+	})
+	return client
+}
+
+// Eventually polls cond every 20 ms until it returns true or timeout passes,
+// then fails the test with msg.
+func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: %s", timeout, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Count runs a count(*) query and fails the test on error.
+func Count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}

@@ -1,0 +1,429 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// FanoutArgs is the notify.fanout job: resolve a notification's audience and
+// write its inbox items, delivery rows and send jobs, chunk by chunk.
+//
+// SendTx inserts this job with a hand-written statement (stores.InsertNotification)
+// so that enqueue is one round trip; keep its kind, queue and args shape in step.
+type FanoutArgs struct {
+	NotificationID string `json:"notification_id"`
+}
+
+// Kind is the River job kind.
+func (FanoutArgs) Kind() string { return "notify.fanout" }
+
+// InsertOpts puts fan-outs on their own queue.
+func (FanoutArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueFanout, MaxAttempts: 25}
+}
+
+// FanoutWorker works notify.fanout.
+//
+// Each chunk is ONE transaction that locks the notification row, reads the next
+// window of the audience (inline recipients and topic subscribers, merged in
+// recipient order), resolves every recipient's mode per channel, writes inbox
+// items and delivery rows set-based, enqueues the chunk's send jobs, records the
+// cursor and, on the last chunk, completes the River job (JobCompleteTx). A
+// crash at any point replays from the last committed cursor; the unique keys
+// make even a replay of a committed chunk write nothing twice.
+type FanoutWorker struct {
+	river.WorkerDefaults[FanoutArgs]
+	Deps *Deps
+}
+
+// Timeout disables River's per-job timeout: a fan-out to a million recipients
+// runs for minutes, and progress is checkpointed per chunk anyway.
+func (w *FanoutWorker) Timeout(*river.Job[FanoutArgs]) time.Duration { return -1 }
+
+// Work runs the fan-out to completion (or until ctx ends; the next attempt
+// resumes from the cursor).
+func (w *FanoutWorker) Work(ctx context.Context, job *river.Job[FanoutArgs]) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done, err := w.step(ctx, job)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		if hook := w.Deps.AfterFanoutStep; hook != nil {
+			if err := hook(job.Args.NotificationID); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// step runs one transaction: normalisation, or one chunk. It reports whether
+// the fan-out is finished (and the job completed in that transaction).
+func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (done bool, err error) {
+	d := w.Deps
+	log := d.logger().With("notification_id", job.Args.NotificationID, "job_id", job.ID)
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	st, err := stores.LockFanout(ctx, tx, job.Args.NotificationID)
+	if errors.Is(err, stores.ErrNotFound) {
+		log.WarnContext(ctx, "fan-out of a notification that does not exist")
+		return true, w.complete(ctx, tx, job)
+	}
+	if err != nil {
+		return false, err
+	}
+	switch notifyd.NotificationStatus(st.Status) {
+	case notifyd.NotificationCancelled, notifyd.NotificationRejected, notifyd.NotificationFannedOut:
+		return true, w.complete(ctx, tx, job)
+	}
+
+	nf, ok := d.Config.Notifier(st.Notifier)
+	if !ok {
+		return true, w.reject(ctx, tx, job, st, fmt.Sprintf("unknown notifier %q", st.Notifier))
+	}
+	params, err := decodeParams(st.Params)
+	if err == nil {
+		err = nf.ValidateParams(params)
+	}
+	if err != nil {
+		return true, w.reject(ctx, tx, job, st, "invalid params: "+err.Error())
+	}
+
+	if !st.Normalized {
+		audience, topics, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor)
+		if err != nil {
+			return false, err
+		}
+		if audience > nf.MaxRecipients {
+			return true, w.reject(ctx, tx, job, st, fmt.Sprintf(
+				"audience of %d recipients exceeds max_recipients %d", audience, nf.MaxRecipients))
+		}
+		st.Topics = topics
+		if err := w.writeBulk(ctx, tx, st, nf); err != nil {
+			return false, err
+		}
+		log.DebugContext(ctx, "fan-out started", "audience", audience)
+		return false, tx.Commit(ctx)
+	}
+
+	chunkSize := d.Config.Queues.FanoutChunk
+	if chunkSize <= 0 {
+		chunkSize = 1000
+	}
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, chunkSize, scopesOf(nf))
+	if err != nil {
+		return false, err
+	}
+	m := mergeChunk(cands, chunkSize, len(st.Topics), d.Config.ReasonRank)
+	chunk, err := w.buildChunk(st, nf, params, m)
+	if err != nil {
+		return false, err
+	}
+	res, err := stores.WriteChunk(ctx, tx, chunk)
+	if err != nil {
+		return false, err
+	}
+	if err := insertSendJobs(ctx, tx, res.PendingIDs, d.Config.Queues.SendBatch); err != nil {
+		return false, err
+	}
+	if m.done {
+		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+			return false, fmt.Errorf("complete fan-out job %d: %w", job.ID, err)
+		}
+	}
+	// Last: the change-log lock is held from here to COMMIT.
+	if err := stores.LogInboxCreated(ctx, tx, res.InboxIDs, res.InboxRecipients); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	log.DebugContext(ctx, "fan-out chunk written", "recipients", len(m.recipients), "inbox", len(res.InboxIDs),
+		"deliveries", len(chunk.DeliveryIDs), "sends", len(res.PendingIDs), "done", m.done)
+	return m.done, nil
+}
+
+func (w *FanoutWorker) complete(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs]) error {
+	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
+		return fmt.Errorf("complete fan-out job %d: %w", job.ID, err)
+	}
+	return tx.Commit(ctx)
+}
+
+// reject marks the notification rejected and completes the job.
+func (w *FanoutWorker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs], st *stores.FanoutState, reason string) error {
+	w.Deps.logger().WarnContext(ctx, "notification rejected", "notification_id", st.ID, "notifier", st.Notifier,
+		"key", st.Key, "reason", reason)
+	if err := stores.RejectNotification(ctx, tx, st.ID, reason); err != nil {
+		return err
+	}
+	return w.complete(ctx, tx, job)
+}
+
+// writeBulk writes the notification's bulk deliveries (Slack, notifier-level
+// webhook) and their send jobs in the normalisation transaction.
+func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier) error {
+	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
+		Actor: st.Actor, Cursor: st.Cursor, InlinePos: st.InlinePos}
+	add := func(channel, status, why string) {
+		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())
+		c.DeliveryRecipients = append(c.DeliveryRecipients, "")
+		c.DeliveryChannels = append(c.DeliveryChannels, channel)
+		c.DeliveryReasons = append(c.DeliveryReasons, "")
+		c.DeliveryModes = append(c.DeliveryModes, string(notifyd.ModeImmediate))
+		c.DeliveryStatuses = append(c.DeliveryStatuses, status)
+		c.DeliveryErrors = append(c.DeliveryErrors, why)
+	}
+	if nf.Channels.Slack != nil {
+		if b, ok := w.Deps.Bulk[channels.Slack]; ok && b.Configured(nf.Name) {
+			add(channels.Slack, string(notifyd.StatusPending), "")
+		} else {
+			add(channels.Slack, string(notifyd.StatusUnavailable), "slack channel is not configured")
+		}
+	}
+	if nf.Channels.Webhook != nil && nf.Channels.Webhook.URL != "" {
+		if b, ok := w.Deps.Bulk[channels.Webhook]; ok && b.Configured(nf.Name) {
+			add(channels.Webhook, string(notifyd.StatusPending), "")
+		} else {
+			add(channels.Webhook, string(notifyd.StatusUnavailable), "webhook channel is not configured")
+		}
+	}
+	if len(c.DeliveryIDs) == 0 {
+		return nil
+	}
+	res, err := stores.WriteChunk(ctx, tx, c)
+	if err != nil {
+		return err
+	}
+	return insertSendJobs(ctx, tx, res.PendingIDs, w.Deps.Config.Queues.SendBatch)
+}
+
+// buildChunk resolves every merged recipient's mode per channel and lays out
+// the rows to write.
+func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, params map[string]any, m merged) (*stores.Chunk, error) {
+	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
+		Actor: st.Actor, Params: st.Params, Cursor: m.cursor, InlinePos: st.InlinePos + m.inlineTaken, Done: m.done}
+	if m.cursor == nil {
+		c.Cursor = st.Cursor
+	}
+	if nf.Channels.InApp != nil {
+		title, body, url, err := nf.RenderInApp(params)
+		if err != nil {
+			return nil, fmt.Errorf("render in_app templates of %s: %w", nf.Name, err)
+		}
+		c.Title, c.Body, c.URL = title, body, url
+	}
+	addRow := func(r *mergedRecipient, channel string, mode notifyd.Mode, status notifyd.DeliveryStatus, why string) {
+		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())
+		c.DeliveryRecipients = append(c.DeliveryRecipients, r.ID)
+		c.DeliveryChannels = append(c.DeliveryChannels, channel)
+		c.DeliveryReasons = append(c.DeliveryReasons, r.Reason)
+		c.DeliveryModes = append(c.DeliveryModes, string(mode))
+		c.DeliveryStatuses = append(c.DeliveryStatuses, string(status))
+		c.DeliveryErrors = append(c.DeliveryErrors, why)
+	}
+	for i := range m.recipients {
+		r := &m.recipients[i]
+		if r.ID == st.Actor && !nf.NotifyActor {
+			continue // reached through a topic; the inline list is already actor-free
+		}
+		rules, err := decodeRules(r.Rules)
+		if err != nil {
+			return nil, fmt.Errorf("preferences of %s: %w", r.ID, err)
+		}
+		muted := isMuted(nf.Name, st.Topics, r)
+		for _, ch := range notifyd.PerRecipientChannels {
+			res := notifyd.Resolve(nf, ch, rules, muted)
+			if res.Mode == notifyd.ModeOff {
+				if res.Why != "default" {
+					addRow(r, ch, notifyd.ModeOff, notifyd.StatusSkipped, offReason(res.Why))
+				}
+				continue
+			}
+			if ch == channels.InApp {
+				c.InboxIDs = append(c.InboxIDs, uuidv7.String())
+				c.InboxRecipients = append(c.InboxRecipients, r.ID)
+				c.InboxReasons = append(c.InboxReasons, r.Reason)
+				continue
+			}
+			sender, ok := w.Deps.Channels[ch]
+			if !ok {
+				addRow(r, ch, res.Mode, notifyd.StatusUnavailable, ch+" channel is not configured")
+				continue
+			}
+			if err := sender.Addressable(nf.Name, r.profile()); err != nil {
+				addRow(r, ch, res.Mode, notifyd.StatusUnavailable, err.Error())
+				continue
+			}
+			if res.Mode == notifyd.ModeDigest {
+				addRow(r, ch, res.Mode, notifyd.StatusDigestPending, "")
+				continue
+			}
+			addRow(r, ch, res.Mode, notifyd.StatusPending, "")
+		}
+	}
+	return c, nil
+}
+
+func offReason(why string) string {
+	if why == "muted" {
+		return "muted by the recipient"
+	}
+	return "turned off by the recipient's preferences"
+}
+
+// isMuted: the notifier is muted, or every source that reached the recipient
+// is a topic they muted (addressing someone directly is not silenced by a topic
+// mute).
+func isMuted(notifier string, topics []string, r *mergedRecipient) bool {
+	if len(r.Mutes) == 0 {
+		return false
+	}
+	if slices.Contains(r.Mutes, "notifier:"+notifier) {
+		return true
+	}
+	for _, src := range r.Sources {
+		if src == 0 || src > len(topics) || !slices.Contains(r.Mutes, "topic:"+topics[src-1]) {
+			return false
+		}
+	}
+	return len(r.Sources) > 0
+}
+
+// scopesOf lists the preference scopes that can apply to nf.
+func scopesOf(nf *config.Notifier) []string {
+	s := []string{"*", "notifier:" + nf.Name}
+	if nf.Category != "" {
+		s = append(s, "category:"+nf.Category)
+	}
+	return s
+}
+
+func decodeParams(raw json.RawMessage) (map[string]any, error) {
+	params := map[string]any{}
+	if len(raw) == 0 {
+		return params, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&params); err != nil {
+		return nil, err
+	}
+	return params, nil
+}
+
+func decodeRules(raw json.RawMessage) ([]notifyd.Rule, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var triples [][3]string
+	if err := json.Unmarshal(raw, &triples); err != nil {
+		return nil, err
+	}
+	rules := make([]notifyd.Rule, len(triples))
+	for i, t := range triples {
+		rules[i] = notifyd.Rule{Scope: t[0], Channel: t[1], Mode: notifyd.Mode(t[2])}
+	}
+	return rules, nil
+}
+
+// mergedRecipient is one recipient of a chunk after merging the sources.
+type mergedRecipient struct {
+	stores.Candidate
+	ID      string
+	Sources []int
+	rank    int
+}
+
+func (r *mergedRecipient) profile() channels.Recipient {
+	return channels.Recipient{ID: r.ID, Email: r.Email, Name: r.Name, Locale: r.Locale, Timezone: r.Timezone,
+		WebhookURL: r.WebhookURL}
+}
+
+type merged struct {
+	recipients  []mergedRecipient
+	cursor      *string // new cursor (nil: unchanged)
+	inlineTaken int
+	done        bool
+}
+
+// mergeChunk merges the windows read by FanoutCandidates. Each source returned
+// at most window rows in recipient order; a source that returned a full window
+// may have more past its last row, so only recipients up to the smallest such
+// last row are complete — that boundary is the new cursor. When no source was
+// full, everything read is complete and the fan-out is done. A recipient
+// reached by several sources keeps its strongest reason.
+func mergeChunk(cands []stores.Candidate, window, topics int, reasonRank func(string) int) merged {
+	counts := make([]int, topics+1)
+	last := make([]string, topics+1)
+	for _, c := range cands {
+		counts[c.Source]++
+		if c.Recipient > last[c.Source] {
+			last[c.Source] = c.Recipient
+		}
+	}
+	var boundary *string
+	for s, n := range counts {
+		if n >= window && (boundary == nil || last[s] < *boundary) {
+			b := last[s]
+			boundary = &b
+		}
+	}
+	m := merged{done: boundary == nil}
+	byID := make(map[string]int, len(cands))
+	var maxID string
+	for _, c := range cands {
+		if boundary != nil && c.Recipient > *boundary {
+			continue
+		}
+		if c.Source == 0 {
+			m.inlineTaken++
+		}
+		if c.Recipient > maxID {
+			maxID = c.Recipient
+		}
+		rank := reasonRank(c.Reason)
+		if i, ok := byID[c.Recipient]; ok {
+			r := &m.recipients[i]
+			r.Sources = append(r.Sources, c.Source)
+			if rank < r.rank {
+				r.rank, r.Reason = rank, c.Reason
+			}
+			continue
+		}
+		byID[c.Recipient] = len(m.recipients)
+		m.recipients = append(m.recipients, mergedRecipient{Candidate: c, ID: c.Recipient, Sources: []int{c.Source}, rank: rank})
+	}
+	slices.SortFunc(m.recipients, func(a, b mergedRecipient) int { return strings.Compare(a.ID, b.ID) })
+	if boundary != nil {
+		m.cursor = boundary
+	} else if maxID != "" {
+		m.cursor = &maxID
+	}
+	return m
+}

@@ -1,0 +1,271 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/jobs"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type bundle struct {
+	pool   *pgxpool.Pool
+	cfg    *config.Config
+	deps   *jobs.Deps
+	client *notifyd.Client
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	cfg := notifydtest.Config(t, "")
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bundle{pool: pool, cfg: cfg, client: client,
+		deps: &jobs.Deps{Pool: pool, Config: cfg, Logger: notifydtest.Logger()}}
+}
+
+func recipients(n int, reason string) []notifyd.Recipient {
+	rs := make([]notifyd.Recipient, n)
+	for i := range rs {
+		rs[i] = notifyd.Recipient{ID: fmt.Sprintf("user-%05d", i), Reason: reason}
+	}
+	return rs
+}
+
+var commentParams = map[string]any{"post_title": "Hello", "author_name": "Ada", "url": "/posts/9"}
+
+func waitStatus(t *testing.T, b *bundle, id, status string) {
+	t.Helper()
+	notifydtest.Eventually(t, 30*time.Second, "notification "+id+" to become "+status, func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) == 1
+	})
+}
+
+func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "c-1", Actor: "user-00003",
+		Recipients: recipients(450, "author"), Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "fanned_out")
+
+	// 450 recipients minus the actor, in chunks of 100.
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 449 {
+		t.Fatalf("inbox items = %d, want 449", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'user-00003'`); n != 0 {
+		t.Fatalf("the actor got %d inbox items", n)
+	}
+	var title, url, reason string
+	if err := b.pool.QueryRow(ctx, `SELECT title, url, reason FROM notify_inbox WHERE recipient = 'user-00000'`).Scan(&title, &url, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if title != "Ada commented on Hello" || url != "/posts/9" || reason != "author" {
+		t.Fatalf("item = %q %q %q", title, url, reason)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'created'`); n != 449 {
+		t.Fatalf("change-log rows = %d, want 449", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`); n != 1 {
+		t.Fatalf("completed fan-out jobs = %d, want 1", n)
+	}
+}
+
+func TestFanoutReasonPrecedenceAndTopics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// Subscribers of post-9: u1 (subscribed), u2 (subscribed), actor u9.
+	for _, r := range []string{"u1", "u2", "u9"} {
+		if _, err := b.pool.Exec(ctx, `INSERT INTO notify_subscriptions (topic, recipient, reason) VALUES ('post-9', $1, 'subscribed')`, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "c-2", Actor: "u9",
+		Recipients: []notifyd.Recipient{{ID: "u1", Reason: "mentioned"}, {ID: "u1", Reason: "assigned"}, {ID: "u3"}},
+		Topics:     []string{"post-9", "post-9"}, Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "fanned_out")
+	got := map[string]string{}
+	rows, err := b.pool.Query(ctx, `SELECT recipient, reason FROM notify_inbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r, reason string
+		if err := rows.Scan(&r, &reason); err != nil {
+			t.Fatal(err)
+		}
+		got[r] = reason
+	}
+	want := map[string]string{"u1": "assigned", "u2": "subscribed", "u3": notifyd.DefaultReason}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("inbox reasons = %v, want %v", got, want)
+	}
+}
+
+func TestFanoutRejectsOverMaxRecipients(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// Inline recipients within the limit (3), but the topic brings more.
+	for _, r := range []string{"s1", "s2", "s3"} {
+		if _, err := b.pool.Exec(ctx, `INSERT INTO notify_subscriptions (topic, recipient) VALUES ('team-1', $1)`, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "team.joined", Key: "j-1",
+		Recipients: []notifyd.Recipient{{ID: "a"}}, Topics: []string{"team-1"}, Params: map[string]any{"team": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "rejected")
+	var reason string
+	if err := b.pool.QueryRow(ctx, `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil {
+		t.Fatal(err)
+	}
+	if reason != "audience of 4 recipients exceeds max_recipients 3" {
+		t.Fatalf("rejection reason = %q", reason)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`) + notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); n != 0 {
+		t.Fatalf("a rejected notification wrote %d rows", n)
+	}
+
+	// Inline over the limit is refused at enqueue when the client has the config.
+	_, err = b.client.Send(ctx, notifyd.Notification{Notifier: "team.joined", Key: "j-2",
+		Recipients: recipients(4, ""), Params: map[string]any{"team": "x"}})
+	if !errors.Is(err, notifyd.ErrTooManyRecipients) {
+		t.Fatalf("Send with 4 inline recipients = %v, want ErrTooManyRecipients", err)
+	}
+}
+
+func TestFanoutNotifyActor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.client.Send(context.Background(), notifyd.Notification{Notifier: "team.joined", Key: "j-3", Actor: "a",
+		Recipients: []notifyd.Recipient{{ID: "a"}, {ID: "b"}}, Params: map[string]any{"team": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "fanned_out")
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient IN ('a', 'b')`); n != 2 {
+		t.Fatalf("with notify_actor the actor is notified too: got %d items, want 2", n)
+	}
+}
+
+func TestFanoutRejectsInvalidParams(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// A client without config cannot validate: the fan-out does.
+	raw, _ := notifyd.NewClient(b.pool, notifyd.ClientConfig{})
+	res, err := raw.Send(context.Background(), notifyd.Notification{Notifier: "comment.created", Key: "bad",
+		Recipients: []notifyd.Recipient{{ID: "a"}}, Params: map[string]any{"post_title": 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "rejected")
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 0 {
+		t.Fatalf("inbox items = %d, want 0", n)
+	}
+}
+
+// A fan-out killed between chunks, then replayed from scratch, writes each
+// item exactly once and moves no timestamp or read state.
+func TestFanoutReplayIsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var steps atomic.Int32
+	b.deps.AfterFanoutStep = func(string) error {
+		// Crash after the second and the fourth committed step.
+		if n := steps.Add(1); n == 2 || n == 4 {
+			return errors.New("simulated crash between chunks")
+		}
+		return nil
+	}
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "c-replay",
+		Recipients: recipients(530, "author"), Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "fanned_out")
+	if steps.Load() < 4 {
+		t.Fatalf("only %d steps ran; the crash points were not reached", steps.Load())
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT recipient) FROM notify_inbox`); n != 530 {
+		t.Fatalf("distinct recipients = %d, want 530", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes`); n != 530 {
+		t.Fatalf("change-log rows = %d, want 530 (one per item)", n)
+	}
+
+	// Read some items, then replay the whole fan-out as a duplicate job would.
+	if _, err := b.pool.Exec(ctx, `UPDATE notify_inbox SET read_at = now() WHERE recipient < 'user-00100'`); err != nil {
+		t.Fatal(err)
+	}
+	var before string
+	if err := b.pool.QueryRow(ctx, `SELECT string_agg(id::text || created_at::text || coalesce(read_at::text, '-'), ',' ORDER BY id) FROM notify_inbox`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE notify_notifications SET status = 'pending', normalized = false, fanout_cursor = NULL, fanout_inline_pos = 0 WHERE id = $1`, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, queue, state) VALUES (jsonb_build_object('notification_id', $1::text), 'notify.fanout', 25, 'fanout', 'available')`, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, b, res.ID, "fanned_out")
+	notifydtest.Eventually(t, 10*time.Second, "replayed job completes", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 2
+	})
+	var after string
+	if err := b.pool.QueryRow(ctx, `SELECT string_agg(id::text || created_at::text || coalesce(read_at::text, '-'), ',' ORDER BY id) FROM notify_inbox`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if before != after {
+		t.Fatal("the replay changed inbox items (ids, created_at or read_at)")
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes`); n != 530 {
+		t.Fatalf("change-log rows after replay = %d, want 530", n)
+	}
+}
+
+func TestScheduledFanoutWaitsForSendAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.client.Send(context.Background(), notifyd.Notification{Notifier: "comment.created", Key: "later",
+		Recipients: []notifyd.Recipient{{ID: "a"}}, Params: commentParams, SendAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'scheduled'`, res.ID); n != 1 {
+		t.Fatal("a notification with send_at in the future is not scheduled")
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled' AND scheduled_at > now() + interval '59 minutes'`); n != 1 {
+		t.Fatal("the fan-out job is not scheduled for send_at")
+	}
+}

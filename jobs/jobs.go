@@ -1,0 +1,57 @@
+// Package jobs holds notifyd's River job kinds and their workers: the fan-out,
+// the sends, the digests and the periodic sweeps (SPEC §5).
+//
+// Every worker takes its dependencies from a *Deps built once by the daemon;
+// nothing here reads globals or the environment.
+package jobs
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+)
+
+// Queue names. Each has its own max workers in config (queues:).
+const (
+	QueueFanout      = "fanout"
+	QueueSend        = "send"
+	QueueDigest      = "digest"
+	QueueMaintenance = "maintenance"
+)
+
+// Deps is what the workers need.
+type Deps struct {
+	Pool   *pgxpool.Pool
+	Config *config.Config
+	// Channels are the configured per-recipient channels by name (email,
+	// webhook). A channel missing here is not configured: its deliveries are
+	// unavailable at fan-out time.
+	Channels map[string]channels.Channel
+	// Bulk are the configured bulk channels by name (slack, webhook).
+	Bulk   map[string]channels.BulkChannel
+	Logger *slog.Logger
+	// Clock returns the current time; tests inject one. Nil means time.Now.
+	Clock func() time.Time
+	// AfterFanoutStep, when set, runs after each committed fan-out transaction
+	// (normalisation or chunk). It is a fault-injection point for tests: an
+	// error stops the job there, as a crash would, and River retries it.
+	AfterFanoutStep func(notificationID string) error
+}
+
+func (d *Deps) now() time.Time {
+	if d.Clock != nil {
+		return d.Clock()
+	}
+	return time.Now()
+}
+
+func (d *Deps) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}

@@ -1,0 +1,114 @@
+// Package notifyd is the application-facing API of notifyd, a notification
+// delivery daemon for applications that keep their data in PostgreSQL.
+//
+// An application enqueues a Notification inside its own database transaction
+// with Client.SendTx; the notification exists if and only if that transaction
+// commits. The notifyd daemon (cmd/notifyd) then fans it out to recipients as
+// River jobs in the same database: it writes the in-app inbox exactly once,
+// sends email, webhooks and Slack messages, and records every delivery in the
+// notify_deliveries ledger.
+package notifyd
+
+import "time"
+
+// Notification is one occurrence of a notifier ("user 42 commented on post 9").
+// Its identity is (Notifier, Key): sending the same pair again, at any later
+// time, is the same notification and is reported as a duplicate.
+type Notification struct {
+	// Notifier names a notifier declared in config ("comment.created"). Required.
+	Notifier string
+	// Key identifies the occurrence within the notifier ("comment-123"). Required,
+	// at most 255 bytes.
+	Key string
+	// Actor is the recipient id of whoever caused the notification. The actor is
+	// dropped from the audience unless the notifier sets notify_actor: true.
+	// Empty means no actor.
+	Actor string
+	// Recipients are addressed directly. A recipient listed several times (or also
+	// reached through a topic) is notified once, for the strongest reason.
+	Recipients []Recipient
+	// Topics reach every subscriber of each topic, with the subscription's reason.
+	Topics []string
+	// Params are the template parameters, validated against the notifier's JSON
+	// Schema. They must be JSON-encodable; nil is an empty object.
+	Params map[string]any
+	// SendAt schedules the fan-out. The zero value fans out at once.
+	SendAt time.Time
+}
+
+// Recipient addresses one recipient of a notification.
+type Recipient struct {
+	// ID is the application's id for the recipient: 1 to 255 bytes.
+	ID string
+	// Reason says why they get the notification ("author", "mentioned"). Empty
+	// means DefaultReason.
+	Reason string
+}
+
+// DefaultReason is the reason of an inline recipient given without one.
+const DefaultReason = "direct"
+
+// SendResult is what SendTx reports.
+type SendResult struct {
+	// ID is the notification's id (a UUIDv7), the same for every send of the
+	// same (notifier, key).
+	ID string
+	// Duplicate is true when (notifier, key) already existed; nothing new was
+	// enqueued.
+	Duplicate bool
+}
+
+// Mode is a recipient's resolved posture for a channel.
+type Mode string
+
+// Modes. in_app knows only ModeImmediate and ModeOff; ModeDigest is email-only.
+const (
+	ModeImmediate Mode = "immediate"
+	ModeDigest    Mode = "digest"
+	ModeOff       Mode = "off"
+)
+
+// NotificationStatus is the lifecycle state of a notification.
+type NotificationStatus string
+
+// Notification statuses.
+const (
+	NotificationScheduled NotificationStatus = "scheduled" // send_at in the future
+	NotificationPending   NotificationStatus = "pending"   // waiting for or in fan-out
+	NotificationFannedOut NotificationStatus = "fanned_out"
+	NotificationCancelled NotificationStatus = "cancelled"
+	NotificationRejected  NotificationStatus = "rejected" // invalid at fan-out; error says why
+)
+
+// DeliveryStatus is the state of one row of the delivery ledger.
+type DeliveryStatus string
+
+// Delivery statuses. Pending, Sending, Failed, RateLimited and DigestPending are
+// on the way; the rest are terminal. A status this version does not know, read
+// back from the database, is treated as not sent: it never suppresses a send.
+const (
+	StatusPending       DeliveryStatus = "pending"
+	StatusSending       DeliveryStatus = "sending" // claimed by a send job
+	StatusFailed        DeliveryStatus = "failed"  // a temporary failure; a retry is scheduled
+	StatusRateLimited   DeliveryStatus = "rate_limited"
+	StatusSent          DeliveryStatus = "sent"
+	StatusRefused       DeliveryStatus = "refused"     // permanent failure
+	StatusExpired       DeliveryStatus = "expired"     // retried past retry.max_age
+	StatusUnavailable   DeliveryStatus = "unavailable" // channel not configured or no address
+	StatusSkipped       DeliveryStatus = "skipped"     // preference off or muted
+	StatusCancelled     DeliveryStatus = "cancelled"
+	StatusDigestPending DeliveryStatus = "digest_pending"
+	StatusDigestSent    DeliveryStatus = "digest_sent"
+	StatusDigestFailed  DeliveryStatus = "digest_failed"
+	StatusDigestDropped DeliveryStatus = "digest_dropped"
+)
+
+// Terminal reports whether s is a final status. Unknown statuses are not terminal.
+func (s DeliveryStatus) Terminal() bool {
+	switch s {
+	case StatusSent, StatusRefused, StatusExpired, StatusUnavailable, StatusSkipped,
+		StatusCancelled, StatusDigestSent, StatusDigestFailed, StatusDigestDropped:
+		return true
+	}
+	return false
+}

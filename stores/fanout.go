@@ -1,0 +1,304 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FanoutState is a notification as the fan-out job sees it, read under a row
+// lock so a concurrent cancel or a second worker waits for this chunk.
+type FanoutState struct {
+	ID         string
+	Notifier   string
+	Key        string
+	Actor      string
+	Topics     []string
+	Params     json.RawMessage
+	Status     string
+	Normalized bool
+	Audience   int
+	Cursor     *string
+	InlinePos  int
+}
+
+const lockFanoutSQL = `
+SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized,
+       coalesce(audience, 0), fanout_cursor, fanout_inline_pos
+FROM notify_notifications
+WHERE id = $1
+FOR UPDATE`
+
+// LockFanout reads notification id and locks its row until tx ends.
+func LockFanout(ctx context.Context, tx DB, id string) (*FanoutState, error) {
+	var s FanoutState
+	err := tx.QueryRow(ctx, lockFanoutSQL, id).Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params,
+		&s.Status, &s.Normalized, &s.Audience, &s.Cursor, &s.InlinePos)
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return &s, nil
+}
+
+// normalizeAudienceSQL rewrites the inline recipients once, set-based: sorted
+// by id in byte order, one entry per id with its strongest reason ($2 is the
+// configured precedence, strongest first; unknown reasons rank last), the actor
+// removed unless $3 (notify_actor) — and counts the whole audience (inline plus
+// topic subscribers, deduplicated) for the max_recipients check.
+const normalizeAudienceSQL = `
+WITH n AS (
+    SELECT id, actor, recipients, reasons, topics FROM notify_notifications WHERE id = $1
+), inl AS (
+    SELECT DISTINCT ON (r.rid) r.rid, r.reason
+    FROM n, unnest(n.recipients, n.reasons) AS r(rid, reason)
+    WHERE $3 OR n.actor IS NULL OR r.rid <> n.actor
+    ORDER BY r.rid COLLATE "C", coalesce(array_position($2::text[], r.reason), 2147483647), r.reason
+), agg AS (
+    SELECT coalesce(array_agg(rid ORDER BY rid COLLATE "C"), '{}') AS rids,
+           coalesce(array_agg(reason ORDER BY rid COLLATE "C"), '{}') AS rsns
+    FROM inl
+), cnt AS (
+    SELECT count(*) AS audience FROM (
+        SELECT rid FROM inl
+        UNION
+        SELECT s.recipient FROM n, notify_subscriptions s
+        WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
+    ) a
+)
+UPDATE notify_notifications nn
+SET recipients = agg.rids, reasons = agg.rsns,
+    topics = ARRAY(SELECT DISTINCT t FROM unnest(nn.topics) t ORDER BY t),
+    normalized = true, audience = cnt.audience, status = 'pending', updated_at = now()
+FROM agg, cnt
+WHERE nn.id = $1
+RETURNING nn.audience, nn.topics`
+
+// NormalizeAudience prepares notification id for chunked fan-out and returns
+// the size of its audience and its (deduplicated) topics.
+func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool) (int, []string, error) {
+	var audience int
+	var topics []string
+	if err := tx.QueryRow(ctx, normalizeAudienceSQL, id, reasons, notifyActor).Scan(&audience, &topics); err != nil {
+		return 0, nil, fmt.Errorf("normalize audience of %s: %w", id, err)
+	}
+	return audience, topics, nil
+}
+
+const rejectNotificationSQL = `
+UPDATE notify_notifications SET status = 'rejected', error = $2, updated_at = now() WHERE id = $1`
+
+// RejectNotification marks id rejected with reason; nothing of it is delivered.
+func RejectNotification(ctx context.Context, tx DB, id, reason string) error {
+	_, err := tx.Exec(ctx, rejectNotificationSQL, id, reason)
+	return err
+}
+
+// Candidate is one recipient the next fan-out chunk may reach, with what mode
+// resolution needs. Source is 0 for the inline list and i for the i-th topic.
+type Candidate struct {
+	Source     int
+	Recipient  string
+	Reason     string
+	Email      string
+	WebhookURL string
+	Name       string
+	Locale     string
+	Timezone   string
+	Rules      json.RawMessage // [[scope, channel, mode], ...] that can apply to this notifier, or null
+	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
+}
+
+// fanoutCandidatesSQL reads the next window of each audience source: up to $2
+// inline entries past the inline position, and up to $2 subscribers of each
+// topic past the cursor (an index range scan per topic). The caller merges the
+// windows and takes what is complete (see jobs.mergeChunk). Profile, the
+// preference rules that can apply ($3: the scopes of this notifier) and active
+// mutes come along in the same statement: one read per chunk, no per-recipient
+// round trip.
+const fanoutCandidatesSQL = `
+WITH n AS (
+    SELECT recipients, reasons, topics, fanout_cursor, fanout_inline_pos FROM notify_notifications WHERE id = $1
+), c AS (
+    (SELECT 0 AS source, r.rid AS recipient, r.reason
+     FROM n, unnest(n.recipients, n.reasons) WITH ORDINALITY AS r(rid, reason, ord)
+     WHERE r.ord > n.fanout_inline_pos
+     ORDER BY r.ord
+     LIMIT $2)
+    UNION ALL
+    (SELECT t.idx::int AS source, s.recipient, s.reason
+     FROM n, unnest(n.topics) WITH ORDINALITY AS t(topic, idx),
+     LATERAL (SELECT sub.recipient, sub.reason FROM notify_subscriptions sub
+              WHERE sub.topic = t.topic AND sub.recipient > coalesce(n.fanout_cursor, '')
+              ORDER BY sub.recipient
+              LIMIT $2) s)
+)
+SELECT c.source, c.recipient, c.reason,
+       coalesce(p.email, ''), CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
+       coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
+       (SELECT jsonb_agg(jsonb_build_array(pr.scope, pr.channel, pr.mode))
+        FROM notify_preferences pr WHERE pr.recipient = c.recipient AND pr.scope = ANY($3::text[])),
+       ARRAY(SELECT m.target FROM notify_mutes m
+             WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > now()))
+FROM c
+LEFT JOIN notify_recipients p ON p.id = c.recipient`
+
+// FanoutCandidates reads the next window of notification id's audience.
+func FanoutCandidates(ctx context.Context, tx DB, id string, window int, scopes []string) ([]Candidate, error) {
+	rows, err := tx.Query(ctx, fanoutCandidatesSQL, id, window, scopes)
+	if err != nil {
+		return nil, fmt.Errorf("fan-out candidates of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Candidate
+	for rows.Next() {
+		var c Candidate
+		if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,
+			&c.Timezone, &c.Rules, &c.Mutes); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Chunk is what one fan-out transaction writes.
+type Chunk struct {
+	NotificationID string
+	Notifier       string
+	Key            string
+	Category       string
+	Actor          string
+	Title          string
+	Body           string
+	URL            string
+	Params         json.RawMessage
+
+	// Inbox items (parallel slices).
+	InboxIDs        []string
+	InboxRecipients []string
+	InboxReasons    []string
+
+	// Delivery rows (parallel slices). Recipient "" is a bulk delivery.
+	DeliveryIDs        []string
+	DeliveryRecipients []string
+	DeliveryChannels   []string
+	DeliveryReasons    []string
+	DeliveryModes      []string
+	DeliveryStatuses   []string
+	DeliveryErrors     []string
+
+	// Progress after this chunk.
+	Cursor    *string
+	InlinePos int
+	Done      bool
+}
+
+// ChunkResult says what a chunk actually inserted (a replayed chunk inserts
+// nothing it already wrote).
+type ChunkResult struct {
+	InboxIDs        []string
+	InboxRecipients []string
+	// Pending deliveries, which need send jobs.
+	PendingIDs      []string
+	PendingChannels []string
+}
+
+// writeChunkSQL writes a chunk's inbox items, delivery rows and the fan-out's
+// progress in one statement. ON CONFLICT DO NOTHING on both identities makes a
+// replay write nothing twice and move no timestamp; only what was inserted is
+// returned, so only new pending deliveries get send jobs.
+const writeChunkSQL = `
+WITH inbox AS (
+    INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
+    SELECT u.id, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
+    FROM unnest($10::uuid[], $11::text[], $12::text[]) AS u(id, recipient, reason)
+    ON CONFLICT (recipient, notifier, key) DO NOTHING
+    RETURNING id, recipient
+), dl AS (
+    INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
+                                   last_error, settled_at)
+    SELECT d.id, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode, d.status, nullif(d.err, ''),
+           CASE WHEN d.status IN ('unavailable', 'skipped') THEN now() END
+    FROM unnest($13::uuid[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])
+         AS d(id, recipient, channel, reason, mode, status, err)
+    ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING
+    RETURNING id, channel, status
+), progress AS (
+    UPDATE notify_notifications
+    SET fanout_cursor = $20, fanout_inline_pos = $21,
+        status = CASE WHEN $22 THEN 'fanned_out' ELSE status END, updated_at = now()
+    WHERE id = $1
+    RETURNING 1
+)
+SELECT 'i', id::text, recipient FROM inbox
+UNION ALL
+SELECT 'd', id::text, channel FROM dl WHERE status = 'pending'`
+
+// WriteChunk writes c in tx and reports what was new.
+func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
+	params := c.Params
+	if params == nil {
+		params = json.RawMessage("{}")
+	}
+	rows, err := tx.Query(ctx, writeChunkSQL, c.NotificationID, c.Notifier, c.Key, c.Category, c.Actor,
+		c.Title, c.Body, c.URL, string(params),
+		nonNil(c.InboxIDs), nonNil(c.InboxRecipients), nonNil(c.InboxReasons),
+		nonNil(c.DeliveryIDs), nonNil(c.DeliveryRecipients), nonNil(c.DeliveryChannels), nonNil(c.DeliveryReasons),
+		nonNil(c.DeliveryModes), nonNil(c.DeliveryStatuses), nonNil(c.DeliveryErrors),
+		c.Cursor, c.InlinePos, c.Done)
+	if err != nil {
+		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
+	}
+	defer rows.Close()
+	res := &ChunkResult{}
+	for rows.Next() {
+		var kind, id, extra string
+		if err := rows.Scan(&kind, &id, &extra); err != nil {
+			return nil, err
+		}
+		if kind == "i" {
+			res.InboxIDs = append(res.InboxIDs, id)
+			res.InboxRecipients = append(res.InboxRecipients, extra)
+		} else {
+			res.PendingIDs = append(res.PendingIDs, id)
+			res.PendingChannels = append(res.PendingChannels, extra)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
+	}
+	return res, nil
+}
+
+// logCreatedSQL appends one "created" change per new inbox item.
+const logCreatedSQL = `
+INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
+SELECT u.recipient, 'created', ARRAY[u.id]
+FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(id, recipient, ord)
+ORDER BY u.ord`
+
+// LogInboxCreated appends change-log rows for new inbox items and wakes the
+// stream hubs. It takes ChangeLogLock: call it as the last statement before
+// COMMIT.
+func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockChangeLogSQL, ChangeLogLock)
+	b.Queue(logCreatedSQL, ids, recipients)
+	b.Queue(notifyInboxSQL)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("log inbox changes: %w", err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,52 @@
+// Package stores is notifyd's PostgreSQL access: every SQL statement the daemon
+// and the Go API run lives here, one constant each, written out in full so an
+// operator can run the statement they saw in a log.
+//
+// Functions take a DB, which a pgx.Tx, a *pgx.Conn and a *pgxpool.Pool all
+// satisfy; the caller decides the transaction. pgx.ErrNoRows is converted to
+// ErrNotFound at this boundary.
+package stores
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DB is what every store function needs: a pool, a connection or a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ErrNotFound is returned when a looked-up row does not exist (or, for a
+// recipient-scoped lookup, belongs to somebody else).
+var ErrNotFound = errors.New("not found")
+
+// ChangeLogLock is the transaction-scoped advisory lock every writer of
+// notify_inbox_changes takes immediately before inserting its rows and holds
+// until commit. Sequence values are therefore handed out in commit order, which
+// is what lets a stream resume with "seq > Last-Event-ID" without missing a row
+// that committed late. Writers take it as late as they can (the last statement
+// before COMMIT) to keep the serialised window short.
+const ChangeLogLock = 7343
+
+// unsettledStatuses are the delivery statuses a cancel may withdraw and a claim
+// may take: everything except a live claim (sending) and the terminal statuses.
+// It is written as the list of statuses that must NOT be touched, so a status
+// this version does not know is treated as not sent (SPEC §4).
+var protectedStatuses = []string{
+	"sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
+	"digest_pending", "digest_sent", "digest_failed", "digest_dropped",
+}
+
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}

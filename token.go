@@ -1,0 +1,56 @@
+package notifyd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// RecipientToken mints the JWT a recipient's browser or app presents to the
+// recipient endpoints (/v1/inbox, /v1/preferences, the stream). It is HS256
+// signed with the daemon's http.token_secret, its subject is the recipient id,
+// and it expires after ttl (which must be positive: tokens without expiry are
+// refused by the daemon).
+func RecipientToken(secret, recipient string, ttl time.Duration) (string, error) {
+	if secret == "" {
+		return "", errors.New("recipient token: empty secret")
+	}
+	if recipient == "" || len(recipient) > 255 {
+		return "", errors.New("recipient token: recipient id must be 1 to 255 bytes")
+	}
+	if ttl <= 0 {
+		return "", errors.New("recipient token: ttl must be positive")
+	}
+	now := time.Now()
+	claims := jwt.RegisteredClaims{
+		Subject:   recipient,
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+	if err != nil {
+		return "", fmt.Errorf("recipient token: %w", err)
+	}
+	return tok, nil
+}
+
+// ParseRecipientToken verifies token against secret and returns its recipient
+// id. It accepts only HS256, requires exp (and rejects an expired token) and a
+// non-empty subject.
+func ParseRecipientToken(secret, token string) (string, error) {
+	if secret == "" {
+		return "", errors.New("recipient tokens are disabled (no http.token_secret)")
+	}
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return []byte(secret), nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired())
+	if err != nil {
+		return "", err
+	}
+	if claims.Subject == "" || len(claims.Subject) > 255 {
+		return "", errors.New("token has no valid subject")
+	}
+	return claims.Subject, nil
+}
