@@ -2,8 +2,16 @@
 //
 // Load expands ${VAR} from the environment, rejects unknown keys, and validates
 // every value; each error names the file, the key path and the line. A loaded
-// Config carries compiled JSON Schemas and parsed templates, so the rest of the
-// daemon never re-parses config text.
+// Config carries compiled JSON Schemas, parsed templates and cron schedules,
+// so the rest of the daemon never re-parses config text.
+//
+// Templates are text/template (html/template for email and digest html) with
+// missingkey=zero. A notifier's templates see the params object as their dot;
+// a param that is absent renders as "" (not "<no value>"), but reaching into
+// an absent object ({{.author.name}} without author) is an execution error:
+// write {{with .author}}{{.name}}{{end}} for optional objects. Numbers are
+// float64, as encoding/json decodes them: pass params decoded without
+// UseNumber if templates format numbers ({{printf "%.2f" .amount}}).
 package config
 
 import (
@@ -169,7 +177,13 @@ type Retention struct {
 }
 
 // Notifier is one kind of notification.
+//
+// Params and Example hold JSON-shaped values (map[string]any, []any, string,
+// float64, bool, nil; an integer too large for a float64 is a json.Number),
+// exactly what encoding/json decodes, so templates see config examples and
+// HTTP params alike.
 type Notifier struct {
+	// Name is the notifier's key under `notifiers:`, set by Load.
 	Name          string           `yaml:"-"`
 	Category      string           `yaml:"category"`
 	Required      bool             `yaml:"required"`

@@ -13,12 +13,10 @@ import (
 func NewWorkers(deps *Deps) *river.Workers {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &FanoutWorker{Deps: deps})
-	addMoreWorkers(workers, deps)
+	river.AddWorker(workers, &SendWorker{Deps: deps})
+	river.AddWorker(workers, &RetrySweepWorker{Deps: deps})
 	return workers
 }
-
-// addMoreWorkers is extended by the send, digest and sweep workers' files.
-var addMoreWorkers = func(*river.Workers, *Deps) {}
 
 // RiverConfig is the River client configuration for notifyd's queues, taken
 // from config (queues:, database.schema). River's defaults poll each queue once
@@ -58,8 +56,6 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	}
 }
 
-// PeriodicJobs returns the sweeps, each on its configured cron schedule.
-var PeriodicJobs = func(*Deps) []*river.PeriodicJob { return nil }
 
 // NewRiverClient builds the River client for deps.Pool with every worker.
 func NewRiverClient(deps *Deps) (*river.Client[pgx.Tx], error) {

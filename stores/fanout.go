@@ -51,7 +51,7 @@ const normalizeAudienceSQL = `
 WITH n AS (
     SELECT id, actor, recipients, reasons, topics FROM notify_notifications WHERE id = $1
 ), inl AS (
-    SELECT DISTINCT ON (r.rid) r.rid, r.reason
+    SELECT DISTINCT ON (r.rid COLLATE "C") r.rid, r.reason
     FROM n, unnest(n.recipients, n.reasons) AS r(rid, reason)
     WHERE $3 OR n.actor IS NULL OR r.rid <> n.actor
     ORDER BY r.rid COLLATE "C", coalesce(array_position($2::text[], r.reason), 2147483647), r.reason

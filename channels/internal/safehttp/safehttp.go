@@ -1,0 +1,305 @@
+// Package safehttp builds the HTTP client that webhook and Slack deliveries go
+// through, and turns a delivery's HTTP outcome into a classified channel error.
+//
+// The client refuses to connect to loopback, private, link-local, multicast,
+// unspecified, shared (CGNAT) and other reserved addresses unless it was built
+// with allowPrivate. The check runs on the address actually being connected to
+// (net.Dialer.Control, after name resolution), so a hostname that resolves to a
+// private address — including one that changes its answer between a static check
+// and the connection (DNS rebinding) — is refused too. Redirects are never
+// followed: a 3xx is returned to the caller as it is.
+package safehttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// DefaultTimeout bounds one request (connect, TLS, headers and body) when New is
+// given a zero or negative timeout.
+const DefaultTimeout = 10 * time.Second
+
+// ErrForbiddenAddress is matched (errors.Is) by every refusal to connect to an
+// address the client is not allowed to reach. The refusal itself is an
+// *AddressError, which names the address and the reason.
+var ErrForbiddenAddress = errors.New("forbidden destination address")
+
+// AddressError is the refusal to connect to Addr. Its message says which address
+// and why: "destination 10.0.0.5 is a private address; set allow_private to allow it".
+type AddressError struct {
+	Addr netip.Addr
+	// Reason is what the address is, with its article: "a private address".
+	Reason string
+}
+
+func (e *AddressError) Error() string {
+	return fmt.Sprintf("destination %s is %s; set allow_private to allow it", e.Addr, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrForbiddenAddress) true.
+func (e *AddressError) Unwrap() error { return ErrForbiddenAddress }
+
+// LookupFunc resolves host to its IP addresses. It has the shape of
+// (*net.Resolver).LookupNetIP with the network fixed to "ip".
+type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
+
+// Option changes how New builds the client.
+type Option func(*settings)
+
+type settings struct {
+	lookup    LookupFunc
+	dialCheck func(netip.AddrPort) error
+}
+
+// WithLookup replaces the DNS resolver (net.DefaultResolver) with fn. Tests use
+// it to make a hostname resolve to an address of their choosing; the resolved
+// addresses are still checked when the connection is made. A nil fn keeps the
+// default resolver.
+func WithLookup(fn LookupFunc) Option {
+	return func(s *settings) {
+		if fn != nil {
+			s.lookup = fn
+		}
+	}
+}
+
+// WithDialCheck adds fn to the checks made on every address just before
+// connecting, after (never instead of) the private-address guard; an error from
+// fn fails that connection attempt. Tests use it as a tripwire that refuses any
+// address off the machine, so that even a broken guard cannot send a packet
+// anywhere.
+func WithDialCheck(fn func(netip.AddrPort) error) Option {
+	return func(s *settings) { s.dialCheck = fn }
+}
+
+// New returns a client for outbound deliveries. A zero or negative timeout means
+// DefaultTimeout. Unless allowPrivate is true, every connection to a forbidden
+// address (see Forbidden) fails with an *AddressError before any packet is sent.
+// The client never follows redirects (it returns the 3xx response) and ignores
+// HTTP_PROXY and friends, because a proxy would connect on our behalf to
+// addresses this client never sees.
+func New(timeout time.Duration, allowPrivate bool, opts ...Option) *http.Client {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	s := settings{lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	}}
+	for _, o := range opts {
+		o(&s)
+	}
+	d := &dialer{
+		lookup: s.lookup,
+		dialer: net.Dialer{
+			Timeout:   timeout,
+			KeepAlive: 30 * time.Second,
+			Control:   control(allowPrivate, s.dialCheck),
+		},
+	}
+	transport := &http.Transport{
+		// No proxy, on purpose: see the doc comment.
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   10,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport: transport,
+		Timeout:   timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// control is the net.Dialer.Control callback. It runs after the socket is
+// created and before connect(2), with the numeric address being connected to:
+// this, not any earlier look at the URL, is what keeps the client off private
+// networks, so it must stay on every dial path.
+func control(allowPrivate bool, extra func(netip.AddrPort) error) func(network, address string, _ syscall.RawConn) error {
+	return func(network, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			// Fail closed: an address we cannot read is an address we cannot vet.
+			return fmt.Errorf("%w: cannot parse %q", ErrForbiddenAddress, address)
+		}
+		if !allowPrivate {
+			if err := Forbidden(ap.Addr()); err != nil {
+				return err
+			}
+		}
+		if extra != nil {
+			return extra(ap)
+		}
+		return nil
+	}
+}
+
+// dialer resolves names itself (so tests can inject answers) and dials the
+// resolved addresses one by one; net.Dialer.Control vets each one.
+type dialer struct {
+	lookup LookupFunc
+	dialer net.Dialer
+}
+
+// DialContext connects to addr ("host:port"), trying each resolved address in
+// turn with a share of the remaining time, the way net.Dialer does.
+func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		ips, err = d.lookup(ctx, host)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		if len(ips) == 0 {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
+		}
+	}
+	var firstErr error
+	for i, ip := range ips {
+		attemptCtx, cancel := partialDeadline(ctx, len(ips)-i)
+		conn, err := d.dialer.DialContext(attemptCtx, network, net.JoinHostPort(ip.String(), port))
+		cancel()
+		if err == nil {
+			return conn, nil
+		}
+		// Report the refusal in preference to a later connection error: it is
+		// the reason an operator needs to see.
+		if firstErr == nil || (errors.Is(err, ErrForbiddenAddress) && !errors.Is(firstErr, ErrForbiddenAddress)) {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, firstErr
+}
+
+// partialDeadline gives one of n remaining addresses its share of the time left,
+// but at least 2 seconds (or whatever is left, if less).
+func partialDeadline(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || n <= 1 {
+		return context.WithCancel(ctx)
+	}
+	left := time.Until(deadline)
+	share := left / time.Duration(n)
+	const minShare = 2 * time.Second
+	if share < minShare {
+		share = min(minShare, left)
+	}
+	return context.WithTimeout(ctx, share)
+}
+
+// Reserved and special-purpose IPv4 ranges refused besides the ones netip
+// classifies itself.
+var (
+	cgnat4      = netip.MustParsePrefix("100.64.0.0/10")  // RFC 6598 shared address space
+	thisNet4    = netip.MustParsePrefix("0.0.0.0/8")      // RFC 1122 "this network"
+	ietf4       = netip.MustParsePrefix("192.0.0.0/24")   // RFC 6890 IETF protocol assignments
+	benchmark4  = netip.MustParsePrefix("198.18.0.0/15")  // RFC 2544 benchmarking
+	reserved4   = netip.MustParsePrefix("240.0.0.0/4")    // RFC 1112 reserved, and broadcast
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: embeds an IPv4 address
+	nat64Local  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215 local-use NAT64: an operator's own network
+	sixToFour   = netip.MustParsePrefix("2002::/16")      // RFC 3056: embeds an IPv4 address
+	ipv4Compat6 = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible IPv6
+	siteLocal6  = netip.MustParsePrefix("fec0::/10")      // deprecated site-local
+)
+
+// Forbidden returns an *AddressError when a client built without allowPrivate
+// must not connect to ip, and nil when it may. IPv4-mapped IPv6 addresses
+// (::ffff:10.0.0.1) are judged as the IPv4 address they carry, and so are the
+// IPv4 addresses embedded in NAT64 and 6to4 addresses. An invalid (zero) Addr is
+// refused.
+func Forbidden(ip netip.Addr) error {
+	if reason := classify(ip); reason != "" {
+		return &AddressError{Addr: ip, Reason: reason}
+	}
+	return nil
+}
+
+// classify names what ip is when it is off limits, or returns "".
+func classify(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return "an invalid address"
+	}
+	ip = ip.WithZone("").Unmap()
+	if ip.Is6() {
+		// Addresses that carry an IPv4 address the network may route to.
+		switch {
+		case nat64.Contains(ip):
+			b := ip.As16()
+			if r := classify(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+				return r
+			}
+		case sixToFour.Contains(ip):
+			b := ip.As16()
+			if r := classify(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+				return r
+			}
+		}
+	}
+	switch {
+	case ip.IsUnspecified():
+		return "an unspecified address"
+	case ip.IsLoopback():
+		return "a loopback address"
+	case ip.IsPrivate():
+		return "a private address"
+	case ip.IsLinkLocalUnicast():
+		return "a link-local address"
+	case ip.IsMulticast(), ip.IsLinkLocalMulticast(), ip.IsInterfaceLocalMulticast():
+		return "a multicast address"
+	case cgnat4.Contains(ip):
+		return "a shared (CGNAT) address"
+	case thisNet4.Contains(ip), ietf4.Contains(ip), benchmark4.Contains(ip), reserved4.Contains(ip),
+		ipv4Compat6.Contains(ip), siteLocal6.Contains(ip), nat64Local.Contains(ip):
+		return "a reserved address"
+	}
+	return ""
+}
+
+// CheckURL validates a destination URL statically, as config and profile
+// validation do: it must parse, use http or https, and name a host. It does not
+// resolve the host; the client checks the address it connects to.
+func CheckURL(raw string) error {
+	if raw == "" {
+		return errors.New("url is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the URL; the caller already knows which one it passed.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("invalid url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		if u.Scheme == "" {
+			return errors.New("url has no scheme; use http:// or https://")
+		}
+		return fmt.Errorf("url scheme %q is not supported; use http or https", u.Scheme)
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return errors.New("url has no host")
+	}
+	return nil
+}

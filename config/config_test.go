@@ -1,0 +1,466 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// noEnv is an environment with nothing set.
+func noEnv(string) (string, bool) { return "", false }
+
+// env returns a lookup over m.
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+// mustParse parses src as "test.yaml" and fails the test on any error.
+func mustParse(t *testing.T, src string) *Config {
+	t.Helper()
+	c, err := parseWith("test.yaml", []byte(src), noEnv)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return c
+}
+
+// parseErrors parses src and returns its errors formatted one per line.
+func parseErrors(t *testing.T, src string, lookup func(string) (string, bool)) []string {
+	t.Helper()
+	_, err := parseWith("test.yaml", []byte(src), lookup)
+	if err == nil {
+		return nil
+	}
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("error is %T, want *Errors: %v", err, err)
+	}
+	var out []string
+	for _, e := range errs.Errors {
+		if e.File != "test.yaml" {
+			t.Errorf("error %q: File = %q, want test.yaml", e, e.File)
+		}
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+
+	data, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No variable set, as on a fresh machine: it must still load.
+	c, err := parseWith("config.example.yaml", data, noEnv)
+	if err != nil {
+		t.Fatalf("config.example.yaml does not load:\n%v", err)
+	}
+	if c.Channels.Email == nil || c.Channels.Email.SMTP.Port != 1025 || c.Channels.Email.SMTP.TLS != "none" {
+		t.Errorf("email channel = %+v, want 127.0.0.1:1025 without TLS", c.Channels.Email)
+	}
+	if len(c.Notifiers) < 3 {
+		t.Errorf("%d notifiers, want at least 3", len(c.Notifiers))
+	}
+	n, ok := c.Notifier("comment.created")
+	if !ok {
+		t.Fatal("no comment.created notifier")
+	}
+	if n.Name != "comment.created" || n.Schema == nil || n.Channels.InApp.TitleTmpl == nil {
+		t.Errorf("comment.created not compiled: %+v", n)
+	}
+	if fr := c.Notifiers["task.assigned"].EmailFor("fr-CA"); fr == nil || fr.SubjectTmpl == nil || !strings.Contains(fr.Subject, "vous") {
+		t.Errorf("task.assigned has no usable fr email variant")
+	}
+
+	// And with the variables `notifyd dev` sets.
+	c, err = parseWith("config.example.yaml", data, env(map[string]string{
+		"DATABASE_URL":           "postgres://notifyd@127.0.0.1:5432/notifyd",
+		"NOTIFYD_ADMIN_TOKEN":    "admin",
+		"NOTIFYD_TOKEN_SECRET":   "secret",
+		"NOTIFYD_WEBHOOK_SECRET": "whsec_c2VjcmV0",
+	}))
+	if err != nil {
+		t.Fatalf("config.example.yaml with variables set: %v", err)
+	}
+	if c.HTTP.AdminToken != "admin" || c.Channels.Webhook.Secret != "whsec_c2VjcmV0" {
+		t.Errorf("variables not expanded: %+v %+v", c.HTTP, c.Channels.Webhook)
+	}
+}
+
+func TestLoadAndCheck(t *testing.T) {
+	t.Parallel()
+
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("http: {listen: ':9090'}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("http:\n  listen: nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := Load(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != good || c.HTTP.Listen != ":9090" {
+		t.Errorf("Path = %q, Listen = %q", c.Path, c.HTTP.Listen)
+	}
+	if err := Check(good); err != nil {
+		t.Errorf("Check(good) = %v", err)
+	}
+
+	err = Check(bad)
+	want := bad + `:2: http.listen: invalid listen address "nope" (want host:port, such as 127.0.0.1:8080 or :8080)`
+	if err == nil || err.Error() != want {
+		t.Errorf("Check(bad) = %v\nwant %s", err, want)
+	}
+
+	err = Check(filepath.Join(dir, "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Check(missing) = %v, want a not-exist error", err)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	t.Parallel()
+
+	c := Default()
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"database.schema", c.Database.Schema, "public"},
+		{"http.listen", c.HTTP.Listen, "127.0.0.1:8080"},
+		{"http.max_body", c.HTTP.MaxBody, int64(1 << 20)},
+		{"queues", c.Queues, Queues{Fanout: 4, Send: 50, Digest: 4, Maintenance: 2, FetchCooldown: Duration(5 * time.Millisecond), FetchPollInterval: Duration(50 * time.Millisecond), FanoutChunk: 1000, SendBatch: 50}},
+		{"reasons", strings.Join(c.Reasons, ","), "assigned,author,mentioned,subscribed,role-default"},
+		{"channels.email", c.Channels.Email == nil, true},
+		{"retry.max_age", c.Retry.MaxAge.D(), 72 * time.Hour},
+		{"retry.lease", c.Retry.Lease.D(), 5 * time.Minute},
+		{"retry.sweep", c.Retry.Sweep, "CRON_TZ=UTC * * * * *"},
+		{"retry.sweep parsed", c.Retry.SweepCron != nil, true},
+		{"digest.schedule", c.Digest.Schedule, "0 8 * * *"},
+		{"digest.sweep", c.Digest.Sweep, "CRON_TZ=UTC */5 * * * *"},
+		{"digest.location", c.Digest.Location, time.UTC},
+		{"digest.max_items", c.Digest.MaxItems, 50},
+		{"digest.subject", c.Digest.Subject, "Your {{.Count}} new notifications"},
+		{"digest.text", c.Digest.Text, "{{range .Items}}- {{.Title}}\n{{end}}{{if .More}}and {{.More}} more\n{{end}}"},
+		{"digest.html", c.Digest.HTMLTmpl == nil, true},
+		{"retention.inbox", c.Retention.Inbox.D(), 2160 * time.Hour},
+		{"retention.deliveries", c.Retention.Deliveries.D(), 720 * time.Hour},
+		{"retention.changes", c.Retention.Changes.D(), 168 * time.Hour},
+		{"retention.schedule", c.Retention.Schedule, "CRON_TZ=UTC 17 3 * * *"},
+		{"notifiers", c.Notifiers != nil && len(c.Notifiers) == 0, true},
+	}
+	for _, tc := range checks {
+		if fmt.Sprint(tc.got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestChannelAndNotifierDefaults(t *testing.T) {
+	t.Parallel()
+
+	c := mustParse(t, `
+channels:
+  email: {from: a@b.test, smtp: {host: h, port: 25}}
+  webhook: {}
+  slack: {}
+notifiers:
+  bare:
+  n:
+    channels:
+      in_app: {title: t}
+      email: {subject: s, text: x}
+      webhook: {}
+`)
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"email.timeout", c.Channels.Email.Timeout.D(), 30 * time.Second},
+		{"email.smtp.tls", c.Channels.Email.SMTP.TLS, "none"},
+		{"webhook.timeout", c.Channels.Webhook.Timeout.D(), 10 * time.Second},
+		{"slack.timeout", c.Channels.Slack.Timeout.D(), 10 * time.Second},
+		{"bare.name", c.Notifiers["bare"].Name, "bare"},
+		{"bare.max_recipients", c.Notifiers["bare"].MaxRecipients, 10000},
+		{"bare.schema", c.Notifiers["bare"].Schema == nil, true},
+		{"n.in_app.default", c.Notifiers["n"].Channels.InApp.Default, "immediate"},
+		{"n.email.default", c.Notifiers["n"].Channels.Email.Default, "immediate"},
+		{"n.webhook.default", c.Notifiers["n"].Channels.Webhook.Default, "off"},
+		{"n.slack", c.Notifiers["n"].Channels.Slack == nil, true},
+	}
+	for _, tc := range checks {
+		if fmt.Sprint(tc.got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name string
+		src  string
+		want string // the only error, without "test.yaml:"
+	}{
+		{"unknown top-level key", "databse: {}\n",
+			`1: databse: unknown key (want database, http, queues, reasons, channels, retry, digest, retention or notifiers)`},
+		{"unknown nested key", "channels:\n  email:\n    from: a@b.test\n    smtp: {host: h, port: 25, tsl: none}\n",
+			`4: channels.email.smtp.tsl: unknown key (want host, port, username, password or tls)`},
+		{"syntax error", "http:\n  listen: [\n",
+			`2: invalid YAML: did not find expected node content`},
+		{"duplicate key", "http:\n  listen: ':1'\n  listen: ':2'\n",
+			`3: http.listen: duplicate key (first at line 2)`},
+		{"wrong type int", "queues:\n  send: lots\n",
+			`2: queues.send: want an integer, got "lots"`},
+		{"wrong type bool", "channels:\n  webhook:\n    allow_private: maybe\n",
+			`3: channels.webhook.allow_private: want true or false, got "maybe"`},
+		{"wrong type list", "reasons: author\n",
+			`1: reasons: want a list, got "author"`},
+		{"wrong type mapping", "http: on\n",
+			`1: http: want a mapping, got "on"`},
+		{"unquoted template", "notifiers:\n  n:\n    channels:\n      in_app:\n        title: {{.x}}\n",
+			`5: notifiers.n.channels.in_app.title: want a string, got a mapping (quote a template that starts with {{)`},
+		{"bad duration", "retry:\n  max_age: 3 days\n",
+			`2: retry.max_age: invalid duration "3 days" (want a Go duration such as 30s, 5m or 72h)`},
+		{"non-positive duration", "retention:\n  inbox: 0s\n",
+			`2: retention.inbox: must be a positive duration, got 0s`},
+		{"bad cron", "retry:\n  sweep: every minute\n",
+			`2: retry.sweep: invalid cron spec "every minute": expected exactly 5 fields, found 2: [every minute] (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>)`},
+		{"bad cron zone", "retention:\n  schedule: CRON_TZ=Mars/Base 0 3 * * *\n",
+			`2: retention.schedule: invalid cron spec "CRON_TZ=Mars/Base 0 3 * * *": provided bad location Mars/Base: unknown time zone Mars/Base (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>)`},
+		{"digest schedule with zone", "digest:\n  schedule: CRON_TZ=UTC 0 8 * * *\n",
+			`2: digest.schedule: must not name a time zone: it runs in each recipient's zone (digest.timezone by default)`},
+		{"unknown timezone", "digest:\n  timezone: Mars/Base\n",
+			`2: digest.timezone: unknown time zone "Mars/Base" (want an IANA name such as UTC or Europe/Paris)`},
+		{"queue workers", "queues:\n  digest: 0\n",
+			`2: queues.digest: must be at least 1, got 0`},
+		{"fetch interval", "queues:\n  fetch_cooldown: 1s\n  fetch_poll_interval: 100ms\n",
+			`3: queues.fetch_poll_interval: must not be shorter than queues.fetch_cooldown (1s), got 100ms`},
+		{"empty reasons", "reasons: []\n",
+			`1: reasons: must list at least one reason`},
+		{"duplicate reason", "reasons:\n  - author\n  - author\n",
+			`3: reasons[1]: duplicate reason "author" (also reasons[0])`},
+		{"bad tls", "channels:\n  email:\n    from: a@b.test\n    smtp:\n      host: h\n      port: 25\n      tls: ssl\n",
+			`7: channels.email.smtp.tls: unknown tls mode "ssl" (want none, starttls or tls)`},
+		{"bad from", "channels:\n  email:\n    from: not an address\n    smtp: {host: h, port: 25}\n",
+			`3: channels.email.from: invalid address "not an address": mail: no angle-addr`},
+		{"smtp host missing", "channels:\n  email:\n    from: a@b.test\n    smtp:\n      port: 25\n",
+			`4: channels.email.smtp.host: must be set`},
+		{"bad whsec", "channels:\n  webhook:\n    secret: whsec_!!!\n",
+			`3: channels.webhook.secret: a whsec_ secret must be followed by base64`},
+		{"unknown mode", "notifiers:\n  comment.created:\n    channels:\n      email:\n        subject: s\n        text: t\n        default: weekly\n",
+			`7: notifiers.comment.created.channels.email.default: unknown mode "weekly" (want immediate, digest or off)`},
+		{"digest mode for in_app", "notifiers:\n  n:\n    channels:\n      in_app: {title: t, default: digest}\n",
+			`4: notifiers.n.channels.in_app.default: unknown mode "digest" (want immediate or off)`},
+		{"max_recipients", "notifiers:\n  n:\n    max_recipients: 0\n",
+			`3: notifiers.n.max_recipients: must be at least 1, got 0`},
+		{"empty notifier name", "notifiers:\n  \"\": {}\n",
+			`2: notifiers.: a notifier name must not be empty`},
+		{"slash in notifier name", "notifiers:\n  a/b: {}\n",
+			`2: notifiers.a/b: invalid notifier name "a/b" (no /, spaces or control characters: it appears in URLs)`},
+		{"slack without url", "notifiers:\n  n:\n    channels:\n      slack:\n        text: hi\n",
+			`4: notifiers.n.channels.slack.webhook_url: must be set (a Slack incoming-webhook URL)`},
+		{"slack url not http", "notifiers:\n  n:\n    channels:\n      slack:\n        webhook_url: ftp://x.test/\n        text: hi\n",
+			`5: notifiers.n.channels.slack.webhook_url: invalid URL "ftp://x.test/" (want an absolute http or https URL)`},
+		{"webhook url not http", "notifiers:\n  n:\n    channels:\n      webhook: {url: /relative}\n",
+			`4: notifiers.n.channels.webhook.url: invalid URL "/relative" (want an absolute http or https URL)`},
+		{"in_app without title", "notifiers:\n  n:\n    channels:\n      in_app: {body: b}\n",
+			`4: notifiers.n.channels.in_app.title: must be set (every inbox item has a title)`},
+		{"email without subject", "notifiers:\n  n:\n    channels:\n      email:\n        text: t\n",
+			`4: notifiers.n.channels.email.subject: must be set`},
+		{"template does not parse", "notifiers:\n  n:\n    channels:\n      in_app:\n        title: \"{{.x\"\n",
+			`5: notifiers.n.channels.in_app.title: invalid template: line 1: unclosed action`},
+		{"template calls unknown function", "notifiers:\n  n:\n    channels:\n      in_app:\n        title: t\n        body: \"{{shout .x}}\"\n",
+			`6: notifiers.n.channels.in_app.body: invalid template: line 1: function "shout" not defined`},
+		{"template fails on generated example", "notifiers:\n  n:\n    params:\n      type: object\n      properties: {title: {type: string}}\n    channels:\n      in_app:\n        title: \"{{.title.first}}\"\n",
+			`8: notifiers.n.channels.in_app.title: template does not render with the example params: line 1:8: at <.title.first>: can't evaluate field first in type interface {}`},
+		{"template fails on given example", "notifiers:\n  n:\n    example: {count: 3}\n    channels:\n      email:\n        subject: '{{index .count 0}}'\n        text: t\n",
+			`6: notifiers.n.channels.email.subject: template does not render with the example params: line 1:2: at <index .count 0>: error calling index: can't index item of type float64`},
+		{"locale variant fails", "notifiers:\n  n:\n    example: {n: 1}\n    channels:\n      email:\n        subject: s\n        text: t\n        locales:\n          fr:\n            subject: '{{len .n}}'\n            text: t\n",
+			`10: notifiers.n.channels.email.locales.fr.subject: template does not render with the example params: line 1:2: at <len .n>: error calling len: len of type float64`},
+		{"locale variant with default", "notifiers:\n  n:\n    channels:\n      email:\n        subject: s\n        text: t\n        locales:\n          fr: {subject: s, text: t, default: off}\n",
+			`8: notifiers.n.channels.email.locales.fr.default: a locale variant has no mode of its own (set default on the email channel)`},
+		{"bad locale", "notifiers:\n  n:\n    channels:\n      email:\n        subject: s\n        text: t\n        locales:\n          french!: {subject: s, text: t}\n",
+			`8: notifiers.n.channels.email.locales.french!: invalid locale "french!" (want a language tag such as fr or pt-BR)`},
+		{"digest template fails", "digest:\n  text: '{{.Nope}}'\n",
+			`2: digest.text: template does not render with the example params: line 1:2: at <.Nope>: can't evaluate field Nope in type config.DigestData`},
+		{"html template", "digest:\n  html: '<a href=\"{{.Items}\">'\n",
+			`2: digest.html: invalid template: line 1: bad character U+007D '}'`},
+		{"schema does not compile", "notifiers:\n  n:\n    params:\n      type: object\n      properties:\n        x: {minLength: -1}\n",
+			`6: notifiers.n.params.properties.x.minLength: invalid JSON Schema: minimum: got -1, want 0`},
+		{"schema external ref", "notifiers:\n  n:\n    params: {$ref: 'https://schemas.test/x.json'}\n",
+			`3: notifiers.n.params: invalid JSON Schema: `},
+		{"example does not match schema", "notifiers:\n  n:\n    params:\n      type: object\n      required: [a]\n    example: {b: 1}\n",
+			`6: notifiers.n.example: does not match params: /a: missing required property`},
+		{"example not JSON", "notifiers:\n  n:\n    example: {a: .nan}\n",
+			`3: notifiers.n.example.a: cannot use ".nan" as a JSON value`},
+		{"bad env syntax", "http:\n  admin_token: ${NOT CLOSED\n",
+			`2: http.admin_token: unterminated ${ (write $$ for a literal $)`},
+		{"bad env name", "http:\n  admin_token: ${A-B}\n",
+			`2: http.admin_token: invalid variable name "A-B" in ${...} (want letters, digits and _; write $$ for a literal $)`},
+		{"two documents", "http: {}\n---\nqueues: {}\n",
+			`2: more than one YAML document (--- separator): a config is one document`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := parseErrors(t, tc.src, noEnv)
+			if len(got) != 1 {
+				t.Fatalf("got %d errors, want 1:\n%s", len(got), strings.Join(got, "\n"))
+			}
+			want := "test.yaml:" + tc.want
+			if strings.HasSuffix(tc.want, ": ") {
+				if !strings.HasPrefix(got[0], want) {
+					t.Errorf("got  %s\nwant %s...", got[0], want)
+				}
+				return
+			}
+			if got[0] != want {
+				t.Errorf("got  %s\nwant %s", got[0], want)
+			}
+		})
+	}
+}
+
+func TestErrorsAllReportedInLineOrder(t *testing.T) {
+	t.Parallel()
+
+	src := `queues:
+  send: 0
+reasons: [author, author]
+channels:
+  emial: {}
+digest:
+  schedule: "61 8 * * *"
+notifiers:
+  comment.created:
+    channels:
+      email:
+        default: weekly
+        subject: "{{.post_title"
+        text: t
+  other:
+    max_recipients: -1
+`
+	got := parseErrors(t, src, noEnv)
+	want := []string{
+		`test.yaml:2: queues.send: must be at least 1, got 0`,
+		`test.yaml:3: reasons[1]: duplicate reason "author" (also reasons[0])`,
+		`test.yaml:5: channels.emial: unknown key (want email, webhook or slack)`,
+		`test.yaml:7: digest.schedule: invalid cron spec "61 8 * * *": end of range (61) above maximum (59): 61 (want 5 fields: minute hour day-of-month month day-of-week)`,
+		`test.yaml:12: notifiers.comment.created.channels.email.default: unknown mode "weekly" (want immediate, digest or off)`,
+		`test.yaml:13: notifiers.comment.created.channels.email.subject: invalid template: line 1: unclosed action`,
+		`test.yaml:16: notifiers.other.max_recipients: must be at least 1, got -1`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	_, err := parseWith("test.yaml", []byte(src), noEnv)
+	if n := strings.Count(err.Error(), "\n"); n != len(want)-1 {
+		t.Errorf("Error() has %d lines, want %d", n+1, len(want))
+	}
+	var one *Error
+	if !errors.As(err, &one) || one.Line != 2 || one.Path != "queues.send" {
+		t.Errorf("errors.As(*Error) = %+v, want the first error", one)
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	t.Parallel()
+
+	vars := env(map[string]string{
+		"TOKEN":   "s3cr3t #not-a-comment: {x}",
+		"PORT":    "2525",
+		"LISTEN":  "0.0.0.0:9000",
+		"HOST":    "mail.acme.test",
+		"NUMERIC": "12345",
+		"FLAG":    "true",
+	})
+	tests := []struct {
+		name string
+		src  string
+		get  func(*Config) any
+		want any
+	}{
+		{"set", "http: {admin_token: '${TOKEN}'}", func(c *Config) any { return c.HTTP.AdminToken }, "s3cr3t #not-a-comment: {x}"},
+		{"plain scalar keeps special characters", "http:\n  admin_token: ${TOKEN}\n", func(c *Config) any { return c.HTTP.AdminToken }, "s3cr3t #not-a-comment: {x}"},
+		{"unset is empty", "http: {admin_token: '${MISSING}'}", func(c *Config) any { return c.HTTP.AdminToken }, ""},
+		{"unset keeps the default", "http: {listen: ${MISSING}, max_body: 10}", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:8080"},
+		{"inside text", "http: {listen: '${LISTEN}'}", func(c *Config) any { return c.HTTP.Listen }, "0.0.0.0:9000"},
+		{"several", "database: {url: 'postgres://${HOST}:${PORT}/db'}", func(c *Config) any { return c.Database.URL }, "postgres://mail.acme.test:2525/db"},
+		{"typed as int", "channels: {email: {from: a@b.test, smtp: {host: '${HOST}', port: ${PORT}}}}", func(c *Config) any { return c.Channels.Email.SMTP.Port }, 2525},
+		{"typed as bool", "channels: {webhook: {allow_private: ${FLAG}}}", func(c *Config) any { return c.Channels.Webhook.AllowPrivate }, true},
+		{"number into string", "http: {admin_token: ${NUMERIC}}", func(c *Config) any { return c.HTTP.AdminToken }, "12345"},
+		{"dollar dollar", "http: {admin_token: 'a$$b$${TOKEN}'}", func(c *Config) any { return c.HTTP.AdminToken }, "a$b${TOKEN}"},
+		{"lone dollar kept", "http: {admin_token: 'price $5 {{$x}}'}", func(c *Config) any { return c.HTTP.AdminToken }, "price $5 {{$x}}"},
+		{"template variables kept", "digest: {subject: '{{$.Count}} new'}", func(c *Config) any { return c.Digest.Subject }, "{{$.Count}} new"},
+		{"keys expanded", "notifiers: {'n${PORT}': {}}", func(c *Config) any { _, ok := c.Notifiers["n2525"]; return ok }, true},
+		{"flow mapping as in SPEC", "channels:\n  webhook: {secret: ${TOKEN}, timeout: 3s}\n", func(c *Config) any { return c.Channels.Webhook.Secret }, "s3cr3t #not-a-comment: {x}"},
+		{"flow mapping unset", "channels:\n  webhook: {secret: ${MISSING}, timeout: 3s}\n", func(c *Config) any { return c.Channels.Webhook.Timeout.D() }, 3 * time.Second},
+		{"marker-like text is kept", "http: {admin_token: 'xNOTIFYDENV0x'}", func(c *Config) any { return c.HTTP.AdminToken }, "xNOTIFYDENV0x"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := parseWith("test.yaml", []byte(tc.src), vars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.get(c); got != tc.want {
+				t.Errorf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnvExpansionErrorsKeepLines(t *testing.T) {
+	t.Parallel()
+
+	// A multi-line value does not shift the lines of later errors.
+	vars := env(map[string]string{"MULTI": "a\nb\nc\nd"})
+	got := parseErrors(t, "http:\n  admin_token: ${MULTI}\n  listen: nope\n", vars)
+	want := `test.yaml:3: http.listen: invalid listen address "nope" (want host:port, such as 127.0.0.1:8080 or :8080)`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestMergeKeysAndAliases(t *testing.T) {
+	t.Parallel()
+
+	c := mustParse(t, `
+x-email: &email
+  default: digest
+  subject: "Hi {{.name}}"
+  text: body
+notifiers:
+  a:
+    channels:
+      email: *email
+  b:
+    channels:
+      email:
+        <<: *email
+        default: off
+`)
+	if got := c.Notifiers["a"].Channels.Email.Default; got != "digest" {
+		t.Errorf("a email default = %q, want digest", got)
+	}
+	b := c.Notifiers["b"].Channels.Email
+	if b.Default != "off" || b.Subject != "Hi {{.name}}" {
+		t.Errorf("b email = %q %q, want off and the merged subject", b.Default, b.Subject)
+	}
+}

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"time"
+)
+
+// Defaults, as documented on the Config fields and in SPEC §11.
+const (
+	defaultSchema      = "public"
+	defaultListen      = "127.0.0.1:8080"
+	defaultMaxBody     = 1 << 20
+	defaultDigestText  = "{{range .Items}}- {{.Title}}\n{{end}}{{if .More}}and {{.More}} more\n{{end}}"
+	defaultDigestSubj  = "Your {{.Count}} new notifications"
+	defaultMaxItems    = 50
+	defaultMaxRecips   = 10000
+	defaultRetrySweep  = "CRON_TZ=UTC * * * * *"
+	defaultDigestSched = "0 8 * * *"
+	defaultDigestSweep = "CRON_TZ=UTC */5 * * * *"
+	defaultRetention   = "CRON_TZ=UTC 17 3 * * *"
+)
+
+// defaultReasons is the reason precedence, strongest first.
+var defaultReasons = []string{"assigned", "author", "mentioned", "subscribed", "role-default"}
+
+func (c *Config) setDefaults() {
+	c.Database.Schema = defaultSchema
+	c.HTTP.Listen = defaultListen
+	c.HTTP.MaxBody = defaultMaxBody
+	c.Queues = Queues{
+		Fanout:            4,
+		Send:              50,
+		Digest:            4,
+		Maintenance:       2,
+		FetchCooldown:     Duration(5 * time.Millisecond),
+		FetchPollInterval: Duration(50 * time.Millisecond),
+		FanoutChunk:       1000,
+		SendBatch:         50,
+	}
+	c.Reasons = append([]string(nil), defaultReasons...)
+	c.Retry = Retry{MaxAge: Duration(72 * time.Hour), Lease: Duration(5 * time.Minute), Sweep: defaultRetrySweep}
+	c.Digest = Digest{
+		Schedule: defaultDigestSched,
+		Sweep:    defaultDigestSweep,
+		Timezone: "UTC",
+		MaxItems: defaultMaxItems,
+		Subject:  defaultDigestSubj,
+		Text:     defaultDigestText,
+	}
+	c.Retention = Retention{
+		Inbox:      Duration(2160 * time.Hour),
+		Deliveries: Duration(720 * time.Hour),
+		Changes:    Duration(168 * time.Hour),
+		Schedule:   defaultRetention,
+	}
+}
+
+func (e *Email) setDefaults() {
+	e.SMTP.TLS = "none"
+	e.Timeout = Duration(30 * time.Second)
+}
+
+func (w *Webhook) setDefaults() { w.Timeout = Duration(10 * time.Second) }
+
+func (s *Slack) setDefaults() { s.Timeout = Duration(10 * time.Second) }
+
+func (n *Notifier) setDefaults() { n.MaxRecipients = defaultMaxRecips }
+
+func (t *InAppTemplates) setDefaults() { t.Default = modeImmediate }
+
+func (t *WebhookTemplates) setDefaults() { t.Default = modeOff }
+
+// EmailTemplates has no setDefaults: the same type is used for locale
+// variants, which must not carry a default mode. validate fills in
+// "immediate" for a notifier's top-level email templates.

@@ -1,0 +1,318 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	htmltemplate "html/template"
+	"math/big"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+)
+
+// DigestItem is one pending notification in a digest email, as the digest
+// templates see it (`{{range .Items}}{{.Title}}{{end}}`). Title, Body and URL
+// are the notifier's in_app texts as rendered for the inbox; Params are the
+// notification's params.
+type DigestItem struct {
+	Notifier, Key, Category, Reason, Title, Body, URL string
+	Params                                            map[string]any
+	CreatedAt                                         time.Time
+}
+
+// DigestData is the dot of the digest templates (digest.subject, digest.text,
+// digest.html). Count is the number of pending rows the digest covers; Items
+// holds at most digest.max_items of them, oldest first; More is
+// Count-len(Items), zero when everything is listed. Recipient is whatever the
+// digest job passes (its profile); `notifyd check` renders with a map there,
+// so any field name renders as empty at check time.
+type DigestData struct {
+	Recipient any
+	Items     []DigestItem
+	Count     int
+	More      int
+}
+
+// nilFunc is appended to every output action of a text template. With
+// missingkey=zero a missing key of a map[string]any still prints "<no value>"
+// (the zero of an interface is nil); passing the value through nilFunc turns
+// that nil into "", which is what a reader of a notification expects to see
+// for a param the sender left out. html/template already prints nil as "".
+const nilFunc = "notifydValue"
+
+var textFuncs = template.FuncMap{
+	nilFunc: func(v any) any {
+		if v == nil {
+			return ""
+		}
+		return v
+	},
+}
+
+// parseText parses a text/template named name with missingkey=zero. An empty
+// source gives a nil template (see the *Tmpl fields).
+func parseText(name, src string) (*template.Template, error) {
+	if src == "" {
+		return nil, nil
+	}
+	t, err := template.New(name).Option("missingkey=zero").Funcs(textFuncs).Parse(src)
+	if err != nil {
+		return nil, cleanTemplateErr(name, err)
+	}
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil {
+			emptyNils(tt.Tree, tt.Tree.Root)
+		}
+	}
+	return t, nil
+}
+
+// emptyNils rewrites every output action {{pipeline}} under n into
+// {{pipeline | notifydValue}}.
+func emptyNils(tree *parse.Tree, n parse.Node) {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Nodes {
+			emptyNils(tree, c)
+		}
+	case *parse.ActionNode:
+		if n.Pipe == nil || len(n.Pipe.Decl) > 0 {
+			return // {{$x := ...}} prints nothing
+		}
+		id := parse.NewIdentifier(nilFunc).SetTree(tree).SetPos(n.Pos)
+		n.Pipe.Cmds = append(n.Pipe.Cmds, &parse.CommandNode{NodeType: parse.NodeCommand, Pos: n.Pos, Args: []parse.Node{id}})
+	case *parse.IfNode:
+		emptyNils(tree, n.List)
+		emptyNils(tree, n.ElseList)
+	case *parse.RangeNode:
+		emptyNils(tree, n.List)
+		emptyNils(tree, n.ElseList)
+	case *parse.WithNode:
+		emptyNils(tree, n.List)
+		emptyNils(tree, n.ElseList)
+	}
+}
+
+// parseHTML parses an html/template named name with missingkey=zero; params
+// are escaped for HTML. An empty source gives a nil template.
+func parseHTML(name, src string) (*htmltemplate.Template, error) {
+	if src == "" {
+		return nil, nil
+	}
+	t, err := htmltemplate.New(name).Option("missingkey=zero").Parse(src)
+	if err != nil {
+		return nil, cleanTemplateErr(name, err)
+	}
+	return t, nil
+}
+
+// execText renders t with data; a nil t renders "".
+func execText(t *template.Template, data any) (string, error) {
+	if t == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render %s: %w", t.Name(), err)
+	}
+	return b.String(), nil
+}
+
+// execHTML renders t with data; a nil t renders "".
+func execHTML(t *htmltemplate.Template, data any) (string, error) {
+	if t == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render %s: %w", t.Name(), err)
+	}
+	return b.String(), nil
+}
+
+// cleanTemplateErr drops the template's name (the key path, which the config
+// error already carries) from a text/template error:
+// `template: a.b:1:7: executing "a.b" at <.x.y>: ...` becomes
+// `line 1:7: at <.x.y>: ...`.
+func cleanTemplateErr(name string, err error) error {
+	s := err.Error()
+	s = strings.ReplaceAll(s, "html/template:"+name+":", "line ")
+	s = strings.ReplaceAll(s, "template: "+name+":", "line ")
+	s = strings.ReplaceAll(s, fmt.Sprintf("executing %q ", name), "")
+	return fmt.Errorf("%s", s)
+}
+
+// dot returns the params as templates see them: an empty map for nil (the dot
+// is always an object), and json.Number values as float64, so
+// {{printf "%.2f" .amount}} and {{if gt .count 1.0}} work the same whether the
+// caller decoded with UseNumber or not. An integer beyond ±2^53, which a
+// float64 cannot hold exactly, stays a json.Number (it prints all its digits).
+func dot(p map[string]any) map[string]any {
+	if p == nil {
+		return map[string]any{}
+	}
+	if !hasNumber(p) {
+		return p
+	}
+	return floatNumbers(p).(map[string]any)
+}
+
+func hasNumber(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if hasNumber(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasNumber(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// floatNumbers returns a copy of v with json.Number values turned into float64.
+func floatNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if !strings.ContainsAny(string(v), ".eE") {
+			if b, ok := new(big.Int).SetString(string(v), 10); ok && b.CmpAbs(big.NewInt(1<<53)) > 0 {
+				return v
+			}
+		}
+		if f, err := v.Float64(); err == nil {
+			return f
+		}
+		return v
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = floatNumbers(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(v))
+		for i, e := range v {
+			s[i] = floatNumbers(e)
+		}
+		return s
+	}
+	return v
+}
+
+// RenderInApp renders the notifier's in_app title, body and url with params as
+// the templates' dot (nil params are {}; json.Number values are read as
+// float64, see the package doc). Empty templates render "". It fails when the
+// notifier has no in_app channel or a template fails to execute; a missing
+// param is not a failure: it renders as "".
+func (n *Notifier) RenderInApp(params map[string]any) (title, body, url string, err error) {
+	t := n.Channels.InApp
+	if t == nil {
+		return "", "", "", fmt.Errorf("notifier %q has no in_app channel", n.Name)
+	}
+	data := dot(params)
+	if title, err = execText(t.TitleTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	if body, err = execText(t.BodyTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	if url, err = execText(t.URLTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	return title, body, url, nil
+}
+
+// EmailFor returns the email templates for a recipient locale: the variant
+// whose key equals locale (case-insensitive, "_" read as "-"), else the variant
+// for its language ("pt" for "pt-BR"), else the notifier's default templates.
+// It returns nil when the notifier has no email channel.
+func (n *Notifier) EmailFor(locale string) *EmailTemplates {
+	t := n.Channels.Email
+	if t == nil {
+		return nil
+	}
+	want := normLocale(locale)
+	if want == "" || len(t.Locales) == 0 {
+		return t
+	}
+	lang, _, _ := strings.Cut(want, "-")
+	var byLang *EmailTemplates
+	for k, v := range t.Locales {
+		switch normLocale(k) {
+		case want:
+			return v
+		case lang:
+			byLang = v
+		}
+	}
+	if byLang != nil {
+		return byLang
+	}
+	return t
+}
+
+func normLocale(s string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", "-"))
+}
+
+// Render renders an email's subject, text and html with params as the dot. A
+// part whose template is empty renders "" (an email without an html part, say).
+func (t *EmailTemplates) Render(params map[string]any) (subject, text, html string, err error) {
+	data := dot(params)
+	if subject, err = execText(t.SubjectTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	if text, err = execText(t.TextTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	if html, err = execHTML(t.HTMLTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	return subject, text, html, nil
+}
+
+// RenderSlack renders the notifier's slack text with params as the dot. It
+// fails when the notifier has no slack channel.
+func (n *Notifier) RenderSlack(params map[string]any) (string, error) {
+	if n.Channels.Slack == nil {
+		return "", fmt.Errorf("notifier %q has no slack channel", n.Name)
+	}
+	return execText(n.Channels.Slack.TextTmpl, dot(params))
+}
+
+// Render renders the digest subject, text and html for data. html is "" when
+// digest.html is not configured. Items' Params are read as the notifier
+// templates read params (json.Number as float64).
+func (d *Digest) Render(data DigestData) (subject, text, html string, err error) {
+	copied := false
+	for i, it := range data.Items {
+		if hasNumber(it.Params) {
+			if !copied { // never write to the caller's slice
+				data.Items = append([]DigestItem(nil), data.Items...)
+				copied = true
+			}
+			data.Items[i].Params = dot(it.Params)
+		}
+	}
+	if subject, err = execText(d.SubjectTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	if text, err = execText(d.TextTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	if html, err = execHTML(d.HTMLTmpl, data); err != nil {
+		return "", "", "", err
+	}
+	return subject, text, html, nil
+}

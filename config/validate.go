@@ -1,0 +1,402 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	htmltemplate "html/template"
+	"net"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+	"unicode"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Channel modes (SPEC §2).
+const (
+	modeImmediate = "immediate"
+	modeDigest    = "digest"
+	modeOff       = "off"
+)
+
+var (
+	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$`)
+)
+
+// validate checks every value, fills in defaults that depend on other values,
+// and compiles schemas, templates, cron specs and zones. Problems go to el.
+func (c *Config) validate(el *errorList) {
+	if !identRE.MatchString(c.Database.Schema) {
+		el.add("database.schema", "invalid schema name %q (want a SQL identifier: letters, digits and _, at most 63)", c.Database.Schema)
+	}
+	atLeast(el, "database.max_conns", c.Database.MaxConns, 0)
+
+	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		el.add("http.listen", "invalid listen address %q (want host:port, such as 127.0.0.1:8080 or :8080)", c.HTTP.Listen)
+	}
+	if c.HTTP.MaxBody < 1 {
+		el.add("http.max_body", "must be at least 1, got %d", c.HTTP.MaxBody)
+	}
+
+	q := c.Queues
+	atLeast(el, "queues.fanout", q.Fanout, 1)
+	atLeast(el, "queues.send", q.Send, 1)
+	atLeast(el, "queues.digest", q.Digest, 1)
+	atLeast(el, "queues.maintenance", q.Maintenance, 1)
+	atLeast(el, "queues.fanout_chunk", q.FanoutChunk, 1)
+	atLeast(el, "queues.send_batch", q.SendBatch, 1)
+	// River refuses intervals under 1ms and a poll interval shorter than the cooldown.
+	if q.FetchCooldown.D() < time.Millisecond {
+		el.add("queues.fetch_cooldown", "must be at least 1ms, got %s", q.FetchCooldown)
+	}
+	if q.FetchPollInterval.D() < time.Millisecond {
+		el.add("queues.fetch_poll_interval", "must be at least 1ms, got %s", q.FetchPollInterval)
+	} else if q.FetchPollInterval < q.FetchCooldown {
+		el.add("queues.fetch_poll_interval", "must not be shorter than queues.fetch_cooldown (%s), got %s", q.FetchCooldown, q.FetchPollInterval)
+	}
+
+	c.validateReasons(el)
+	c.validateChannels(el)
+
+	positive(el, "retry.max_age", c.Retry.MaxAge)
+	positive(el, "retry.lease", c.Retry.Lease)
+	c.Retry.SweepCron = cronSpec(el, "retry.sweep", c.Retry.Sweep, true)
+
+	c.validateDigest(el)
+
+	positive(el, "retention.inbox", c.Retention.Inbox)
+	positive(el, "retention.deliveries", c.Retention.Deliveries)
+	positive(el, "retention.changes", c.Retention.Changes)
+	c.Retention.ScheduleCron = cronSpec(el, "retention.schedule", c.Retention.Schedule, true)
+
+	for _, name := range c.NotifierNames() {
+		n := c.Notifiers[name]
+		n.Name = name
+		n.validate(el, join("notifiers", name))
+	}
+}
+
+func (c *Config) validateReasons(el *errorList) {
+	if len(c.Reasons) == 0 {
+		el.add("reasons", "must list at least one reason")
+	}
+	seen := map[string]int{}
+	for i, r := range c.Reasons {
+		p := fmt.Sprintf("reasons[%d]", i)
+		switch first, dup := seen[r]; {
+		case r == "":
+			el.add(p, "must not be empty")
+		case strings.IndexFunc(r, unicode.IsSpace) >= 0:
+			el.add(p, "invalid reason %q (no spaces)", r)
+		case dup:
+			el.add(p, "duplicate reason %q (also reasons[%d])", r, first)
+		default:
+			seen[r] = i
+		}
+	}
+}
+
+func (c *Config) validateChannels(el *errorList) {
+	if e := c.Channels.Email; e != nil {
+		if e.From == "" {
+			el.add("channels.email.from", "must be set (a sender address such as \"Acme <notify@acme.test>\")")
+		} else if _, err := mail.ParseAddress(e.From); err != nil {
+			el.add("channels.email.from", "invalid address %q: %v", e.From, err)
+		}
+		if e.SMTP.Host == "" {
+			el.add("channels.email.smtp.host", "must be set")
+		}
+		if e.SMTP.Port < 1 || e.SMTP.Port > 65535 {
+			if e.SMTP.Port == 0 {
+				el.add("channels.email.smtp.port", "must be set")
+			} else {
+				el.add("channels.email.smtp.port", "must be between 1 and 65535, got %d", e.SMTP.Port)
+			}
+		}
+		switch e.SMTP.TLS {
+		case "none", "starttls", "tls":
+		default:
+			el.add("channels.email.smtp.tls", "unknown tls mode %q (want none, starttls or tls)", e.SMTP.TLS)
+		}
+		if e.Rate < 0 {
+			el.add("channels.email.rate", "must not be negative (0 is unlimited), got %v", e.Rate)
+		}
+		positive(el, "channels.email.timeout", e.Timeout)
+		e.ListUnsubscribeTmpl = textTmpl(el, "channels.email.list_unsubscribe", e.ListUnsubscribe)
+	}
+	if w := c.Channels.Webhook; w != nil {
+		webhookSecret(el, "channels.webhook.secret", w.Secret)
+		for i, s := range w.Secrets {
+			p := fmt.Sprintf("channels.webhook.secrets[%d]", i)
+			if s == "" {
+				el.add(p, "must not be empty")
+			}
+			webhookSecret(el, p, s)
+		}
+		positive(el, "channels.webhook.timeout", w.Timeout)
+	}
+	if s := c.Channels.Slack; s != nil {
+		positive(el, "channels.slack.timeout", s.Timeout)
+	}
+}
+
+// webhookSecret checks that a "whsec_" secret carries base64, as Standard
+// Webhooks defines it. Any other text is used as raw key bytes.
+func webhookSecret(el *errorList, path, s string) {
+	if rest, ok := strings.CutPrefix(s, "whsec_"); ok {
+		if _, err := base64.StdEncoding.DecodeString(rest); err != nil || rest == "" {
+			el.add(path, "a whsec_ secret must be followed by base64")
+		}
+	}
+}
+
+func (c *Config) validateDigest(el *errorList) {
+	d := &c.Digest
+	if strings.HasPrefix(d.Schedule, "CRON_TZ=") || strings.HasPrefix(d.Schedule, "TZ=") {
+		el.add("digest.schedule", "must not name a time zone: it runs in each recipient's zone (digest.timezone by default)")
+	} else {
+		d.ScheduleCron = cronSpec(el, "digest.schedule", d.Schedule, false)
+	}
+	d.SweepCron = cronSpec(el, "digest.sweep", d.Sweep, true)
+	if loc, err := time.LoadLocation(d.Timezone); err != nil || d.Timezone == "" {
+		el.add("digest.timezone", "unknown time zone %q (want an IANA name such as UTC or Europe/Paris)", d.Timezone)
+	} else {
+		d.Location = loc
+	}
+	atLeast(el, "digest.max_items", d.MaxItems, 1)
+	if d.Subject == "" {
+		el.add("digest.subject", "must not be empty")
+	}
+	if d.Text == "" && d.HTML == "" {
+		el.add("digest.text", "digest.text or digest.html must be set")
+	}
+	d.SubjectTmpl = textTmpl(el, "digest.subject", d.Subject)
+	d.TextTmpl = textTmpl(el, "digest.text", d.Text)
+	d.HTMLTmpl = htmlTmpl(el, "digest.html", d.HTML)
+
+	data := exampleDigest()
+	renderCheck(el, "digest.subject", d.SubjectTmpl, data)
+	renderCheck(el, "digest.text", d.TextTmpl, data)
+	renderHTMLCheck(el, "digest.html", d.HTMLTmpl, data)
+}
+
+// exampleDigest is what `notifyd check` renders the digest templates with.
+func exampleDigest() DigestData {
+	return DigestData{
+		Recipient: map[string]any{
+			"ID": "example", "Email": "someone@example.test", "Name": "Example", "Locale": "en",
+			"Timezone": "UTC", "Data": map[string]any{},
+		},
+		Items: []DigestItem{{
+			Notifier: "example.notifier", Key: "example-1", Category: "example", Reason: "subscribed",
+			Title: "Example title", Body: "Example body", URL: "https://app.example.test/1",
+			Params: map[string]any{}, CreatedAt: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
+		}},
+		Count: 2,
+		More:  1,
+	}
+}
+
+func (n *Notifier) validate(el *errorList, path string) {
+	switch {
+	case n.Name == "":
+		el.add(path, "a notifier name must not be empty")
+	case len(n.Name) > 255:
+		el.add(path, "a notifier name must be at most 255 bytes")
+	case strings.ContainsFunc(n.Name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) }):
+		el.add(path, "invalid notifier name %q (no /, spaces or control characters: it appears in URLs)", n.Name)
+	}
+	if n.MaxRecipients < 1 {
+		el.add(join(path, "max_recipients"), "must be at least 1, got %d", n.MaxRecipients)
+	}
+
+	example := map[string]any{}
+	if n.Params != nil {
+		n.Schema = compileSchema(el, join(path, "params"), n.Name, n.Params)
+		if n.Example == nil {
+			example = exampleParams(n.Params)
+		}
+	}
+	if n.Example != nil {
+		example = n.Example
+		if err := n.ValidateParams(n.Example); err != nil {
+			el.add(join(path, "example"), "does not match params: %s", strings.TrimPrefix(err.Error(), "invalid params: "))
+		}
+	}
+
+	ch := &n.Channels
+	cp := join(path, "channels")
+	if t := ch.InApp; t != nil {
+		p := join(cp, "in_app")
+		mode(el, join(p, "default"), t.Default, modeImmediate, modeOff)
+		if t.Title == "" {
+			el.add(join(p, "title"), "must be set (every inbox item has a title)")
+		}
+		t.TitleTmpl = textTmpl(el, join(p, "title"), t.Title)
+		t.BodyTmpl = textTmpl(el, join(p, "body"), t.Body)
+		t.URLTmpl = textTmpl(el, join(p, "url"), t.URL)
+		renderCheck(el, join(p, "title"), t.TitleTmpl, example)
+		renderCheck(el, join(p, "body"), t.BodyTmpl, example)
+		renderCheck(el, join(p, "url"), t.URLTmpl, example)
+	}
+	if t := ch.Email; t != nil {
+		p := join(cp, "email")
+		if t.Default == "" && !el.has(join(p, "default")) {
+			t.Default = modeImmediate
+		}
+		mode(el, join(p, "default"), t.Default, modeImmediate, modeDigest, modeOff)
+		t.compile(el, p, example)
+		for _, loc := range sortedKeys(t.Locales) {
+			v := t.Locales[loc]
+			lp := join(join(p, "locales"), loc)
+			if !localeRE.MatchString(loc) {
+				el.add(lp, "invalid locale %q (want a language tag such as fr or pt-BR)", loc)
+			}
+			if v.Default != "" {
+				el.add(join(lp, "default"), "a locale variant has no mode of its own (set default on the email channel)")
+			}
+			if len(v.Locales) > 0 {
+				el.add(join(lp, "locales"), "locale variants do not nest")
+			}
+			v.compile(el, lp, example)
+		}
+	}
+	if t := ch.Webhook; t != nil {
+		p := join(cp, "webhook")
+		mode(el, join(p, "default"), t.Default, modeImmediate, modeOff)
+		if t.URL != "" {
+			httpURL(el, join(p, "url"), t.URL)
+		}
+	}
+	if t := ch.Slack; t != nil {
+		p := join(cp, "slack")
+		if t.WebhookURL == "" {
+			el.add(join(p, "webhook_url"), "must be set (a Slack incoming-webhook URL)")
+		} else {
+			httpURL(el, join(p, "webhook_url"), t.WebhookURL)
+		}
+		if t.Text == "" {
+			el.add(join(p, "text"), "must be set")
+		}
+		t.TextTmpl = textTmpl(el, join(p, "text"), t.Text)
+		renderCheck(el, join(p, "text"), t.TextTmpl, example)
+	}
+}
+
+// compile parses and test-renders one set of email templates (the default or
+// a locale variant) at key path p.
+func (t *EmailTemplates) compile(el *errorList, p string, example map[string]any) {
+	if t.Subject == "" {
+		el.add(join(p, "subject"), "must be set")
+	}
+	if t.Text == "" && t.HTML == "" {
+		el.add(join(p, "text"), "text or html must be set")
+	}
+	t.SubjectTmpl = textTmpl(el, join(p, "subject"), t.Subject)
+	t.TextTmpl = textTmpl(el, join(p, "text"), t.Text)
+	t.HTMLTmpl = htmlTmpl(el, join(p, "html"), t.HTML)
+	renderCheck(el, join(p, "subject"), t.SubjectTmpl, example)
+	renderCheck(el, join(p, "text"), t.TextTmpl, example)
+	renderHTMLCheck(el, join(p, "html"), t.HTMLTmpl, example)
+}
+
+func textTmpl(el *errorList, path, src string) *template.Template {
+	t, err := parseText(path, src)
+	if err != nil {
+		el.add(path, "invalid template: %v", err)
+	}
+	return t
+}
+
+func htmlTmpl(el *errorList, path, src string) *htmltemplate.Template {
+	t, err := parseHTML(path, src)
+	if err != nil {
+		el.add(path, "invalid template: %v", err)
+	}
+	return t
+}
+
+func renderCheck(el *errorList, path string, t *template.Template, data any) {
+	if t == nil {
+		return
+	}
+	if err := t.Execute(discard{}, data); err != nil {
+		el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+	}
+}
+
+func renderHTMLCheck(el *errorList, path string, t *htmltemplate.Template, data any) {
+	if t == nil {
+		return
+	}
+	if err := t.Execute(discard{}, data); err != nil {
+		el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func mode(el *errorList, path, got string, want ...string) {
+	for _, w := range want {
+		if got == w {
+			return
+		}
+	}
+	el.add(path, "unknown mode %q (want %s)", got, oneOf(want))
+}
+
+func atLeast(el *errorList, path string, got, min int) {
+	if got < min {
+		el.add(path, "must be at least %d, got %d", min, got)
+	}
+}
+
+func positive(el *errorList, path string, d Duration) {
+	if d <= 0 {
+		el.add(path, "must be a positive duration, got %s", d)
+	}
+}
+
+// cronSpec parses a 5-field cron spec (or a descriptor such as @hourly or
+// @every 10m) with robfig/cron's standard parser; withTZ allows a CRON_TZ=
+// prefix.
+func cronSpec(el *errorList, path, spec string, withTZ bool) cron.Schedule {
+	if spec == "" {
+		el.add(path, "must be set (a cron spec such as \"*/5 * * * *\")")
+		return nil
+	}
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		hint := "5 fields: minute hour day-of-month month day-of-week"
+		if withTZ {
+			hint += ", optionally after CRON_TZ=<zone>"
+		}
+		el.add(path, "invalid cron spec %q: %v (want %s)", spec, err, hint)
+		return nil
+	}
+	return s
+}
+
+func httpURL(el *errorList, path, s string) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		el.add(path, "invalid URL %q (want an absolute http or https URL)", s)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

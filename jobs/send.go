@@ -1,0 +1,237 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// Retry schedule of a temporary failure: 2 s after the first attempt, doubling,
+// capped at 5 minutes, each jittered by ±20 %, until retry.max_age.
+const (
+	firstRetry = 2 * time.Second
+	lastRetry  = 5 * time.Minute
+)
+
+// Backoff returns the wait after the attempt-th failed attempt (1-based),
+// before jitter.
+func Backoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 20 {
+		return lastRetry
+	}
+	d := firstRetry << (attempt - 1)
+	return min(d, lastRetry)
+}
+
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// SendWorker works notify.send: claim, send outside any transaction, settle.
+type SendWorker struct {
+	river.WorkerDefaults[SendArgs]
+	Deps *Deps
+}
+
+// Timeout bounds a whole batch: each message has its channel's own timeout,
+// and the worker stops attempting new ones past its budget (see Work).
+func (w *SendWorker) Timeout(*river.Job[SendArgs]) time.Duration { return 10 * time.Minute }
+
+// Work claims the batch's deliveries that can be sent now, hands each to its
+// channel with no transaction open, and settles every outcome in one
+// statement, in the same transaction that enqueues retry jobs. Only `sent`
+// blocks a resend: a crash between the provider's acceptance and the settle
+// leaves the row `sending`, and the retry sweep re-drives it after the lease —
+// the one window where a duplicate can happen.
+func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
+	d := w.Deps
+	claimed, err := stores.ClaimDeliveries(ctx, d.Pool, job.Args.DeliveryIDs, d.now())
+	if err != nil {
+		return err
+	}
+	if len(claimed) == 0 {
+		return nil // sent, cancelled, or claimed by someone else
+	}
+	lease := d.Config.Retry.Lease.D()
+	if lease <= 0 {
+		lease = 5 * time.Minute
+	}
+	// Past half the lease, stop attempting: give the rest back untried rather
+	// than let the sweep take them back as if this worker had died.
+	budget := time.Now().Add(lease / 2)
+
+	settled := make([]stores.Settlement, 0, len(claimed))
+	var retryIDs []string
+	var retryAt []time.Time
+	var gone []string
+	var snooze time.Duration
+	rateLimited := map[string]time.Duration{} // channel -> retry after, once a channel said so
+	for i := range claimed {
+		c := &claimed[i]
+		log := d.logger().With("delivery_id", c.ID, "notification_id", c.NotificationID, "channel", c.Channel,
+			"job_id", job.ID)
+		if c.Recipient != nil {
+			log = log.With("recipient", *c.Recipient)
+		}
+		if after, limited := rateLimited[c.Channel]; limited {
+			settled = append(settled, w.rateLimited(c, after))
+			snooze = max(snooze, after)
+			continue
+		}
+		if ctx.Err() != nil || time.Now().After(budget) {
+			at := d.now()
+			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusFailed),
+				NextAttemptAt: &at, Refund: true})
+			retryIDs, retryAt = append(retryIDs, c.ID), append(retryAt, at)
+			continue
+		}
+		sendErr := w.send(ctx, c)
+		if sendErr == nil {
+			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusSent), Terminal: true})
+			log.DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
+			continue
+		}
+		kind, after := channels.Classify(sendErr)
+		msg := sendErr.Error()
+		switch kind {
+		case channels.KindPermanent, channels.KindGone:
+			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusRefused),
+				Error: msg, Terminal: true})
+			if kind == channels.KindGone && c.Recipient != nil {
+				gone = append(gone, *c.Recipient)
+			}
+			log.WarnContext(ctx, "delivery refused", "err", msg)
+		case channels.KindRateLimited:
+			if after <= 0 {
+				after = time.Second
+			}
+			rateLimited[c.Channel] = after
+			settled = append(settled, w.rateLimited(c, after))
+			snooze = max(snooze, after)
+		default:
+			s := w.failed(c, msg, after)
+			settled = append(settled, s)
+			if s.NextAttemptAt != nil {
+				retryIDs, retryAt = append(retryIDs, c.ID), append(retryAt, *s.NextAttemptAt)
+			}
+			log.InfoContext(ctx, "delivery failed", "err", msg, "attempts", c.Attempts, "status", s.Status)
+		}
+	}
+
+	// Settle in a fresh context: the sends happened, the ledger must say so
+	// even while the daemon is shutting down.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err = pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
+		if _, err := stores.SettleDeliveries(sctx, tx, settled, d.now()); err != nil {
+			return err
+		}
+		if err := stores.MarkWebhookGone(sctx, tx, gone, d.now()); err != nil {
+			return err
+		}
+		return insertRetryJobs(sctx, tx, retryIDs, retryAt)
+	})
+	if err != nil {
+		return fmt.Errorf("settle send batch: %w", err)
+	}
+	if snooze > 0 {
+		// The rate-limited rows stay in this job: snoozing re-runs it (and
+		// re-claims them) after the limiter's delay, without an attempt spent.
+		return river.JobSnooze(snooze)
+	}
+	return nil
+}
+
+func (w *SendWorker) rateLimited(c *stores.Claimed, after time.Duration) stores.Settlement {
+	at := w.Deps.now().Add(after)
+	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusRateLimited),
+		Error: "rate limited", NextAttemptAt: &at, Refund: true}
+}
+
+// failed settles a temporary failure: retry with backoff, or expired when the
+// delivery is older than retry.max_age.
+func (w *SendWorker) failed(c *stores.Claimed, msg string, after time.Duration) stores.Settlement {
+	now := w.Deps.now()
+	maxAge := w.Deps.Config.Retry.MaxAge.D()
+	if maxAge <= 0 {
+		maxAge = 72 * time.Hour
+	}
+	wait := jitter(Backoff(c.Attempts))
+	if after > wait {
+		wait = min(after, time.Hour) // a provider's Retry-After, within reason
+	}
+	next := now.Add(wait)
+	if next.Sub(c.CreatedAt) > maxAge {
+		return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusExpired),
+			Error: fmt.Sprintf("expired after %d attempts over %s; last error: %s", c.Attempts, maxAge, msg), Terminal: true}
+	}
+	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusFailed), Error: msg, NextAttemptAt: &next}
+}
+
+// send hands one claimed delivery to its channel.
+func (w *SendWorker) send(ctx context.Context, c *stores.Claimed) error {
+	var params map[string]any
+	if len(c.Params) > 0 {
+		if err := json.Unmarshal(c.Params, &params); err != nil {
+			return channels.Permanent(fmt.Errorf("params of %s are not a JSON object: %w", c.NotificationID, err))
+		}
+	}
+	msg := channels.Message{DeliveryID: c.ID, NotificationID: c.NotificationID, Notifier: c.Notifier, Key: c.Key,
+		Actor: c.Actor, Reason: c.Reason, Params: params, CreatedAt: c.CreatedAt, Attempt: c.Attempts}
+	if nf, ok := w.Deps.Config.Notifier(c.Notifier); ok {
+		msg.Category = nf.Category
+	}
+	if c.Recipient == nil {
+		ch, ok := w.Deps.Bulk[c.Channel]
+		if !ok {
+			return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
+		}
+		return ch.SendBulk(ctx, msg)
+	}
+	ch, ok := w.Deps.Channels[c.Channel]
+	if !ok {
+		return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
+	}
+	var data map[string]any
+	_ = json.Unmarshal(c.Data, &data)
+	msg.Recipient = &channels.Recipient{ID: *c.Recipient, Email: c.Email, Name: c.Name, Locale: c.Locale,
+		Timezone: c.Timezone, WebhookURL: c.Webhook, Data: data}
+	if err := ch.Addressable(c.Notifier, *msg.Recipient); err != nil {
+		return channels.Permanent(err) // the address went away after fan-out
+	}
+	return ch.Send(ctx, msg)
+}
+
+// insertRetryJobs enqueues one send job per retried delivery, scheduled at its
+// retry time.
+func insertRetryJobs(ctx context.Context, tx pgx.Tx, ids []string, at []time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	params := make([]river.InsertManyParams, len(ids))
+	for i := range ids {
+		params[i] = river.InsertManyParams{Args: SendArgs{DeliveryIDs: []string{ids[i]}},
+			InsertOpts: &river.InsertOpts{ScheduledAt: at[i]}}
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return fmt.Errorf("enqueue retries: %w", err)
+	}
+	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+		return fmt.Errorf("enqueue %d retries: %w", len(ids), err)
+	}
+	return nil
+}
+

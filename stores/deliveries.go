@@ -1,0 +1,188 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Claimed is a delivery claimed by a send job, with what the channel needs.
+type Claimed struct {
+	ID             string
+	NotificationID string
+	Notifier       string
+	Key            string
+	Recipient      *string // nil for bulk
+	Channel        string
+	Reason         string
+	Mode           string
+	Attempts       int // including this attempt
+	CreatedAt      time.Time
+	ClaimedAt      time.Time // the claim token: settle only matches this claim
+	LastError      *string
+
+	Params   json.RawMessage
+	Actor    string
+	Email    string
+	Name     string
+	Locale   string
+	Timezone string
+	Webhook  string
+	Data     json.RawMessage
+}
+
+// claimSQL claims deliveries atomically in the ledger: only rows that are not
+// sent, not terminal and not claimed by someone else (see protectedStatuses —
+// an unknown status is claimable), and whose retry time has come. Two workers
+// racing for the same row: one UPDATE wins, the other sees it `sending` and
+// skips it. attempts counts the attempt being made.
+const claimSQL = `
+WITH claimed AS (
+    UPDATE notify_deliveries d
+    SET status = 'sending', claimed_at = $3, attempts = d.attempts + 1, updated_at = $3
+    WHERE d.id = ANY($1::uuid[])
+      AND d.status <> ALL($2::text[])
+      AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $3)
+    RETURNING d.id, d.notification_id, d.notifier, d.key, d.recipient, d.channel, d.reason, d.mode, d.attempts,
+              d.created_at, d.claimed_at, d.last_error
+)
+SELECT c.id::text, c.notification_id::text, c.notifier, c.key, c.recipient, c.channel, c.reason, c.mode,
+       c.attempts, c.created_at, c.claimed_at, c.last_error,
+       n.params, coalesce(n.actor, ''),
+       coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
+       CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
+       coalesce(p.data, '{}')
+FROM claimed c
+JOIN notify_notifications n ON n.id = c.notification_id
+LEFT JOIN notify_recipients p ON p.id = c.recipient
+ORDER BY c.id`
+
+// ClaimDeliveries claims whichever of ids can be sent now, at time now.
+func ClaimDeliveries(ctx context.Context, db DB, ids []string, now time.Time) ([]Claimed, error) {
+	rows, err := db.Query(ctx, claimSQL, ids, protectedStatuses, now)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []Claimed
+	for rows.Next() {
+		var c Claimed
+		if err := rows.Scan(&c.ID, &c.NotificationID, &c.Notifier, &c.Key, &c.Recipient, &c.Channel, &c.Reason,
+			&c.Mode, &c.Attempts, &c.CreatedAt, &c.ClaimedAt, &c.LastError, &c.Params, &c.Actor, &c.Email, &c.Name,
+			&c.Locale, &c.Timezone, &c.Webhook, &c.Data); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Settlement is the outcome of one claimed delivery.
+type Settlement struct {
+	ID        string
+	ClaimedAt time.Time
+	Status    string
+	Error     string
+	// NextAttemptAt is when a failed or rate-limited delivery may be tried again.
+	NextAttemptAt *time.Time
+	// Refund gives the attempt back (rate limiting, or never attempted).
+	Refund bool
+	Terminal bool
+}
+
+// settleSQL records outcomes in one statement. It only touches rows still held
+// by the same claim (status sending and the same claimed_at), so a claim the
+// retry sweep took back after its lease is not overwritten by a late worker.
+const settleSQL = `
+UPDATE notify_deliveries d
+SET status = u.status,
+    last_error = CASE WHEN u.err = '' THEN d.last_error ELSE u.err END,
+    attempts = d.attempts - CASE WHEN u.refund THEN 1 ELSE 0 END,
+    next_attempt_at = u.next_at,
+    settled_at = CASE WHEN u.terminal THEN $7::timestamptz END,
+    claimed_at = NULL,
+    updated_at = $7
+FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[])
+     AS u(id, claimed_at, status, err, next_at, refund, terminal)
+WHERE d.id = u.id AND d.status = 'sending' AND d.claimed_at = u.claimed_at`
+
+// SettleDeliveries records outcomes at time now and reports how many rows were
+// still held by their claim.
+func SettleDeliveries(ctx context.Context, db DB, s []Settlement, now time.Time) (int64, error) {
+	if len(s) == 0 {
+		return 0, nil
+	}
+	ids := make([]string, len(s))
+	claimed := make([]time.Time, len(s))
+	statuses := make([]string, len(s))
+	errs := make([]string, len(s))
+	next := make([]*time.Time, len(s))
+	refund := make([]bool, len(s))
+	terminal := make([]bool, len(s))
+	for i, x := range s {
+		ids[i], claimed[i], statuses[i], errs[i], next[i], refund[i], terminal[i] =
+			x.ID, x.ClaimedAt, x.Status, x.Error, x.NextAttemptAt, x.Refund, x.Terminal
+	}
+	tag, err := db.Exec(ctx, settleSQL, ids, claimed, statuses, errs, next, refund, now, terminal)
+	if err != nil {
+		return 0, fmt.Errorf("settle %d deliveries: %w", len(s), err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const markWebhookGoneSQL = `
+UPDATE notify_recipients SET webhook_gone_at = $2, updated_at = $2
+WHERE id = ANY($1::text[]) AND webhook_gone_at IS NULL`
+
+// MarkWebhookGone marks the recipients' webhook_url unusable (it answered 410).
+func MarkWebhookGone(ctx context.Context, db DB, recipients []string, now time.Time) error {
+	if len(recipients) == 0 {
+		return nil
+	}
+	_, err := db.Exec(ctx, markWebhookGoneSQL, recipients, now)
+	return err
+}
+
+// redriveSQL is the retry sweep's statement. It takes back claims older than
+// the lease (a worker killed between claim and settle: the send may or may not
+// have happened — this is the crash window of guarantee 4) and picks up
+// failed, rate-limited or pending rows that are overdue by the grace period
+// (their job was lost), oldest first, at most $4 rows, skipping rows another
+// replica's sweep holds. Each comes back due now, for a fresh send job.
+const redriveSQL = `
+WITH due AS (
+    SELECT id FROM notify_deliveries
+    WHERE (status = 'sending' AND claimed_at < $1::timestamptz - $2::interval)
+       OR (status IN ('failed', 'rate_limited', 'pending')
+           AND coalesce(next_attempt_at, updated_at) < $1::timestamptz - $3::interval)
+    ORDER BY coalesce(next_attempt_at, created_at)
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE notify_deliveries d
+SET status = CASE WHEN d.status = 'sending' THEN 'failed' ELSE d.status END,
+    last_error = CASE WHEN d.status = 'sending' THEN 'claim expired after ' || $2::interval::text || ' (worker stopped mid-send); re-driven' ELSE d.last_error END,
+    claimed_at = NULL, next_attempt_at = $1, updated_at = $1
+FROM due
+WHERE d.id = due.id
+RETURNING d.id::text`
+
+// RedriveDeliveries runs the retry sweep's statement and returns the ids to
+// enqueue send jobs for.
+func RedriveDeliveries(ctx context.Context, db DB, now time.Time, lease, grace time.Duration, limit int) ([]string, error) {
+	rows, err := db.Query(ctx, redriveSQL, now, lease, grace, limit)
+	if err != nil {
+		return nil, fmt.Errorf("re-drive deliveries: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

@@ -1,0 +1,399 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// InboxItem is one in-app notification as a recipient sees it.
+type InboxItem struct {
+	ID         string          `json:"id"`
+	Notifier   string          `json:"notifier"`
+	Key        string          `json:"key"`
+	Category   string          `json:"category"`
+	Reason     string          `json:"reason"`
+	Actor      *string         `json:"actor"`
+	Title      string          `json:"title"`
+	Body       string          `json:"body"`
+	URL        string          `json:"url"`
+	Params     json.RawMessage `json:"params"`
+	CreatedAt  time.Time       `json:"created_at"`
+	SeenAt     *time.Time      `json:"seen_at"`
+	ReadAt     *time.Time      `json:"read_at"`
+	ArchivedAt *time.Time      `json:"archived_at"`
+}
+
+// InboxFilter selects which of a recipient's items a page lists.
+type InboxFilter string
+
+// Inbox filters. InboxAll lists every item that is not archived; InboxUnread
+// the ones neither read nor archived; InboxArchived only archived ones.
+const (
+	InboxAll      InboxFilter = "all"
+	InboxUnread   InboxFilter = "unread"
+	InboxArchived InboxFilter = "archived"
+)
+
+// Inbox page sizes.
+const (
+	// DefaultInboxLimit is the page size when none is asked for.
+	DefaultInboxLimit = 50
+	// MaxInboxLimit is the largest page ListInbox reads.
+	MaxInboxLimit = 200
+)
+
+// InboxCursor is the position after the last item of a page: the item's
+// created_at (microsecond precision, as stored) and id. Pages are ordered by
+// created_at descending, then id ascending; the cursor is the pair of the last
+// item read, and the next page starts strictly after it.
+type InboxCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// InboxPage is one page of a recipient's inbox. Next is nil on the last page.
+type InboxPage struct {
+	Items []InboxItem
+	Next  *InboxCursor
+}
+
+// The page statements, one per filter. Order and keyset use the same total
+// order, (created_at DESC, id ASC), which is the order of notify_inbox_page_idx
+// (recipient, created_at DESC, id): the index is read in order and the scan
+// stops after $4 rows. $2/$3 is the cursor; the first page passes 'infinity'
+// and the nil uuid, which every row passes. "created_at <= $2" is the index
+// condition; the OR resolves the ties at exactly $2 by id.
+//
+// The recipient condition is the scope, not an optimisation: a recipient
+// token reaches only rows whose recipient is its subject.
+const (
+	listInboxAllSQL = `
+SELECT id::text, notifier, key, category, reason, actor, title, body, url, params, created_at, seen_at, read_at, archived_at
+FROM notify_inbox
+WHERE recipient = $1
+  AND created_at <= $2 AND (created_at < $2 OR id > $3)
+  AND archived_at IS NULL
+ORDER BY created_at DESC, id ASC
+LIMIT $4`
+
+	listInboxUnreadSQL = `
+SELECT id::text, notifier, key, category, reason, actor, title, body, url, params, created_at, seen_at, read_at, archived_at
+FROM notify_inbox
+WHERE recipient = $1
+  AND created_at <= $2 AND (created_at < $2 OR id > $3)
+  AND read_at IS NULL AND archived_at IS NULL
+ORDER BY created_at DESC, id ASC
+LIMIT $4`
+
+	listInboxArchivedSQL = `
+SELECT id::text, notifier, key, category, reason, actor, title, body, url, params, created_at, seen_at, read_at, archived_at
+FROM notify_inbox
+WHERE recipient = $1
+  AND created_at <= $2 AND (created_at < $2 OR id > $3)
+  AND archived_at IS NOT NULL
+ORDER BY created_at DESC, id ASC
+LIMIT $4`
+)
+
+const nilUUID = "00000000-0000-0000-0000-000000000000"
+
+// ListInbox reads one page of recipient's inbox, newest first, starting after
+// cursor (nil: the first page). limit is clamped to 1..MaxInboxLimit; zero or
+// less reads DefaultInboxLimit. An unknown filter is an error. A cursor whose id
+// is not a UUID is an error too; a cursor that points nowhere just reads the
+// items after that position.
+func ListInbox(ctx context.Context, db DB, recipient string, filter InboxFilter, after *InboxCursor, limit int) (*InboxPage, error) {
+	var sql string
+	switch filter {
+	case InboxAll, "":
+		sql = listInboxAllSQL
+	case InboxUnread:
+		sql = listInboxUnreadSQL
+	case InboxArchived:
+		sql = listInboxArchivedSQL
+	default:
+		return nil, fmt.Errorf("list inbox: unknown filter %q", filter)
+	}
+	if limit <= 0 {
+		limit = DefaultInboxLimit
+	}
+	limit = min(limit, MaxInboxLimit)
+	at := pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+	afterID := nilUUID
+	if after != nil {
+		if !validUUID(after.ID) {
+			return nil, fmt.Errorf("list inbox: cursor id %q is not a UUID", after.ID)
+		}
+		at, afterID = pgtype.Timestamptz{Time: after.CreatedAt, Valid: true}, after.ID
+	}
+	// One row more than the page tells whether there is a next page.
+	rows, err := db.Query(ctx, sql, recipient, at, afterID, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list inbox of %s: %w", recipient, err)
+	}
+	items, err := scanInboxItems(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list inbox of %s: %w", recipient, err)
+	}
+	page := &InboxPage{Items: items}
+	if len(items) > limit {
+		page.Items = items[:limit]
+		last := page.Items[limit-1]
+		page.Next = &InboxCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return page, nil
+}
+
+func scanInboxItems(rows pgx.Rows) ([]InboxItem, error) {
+	defer rows.Close()
+	items := []InboxItem{}
+	for rows.Next() {
+		var it InboxItem
+		if err := rows.Scan(&it.ID, &it.Notifier, &it.Key, &it.Category, &it.Reason, &it.Actor, &it.Title,
+			&it.Body, &it.URL, &it.Params, &it.CreatedAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt); err != nil {
+			return nil, err
+		}
+		it.CreatedAt = it.CreatedAt.UTC()
+		it.SeenAt, it.ReadAt, it.ArchivedAt = utcPtr(it.SeenAt), utcPtr(it.ReadAt), utcPtr(it.ArchivedAt)
+		items = append(items, it)
+	}
+	return items, rows.Err()
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// InboxCounts are the badge numbers of an inbox. Archived items count in
+// neither.
+type InboxCounts struct {
+	Unread int `json:"unread"`
+	Unseen int `json:"unseen"`
+}
+
+// countInboxSQL reads both counts from the partial index
+// notify_inbox_unread_idx (read_at IS NULL AND archived_at IS NULL). That is
+// exact for unseen as well because reading an item also marks it seen (see
+// markReadIDsSQL): an unseen item is always unread.
+const countInboxSQL = `
+SELECT count(*), count(*) FILTER (WHERE seen_at IS NULL)
+FROM notify_inbox
+WHERE recipient = $1 AND read_at IS NULL AND archived_at IS NULL`
+
+// CountInbox returns recipient's unread and unseen counts.
+func CountInbox(ctx context.Context, db DB, recipient string) (InboxCounts, error) {
+	var c InboxCounts
+	if err := db.QueryRow(ctx, countInboxSQL, recipient).Scan(&c.Unread, &c.Unseen); err != nil {
+		return InboxCounts{}, fmt.Errorf("count inbox of %s: %w", recipient, err)
+	}
+	return c, nil
+}
+
+// InboxOp is a state change a recipient makes to their inbox items.
+type InboxOp string
+
+// Inbox operations.
+const (
+	// InboxOpRead sets read_at (and seen_at, if it was null) on unread items.
+	InboxOpRead InboxOp = "read"
+	// InboxOpUnread clears read_at; seen_at is kept.
+	InboxOpUnread InboxOp = "unread"
+	// InboxOpSeen sets seen_at on unseen items.
+	InboxOpSeen InboxOp = "seen"
+	// InboxOpArchive sets archived_at on items not yet archived.
+	InboxOpArchive InboxOp = "archive"
+)
+
+// MaxInboxMarkIDs is the most item ids one MarkInbox call takes.
+const MaxInboxMarkIDs = 1000
+
+// InboxMark is one MarkInbox request.
+type InboxMark struct {
+	// Recipient owns the items. Ids of other recipients' items are not touched
+	// (and not reported): the recipient is the scope of every statement.
+	Recipient string
+	Op        InboxOp
+	// IDs are the items to change (UUIDs, at most MaxInboxMarkIDs). Duplicates
+	// and ids that match nothing are ignored.
+	IDs []string
+	// All applies the change to every item it can apply to instead of IDs:
+	// InboxOpRead marks every unread, unarchived item read; InboxOpSeen marks every
+	// unseen, unread, unarchived item seen (the ones the unseen count counts).
+	// Only InboxOpRead and InboxOpSeen accept All.
+	All bool
+	// At is the time written into read_at, seen_at or archived_at. Its zero
+	// value is an error; it is truncated to microseconds (what PostgreSQL keeps).
+	At time.Time
+}
+
+// Mark statements, one per operation and target. Each changes only rows whose
+// state actually changes (so a repeated call changes nothing and logs nothing)
+// and returns their ids, sorted.
+const (
+	// markReadIDsSQL also sets seen_at: a read item has been seen. This keeps
+	// unseen a subset of unread, which is what lets countInboxSQL use the
+	// partial unread index for both counts.
+	markReadIDsSQL = `
+WITH changed AS (
+    UPDATE notify_inbox
+    SET read_at = $3, seen_at = coalesce(seen_at, $3)
+    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND read_at IS NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+
+	markReadAllSQL = `
+WITH changed AS (
+    UPDATE notify_inbox
+    SET read_at = $2, seen_at = coalesce(seen_at, $2)
+    WHERE recipient = $1 AND read_at IS NULL AND archived_at IS NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+
+	markUnreadIDsSQL = `
+WITH changed AS (
+    UPDATE notify_inbox
+    SET read_at = NULL
+    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND read_at IS NOT NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+
+	markSeenIDsSQL = `
+WITH changed AS (
+    UPDATE notify_inbox
+    SET seen_at = $3
+    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND seen_at IS NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+
+	// markSeenAllSQL names read_at and archived_at so the partial unread index
+	// finds the rows; unseen implies unread, and archived items count nowhere.
+	markSeenAllSQL = `
+WITH changed AS (
+    UPDATE notify_inbox
+    SET seen_at = $2
+    WHERE recipient = $1 AND seen_at IS NULL AND read_at IS NULL AND archived_at IS NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+
+	archiveIDsSQL = `
+WITH changed AS (
+    UPDATE notify_inbox
+    SET archived_at = $3
+    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND archived_at IS NULL
+    RETURNING id
+)
+SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+)
+
+// logInboxUpdatedSQL appends one "updated" change for the items one request
+// changed. data says what changed ({"read_at": "..."}, {"read_at": null}).
+const logInboxUpdatedSQL = `
+INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+VALUES ($1, 'updated', $2::uuid[], $3::jsonb)`
+
+// ErrBadInboxMark is returned (wrapped) by MarkInbox for a malformed request:
+// an id that is not a UUID, too many ids, All with an operation that does not
+// take it, or a zero At.
+var ErrBadInboxMark = errors.New("bad inbox change")
+
+// MarkInbox applies m inside tx and returns the ids of the items that changed
+// (sorted; empty when nothing did). When something changed it appends one
+// "updated" row to the inbox change log and wakes the stream hubs, in tx.
+//
+// The log row is written after the change-log lock (ChangeLogLock), taken as
+// the last statement: call MarkInbox last in the transaction and commit right
+// after, since the lock serialises every inbox writer until tx ends.
+func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
+	if m.At.IsZero() && m.Op != InboxOpUnread {
+		return nil, fmt.Errorf("%w: no time given", ErrBadInboxMark)
+	}
+	at := m.At.UTC().Truncate(time.Microsecond)
+	if m.All {
+		if m.Op != InboxOpRead && m.Op != InboxOpSeen {
+			return nil, fmt.Errorf("%w: %s does not apply to all items", ErrBadInboxMark, m.Op)
+		}
+	} else {
+		if len(m.IDs) > MaxInboxMarkIDs {
+			return nil, fmt.Errorf("%w: %d ids, at most %d", ErrBadInboxMark, len(m.IDs), MaxInboxMarkIDs)
+		}
+		for _, id := range m.IDs {
+			if !validUUID(id) {
+				return nil, fmt.Errorf("%w: id %q is not a UUID", ErrBadInboxMark, id)
+			}
+		}
+		if len(m.IDs) == 0 {
+			return []string{}, nil
+		}
+	}
+
+	var (
+		sql  string
+		args []any
+		data map[string]any
+	)
+	switch {
+	case m.Op == InboxOpRead && m.All:
+		sql, args, data = markReadAllSQL, []any{m.Recipient, at}, map[string]any{"read_at": at}
+	case m.Op == InboxOpRead:
+		sql, args, data = markReadIDsSQL, []any{m.Recipient, m.IDs, at}, map[string]any{"read_at": at}
+	case m.Op == InboxOpUnread:
+		sql, args, data = markUnreadIDsSQL, []any{m.Recipient, m.IDs}, map[string]any{"read_at": nil}
+	case m.Op == InboxOpSeen && m.All:
+		sql, args, data = markSeenAllSQL, []any{m.Recipient, at}, map[string]any{"seen_at": at}
+	case m.Op == InboxOpSeen:
+		sql, args, data = markSeenIDsSQL, []any{m.Recipient, m.IDs, at}, map[string]any{"seen_at": at}
+	case m.Op == InboxOpArchive:
+		sql, args, data = archiveIDsSQL, []any{m.Recipient, m.IDs, at}, map[string]any{"archived_at": at}
+	default:
+		return nil, fmt.Errorf("%w: unknown operation %q", ErrBadInboxMark, m.Op)
+	}
+
+	var changed []string
+	if err := tx.QueryRow(ctx, sql, args...).Scan(&changed); err != nil {
+		return nil, fmt.Errorf("mark inbox of %s %s: %w", m.Recipient, m.Op, err)
+	}
+	if len(changed) == 0 {
+		return []string{}, nil
+	}
+	if err := LogInboxUpdated(ctx, tx, m.Recipient, changed, data); err != nil {
+		return nil, err
+	}
+	return changed, nil
+}
+
+// LogInboxUpdated appends one "updated" change-log row for recipient's items
+// ids, with data describing the change, and wakes the stream hubs. It takes
+// ChangeLogLock immediately before the insert, in the same round trip: call it
+// as the last statement before COMMIT. Nothing is written for no ids.
+func LogInboxUpdated(ctx context.Context, tx DB, recipient string, ids []string, data map[string]any) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("log inbox change of %s: %w", recipient, err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockChangeLogSQL, ChangeLogLock)
+	b.Queue(logInboxUpdatedSQL, recipient, ids, string(raw))
+	b.Queue(notifyInboxSQL)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("log inbox change of %s: %w", recipient, err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// RecipientProfile is a recipient's profile: what channels need to reach them
+// (email, webhook_url), what templates may use (name, locale, data) and the
+// time zone their digests are scheduled in. A nil field is not set.
+type RecipientProfile struct {
+	ID         string  `json:"id"`
+	Email      *string `json:"email"`
+	Name       *string `json:"name"`
+	Locale     *string `json:"locale"`
+	Timezone   *string `json:"timezone"`
+	WebhookURL *string `json:"webhook_url"`
+	// Data is a JSON object for the application's own use; nil writes {}.
+	Data json.RawMessage `json:"data"`
+	// WebhookGoneAt is when the webhook endpoint answered 410 Gone; while set,
+	// no webhook is sent to WebhookURL. Writing a different WebhookURL clears it.
+	// PutRecipient ignores it.
+	WebhookGoneAt *time.Time `json:"webhook_gone_at"`
+	// CreatedAt and UpdatedAt are set by the database; PutRecipient ignores them.
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// putRecipientSQL creates or replaces a profile. It is a full replace (PUT):
+// a field given as NULL is cleared. webhook_gone_at survives only while the
+// webhook_url stays the same: a new address deserves a new try.
+const putRecipientSQL = `
+INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'))
+ON CONFLICT (id) DO UPDATE
+SET email = EXCLUDED.email,
+    name = EXCLUDED.name,
+    locale = EXCLUDED.locale,
+    timezone = EXCLUDED.timezone,
+    webhook_url = EXCLUDED.webhook_url,
+    webhook_gone_at = CASE WHEN r.webhook_url IS NOT DISTINCT FROM EXCLUDED.webhook_url THEN r.webhook_gone_at END,
+    data = EXCLUDED.data,
+    updated_at = now()
+RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, created_at, updated_at`
+
+// PutRecipient creates p.ID's profile or replaces it with p (nil fields are
+// cleared) and returns the profile as stored. Validation of the fields is the
+// caller's: the database only checks that the id is 1 to 255 bytes.
+func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientProfile, error) {
+	var data any
+	if p.Data != nil {
+		data = string(p.Data)
+	}
+	row := db.QueryRow(ctx, putRecipientSQL, p.ID, p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL, data)
+	out, err := scanRecipient(row)
+	if err != nil {
+		return nil, fmt.Errorf("put recipient %s: %w", p.ID, err)
+	}
+	return out, nil
+}
+
+const getRecipientSQL = `
+SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, created_at, updated_at
+FROM notify_recipients
+WHERE id = $1`
+
+// GetRecipient reads id's profile; ErrNotFound when there is none.
+func GetRecipient(ctx context.Context, db DB, id string) (*RecipientProfile, error) {
+	out, err := scanRecipient(db.QueryRow(ctx, getRecipientSQL, id))
+	if err != nil {
+		return nil, notFound(err)
+	}
+	return out, nil
+}
+
+func scanRecipient(row interface{ Scan(...any) error }) (*RecipientProfile, error) {
+	var p RecipientProfile
+	if err := row.Scan(&p.ID, &p.Email, &p.Name, &p.Locale, &p.Timezone, &p.WebhookURL, &p.Data,
+		&p.WebhookGoneAt, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		return nil, err
+	}
+	p.WebhookGoneAt = utcPtr(p.WebhookGoneAt)
+	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	return &p, nil
+}
