@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -148,6 +149,9 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 			return stores.NewNotification{}, err
 		}
 	}
+	topics := slices.Clone(n.Topics)
+	slices.Sort(topics)
+	topics = slices.Compact(topics)
 	slices.SortStableFunc(rs, func(a, b Recipient) int { return strings.Compare(a.ID, b.ID) })
 
 	params := n.Params
@@ -185,7 +189,7 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 		Actor:      n.Actor,
 		Recipients: make([]string, len(rs)),
 		Reasons:    make([]string, len(rs)),
-		Topics:     n.Topics,
+		Topics:     topics,
 		Params:     raw,
 		SendAt:     n.SendAt,
 	}
@@ -211,6 +215,8 @@ func checkText(field, s string, max int) error {
 		return &InputError{Field: field, Message: "is required"}
 	case len(s) > max:
 		return &InputError{Field: field, Message: fmt.Sprintf("longer than %d bytes", max)}
+	case !utf8.ValidString(s):
+		return &InputError{Field: field, Message: "is not valid UTF-8"}
 	case strings.ContainsRune(s, 0):
 		return &InputError{Field: field, Message: "contains a NUL byte"}
 	}

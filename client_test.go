@@ -1,0 +1,203 @@
+package notifyd_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func setup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
+	t.Helper()
+	pool := pgtest.NewDB(t)
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: notifydtest.Config(t, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, client
+}
+
+var hello = notifyd.Notification{Notifier: "comment.created", Key: "comment-1", Actor: "u1",
+	Recipients: []notifyd.Recipient{{ID: "u2", Reason: "author"}},
+	Params:     map[string]any{"post_title": "Hello", "author_name": "Ada"}}
+
+func TestSendTxIsAtomicWithTheApplicationsTransaction(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.SendTx(ctx, tx, hello); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`) + notifydtest.Count(t, pool, `SELECT count(*) FROM river_job`); n != 0 {
+		t.Fatalf("after rollback: %d rows (notifications + jobs), want 0", n)
+	}
+
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := client.SendTx(ctx, tx, hello)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE status = 'pending'`); n != 1 {
+		t.Fatalf("after commit: %d notifications, want 1", n)
+	}
+	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND queue = 'fanout' AND state = 'available'`); n != 1 {
+		t.Fatalf("after commit: %d fan-out jobs, want 1", n)
+	}
+}
+
+func TestSendTxConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+
+	// Two transactions send the same (notifier, key); the first holds its
+	// transaction open while the second sends, then commits.
+	tx1, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := client.SendTx(ctx, tx1, hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second notifyd.SendResult
+	var secondErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		secondErr = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			second, err = client.SendTx(ctx, tx, hello)
+			return err
+		})
+	}()
+	time.Sleep(100 * time.Millisecond) // the second waits on the first's unique key
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if secondErr != nil {
+		t.Fatal(secondErr)
+	}
+	if first.Duplicate || !second.Duplicate || first.ID != second.ID {
+		t.Fatalf("first=%+v second=%+v: want one notification, the second a duplicate", first, second)
+	}
+	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout'`); n != 1 {
+		t.Fatalf("fan-out jobs = %d, want 1", n)
+	}
+	// Later sends are duplicates too: identity is forever.
+	res, err := client.Send(ctx, hello)
+	if err != nil || !res.Duplicate || res.ID != first.ID {
+		t.Fatalf("third send = %+v, %v", res, err)
+	}
+}
+
+func TestSendTxValidates(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		n     notifyd.Notification
+		check func(error) bool
+	}{
+		{"unknown notifier", notifyd.Notification{Notifier: "nope", Key: "k", Recipients: hello.Recipients},
+			func(err error) bool { return errors.Is(err, notifyd.ErrUnknownNotifier) }},
+		{"schema violation", notifyd.Notification{Notifier: "comment.created", Key: "k", Recipients: hello.Recipients,
+			Params: map[string]any{"post_title": 7}},
+			func(err error) bool {
+				var pe *config.ParamsError
+				return errors.As(err, &pe) && len(pe.Details) >= 2
+			}},
+		{"no key", notifyd.Notification{Notifier: "comment.created", Recipients: hello.Recipients},
+			func(err error) bool {
+				var ie *notifyd.InputError
+				return errors.As(err, &ie) && ie.Field == "key"
+			}},
+		{"no audience", notifyd.Notification{Notifier: "comment.created", Key: "k", Params: hello.Params},
+			func(err error) bool {
+				var ie *notifyd.InputError
+				return errors.As(err, &ie) && ie.Field == "recipients"
+			}},
+		{"invalid utf-8 recipient", notifyd.Notification{Notifier: "comment.created", Key: "k", Params: hello.Params,
+			Recipients: []notifyd.Recipient{{ID: "\xff"}}},
+			func(err error) bool {
+				var ie *notifyd.InputError
+				return errors.As(err, &ie) && ie.Field == "recipients[0].id"
+			}},
+	}
+	for _, tt := range tests {
+		_, err := client.Send(ctx, tt.n)
+		if !tt.check(err) {
+			t.Errorf("%s: err = %v", tt.name, err)
+		}
+	}
+	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
+		t.Fatalf("invalid sends wrote %d notifications", n)
+	}
+}
+
+func TestCancelTx(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	if _, err := client.Send(ctx, hello); err != nil {
+		t.Fatal(err)
+	}
+	n, err := client.Cancel(ctx, hello.Notifier, hello.Key)
+	if err != nil || n != 0 {
+		t.Fatalf("cancel = %d, %v (nothing fanned out yet, nothing to withdraw)", n, err)
+	}
+	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE status = 'cancelled'`); c != 1 {
+		t.Fatal("notification not cancelled")
+	}
+	if _, err := client.Cancel(ctx, "comment.created", "never-sent"); !errors.Is(err, notifyd.ErrNotFound) {
+		t.Fatalf("cancel of an unknown notification = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRecipientToken(t *testing.T) {
+	t.Parallel()
+	tok, err := notifyd.RecipientToken("s3cret", "u2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := notifyd.ParseRecipientToken("s3cret", tok); err != nil || id != "u2" {
+		t.Fatalf("parse = %q, %v", id, err)
+	}
+	if _, err := notifyd.ParseRecipientToken("other", tok); err == nil {
+		t.Fatal("a token signed with another secret was accepted")
+	}
+	if _, err := notifyd.RecipientToken("s3cret", "u2", 0); err == nil {
+		t.Fatal("a token without expiry was minted")
+	}
+	expired, err := notifyd.RecipientToken("s3cret", "u2", time.Nanosecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // exp has second precision
+	if _, err := notifyd.ParseRecipientToken("s3cret", expired); err == nil {
+		t.Fatal("an expired token was accepted")
+	}
+}
