@@ -15,6 +15,7 @@ func NewWorkers(deps *Deps) *river.Workers {
 	river.AddWorker(workers, &FanoutWorker{Deps: deps})
 	river.AddWorker(workers, &SendWorker{Deps: deps})
 	river.AddWorker(workers, &RetrySweepWorker{Deps: deps})
+	river.AddWorker(workers, &RetentionWorker{Deps: deps})
 	return workers
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/robfig/cron/v3"
 
 	"github.com/notifyd/notifyd/stores"
 )
@@ -66,30 +65,22 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// cronSchedule adapts a robfig/cron schedule to River's PeriodicSchedule.
-type cronSchedule struct{ cron.Schedule }
-
-func (s cronSchedule) Next(t time.Time) time.Time { return s.Schedule.Next(t) }
-
-// mustCron parses a spec the config loader has already validated.
-func mustCron(spec string) river.PeriodicSchedule {
-	sched, err := cron.ParseStandard(spec)
-	if err != nil {
-		panic("jobs: cron spec passed config validation but does not parse: " + spec + ": " + err.Error())
-	}
-	return cronSchedule{sched}
-}
-
-// PeriodicJobs returns the sweeps, each on its configured cron schedule. River
-// runs periodic jobs on the elected leader only.
+// PeriodicJobs returns the sweeps, each on its configured cron schedule (the
+// config loader parsed them). River runs periodic jobs on the elected leader
+// only; each sweep is data-driven, so a missed or doubled run after a leader
+// change neither loses nor duplicates work.
 func PeriodicJobs(deps *Deps) []*river.PeriodicJob {
-	retry := deps.Config.Retry.Sweep
-	if retry == "" {
-		retry = "CRON_TZ=UTC * * * * *"
-	}
-	return []*river.PeriodicJob{
-		river.NewPeriodicJob(mustCron(retry), func() (river.JobArgs, *river.InsertOpts) {
+	cfg := deps.Config
+	var jobs []*river.PeriodicJob
+	if cfg.Retry.SweepCron != nil {
+		jobs = append(jobs, river.NewPeriodicJob(cfg.Retry.SweepCron, func() (river.JobArgs, *river.InsertOpts) {
 			return RetrySweepArgs{}, nil
-		}, &river.PeriodicJobOpts{ID: "notify.retry_sweep", RunOnStart: true}),
+		}, &river.PeriodicJobOpts{ID: "notify.retry_sweep", RunOnStart: true}))
 	}
+	if cfg.Retention.ScheduleCron != nil {
+		jobs = append(jobs, river.NewPeriodicJob(cfg.Retention.ScheduleCron, func() (river.JobArgs, *river.InsertOpts) {
+			return RetentionArgs{}, nil
+		}, &river.PeriodicJobOpts{ID: "notify.retention"}))
+	}
+	return jobs
 }

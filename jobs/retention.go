@@ -1,0 +1,76 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/notifyd/notifyd/stores"
+)
+
+// RetentionArgs is the notify.retention periodic job.
+type RetentionArgs struct{}
+
+// Kind is the River job kind.
+func (RetentionArgs) Kind() string { return "notify.retention" }
+
+// InsertOpts runs retention on the maintenance queue.
+func (RetentionArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Hour}}
+}
+
+// retentionBatch bounds one delete statement.
+const retentionBatch = 5000
+
+// RetentionWorker deletes inbox items, settled delivery rows, change-log rows
+// and spent notifications older than the configured retention (retention:).
+// Inbox items are deleted without change-log rows: a stream client whose
+// cursor predates them has been reset by the change-log retention already.
+type RetentionWorker struct {
+	river.WorkerDefaults[RetentionArgs]
+	Deps *Deps
+}
+
+// Timeout lets a large first clean-up run long; it works in bounded batches.
+func (w *RetentionWorker) Timeout(*river.Job[RetentionArgs]) time.Duration { return time.Hour }
+
+// Work deletes batch after batch until nothing old is left.
+func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs]) error {
+	_, err := w.Deps.Retention(ctx)
+	return err
+}
+
+// Retention runs one full retention pass now and returns what it deleted.
+func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
+	now := d.now()
+	r := d.Config.Retention
+	cut := stores.RetentionCutoffs{
+		Inbox:      now.Add(-r.Inbox.D()),
+		Deliveries: now.Add(-r.Deliveries.D()),
+		Changes:    now.Add(-r.Changes.D()),
+	}
+	var total stores.RetentionResult
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		res, err := stores.DeleteExpired(ctx, d.Pool, cut, retentionBatch)
+		if err != nil {
+			return total, err
+		}
+		total.Inbox += res.Inbox
+		total.Deliveries += res.Deliveries
+		total.Changes += res.Changes
+		total.Notifications += res.Notifications
+		if res.Inbox < retentionBatch && res.Deliveries < retentionBatch && res.Changes < retentionBatch &&
+			res.Notifications < retentionBatch {
+			break
+		}
+	}
+	if total != (stores.RetentionResult{}) {
+		d.logger().InfoContext(ctx, "retention deleted old rows", "inbox", total.Inbox, "deliveries",
+			total.Deliveries, "changes", total.Changes, "notifications", total.Notifications)
+	}
+	return total, nil
+}

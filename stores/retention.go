@@ -1,0 +1,76 @@
+package stores
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Retention deletes in bounded batches so no statement holds an unbounded
+// number of row locks or generates an unbounded amount of WAL at once; the
+// caller loops until a batch comes back short.
+
+const deleteOldInboxSQL = `
+DELETE FROM notify_inbox
+WHERE id IN (SELECT id FROM notify_inbox WHERE created_at < $1 ORDER BY created_at LIMIT $2)`
+
+// deleteOldDeliveriesSQL removes settled ledger rows. A row that is somehow
+// still unsettled is kept: nothing disappears before it reached a terminal
+// status (the retry sweep expires it first).
+const deleteOldDeliveriesSQL = `
+DELETE FROM notify_deliveries
+WHERE id IN (SELECT id FROM notify_deliveries
+             WHERE created_at < $1 AND status <> ALL($3::text[])
+             ORDER BY created_at LIMIT $2)`
+
+const deleteOldChangesSQL = `
+DELETE FROM notify_inbox_changes
+WHERE seq IN (SELECT seq FROM notify_inbox_changes WHERE created_at < $1 ORDER BY seq LIMIT $2)`
+
+// deleteOldNotificationsSQL removes notifications that have nothing left: no
+// delivery row and no inbox item, older than the deliveries retention. Their
+// (notifier, key) identity goes with them.
+const deleteOldNotificationsSQL = `
+DELETE FROM notify_notifications n
+WHERE n.id IN (SELECT id FROM notify_notifications WHERE created_at < $1 ORDER BY created_at LIMIT $2)
+  AND n.status IN ('fanned_out', 'cancelled', 'rejected')
+  AND NOT EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.notification_id = n.id)
+  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key)`
+
+// unsettledStatuses are the statuses retention never deletes.
+var unsettledStatuses = []string{"pending", "sending", "failed", "rate_limited", "digest_pending"}
+
+// RetentionCutoffs says what is old enough to delete.
+type RetentionCutoffs struct {
+	Inbox      time.Time
+	Deliveries time.Time
+	Changes    time.Time
+}
+
+// RetentionResult counts what one batch round deleted.
+type RetentionResult struct {
+	Inbox, Deliveries, Changes, Notifications int64
+}
+
+// DeleteExpired deletes at most batch rows of each kind older than the cutoffs.
+func DeleteExpired(ctx context.Context, db DB, c RetentionCutoffs, batch int) (RetentionResult, error) {
+	var r RetentionResult
+	tag, err := db.Exec(ctx, deleteOldInboxSQL, c.Inbox, batch)
+	if err != nil {
+		return r, fmt.Errorf("retention: inbox: %w", err)
+	}
+	r.Inbox = tag.RowsAffected()
+	if tag, err = db.Exec(ctx, deleteOldDeliveriesSQL, c.Deliveries, batch, unsettledStatuses); err != nil {
+		return r, fmt.Errorf("retention: deliveries: %w", err)
+	}
+	r.Deliveries = tag.RowsAffected()
+	if tag, err = db.Exec(ctx, deleteOldChangesSQL, c.Changes, batch); err != nil {
+		return r, fmt.Errorf("retention: change log: %w", err)
+	}
+	r.Changes = tag.RowsAffected()
+	if tag, err = db.Exec(ctx, deleteOldNotificationsSQL, c.Deliveries, batch); err != nil {
+		return r, fmt.Errorf("retention: notifications: %w", err)
+	}
+	r.Notifications = tag.RowsAffected()
+	return r, nil
+}
