@@ -69,9 +69,9 @@ func TestMergeChunk(t *testing.T) {
 			wantCursor:  "b", wantInline: 1, wantDone: true,
 		},
 		{
-			name:        "unknown reasons rank after known ones",
-			cands:       []stores.Candidate{c(0, "a", "whatever"), c(1, "a", "subscribed")},
-			window:      5, topics: 1,
+			name:   "unknown reasons rank after known ones",
+			cands:  []stores.Candidate{c(0, "a", "whatever"), c(1, "a", "subscribed")},
+			window: 5, topics: 1,
 			wantIDs:     []string{"a"},
 			wantReasons: []string{"subscribed"},
 			wantCursor:  "a", wantInline: 1, wantDone: true,

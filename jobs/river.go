@@ -57,7 +57,6 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	}
 }
 
-
 // NewRiverClient builds the River client for deps.Pool with every worker.
 func NewRiverClient(deps *Deps) (*river.Client[pgx.Tx], error) {
 	client, err := river.NewClient(riverpgxv5.New(deps.Pool), RiverConfig(deps, NewWorkers(deps)))

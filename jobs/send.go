@@ -234,4 +234,3 @@ func insertRetryJobs(ctx context.Context, tx pgx.Tx, ids []string, at []time.Tim
 	}
 	return nil
 }
-

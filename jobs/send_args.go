@@ -20,7 +20,9 @@ type SendArgs struct {
 func (SendArgs) Kind() string { return "notify.send" }
 
 // InsertOpts puts sends on the send queue.
-func (SendArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueSend, MaxAttempts: 25} }
+func (SendArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueSend, MaxAttempts: 25}
+}
 
 // DefaultSendBatch is how many deliveries one notify.send job carries when
 // queues.send_batch is not set.

@@ -87,7 +87,7 @@ type Settlement struct {
 	// NextAttemptAt is when a failed or rate-limited delivery may be tried again.
 	NextAttemptAt *time.Time
 	// Refund gives the attempt back (rate limiting, or never attempted).
-	Refund bool
+	Refund   bool
 	Terminal bool
 }
 

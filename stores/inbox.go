@@ -70,34 +70,41 @@ type InboxPage struct {
 // and the nil uuid, which every row passes. "created_at <= $2" is the index
 // condition; the OR resolves the ties at exactly $2 by id.
 //
+// The ORDER BY names i.id, not id: a bare "id" would be the output column
+// id::text, sorted as text, which neither matches the index nor the uuid
+// comparison of the keyset.
+//
 // The recipient condition is the scope, not an optimisation: a recipient
 // token reaches only rows whose recipient is its subject.
 const (
 	listInboxAllSQL = `
-SELECT id::text, notifier, key, category, reason, actor, title, body, url, params, created_at, seen_at, read_at, archived_at
-FROM notify_inbox
-WHERE recipient = $1
-  AND created_at <= $2 AND (created_at < $2 OR id > $3)
-  AND archived_at IS NULL
-ORDER BY created_at DESC, id ASC
+SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
+       i.created_at, i.seen_at, i.read_at, i.archived_at
+FROM notify_inbox i
+WHERE i.recipient = $1
+  AND i.created_at <= $2 AND (i.created_at < $2 OR i.id > $3)
+  AND i.archived_at IS NULL
+ORDER BY i.created_at DESC, i.id ASC
 LIMIT $4`
 
 	listInboxUnreadSQL = `
-SELECT id::text, notifier, key, category, reason, actor, title, body, url, params, created_at, seen_at, read_at, archived_at
-FROM notify_inbox
-WHERE recipient = $1
-  AND created_at <= $2 AND (created_at < $2 OR id > $3)
-  AND read_at IS NULL AND archived_at IS NULL
-ORDER BY created_at DESC, id ASC
+SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
+       i.created_at, i.seen_at, i.read_at, i.archived_at
+FROM notify_inbox i
+WHERE i.recipient = $1
+  AND i.created_at <= $2 AND (i.created_at < $2 OR i.id > $3)
+  AND i.read_at IS NULL AND i.archived_at IS NULL
+ORDER BY i.created_at DESC, i.id ASC
 LIMIT $4`
 
 	listInboxArchivedSQL = `
-SELECT id::text, notifier, key, category, reason, actor, title, body, url, params, created_at, seen_at, read_at, archived_at
-FROM notify_inbox
-WHERE recipient = $1
-  AND created_at <= $2 AND (created_at < $2 OR id > $3)
-  AND archived_at IS NOT NULL
-ORDER BY created_at DESC, id ASC
+SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
+       i.created_at, i.seen_at, i.read_at, i.archived_at
+FROM notify_inbox i
+WHERE i.recipient = $1
+  AND i.created_at <= $2 AND (i.created_at < $2 OR i.id > $3)
+  AND i.archived_at IS NOT NULL
+ORDER BY i.created_at DESC, i.id ASC
 LIMIT $4`
 )
 

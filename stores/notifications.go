@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // NewNotification is a notification as SendTx writes it.
@@ -112,25 +114,30 @@ WITH n AS (
     DELETE FROM notify_inbox
     WHERE notifier = $1 AND key = $2 AND EXISTS (SELECT 1 FROM n)
     RETURNING id, recipient
-), log AS (
-    INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-    SELECT recipient, 'deleted', array_agg(id ORDER BY id) FROM i GROUP BY recipient
-    RETURNING 1
 )
-SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d), (SELECT count(*) FROM i), (SELECT count(*) FROM log)`
+SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d),
+       coalesce((SELECT array_agg(id::text ORDER BY recipient, id) FROM i), '{}'),
+       coalesce((SELECT array_agg(recipient ORDER BY recipient, id) FROM i), '{}')`
+
+// logDeletedSQL appends one "deleted" change per recipient.
+const logDeletedSQL = `
+INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
+SELECT u.recipient, 'deleted', array_agg(u.id ORDER BY u.id)
+FROM unnest($1::uuid[], $2::text[]) AS u(id, recipient)
+GROUP BY u.recipient
+ORDER BY u.recipient`
 
 // CancelNotification cancels (notifier, key). It returns ErrNotFound when no
 // such notification exists, and withdrawn = 0 when it was already cancelled or
 // rejected. withdrawn counts cancelled deliveries plus removed inbox items.
 //
-// It takes the change-log lock (ChangeLogLock) and holds it until the caller's
-// transaction ends: call it last in a transaction.
+// Like every inbox writer it changes rows first and takes the change-log lock
+// (ChangeLogLock) last; the lock is then held until the caller's transaction
+// ends, so call it last in a transaction.
 func CancelNotification(ctx context.Context, db DB, notifier, key string) (withdrawn int, err error) {
-	if _, err := db.Exec(ctx, lockChangeLogSQL, ChangeLogLock); err != nil {
-		return 0, fmt.Errorf("cancel %s/%s: lock change log: %w", notifier, key, err)
-	}
-	var n, d, i, l int
-	if err := db.QueryRow(ctx, cancelNotificationSQL, notifier, key, protectedStatuses).Scan(&n, &d, &i, &l); err != nil {
+	var n, d int
+	var ids, recipients []string
+	if err := db.QueryRow(ctx, cancelNotificationSQL, notifier, key, protectedStatuses).Scan(&n, &d, &ids, &recipients); err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
 	}
 	if n == 0 {
@@ -143,12 +150,16 @@ func CancelNotification(ctx context.Context, db DB, notifier, key string) (withd
 		}
 		return 0, nil
 	}
-	if i > 0 {
-		if _, err := db.Exec(ctx, notifyInboxSQL); err != nil {
-			return 0, fmt.Errorf("cancel %s/%s: notify stream: %w", notifier, key, err)
+	if len(ids) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(lockChangeLogSQL, ChangeLogLock)
+		b.Queue(logDeletedSQL, ids, recipients)
+		b.Queue(notifyInboxSQL)
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
+			return 0, fmt.Errorf("cancel %s/%s: log inbox deletions: %w", notifier, key, err)
 		}
 	}
-	return d + i, nil
+	return d + len(ids), nil
 }
 
 const notificationExistsSQL = `SELECT EXISTS (SELECT 1 FROM notify_notifications WHERE notifier = $1 AND key = $2)`

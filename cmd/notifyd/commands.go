@@ -251,4 +251,3 @@ func splitList(s string) []string {
 	}
 	return out
 }
-

@@ -1,0 +1,90 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"github.com/notifyd/notifyd"
+)
+
+// RequireAdmin wraps h so it runs only for "Authorization: Bearer
+// <http.admin_token>". With no admin_token configured every request is
+// refused: admin endpoints are disabled, never open. A recipient token is not
+// an admin token and gets a 401 like any other wrong token.
+func (s *Server) RequireAdmin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkAdmin(r); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) checkAdmin(r *http.Request) error {
+	want := s.cfg.HTTP.AdminToken
+	if want == "" {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "admin endpoints are disabled: http.admin_token is not set")
+	}
+	got, ok := bearer(r)
+	if !ok {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <admin token>")
+	}
+	// Compare digests: constant time, and the length of the token does not
+	// leak through an early return.
+	g, wnt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(g[:], wnt[:]) != 1 {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid admin token")
+	}
+	return nil
+}
+
+// Recipient authenticates a recipient request and returns the recipient id
+// (the token's subject). The token is read from "Authorization: Bearer <jwt>"
+// or, when that header is absent, from the access_token query parameter (for
+// EventSource, which cannot set headers). The error is an *Error (401
+// unauthorized) to hand to WriteError: the token is missing, forged, expired,
+// not HS256, or recipient tokens are disabled (no http.token_secret).
+func (s *Server) Recipient(r *http.Request) (string, error) {
+	if r.Header.Get("Authorization") == "" {
+		if tok := r.URL.Query().Get("access_token"); tok != "" {
+			return s.parseRecipient(tok)
+		}
+	}
+	return s.recipientFromHeader(r)
+}
+
+func (s *Server) recipientFromHeader(r *http.Request) (string, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		return "", errorf(http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <recipient token>")
+	}
+	return s.parseRecipient(tok)
+}
+
+func (s *Server) parseRecipient(tok string) (string, error) {
+	if s.cfg.HTTP.TokenSecret == "" {
+		return "", errorf(http.StatusUnauthorized, CodeUnauthorized, "recipient endpoints are disabled: http.token_secret is not set")
+	}
+	id, err := notifyd.ParseRecipientToken(s.cfg.HTTP.TokenSecret, tok)
+	if err != nil {
+		// The cause (expired, bad signature, wrong algorithm) helps a developer
+		// and tells an attacker nothing they do not know.
+		return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "invalid recipient token: " + err.Error()}
+	}
+	return id, nil
+}
+
+// bearer returns the token of "Authorization: Bearer <token>" (the scheme is
+// case-insensitive).
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}

@@ -1,0 +1,252 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/notifyd/notifyd/stores"
+)
+
+type inboxResponse struct {
+	Items      []stores.InboxItem `json:"items"`
+	NextCursor *string            `json:"next_cursor"`
+}
+
+// listInbox is GET /v1/inbox (and, for an admin, /v1/recipients/{id}/inbox):
+// ?limit=1..200 (default 50), ?cursor= from the previous page's next_cursor,
+// ?filter=all|unread|archived (default all, which leaves archived items out).
+// Items are newest first; ties on created_at are broken by id, ascending.
+func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient string) error {
+	q := r.URL.Query()
+	limit := stores.DefaultInboxLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > stores.MaxInboxLimit {
+			return fieldError("limit", "want an integer from 1 to %d", stores.MaxInboxLimit)
+		}
+		limit = n
+	}
+	filter := stores.InboxAll
+	switch v := q.Get("filter"); v {
+	case "", "all":
+	case "unread":
+		filter = stores.InboxUnread
+	case "archived":
+		filter = stores.InboxArchived
+	default:
+		return fieldError("filter", "want all, unread or archived")
+	}
+	var after *stores.InboxCursor
+	if v := q.Get("cursor"); v != "" {
+		c, err := decodeCursor(v)
+		if err != nil {
+			return &Error{Status: http.StatusBadRequest, Code: CodeBadCursor,
+				Message: "cursor: not a cursor this API issued; start again without one",
+				Details: []any{FieldDetail{Field: "cursor", Message: err.Error()}}}
+		}
+		after = c
+	}
+	page, err := stores.ListInbox(r.Context(), s.pool, recipient, filter, after, limit)
+	if err != nil {
+		return err
+	}
+	resp := inboxResponse{Items: page.Items}
+	if page.Next != nil {
+		c := encodeCursor(*page.Next)
+		resp.NextCursor = &c
+	}
+	WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// Cursor format: base64url (no padding) of
+//
+//	version (1 byte) | created_at in Unix microseconds (8) | item id (16) | check (4)
+//
+// where check is the first 4 bytes of SHA-256 over what precedes it. The check
+// catches a mangled or hand-edited cursor; it is not a secret. A cursor grants
+// nothing: every page query is scoped by the recipient, so a cursor forged to
+// point elsewhere only reads the caller's own items from another position.
+const cursorVersion = 1
+
+const cursorLen = 1 + 8 + 16 + 4
+
+func encodeCursor(c stores.InboxCursor) string {
+	var b [cursorLen]byte
+	b[0] = cursorVersion
+	binary.BigEndian.PutUint64(b[1:9], uint64(c.CreatedAt.UnixMicro()))
+	id, err := hex.DecodeString(stripHyphens(c.ID))
+	if err != nil || len(id) != 16 {
+		// Ids come from the database's uuid column: this cannot happen.
+		panic(fmt.Sprintf("inbox cursor: bad item id %q", c.ID))
+	}
+	copy(b[9:25], id)
+	sum := sha256.Sum256(b[:25])
+	copy(b[25:], sum[:4])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func decodeCursor(s string) (*stores.InboxCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not base64url")
+	}
+	if len(b) != cursorLen || b[0] != cursorVersion {
+		return nil, fmt.Errorf("wrong length or version")
+	}
+	sum := sha256.Sum256(b[:25])
+	if !bytes.Equal(sum[:4], b[25:]) {
+		return nil, fmt.Errorf("checksum mismatch")
+	}
+	micros := int64(binary.BigEndian.Uint64(b[1:9]))
+	h := hex.EncodeToString(b[9:25])
+	id := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	return &stores.InboxCursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
+}
+
+func stripHyphens(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '-' {
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}
+
+func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient string) error {
+	c, err := stores.CountInbox(r.Context(), s.pool, recipient)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// markRequest is the body of the /v1/inbox/{read,unread,seen,archive} posts.
+type markRequest struct {
+	IDs []string `json:"ids"`
+	All bool     `json:"all"`
+}
+
+type markResponse struct {
+	Marked int `json:"marked"`
+}
+
+// markRead is POST /v1/inbox/read: {"ids":[...]} or {"all":true} (every
+// unread, unarchived item). Reading an item also marks it seen.
+func (s *Server) markRead(w http.ResponseWriter, r *http.Request, recipient string) error {
+	return s.mark(w, r, recipient, stores.InboxOpRead, false, true)
+}
+
+// markUnread is POST /v1/inbox/unread: {"ids":[...]}.
+func (s *Server) markUnread(w http.ResponseWriter, r *http.Request, recipient string) error {
+	return s.mark(w, r, recipient, stores.InboxOpUnread, false, false)
+}
+
+// markSeen is POST /v1/inbox/seen: {} (or no body, or {"all":true}) marks
+// every unseen item seen; {"ids":[...]} only those.
+func (s *Server) markSeen(w http.ResponseWriter, r *http.Request, recipient string) error {
+	return s.mark(w, r, recipient, stores.InboxOpSeen, true, true)
+}
+
+// archive is POST /v1/inbox/archive: {"ids":[...]}.
+func (s *Server) archive(w http.ResponseWriter, r *http.Request, recipient string) error {
+	return s.mark(w, r, recipient, stores.InboxOpArchive, false, false)
+}
+
+// mark applies op for recipient. emptyIsAll makes a body without ids mean
+// every item (seen); allowAll accepts {"all":true}. The response counts the
+// items whose state changed: ids of items already in that state, or of
+// somebody else's items, count nothing.
+func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, op stores.InboxOp, emptyIsAll, allowAll bool) error {
+	var req markRequest
+	if err := s.DecodeJSON(w, r, &req, emptyIsAll); err != nil {
+		return err
+	}
+	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: req.All, At: s.clock()}
+	switch {
+	case req.All && !allowAll:
+		return fieldError("all", "not supported for %s: give ids", op)
+	case req.All && req.IDs != nil:
+		return fieldError("all", "give either ids or all, not both")
+	case !req.All && req.IDs == nil:
+		if !emptyIsAll {
+			if allowAll {
+				return fieldError("ids", `is required (or "all": true)`)
+			}
+			return fieldError("ids", "is required")
+		}
+		m.All = true
+	}
+	if len(req.IDs) > stores.MaxInboxMarkIDs {
+		return fieldError("ids", "%d ids; at most %d per request", len(req.IDs), stores.MaxInboxMarkIDs)
+	}
+	for i, id := range req.IDs {
+		if !isUUID(id) {
+			return fieldError(fmt.Sprintf("ids[%d]", i), "not a UUID")
+		}
+	}
+	var changed []string
+	err := retryDeadlock(func() error {
+		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+			var err error
+			changed, err = stores.MarkInbox(r.Context(), tx, m)
+			return err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, markResponse{Marked: len(changed)})
+	return nil
+}
+
+// retryDeadlock runs fn (a whole transaction) again, up to 3 times in all,
+// when PostgreSQL aborted it as a deadlock victim. A mark locks item rows and
+// then the change-log lock; CancelTx takes the change-log lock first and then
+// item rows, so the two can deadlock. The victim has rolled back cleanly, so
+// running it again is safe.
+func retryDeadlock(fn func() error) error {
+	var err error
+	for range 3 {
+		err = fn()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+	}
+	return err
+}
+
+// isUUID accepts the canonical 8-4-4-4-12 hex form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,188 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// sendRequest is the body of POST /v1/notifications.
+type sendRequest struct {
+	Notifier string `json:"notifier"`
+	Key      string `json:"key"`
+	Actor    string `json:"actor"`
+	// Each element is "id" or {"id","reason"}; decoded one by one so errors
+	// can name the element.
+	Recipients []json.RawMessage `json:"recipients"`
+	Topics     []string          `json:"topics"`
+	Params     json.RawMessage   `json:"params"`
+	SendAt     *string           `json:"send_at"`
+}
+
+type recipientObject struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+type sendResponse struct {
+	ID        string `json:"id"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// sendNotification is POST /v1/notifications: 202 for a new notification,
+// 200 for a duplicate (notifier, key), with the first one's id.
+func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error {
+	var req sendRequest
+	if err := s.DecodeJSON(w, r, &req, false); err != nil {
+		return err
+	}
+	n, err := req.notification()
+	if err != nil {
+		return err
+	}
+	var res notifyd.SendResult
+	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.client.SendTx(r.Context(), tx, n)
+		return err
+	})
+	if err != nil {
+		return sendError(err)
+	}
+	status := http.StatusAccepted
+	if res.Duplicate {
+		status = http.StatusOK
+	}
+	WriteJSON(w, status, sendResponse{ID: res.ID, Duplicate: res.Duplicate})
+	return nil
+}
+
+func (req *sendRequest) notification() (notifyd.Notification, error) {
+	n := notifyd.Notification{
+		Notifier: req.Notifier,
+		Key:      req.Key,
+		Actor:    req.Actor,
+		Topics:   req.Topics,
+	}
+	for i, raw := range req.Recipients {
+		field := fmt.Sprintf("recipients[%d]", i)
+		raw = bytes.TrimSpace(raw)
+		switch {
+		case len(raw) > 0 && raw[0] == '"':
+			var id string
+			if err := json.Unmarshal(raw, &id); err != nil {
+				return n, fieldError(field, "%v", err)
+			}
+			n.Recipients = append(n.Recipients, notifyd.Recipient{ID: id})
+		case len(raw) > 0 && raw[0] == '{':
+			var obj recipientObject
+			if err := decodeStrict(field, raw, &obj); err != nil {
+				return n, err
+			}
+			n.Recipients = append(n.Recipients, notifyd.Recipient{ID: obj.ID, Reason: obj.Reason})
+		default:
+			return n, fieldError(field, `want a recipient id (string) or an object {"id", "reason"}`)
+		}
+	}
+	params, err := decodeObject("params", req.Params)
+	if err != nil {
+		return n, err
+	}
+	n.Params = params
+	if req.SendAt != nil && *req.SendAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *req.SendAt)
+		if err != nil {
+			return n, fieldError("send_at", "want an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		}
+		n.SendAt = t
+	}
+	return n, nil
+}
+
+// sendError maps what SendTx refuses to API errors. Nothing was written: the
+// transaction rolled back.
+func sendError(err error) error {
+	var inputErr *notifyd.InputError
+	var paramsErr *config.ParamsError
+	switch {
+	case errors.As(err, &inputErr):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidRequest, Message: inputErr.Error(),
+			Details: []any{FieldDetail{Field: inputErr.Field, Message: inputErr.Message}}}
+	case errors.Is(err, notifyd.ErrUnknownNotifier):
+		return errorf(http.StatusNotFound, CodeUnknownNotifier, "%v", err)
+	case errors.Is(err, notifyd.ErrTooManyRecipients):
+		return errorf(http.StatusUnprocessableEntity, CodeTooManyRecipients, "%v", err)
+	case errors.As(err, &paramsErr):
+		details := make([]any, len(paramsErr.Details))
+		for i, d := range paramsErr.Details {
+			details[i] = d
+		}
+		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidParams,
+			Message: "params do not match the notifier's schema", Details: details}
+	}
+	return err
+}
+
+// notificationResponse is GET /v1/notifications/{id}: the notification and
+// its ledger, at most maxDeliveries rows (deliveries_truncated says when more
+// exist).
+type notificationResponse struct {
+	*stores.Notification
+	DeliveriesTruncated bool `json:"deliveries_truncated"`
+}
+
+func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1)
+	if errors.Is(err, stores.ErrNotFound) {
+		return notFoundError("no notification %q", id)
+	}
+	if err != nil {
+		return err
+	}
+	resp := notificationResponse{Notification: n}
+	if len(n.Deliveries) > maxDeliveries {
+		n.Deliveries = n.Deliveries[:maxDeliveries]
+		resp.DeliveriesTruncated = true
+	}
+	WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// cancelNotification is DELETE /v1/notifications/{notifier}/{key}: 200
+// {"cancelled": n} with the number of deliveries and inbox items withdrawn
+// (0 when it was already cancelled); 404 when it never existed.
+func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) error {
+	notifier, key := r.PathValue("notifier"), r.PathValue("key")
+	if err := checkPathText("key", key); err != nil {
+		return err
+	}
+	if err := checkPathText("notifier", notifier); err != nil {
+		return err
+	}
+	var n int
+	err := retryDeadlock(func() error {
+		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+			var err error
+			n, err = s.client.CancelTx(r.Context(), tx, notifier, key)
+			return err
+		})
+	})
+	if errors.Is(err, notifyd.ErrNotFound) {
+		return notFoundError("no notification %s/%s", notifier, key)
+	}
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, map[string]int{"cancelled": n})
+	return nil
+}

@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Pool is the database. Required.
+	Pool *pgxpool.Pool
+	// Config supplies http.admin_token, http.token_secret, http.max_body,
+	// database.schema and the notifiers. Nil means config.Default().
+	Config *config.Config
+	// Client enqueues and cancels notifications. Nil means a client built on
+	// Pool with ClientConfig{Config: Config}; a client given here must be built
+	// with the same Config, or unknown notifiers and bad params are only caught
+	// at fan-out.
+	Client *notifyd.Client
+	// Logger receives one line per request. Nil discards.
+	Logger *slog.Logger
+	// Clock is the time written into read_at, seen_at and archived_at. Nil
+	// means time.Now.
+	Clock func() time.Time
+	// Extra are more routes, mounted as they are by pattern
+	// ("GET /v1/inbox/stream", "GET /metrics"). They do their own
+	// authorisation (see Server.Recipient and Server.RequireAdmin). A pattern
+	// that conflicts with a built-in route panics in New.
+	Extra map[string]http.Handler
+	// AdminExtra are more routes mounted behind the admin token ("/riverui/").
+	AdminExtra map[string]http.Handler
+}
+
+// Server is the HTTP API. Create it with New; it is safe for concurrent use.
+type Server struct {
+	pool    *pgxpool.Pool
+	cfg     *config.Config
+	client  *notifyd.Client
+	logger  *slog.Logger
+	clock   func() time.Time
+	maxBody int64
+	schema  string
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// DefaultMaxBody is the request body limit when http.max_body is not set.
+const DefaultMaxBody = 1 << 20
+
+// maxDeliveries bounds the ledger GET /v1/notifications/{id} reports.
+const maxDeliveries = 1000
+
+// New builds a Server from opts. It mounts every built-in route and the
+// extras; it panics only on a conflicting Extra pattern (a wiring bug).
+func New(opts Options) *Server {
+	s := &Server{pool: opts.Pool, cfg: opts.Config, client: opts.Client, logger: opts.Logger, clock: opts.Clock}
+	if s.cfg == nil {
+		s.cfg = config.Default()
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.client == nil {
+		// NewClient never fails.
+		s.client, _ = notifyd.NewClient(s.pool, notifyd.ClientConfig{Config: s.cfg, Logger: s.logger})
+	}
+	s.maxBody = s.cfg.HTTP.MaxBody
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	// The same convention as `notifyd run`: the default schema is the
+	// connection's search_path.
+	s.schema = s.cfg.Database.Schema
+	if s.schema == "public" {
+		s.schema = ""
+	}
+
+	s.mux = http.NewServeMux()
+	s.routes()
+	for pattern, h := range opts.Extra {
+		s.mux.Handle(pattern, h)
+	}
+	for pattern, h := range opts.AdminExtra {
+		s.mux.Handle(pattern, s.RequireAdmin(h))
+	}
+	s.handler = s.logRequests(s.recoverPanics(s.jsonMux(s.mux)))
+	return s
+}
+
+func (s *Server) routes() {
+	// Ops.
+	s.mux.Handle("GET /healthz", s.public(s.healthz))
+	s.mux.Handle("GET /readyz", s.public(s.readyz))
+
+	// Admin.
+	s.mux.Handle("POST /v1/notifications", s.admin(s.sendNotification))
+	s.mux.Handle("GET /v1/notifications/{id}", s.admin(s.getNotification))
+	s.mux.Handle("DELETE /v1/notifications/{notifier}/{key...}", s.admin(s.cancelNotification))
+	s.mux.Handle("PUT /v1/recipients/{id}", s.admin(s.putRecipient))
+	s.mux.Handle("GET /v1/recipients/{id}", s.admin(s.getRecipient))
+	s.mux.Handle("GET /v1/recipients/{id}/inbox", s.admin(s.recipientInbox))
+
+	// Recipient.
+	s.mux.Handle("GET /v1/inbox", s.recipient(s.listInbox))
+	s.mux.Handle("GET /v1/inbox/counts", s.recipient(s.inboxCounts))
+	s.mux.Handle("POST /v1/inbox/read", s.recipient(s.markRead))
+	s.mux.Handle("POST /v1/inbox/unread", s.recipient(s.markUnread))
+	s.mux.Handle("POST /v1/inbox/seen", s.recipient(s.markSeen))
+	s.mux.Handle("POST /v1/inbox/archive", s.recipient(s.archive))
+}
+
+// Handler returns the API's root handler: routing, JSON 404/405, panic
+// recovery and request logging.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Handle mounts one more route after New, for a handler that needs the
+// Server (a stream that calls s.Recipient). Like Extra, it does its own
+// authorisation. Call it before serving.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// handlerFunc is a handler that returns its error instead of writing it.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// recipientFunc is a recipient endpoint: it gets the token's subject.
+type recipientFunc func(w http.ResponseWriter, r *http.Request, recipient string) error
+
+func (s *Server) public(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			WriteError(w, r, err)
+		}
+	})
+}
+
+func (s *Server) admin(h handlerFunc) http.Handler {
+	return s.RequireAdmin(s.public(h))
+}
+
+func (s *Server) recipient(h recipientFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Only the header: tokens in URLs end up in proxies' logs. The stream,
+		// which EventSource cannot give headers, uses s.Recipient instead.
+		id, err := s.recipientFromHeader(r)
+		if err == nil {
+			err = h(w, r, id)
+		}
+		if err != nil {
+			WriteError(w, r, err)
+		}
+	})
+}
