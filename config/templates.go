@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/channels"
 	htmltemplate "html/template"
 	"math/big"
 	"strings"
@@ -48,6 +49,18 @@ var textFuncs = template.FuncMap{
 		}
 		return v
 	},
+	recipientFunc: exampleRecipient,
+}
+
+// recipientFunc is the template function email templates use to reach the
+// recipient's profile ({{recipient.Name}}). The email channel binds it to the
+// real recipient at render time; here it returns an example so that config
+// validation can parse and render templates that use it.
+const recipientFunc = "recipient"
+
+func exampleRecipient() channels.Recipient {
+	return channels.Recipient{ID: "example", Email: "example@example.test", Name: "Example Person", Locale: "en",
+		Timezone: "UTC"}
 }
 
 // parseText parses a text/template named name with missingkey=zero. An empty
@@ -103,7 +116,7 @@ func parseHTML(name, src string) (*htmltemplate.Template, error) {
 	if src == "" {
 		return nil, nil
 	}
-	t, err := htmltemplate.New(name).Option("missingkey=zero").Parse(src)
+	t, err := htmltemplate.New(name).Option("missingkey=zero").Funcs(htmltemplate.FuncMap{recipientFunc: exampleRecipient}).Parse(src)
 	if err != nil {
 		return nil, cleanTemplateErr(name, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/jobs"
@@ -49,6 +50,9 @@ type Daemon struct {
 	Client *notifyd.Client
 	Deps   *jobs.Deps
 	API    *httpapi.Server
+	// Email is the email channel (nil when channels.email is not configured);
+	// the digest job sends through it.
+	Email *email.Sender
 
 	opts     Options
 	logger   *slog.Logger

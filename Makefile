@@ -1,0 +1,45 @@
+# notifyd developer tasks. `make test` needs nothing but Go and the PostgreSQL
+# server programs: it starts a throwaway cluster (internal/tools/withpg).
+
+GO ?= go
+
+# FUZZ lists fuzz targets that `make test` runs briefly after the tests, as
+# package:FuzzName pairs, e.g. FUZZ = ./config:FuzzLoad ./channels/webhook:FuzzSign
+FUZZ ?=
+FUZZTIME ?= 10s
+
+.PHONY: test fuzz run bench chaos build vet fmt
+
+test:
+	$(GO) run ./internal/tools/withpg -- $(GO) test -count=1 -timeout 9m ./...
+ifneq ($(strip $(FUZZ)),)
+	$(GO) run ./internal/tools/withpg -- $(MAKE) --no-print-directory fuzz
+endif
+
+# fuzz runs each FUZZ target for FUZZTIME (go test fuzzes one package and one
+# target at a time). Without TEST_DATABASE_URL, database tests start a private
+# cluster per package.
+fuzz:
+	@set -e; for target in $(FUZZ); do \
+		pkg=$${target%%:*}; name=$${target#*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done
+
+run:
+	$(GO) run ./cmd/notifyd dev -config config.example.yaml
+
+bench:
+	$(GO) run ./bench
+
+chaos:
+	$(GO) run ./bench/chaos
+
+build:
+	$(GO) build -o bin/notifyd ./cmd/notifyd
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -s -w .

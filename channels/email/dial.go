@@ -1,0 +1,157 @@
+package email
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/wneessen/go-mail"
+	"github.com/wneessen/go-mail/smtp"
+
+	"github.com/notifyd/notifyd/channels"
+)
+
+// dialer returns the function that opens one pooled connection: TCP (and TLS
+// for smtp.tls "tls"), greeting, EHLO, STARTTLS for "starttls", AUTH when a
+// username is set. The whole handshake is bounded by the caller's context, so
+// a server that accepts the connection and then says nothing fails the send at
+// channels.email.timeout like a hung DATA does.
+func (s *Sender) dialer(tlsConfig *tls.Config) (func(context.Context) (*conn, error), error) {
+	sm := s.cfg.SMTP
+	if sm.Host == "" {
+		return nil, errors.New("email: channels.email.smtp.host is empty")
+	}
+	tc := &tls.Config{ServerName: sm.Host, MinVersion: tls.VersionTLS12} // go-mail's default
+	if tlsConfig != nil {
+		tc = tlsConfig.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = sm.Host
+		}
+	}
+	port := sm.Port
+	implicitTLS := false
+	tlsOpts := []mail.Option{mail.WithTLSConfig(tc)}
+	switch sm.TLS {
+	case "", "none":
+		tlsOpts = append(tlsOpts, mail.WithTLSPolicy(mail.NoTLS))
+		port = cmp.Or(port, 25)
+	case "starttls":
+		tlsOpts = append(tlsOpts, mail.WithTLSPolicy(mail.TLSMandatory))
+		port = cmp.Or(port, 587)
+	case "tls":
+		// With a custom dial function go-mail does not wrap the connection
+		// in TLS itself: dialTCP does. WithSSL only tells it not to try
+		// STARTTLS on top.
+		tlsOpts = append(tlsOpts, mail.WithSSL())
+		implicitTLS = true
+		port = cmp.Or(port, 465)
+	default:
+		return nil, fmt.Errorf("email: unknown channels.email.smtp.tls %q (want none, starttls or tls)", sm.TLS)
+	}
+	helo, err := os.Hostname()
+	if err != nil || helo == "" {
+		helo = "localhost"
+	}
+	addr := net.JoinHostPort(sm.Host, fmt.Sprint(port))
+
+	return func(ctx context.Context) (*conn, error) {
+		var raw net.Conn
+		var stop func() bool
+		dial := func(dctx context.Context, network, address string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(dctx, network, address)
+			if err != nil {
+				return nil, err
+			}
+			if implicitTLS {
+				tlsConn := tls.Client(c, tc)
+				if err := tlsConn.HandshakeContext(dctx); err != nil {
+					_ = c.Close()
+					return nil, err
+				}
+				c = tlsConn
+			}
+			// go-mail reads the greeting and runs EHLO, STARTTLS and AUTH
+			// without a context; closing the socket is what stops it when
+			// the send's context ends. (dctx is go-mail's own, cancelled
+			// when the dial returns: it cannot be used for this.)
+			raw = c
+			stop = context.AfterFunc(ctx, func() { _ = c.Close() })
+			return c, nil
+		}
+		opts := append([]mail.Option{
+			mail.WithPort(port),
+			mail.WithDialContextFunc(dial),
+			// The send's context enforces channels.email.timeout (see
+			// deliver); go-mail's socket deadline is only a backstop, set
+			// later so that the context's clearer error wins the race.
+			mail.WithTimeout(s.timeout + time.Second),
+			mail.WithHELO(helo),
+			// No NOOP before every message: a connection found dead is
+			// redialled instead (see deliver), which saves a round trip each.
+			mail.WithoutNoop(),
+		}, tlsOpts...)
+		if sm.Username != "" {
+			opts = append(opts, mail.WithSMTPAuthCustom(&plainOrLogin{user: sm.Username, pass: sm.Password, host: sm.Host}))
+		}
+		mc, err := mail.NewClient(sm.Host, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("configure smtp client: %w", err)
+		}
+		sc, err := mc.DialToSMTPClientWithContext(ctx)
+		if stop != nil && !stop() {
+			// The context ended during the handshake and closed the socket.
+			if sc != nil {
+				_ = sc.Close()
+			}
+			return nil, fmt.Errorf("connect to smtp server %s: %w", addr, context.Cause(ctx))
+		}
+		if err != nil {
+			if raw != nil {
+				_ = raw.Close() // go-mail leaves it open on a failed handshake
+			}
+			return nil, fmt.Errorf("connect to smtp server %s: %w", addr, err)
+		}
+		s.log.Debug("smtp connection opened", "channel", channels.Email, "addr", addr)
+		return &conn{mc: mc, sc: sc, raw: raw}, nil
+	}, nil
+}
+
+// plainOrLogin authenticates with PLAIN when the server offers it, else LOGIN.
+// Both refuse to send the password over an unencrypted connection unless the
+// server is on localhost (go-mail's rule). A value serves one connection: LOGIN
+// keeps state between steps.
+type plainOrLogin struct {
+	user, pass, host string
+	inner            smtp.Auth
+}
+
+func (a *plainOrLogin) Start(si *smtp.ServerInfo) (string, []byte, error) {
+	offers := func(mech string) bool {
+		for _, m := range si.Auth {
+			if strings.EqualFold(m, mech) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case offers("PLAIN"):
+		a.inner = smtp.PlainAuth("", a.user, a.pass, a.host, false)
+	case offers("LOGIN"):
+		a.inner = smtp.LoginAuth(a.user, a.pass, a.host, false)
+	default:
+		return "", nil, fmt.Errorf("smtp server offers neither PLAIN nor LOGIN authentication (it offers %q)", strings.Join(si.Auth, " "))
+	}
+	return a.inner.Start(si)
+}
+
+func (a *plainOrLogin) Next(fromServer []byte, more bool) ([]byte, error) {
+	return a.inner.Next(fromServer, more)
+}

@@ -1,0 +1,470 @@
+// Package email is the email channel: it renders a notifier's email templates
+// for one recipient and hands the message to an SMTP server through go-mail,
+// over a small pool of persistent connections.
+//
+// # Templates
+//
+// The subject and text templates are text/template, the html template is
+// html/template, so a param such as "<script>" arrives escaped in the html part
+// and verbatim in the text part. The dot is the notification's params
+// ({{.post_title}}); nil params are an empty map and JSON numbers read as
+// float64, exactly as in `notifyd check` and the inbox. The recipient is not
+// mixed into the params (they belong to the application and may use any key):
+// the template function recipient returns it as a channels.Recipient,
+//
+//	Hello {{recipient.Name}}, {{.author_name}} commented on {{.post_title}}.
+//
+// (config.Load must declare the function for a YAML config to use it; see
+// RecipientFunc.)
+// The recipient's locale picks the templates: the variant for the exact locale
+// ("pt-BR", case-insensitive, "_" read as "-"), else the variant for its
+// language ("pt"), else the notifier's default templates; a variant is used as
+// a whole (config.Notifier.EmailFor).
+//
+// Digest templates (SendDigest) have a config.DigestData as the dot: .Items
+// (oldest first, at most digest.max_items), .Count, .More (how many were left
+// out, for "and N more") and .Recipient (a channels.Recipient); the recipient
+// function works there too.
+//
+// channels.email.list_unsubscribe is a text/template over ListUnsubscribeData
+// ({{.Recipient.ID}}, {{.Notifier}}, ...). Its result is one URI or a
+// comma-separated list; each is sent in angle brackets.
+//
+// # The message
+//
+//	From: <channels.email.from>
+//	To: Recipient Name <recipient@email>
+//	Subject, Date (from Options.Clock)
+//	Message-ID: <DELIVERYID@from-domain>   e.g. <0194…@acme.test>
+//	X-Notifyd-Delivery: <delivery id>
+//	X-Notifyd-Notifier: <notifier>          (X-Notifyd-Digest: <count> for a digest)
+//	List-Unsubscribe: <…>                   when configured
+//
+// with a text/plain body, a text/html body, or both as multipart/alternative.
+// The Message-ID depends only on the delivery id, so every retry of a delivery
+// carries the same one and a receiver can drop the rare duplicate (notifyd
+// sends at least once; SPEC §3.4).
+//
+// # Connections
+//
+// At most Options.PoolSize connections are open, each used by one send at a
+// time and kept for the next (MAIL, RCPT, DATA, then RSET, on the same
+// connection), so there is no TCP or TLS handshake per message under load. A
+// connection idle for a minute is closed instead of reused. A reused
+// connection that turns out to be dead before the server saw the message (the
+// server closed it meanwhile) is redialled and the message sent once more on
+// the new one; nothing can be delivered twice by that retry because the server
+// never got past RCPT.
+//
+// channels.email.timeout bounds one send, from waiting for a connection to the
+// server's reply: a hung server fails the send as temporary within it, and
+// sends on other connections are not held up.
+//
+// # Errors
+//
+// A 4xx reply, a refused or dropped connection and a timeout are temporary
+// (channels.Temporary); a 5xx reply to MAIL, RCPT or DATA is permanent
+// (channels.Permanent), with the server's reply in the error. Failures before a
+// message transaction starts (greeting, EHLO, STARTTLS, AUTH) are temporary
+// whatever the code: they say nothing about the message, and a fixed
+// configuration lets the retries through. A template that fails to render or
+// a recipient address that does not parse is permanent. When channels.email.rate
+// would be exceeded the send returns channels.RateLimited with the wait, without
+// waiting.
+package email
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	netmail "net/mail"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/wneessen/go-mail"
+	"golang.org/x/time/rate"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+)
+
+var _ channels.Channel = (*Sender)(nil)
+
+// DefaultPoolSize is the number of SMTP connections a Sender opens at most when
+// Options.PoolSize is zero.
+const DefaultPoolSize = 8
+
+// defaultTimeout applies when channels.email.timeout is zero (a config built by
+// hand; Load sets 30s).
+const defaultTimeout = 30 * time.Second
+
+// Options are a Sender's dependencies and tuning. The zero value works.
+type Options struct {
+	// Logger receives connection events at debug level. Nil discards them.
+	Logger *slog.Logger
+	// Clock stamps the Date header and drives the rate limiter. Nil is time.Now.
+	Clock func() time.Time
+	// PoolSize is the most SMTP connections open at once. Zero means
+	// DefaultPoolSize.
+	PoolSize int
+	// TLSConfig verifies the server for smtp.tls starttls and tls. Nil means the
+	// system roots; an empty ServerName is set to smtp.host.
+	TLSConfig *tls.Config
+}
+
+// ListUnsubscribeData is the dot of the channels.email.list_unsubscribe
+// template.
+type ListUnsubscribeData struct {
+	Recipient  channels.Recipient
+	Notifier   string // "" for a digest
+	Key        string // the notification key; "" for a digest
+	DeliveryID string
+	Digest     bool
+}
+
+// Sender is the email channel. It is safe for concurrent use; Close releases
+// its connections.
+type Sender struct {
+	cfg       *config.Email
+	from      *netmail.Address
+	domain    string
+	timeout   time.Duration
+	notifiers map[string]*notifierTemplates
+	digest    *digestTemplates
+	listUnsub *template.Template
+	limiter   *rate.Limiter // nil: unlimited
+	pool      *pool
+	log       *slog.Logger
+	clock     func() time.Time
+}
+
+type notifierTemplates struct {
+	n    *config.Notifier
+	sets map[*config.EmailTemplates]*tmplSet // the default and each locale variant
+}
+
+type digestTemplates struct {
+	maxItems int
+	set      *tmplSet
+}
+
+// New builds an email Sender from the channels.email config, the digest
+// config (nil when digests are not used: SendDigest then fails) and the
+// notifiers (only those with email templates are sendable). Compiled templates
+// set by config.Load are used; a config built by hand may leave them nil and
+// New parses the sources. New does not connect: the first send dials.
+func New(cfg *config.Email, digest *config.Digest, notifiers map[string]*config.Notifier, opts Options) (*Sender, error) {
+	if cfg == nil {
+		return nil, errors.New("email: channels.email is not configured")
+	}
+	from, err := netmail.ParseAddress(cfg.From)
+	if err != nil {
+		return nil, fmt.Errorf("email: channels.email.from %q: %w", cfg.From, err)
+	}
+	at := strings.LastIndexByte(from.Address, '@')
+	if at < 0 || at == len(from.Address)-1 {
+		return nil, fmt.Errorf("email: channels.email.from %q has no domain for Message-IDs", cfg.From)
+	}
+	s := &Sender{
+		cfg:       cfg,
+		from:      from,
+		domain:    from.Address[at+1:],
+		timeout:   cfg.Timeout.D(),
+		notifiers: make(map[string]*notifierTemplates),
+		log:       opts.Logger,
+		clock:     opts.Clock,
+	}
+	if s.timeout <= 0 {
+		s.timeout = defaultTimeout
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	for name, n := range notifiers {
+		if n == nil || n.Channels.Email == nil {
+			continue
+		}
+		nt := &notifierTemplates{n: n, sets: make(map[*config.EmailTemplates]*tmplSet)}
+		p := "notifiers." + name + ".channels.email"
+		if nt.sets[n.Channels.Email], err = emailSet(p, n.Channels.Email); err != nil {
+			return nil, fmt.Errorf("email: %w", err)
+		}
+		for loc, v := range n.Channels.Email.Locales {
+			if v == nil {
+				continue
+			}
+			if nt.sets[v], err = emailSet(p+".locales."+loc, v); err != nil {
+				return nil, fmt.Errorf("email: %w", err)
+			}
+		}
+		if n.Name == "" {
+			// EmailFor and error messages use the name; a hand-built config may
+			// only have it as the map key.
+			cp := *n
+			cp.Name = name
+			nt.n = &cp
+		}
+		s.notifiers[name] = nt
+	}
+	if digest != nil {
+		set, err := newTmplSet("digest", digest.Subject, digest.Text, digest.HTML,
+			digest.SubjectTmpl, digest.TextTmpl, digest.HTMLTmpl)
+		if err != nil {
+			return nil, fmt.Errorf("email: %w", err)
+		}
+		s.digest = &digestTemplates{maxItems: digest.MaxItems, set: set}
+	}
+	s.listUnsub = cfg.ListUnsubscribeTmpl
+	if s.listUnsub == nil && cfg.ListUnsubscribe != "" {
+		s.listUnsub, err = template.New("channels.email.list_unsubscribe").Option("missingkey=zero").Parse(cfg.ListUnsubscribe)
+		if err != nil {
+			return nil, fmt.Errorf("email: parse channels.email.list_unsubscribe: %w", err)
+		}
+	}
+	if cfg.Rate > 0 {
+		// A burst of one second's worth: a quiet replica may send that many at
+		// once, and the average stays at the rate.
+		s.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(math.Ceil(cfg.Rate))))
+	}
+	dialer, err := s.dialer(opts.TLSConfig)
+	if err != nil {
+		return nil, err
+	}
+	size := opts.PoolSize
+	if size <= 0 {
+		size = DefaultPoolSize
+	}
+	s.pool = newPool(size, dialer, time.Now) // idle expiry is about real sockets, not Options.Clock
+	return s, nil
+}
+
+func emailSet(path string, t *config.EmailTemplates) (*tmplSet, error) {
+	return newTmplSet(path, t.Subject, t.Text, t.HTML, t.SubjectTmpl, t.TextTmpl, t.HTMLTmpl)
+}
+
+// Name returns "email".
+func (s *Sender) Name() string { return channels.Email }
+
+// Addressable reports whether r can get the notifier's email: the notifier must
+// have email templates and r a valid email address ("recipient has no email
+// address" otherwise).
+func (s *Sender) Addressable(notifier string, r channels.Recipient) error {
+	if _, ok := s.notifiers[notifier]; !ok {
+		return fmt.Errorf("notifier %q has no email templates", notifier)
+	}
+	_, err := recipientAddress(r)
+	return err
+}
+
+func recipientAddress(r channels.Recipient) (*netmail.Address, error) {
+	if r.Email == "" {
+		return nil, errors.New("recipient has no email address")
+	}
+	a, err := netmail.ParseAddress(r.Email)
+	if err != nil || a.Address != strings.TrimSpace(r.Email) {
+		return nil, fmt.Errorf("recipient email address %q is invalid", r.Email)
+	}
+	return &netmail.Address{Name: r.Name, Address: a.Address}, nil
+}
+
+// Send renders msg for msg.Recipient and sends it. See the package doc for how
+// errors are classified.
+func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
+	if msg.Recipient == nil {
+		return channels.Permanent(errors.New("email: message has no recipient"))
+	}
+	r := *msg.Recipient
+	nt, ok := s.notifiers[msg.Notifier]
+	if !ok {
+		return channels.Permanent(fmt.Errorf("email: notifier %q has no email templates", msg.Notifier))
+	}
+	to, err := recipientAddress(r)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("email to recipient %s: %w", r.ID, err))
+	}
+	set := nt.sets[nt.n.EmailFor(r.Locale)]
+	subject, text, html, err := set.renderEmail(r, msg.Params)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
+	}
+	m, err := s.message(msg.DeliveryID, to, subject, text, html, ListUnsubscribeData{
+		Recipient: r, Notifier: msg.Notifier, Key: msg.Key, DeliveryID: msg.DeliveryID,
+	})
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
+	}
+	m.SetGenHeader("X-Notifyd-Notifier", msg.Notifier)
+	if err := s.deliver(ctx, m); err != nil {
+		return fmt.Errorf("send email %s to recipient %s: %w", msg.Notifier, r.ID, err)
+	}
+	return nil
+}
+
+// message builds the headers and body common to notifications and digests.
+func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, html string, lu ListUnsubscribeData) (*mail.Msg, error) {
+	if deliveryID == "" || strings.ContainsAny(deliveryID, " \t\r\n<>@()[]\\\",;:") {
+		return nil, fmt.Errorf("delivery id %q cannot be a Message-ID", deliveryID)
+	}
+	m := mail.NewMsg()
+	m.SetUserAgent("notifyd")
+	m.FromMailAddress(s.from)
+	m.ToMailAddress(to)
+	m.Subject(subject)
+	m.SetDateWithValue(s.clock())
+	m.SetMessageIDWithValue(deliveryID + "@" + s.domain)
+	m.SetGenHeader("X-Notifyd-Delivery", deliveryID)
+	if s.listUnsub != nil {
+		var b strings.Builder
+		if err := s.listUnsub.Execute(&b, lu); err != nil {
+			return nil, fmt.Errorf("render channels.email.list_unsubscribe: %w", err)
+		}
+		v := strings.TrimSpace(b.String())
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, fmt.Errorf("channels.email.list_unsubscribe rendered a line break: %q", v)
+		}
+		if v != "" {
+			m.SetListUnsubscribe(strings.Split(v, ",")...)
+		}
+	}
+	switch {
+	case text != "" && html != "":
+		m.SetBodyString(mail.TypeTextPlain, text)
+		m.AddAlternativeString(mail.TypeTextHTML, html)
+	case html != "":
+		m.SetBodyString(mail.TypeTextHTML, html)
+	default:
+		m.SetBodyString(mail.TypeTextPlain, text)
+	}
+	return m, nil
+}
+
+// deliver sends m over a pooled connection within the configured timeout, after
+// checking the rate limit.
+func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
+	if s.limiter != nil {
+		now := s.clock()
+		res := s.limiter.ReserveN(now, 1)
+		if d := res.DelayFrom(now); d > 0 {
+			// Give the token back: the job snoozes and comes back later.
+			res.CancelAt(now)
+			return channels.RateLimited(fmt.Errorf("channels.email.rate (%g/s) reached", s.cfg.Rate), d)
+		}
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout,
+		fmt.Errorf("smtp send timed out after %s (channels.email.timeout)", s.timeout))
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		c, err := s.pool.acquire(ctx)
+		if err != nil {
+			return channels.Temporary(err, 0)
+		}
+		err = s.sendOn(ctx, c, m)
+		if err == nil {
+			return nil
+		}
+		// A connection that sat in the pool may have been closed by the server.
+		// If it failed before the server saw any of the message, the message is
+		// safe to send again on a new connection, once.
+		if attempt == 1 && c.reused && beforeData(err) && ctx.Err() == nil {
+			// The server most likely dropped its other idle connections too
+			// (a restart, an idle timeout): dial afresh rather than try them.
+			s.log.Debug("smtp connection was dead, redialling", "channel", channels.Email, "err", err)
+			s.pool.dropIdle()
+			continue
+		}
+		return classify(err)
+	}
+}
+
+// sendOn sends m on c and releases c to the pool, keeping it only when it is
+// known to be in a clean state.
+func (s *Sender) sendOn(ctx context.Context, c *conn, m *mail.Msg) (err error) {
+	keep := false
+	defer func() { s.pool.release(c, keep) }()
+
+	// go-mail's Send has no context: closing the socket is what interrupts a
+	// read from a hung server (smtp.Client.Close would wait for the lock the
+	// blocked read holds).
+	stop := context.AfterFunc(ctx, func() { _ = c.raw.Close() })
+	err = c.mc.SendWithSMTPClient(c.sc, m)
+	if !stop() {
+		// The connection was closed under the send.
+		if err != nil {
+			return fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+		}
+		return nil
+	}
+	if err == nil {
+		keep = true
+		return nil
+	}
+	var se *mail.SendError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if se.Reason == mail.ErrSMTPReset && m.IsDelivered() {
+		// The server accepted the message; only the RSET after it failed.
+		// Reporting an error would resend a delivered message.
+		return nil
+	}
+	if code := se.ErrorCode(); code >= 400 && code != 421 {
+		// The server answered and is still talking to us: RSET puts the
+		// connection back into a clean state (after a refused DATA the
+		// transaction is still open). 421 means it is closing the connection.
+		keep = c.sc.Reset() == nil
+	}
+	return err
+}
+
+// beforeData reports whether err is a connection failure that happened before
+// the server accepted DATA, so the server has none of the message.
+func beforeData(err error) bool {
+	var se *mail.SendError
+	if !errors.As(err, &se) || se.ErrorCode() != 0 {
+		return false
+	}
+	switch se.Reason {
+	case mail.ErrConnCheck, mail.ErrSMTPMailFrom, mail.ErrSMTPRcptTo, mail.ErrSMTPData:
+		return true
+	}
+	return false
+}
+
+// classify turns a send error into the channels error kind.
+//
+// go-mail reports the SMTP conversation through *mail.SendError, which does
+// not unwrap to the *textproto.Error it holds: ErrorCode returns the reply code
+// it parsed from it (0 when the failure was not a server reply) and Error
+// includes the reply text.
+func classify(err error) error {
+	var se *mail.SendError
+	if errors.As(err, &se) {
+		switch code := se.ErrorCode(); {
+		case code >= 500:
+			return channels.Permanent(err)
+		case code >= 400:
+			return channels.Temporary(err, 0)
+		}
+		switch se.Reason {
+		case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
+			// The message itself cannot be sent; trying again will not help.
+			return channels.Permanent(err)
+		}
+	}
+	// Dial, greeting, STARTTLS, AUTH, timeouts, closed connections.
+	return channels.Temporary(err, 0)
+}
+
+// Close closes the pooled connections. Sends in flight finish (or time out)
+// and close their connection; sends after Close fail.
+func (s *Sender) Close() error {
+	s.pool.close()
+	return nil
+}
