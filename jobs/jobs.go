@@ -40,6 +40,9 @@ type Deps struct {
 	// (normalisation or chunk). It is a fault-injection point for tests: an
 	// error stops the job there, as a crash would, and River retries it.
 	AfterFanoutStep func(notificationID string) error
+	// Backoff overrides the retry schedule of temporary send failures (tests
+	// shorten it). Nil means the production schedule, see Backoff.
+	Backoff func(attempt int) time.Duration
 }
 
 func (d *Deps) now() time.Time {

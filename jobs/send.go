@@ -169,6 +169,9 @@ func (w *SendWorker) failed(c *stores.Claimed, msg string, after time.Duration) 
 		maxAge = 72 * time.Hour
 	}
 	wait := jitter(Backoff(c.Attempts))
+	if w.Deps.Backoff != nil {
+		wait = w.Deps.Backoff(c.Attempts)
+	}
 	if after > wait {
 		wait = min(after, time.Hour) // a provider's Retry-After, within reason
 	}

@@ -1,0 +1,359 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/email"
+	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// emailConfig is BaseConfig plus an email channel on the test SMTP server and
+// a notifier that emails.
+func emailConfig(port int, extra string) string {
+	return notifydtest.BaseConfig + fmt.Sprintf(`
+  invoice.paid:
+    category: billing
+    params: {type: object, properties: {amount: {type: string}}}
+    channels:
+      in_app: {title: "Invoice paid: {{.amount}}"}
+      email:
+        subject: "Paid {{.amount}}"
+        text: "You paid {{.amount}}."
+        html: "<p>You paid <b>{{.amount}}</b>.</p>"
+channels:
+  email:
+    from: "Acme <notify@acme.test>"
+    smtp: {host: 127.0.0.1, port: %d, tls: none}
+    timeout: 400ms
+%s`, port, extra)
+}
+
+type emailBundle struct {
+	*bundle
+	smtp *smtptest.Server
+}
+
+func setupEmail(t *testing.T, extra string) *emailBundle {
+	t.Helper()
+	b := setup(t)
+	srv := smtptest.Start(t)
+	b.cfg = notifydtest.Config(t, emailConfig(srv.Port(), extra))
+	b.deps.Config = b.cfg
+	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sender.Close() })
+	b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
+	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
+	var err2 error
+	b.client, err2 = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	return &emailBundle{bundle: b, smtp: srv}
+}
+
+func (b *emailBundle) profile(t *testing.T, id, address string) {
+	t.Helper()
+	if _, err := b.pool.Exec(context.Background(), `INSERT INTO notify_recipients (id, email, name) VALUES ($1, $2, $3)`, id, address, "Person "+id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *emailBundle) send(t *testing.T, key string, to ...string) string {
+	t.Helper()
+	n := notifyd.Notification{Notifier: "invoice.paid", Key: key, Params: map[string]any{"amount": "<script>alert(1)</script>"}}
+	for _, r := range to {
+		n.Recipients = append(n.Recipients, notifyd.Recipient{ID: r})
+	}
+	res, err := b.client.Send(context.Background(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.ID
+}
+
+type delivery struct {
+	id, status, lastError string
+	attempts              int
+}
+
+func (b *emailBundle) delivery(t *testing.T, notificationID, recipient string) delivery {
+	t.Helper()
+	var d delivery
+	err := b.pool.QueryRow(context.Background(), `SELECT id::text, status, coalesce(last_error, ''), attempts FROM notify_deliveries
+		WHERE notification_id = $1 AND recipient = $2 AND channel = 'email'`, notificationID, recipient).Scan(&d.id, &d.status, &d.lastError, &d.attempts)
+	if err != nil {
+		t.Fatalf("delivery of %s to %s: %v", notificationID, recipient, err)
+	}
+	return d
+}
+
+func (b *emailBundle) waitDelivery(t *testing.T, notificationID, recipient, status string) delivery {
+	t.Helper()
+	var d delivery
+	notifydtest.Eventually(t, 20*time.Second, fmt.Sprintf("email to %s becomes %s", recipient, status), func() bool {
+		var ok bool
+		_ = b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM notify_deliveries WHERE notification_id = $1 AND recipient = $2 AND channel = 'email' AND status = $3)`,
+			notificationID, recipient, status).Scan(&ok)
+		return ok
+	})
+	d = b.delivery(t, notificationID, recipient)
+	return d
+}
+
+func TestEmailRetriedAfter451ThenSentOnce(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.profile(t, "u1", "u1@example.test")
+	b.smtp.FailNext(2, 451, "4.7.1 try again later")
+	id := b.send(t, "inv-451", "u1")
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "u1", "sent")
+	if d.attempts != 3 {
+		t.Fatalf("attempts = %d, want 3", d.attempts)
+	}
+	msgs := b.smtp.WaitFor(1, 5*time.Second)
+	time.Sleep(300 * time.Millisecond) // nothing more may arrive
+	if got := b.smtp.Count(); got != 1 {
+		t.Fatalf("messages received = %d, want exactly 1", got)
+	}
+	m := msgs[0]
+	if m.MessageID != "<"+d.id+"@acme.test>" {
+		t.Fatalf("Message-ID = %q, want the delivery id %s (stable across the retries)", m.MessageID, d.id)
+	}
+	if !strings.Contains(m.HTML, "&lt;script&gt;") || strings.Contains(m.HTML, "<script>") {
+		t.Fatalf("html part does not escape params: %q", m.HTML)
+	}
+	if !strings.Contains(m.Text, "<script>") {
+		t.Fatalf("text part = %q, want the param as given", m.Text)
+	}
+}
+
+func TestEmail550IsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.profile(t, "u1", "bounce@example.test")
+	b.profile(t, "u2", "ok@example.test")
+	b.smtp.FailRecipient("bounce@example.test", 550)
+	id := b.send(t, "inv-550", "u1", "u2")
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "u1", "refused")
+	b.waitDelivery(t, id, "u2", "sent")
+	if d.attempts != 1 || !strings.Contains(d.lastError, "550") {
+		t.Fatalf("refused delivery: attempts %d, last_error %q", d.attempts, d.lastError)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if d := b.delivery(t, id, "u1"); d.attempts != 1 || d.status != "refused" {
+		t.Fatalf("a refused delivery was retried: %+v", d)
+	}
+}
+
+func TestEmailHungServerTimesOutAndRetries(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	for i := range 5 {
+		b.profile(t, fmt.Sprintf("u%d", i), fmt.Sprintf("u%d@example.test", i))
+	}
+	b.smtp.HangNext(1, 3*time.Second) // the first message hangs past the 400ms timeout
+	id := b.send(t, "inv-hang", "u0")
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "u0", "sent")
+	if d.attempts < 2 {
+		t.Fatalf("attempts = %d: the hung attempt should have failed and been retried", d.attempts)
+	}
+	// Meanwhile other deliveries go through.
+	start := time.Now()
+	other := b.send(t, "inv-other", "u1", "u2", "u3", "u4")
+	for i := 1; i < 5; i++ {
+		b.waitDelivery(t, other, fmt.Sprintf("u%d", i), "sent")
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("other deliveries took %s", time.Since(start))
+	}
+}
+
+func TestEmailClaimRaceSendsOnce(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.profile(t, "u1", "u1@example.test")
+	id := b.send(t, "inv-race", "u1")
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "u1", "sent")
+
+	// Put it back to pending and let two claims race: exactly one wins.
+	if _, err := b.pool.Exec(context.Background(), `UPDATE notify_deliveries SET status = 'pending', attempts = 0 WHERE id = $1`, d.id); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wins := make([]int, 8)
+	for i := range wins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			claimed, err := stores.ClaimDeliveries(context.Background(), b.pool, []string{d.id}, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			wins[i] = len(claimed)
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, w := range wins {
+		total += w
+	}
+	if total != 1 {
+		t.Fatalf("%d claims won the race, want 1", total)
+	}
+}
+
+func TestKilledAfterClaimIsRedrivenBySweep(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "retry: {lease: 1s}\n")
+	b.profile(t, "u1", "u1@example.test")
+	id := b.send(t, "inv-killed", "u1")
+	// A worker claimed the delivery 10 s ago and died before settling it: the
+	// row is `sending` with an old claim (the fan-out is marked done so it
+	// writes nothing itself).
+	var deliveryID string
+	if _, err := b.pool.Exec(context.Background(), `UPDATE notify_notifications SET status = 'fanned_out' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	err := b.pool.QueryRow(context.Background(), `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, attempts, claimed_at)
+		VALUES (gen_random_uuid(), $1, 'invoice.paid', 'inv-killed', 'u1', 'email', 'immediate', 'sending', 1, now() - interval '10 seconds') RETURNING id::text`, id).Scan(&deliveryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := notifydtest.StartWorkers(t, b.deps)
+	// The periodic sweep runs on start too; insert one more to be independent of leadership timing.
+	if _, err := client.Insert(context.Background(), jobs.RetrySweepArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	d := b.waitDelivery(t, id, "u1", "sent")
+	if d.attempts != 2 {
+		t.Fatalf("attempts = %d, want 2 (the killed one and the re-drive)", d.attempts)
+	}
+	if b.smtp.Count() != 1 {
+		t.Fatalf("received %d messages, want 1", b.smtp.Count())
+	}
+}
+
+func TestEmailPastMaxAgeExpires(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "retry: {max_age: 72h}\n")
+	b.profile(t, "u1", "u1@example.test")
+	b.smtp.FailNext(1, 451, "4.3.0 mailbox busy")
+	id := b.send(t, "inv-old", "u1")
+	// The injected clock says the delivery is 73 hours old at its first failure.
+	b.deps.Clock = func() time.Time { return time.Now().Add(73 * time.Hour) }
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "u1", "expired")
+	if !strings.Contains(d.lastError, "451") || d.attempts != 1 {
+		t.Fatalf("expired delivery: attempts %d, last_error %q", d.attempts, d.lastError)
+	}
+}
+
+func TestEmailUnavailableQueuesNothing(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.profile(t, "has", "has@example.test")
+	// "none" has no profile, so no address.
+	id := b.send(t, "inv-noaddr", "has", "none")
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "none", "unavailable")
+	if d.lastError != "recipient has no email address" {
+		t.Fatalf("last_error = %q", d.lastError)
+	}
+	b.waitDelivery(t, id, "has", "sent")
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND args::text LIKE '%' || $1 || '%'`, d.id); n != 0 {
+		t.Fatalf("%d send jobs carry the unavailable delivery", n)
+	}
+
+	// A daemon without channels.email: every email delivery is unavailable.
+	b2 := setup(t)
+	cfg := notifydtest.Config(t, strings.Split(emailConfig(1, ""), "channels:\n  email:")[0])
+	b2.deps.Config = cfg
+	client, _ := notifyd.NewClient(b2.pool, notifyd.ClientConfig{Config: cfg})
+	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "invoice.paid", Key: "k",
+		Recipients: []notifyd.Recipient{{ID: "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b2.deps)
+	notifydtest.Eventually(t, 10*time.Second, "unavailable row", func() bool {
+		return notifydtest.Count(t, b2.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'unavailable' AND last_error = 'email channel is not configured'`, res.ID) == 1
+	})
+	if n := notifydtest.Count(t, b2.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n != 0 {
+		t.Fatalf("%d send jobs enqueued without an email channel", n)
+	}
+}
+
+func TestEmailRateLimitSnoozesWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.cfg.Channels.Email.Rate = 2 // two per second: a batch of 6 must wait
+	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sender.Close() })
+	b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
+	var ids []string
+	for i := range 6 {
+		id := fmt.Sprintf("r%d", i)
+		b.profile(t, id, id+"@example.test")
+		ids = append(ids, id)
+	}
+	nid := b.send(t, "inv-rate", ids...)
+	notifydtest.StartWorkers(t, b.deps)
+	for _, r := range ids {
+		d := b.waitDelivery(t, nid, r, "sent")
+		if d.attempts != 1 {
+			t.Fatalf("%s: attempts = %d; rate limiting must not spend attempts", r, d.attempts)
+		}
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE last_error = 'rate limited'`); n == 0 {
+		t.Fatal("no delivery was ever rate limited: the test did not exercise the limiter")
+	}
+}
+
+func TestCancelWithdrawsUnsentEmail(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.profile(t, "u1", "u1@example.test")
+	id := b.send(t, "inv-cancel", "u1")
+	// Fan out with no send worker able to reach SMTP yet: stop the server.
+	b.smtp.Down()
+	notifydtest.StartWorkers(t, b.deps)
+	b.waitDelivery(t, id, "u1", "failed")
+	n, err := b.client.Cancel(context.Background(), "invoice.paid", "inv-cancel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 2 { // the email delivery and the inbox item
+		t.Fatalf("cancel withdrew %d, want the delivery and the inbox item", n)
+	}
+	if err := b.smtp.Up(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(800 * time.Millisecond) // retries would have happened by now
+	d := b.delivery(t, id, "u1")
+	if d.status != "cancelled" || b.smtp.Count() != 0 {
+		t.Fatalf("after cancel: status %s, %d messages received", d.status, b.smtp.Count())
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key = 'inv-cancel'`); n != 0 {
+		t.Fatal("the inbox item survived the cancel")
+	}
+}
