@@ -6,12 +6,14 @@
 package jobs
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 )
 
@@ -23,6 +25,11 @@ const (
 	QueueMaintenance = "maintenance"
 )
 
+// DigestSender sends one recipient's digest email. *email.Sender implements it.
+type DigestSender interface {
+	SendDigest(ctx context.Context, d email.DigestMessage) error
+}
+
 // Deps is what the workers need.
 type Deps struct {
 	Pool   *pgxpool.Pool
@@ -32,8 +39,11 @@ type Deps struct {
 	// unavailable at fan-out time.
 	Channels map[string]channels.Channel
 	// Bulk are the configured bulk channels by name (slack, webhook).
-	Bulk   map[string]channels.BulkChannel
-	Logger *slog.Logger
+	Bulk map[string]channels.BulkChannel
+	// Digests sends digest emails; nil when email is not configured (digest
+	// rows are then never written: fan-out marks email unavailable).
+	Digests DigestSender
+	Logger  *slog.Logger
 	// Clock returns the current time; tests inject one. Nil means time.Now.
 	Clock func() time.Time
 	// AfterFanoutStep, when set, runs after each committed fan-out transaction

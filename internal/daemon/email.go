@@ -19,6 +19,7 @@ func (d *Daemon) buildEmail() error {
 		return fmt.Errorf("channels.email: %w", err)
 	}
 	d.Deps.Channels[channels.Email] = sender
+	d.Deps.Digests = sender
 	d.Email = sender
 	d.closers = append(d.closers, sender.Close)
 	return nil
