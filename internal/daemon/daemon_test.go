@@ -1,0 +1,199 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// emptyDB creates a database with nothing in it and returns its URL.
+func emptyDB(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("notifyd_empty_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), pgtest.URL(t))
+		if err == nil {
+			_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(context.Background())
+		}
+	})
+	cfg, err := pgx.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Replace(pgtest.URL(t), "/"+cfg.Database+"?", "/"+name+"?", 1)
+}
+
+func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	url := emptyDB(t)
+	cfg := notifydtest.Config(t, "")
+	cfg.Database.URL = url
+	_, err := daemon.New(context.Background(), cfg, daemon.Options{NoHTTP: true})
+	if err == nil || !strings.Contains(err.Error(), "notifyd migrate") {
+		t.Fatalf("daemon.New on an unmigrated database = %v, want a refusal naming `notifyd migrate`", err)
+	}
+
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Two replicas migrating at once, then once more: no error, same result.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = stores.Migrate(context.Background(), pool, "", nil) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	if err := stores.Migrate(context.Background(), pool, "", nil); err != nil {
+		t.Fatalf("second migrate: %v", err)
+	}
+	if err := stores.CheckMigrations(context.Background(), pool, ""); err != nil {
+		t.Fatalf("after migrate: %v", err)
+	}
+	d, err := daemon.New(context.Background(), cfg, daemon.Options{NoHTTP: true})
+	if err != nil {
+		t.Fatalf("daemon.New after migrate: %v", err)
+	}
+	d.Close()
+}
+
+func TestEndToEndSendFanOutReadInbox(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	mailbox := smtptest.Start(t)
+	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+  order.shipped:
+    channels:
+      in_app: {title: "Order {{.order}} shipped"}
+      email: {subject: "Order {{.order}} shipped", text: "Hi {{recipient.Name}}, order {{.order}} is on its way."}
+channels:
+  email:
+    from: "Shop <shop@shop.test>"
+    smtp: {host: 127.0.0.1, port: %d}
+`, mailbox.Port()))
+	cfg.Database.URL = url
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(context.Background(), cfg, daemon.Options{Listener: ln, Logger: notifydtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	base := "http://" + d.Addr()
+
+	call := func(method, path, token string, body any) (int, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, base+path, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+
+	if code, _ := call("PUT", "/v1/recipients/u2", "admin-token", map[string]any{"email": "u2@example.test", "name": "Grace"}); code != 200 {
+		t.Fatalf("PUT recipient = %d", code)
+	}
+	code, res := call("POST", "/v1/notifications", "admin-token", map[string]any{
+		"notifier": "order.shipped", "key": "o-1", "actor": "u1",
+		"recipients": []any{"u1", map[string]any{"id": "u2", "reason": "author"}}, "params": map[string]any{"order": "#42"}})
+	if code != 202 || res["duplicate"] != false {
+		t.Fatalf("POST = %d %v", code, res)
+	}
+	id := res["id"].(string)
+
+	tok, err := notifyd.RecipientToken("token-secret", "u2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []any
+	notifydtest.Eventually(t, 10*time.Second, "the item reaches u2's inbox", func() bool {
+		_, inbox := call("GET", "/v1/inbox", tok, nil)
+		items, _ = inbox["items"].([]any)
+		return len(items) == 1
+	})
+	item := items[0].(map[string]any)
+	if item["title"] != "Order #42 shipped" || item["reason"] != "author" || item["read_at"] != nil {
+		t.Fatalf("item = %v", item)
+	}
+	msgs := mailbox.WaitFor(1, 10*time.Second)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "Hi Grace, order #42") {
+		t.Fatalf("email = %+v", msgs)
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the ledger says sent", func() bool {
+		_, n := call("GET", "/v1/notifications/"+id, "admin-token", nil)
+		for _, d := range n["deliveries"].([]any) {
+			d := d.(map[string]any)
+			if d["channel"] == "email" && d["status"] == "sent" {
+				return true
+			}
+		}
+		return false
+	})
+	// The actor u1 was dropped.
+	tok1, _ := notifyd.RecipientToken("token-secret", "u1", time.Hour)
+	if _, inbox := call("GET", "/v1/inbox", tok1, nil); len(inbox["items"].([]any)) != 0 {
+		t.Fatal("the actor got an inbox item")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v after a clean stop", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not drain within 20 s")
+	}
+}
