@@ -270,3 +270,20 @@ func DeleteChangesBefore(ctx context.Context, db DB, before time.Time, limit int
 	}
 	return tag.RowsAffected(), nil
 }
+
+// InboxChangesChannel is the NOTIFY channel every change-log writer signals
+// in its transaction (notifyInboxSQL) and every stream hub listens on. The
+// notification carries no payload: the log is the truth, the notification
+// only says "look".
+const InboxChangesChannel = "notifyd_inbox"
+
+const listenInboxChangesSQL = `LISTEN notifyd_inbox`
+
+// ListenInboxChanges subscribes conn, a connection of its own (never a pooled
+// one returned to the pool), to InboxChangesChannel.
+func ListenInboxChanges(ctx context.Context, conn DB) error {
+	if _, err := conn.Exec(ctx, listenInboxChangesSQL); err != nil {
+		return fmt.Errorf("listen for inbox changes: %w", err)
+	}
+	return nil
+}

@@ -23,10 +23,6 @@ WHERE id IN (SELECT id FROM notify_deliveries
              WHERE created_at < $1 AND status <> ALL($3::text[])
              ORDER BY created_at LIMIT $2)`
 
-const deleteOldChangesSQL = `
-DELETE FROM notify_inbox_changes
-WHERE seq IN (SELECT seq FROM notify_inbox_changes WHERE created_at < $1 ORDER BY seq LIMIT $2)`
-
 // deleteOldNotificationsSQL removes notifications that have nothing left: no
 // delivery row and no inbox item, older than the deliveries retention. Their
 // (notifier, key) identity goes with them.
@@ -64,10 +60,9 @@ func DeleteExpired(ctx context.Context, db DB, c RetentionCutoffs, batch int) (R
 		return r, fmt.Errorf("retention: deliveries: %w", err)
 	}
 	r.Deliveries = tag.RowsAffected()
-	if tag, err = db.Exec(ctx, deleteOldChangesSQL, c.Changes, batch); err != nil {
-		return r, fmt.Errorf("retention: change log: %w", err)
+	if r.Changes, err = DeleteChangesBefore(ctx, db, c.Changes, batch); err != nil {
+		return r, fmt.Errorf("retention: %w", err)
 	}
-	r.Changes = tag.RowsAffected()
 	if tag, err = db.Exec(ctx, deleteOldNotificationsSQL, c.Deliveries, batch); err != nil {
 		return r, fmt.Errorf("retention: notifications: %w", err)
 	}

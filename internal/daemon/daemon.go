@@ -21,6 +21,7 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/stream"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -53,6 +54,8 @@ type Daemon struct {
 	// Email is the email channel (nil when channels.email is not configured);
 	// the digest job sends through it.
 	Email *email.Sender
+	// Hub fans inbox changes out to the realtime streams of this replica.
+	Hub *stream.Hub
 
 	opts     Options
 	logger   *slog.Logger
@@ -98,6 +101,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Daemon, error)
 	if !opts.NoHTTP {
 		d.API = httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Client: d.Client, Logger: logger,
 			Clock: opts.Clock, Extra: d.routes()})
+		d.Hub = stream.NewHub(pool, logger)
+		d.API.Handle("GET /v1/inbox/stream", stream.Handler(d.Hub, d.API.Recipient, stream.HandlerOptions{}))
 		d.listener = opts.Listener
 		if d.listener == nil {
 			d.listener, err = net.Listen("tcp", cfg.HTTP.Listen)
@@ -128,7 +133,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	errc := make(chan error, 1)
 	var srv *http.Server
+	hubDone := make(chan struct{})
+	if d.Hub != nil {
+		// The hub shares ctx: when shutdown starts it closes the open streams,
+		// so the HTTP server's graceful shutdown does not wait on them.
+		go func() {
+			defer close(hubDone)
+			if err := d.Hub.Run(ctx); err != nil {
+				errc <- fmt.Errorf("inbox stream hub: %w", err)
+			}
+		}()
+	} else {
+		close(hubDone)
+	}
 	if d.API != nil {
+		// No WriteTimeout: it would cut the SSE streams, which set their own
+		// per-write deadlines.
 		srv = &http.Server{Handler: d.API.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := srv.Serve(d.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -158,6 +178,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer hardCancel()
 		_ = d.River.StopAndCancel(hardCtx)
 	}
+	<-hubDone
 	d.logger.Info("notifyd stopped")
 	return runErr
 }

@@ -1,0 +1,434 @@
+// Package stream is the realtime inbox stream (SPEC §10, GET /v1/inbox/stream):
+// a Hub per process that turns change-log commits into in-memory events for
+// the connected clients, and the Server-Sent Events handler those clients
+// talk to.
+//
+// The change log (notify_inbox_changes, see stores.ChangesAfter) is the
+// truth; LISTEN/NOTIFY only says "look". Every writer of the log notifies
+// the channel stores.InboxChangesChannel in its transaction, so a commit on
+// any replica wakes the Hub of every replica, which reads what is new for its
+// clients in one query and hands it to them. A missed notification costs
+// latency (the Hub also looks every two seconds), never an event.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/stores"
+)
+
+const (
+	// safetyPoll is how often the Hub reads the log without being woken, in
+	// case a notification was lost (a LISTEN connection that died silently).
+	safetyPoll = 2 * time.Second
+	// listenCheck is how long the listener waits for a notification before
+	// it pings its connection, so a dead TCP connection is noticed.
+	listenCheck = 30 * time.Second
+	// pingTimeout bounds that ping.
+	pingTimeout = 5 * time.Second
+	// hubPage bounds one read of the log (rows), and so the memory of one
+	// fan-out step.
+	hubPage = 1000
+	// Backoff between failed attempts to connect the listener or to read.
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 10 * time.Second
+)
+
+// ErrHubStopped is returned to a stream that asks a Hub whose Run has
+// returned to subscribe.
+var ErrHubStopped = errors.New("stream hub stopped")
+
+// Hub fans the inbox change log out to connected stream clients. It holds one
+// dedicated LISTEN connection (taken from the pool and kept out of it) and
+// does at most one read of the log at a time: wakes that arrive during a read
+// are coalesced into one more read after it.
+//
+// Create it with NewHub and start Run before serving streams; handlers wait
+// for Run to have read the head of the log before they start.
+type Hub struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+
+	wake  chan struct{} // capacity 1: a pending wake, coalesced
+	ready chan struct{} // closed once Run has read the head of the log
+	done  chan struct{} // closed when Run returns
+
+	mu      sync.Mutex
+	subs    map[string]map[*subscription]struct{} // by recipient
+	clients int
+	// last is the newest seq the Hub knows to be committed: a subscription
+	// that starts now needs nothing at or below it from the Hub (its handler
+	// reads the database after subscribing and sees all of it).
+	last    int64
+	started bool
+	stopped bool
+}
+
+// NewHub returns a Hub that reads pool and logs to logger (nil discards). It
+// does nothing until Run.
+func NewHub(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{
+		pool:   pool,
+		logger: logger,
+		wake:   make(chan struct{}, 1),
+		ready:  make(chan struct{}),
+		done:   make(chan struct{}),
+		subs:   map[string]map[*subscription]struct{}{},
+	}
+}
+
+// Clients returns the number of connected stream clients (for a gauge).
+func (h *Hub) Clients() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clients
+}
+
+// Run listens and fans out until ctx is done, then closes every stream and
+// returns nil. Database failures are logged and retried with backoff (the
+// listener reconnects; a failed read is read again), so the only error is a
+// second call. Streams served before Run has started wait for it; streams
+// served after it returned get 503.
+func (h *Hub) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.started {
+		h.mu.Unlock()
+		return errors.New("stream hub: Run called twice")
+	}
+	h.started = true
+	h.mu.Unlock()
+	defer h.stop()
+
+	// The head first: subscriptions start from it.
+	for backoff := minBackoff; ; backoff = nextBackoff(backoff) {
+		head, err := stores.MaxChangeSeq(ctx, h.pool)
+		if err == nil {
+			h.mu.Lock()
+			h.last = head
+			h.mu.Unlock()
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		h.logger.WarnContext(ctx, "stream hub: cannot read the change log; retrying", "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return nil
+		}
+	}
+	close(h.ready)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { h.listen(ctx) })
+	defer wg.Wait()
+
+	poll := time.NewTicker(safetyPoll)
+	defer poll.Stop()
+	var retry <-chan time.Time
+	backoff := minBackoff
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.wake:
+		case <-poll.C:
+		case <-retry:
+		}
+		retry = nil
+		if err := h.fanOut(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			// Nothing is lost: the subscriptions keep their positions and
+			// the next read starts from them.
+			h.logger.WarnContext(ctx, "stream hub: cannot read the change log; retrying", "err", err, "retry_in", backoff)
+			retry = time.After(backoff)
+			backoff = nextBackoff(backoff)
+			continue
+		}
+		backoff = minBackoff
+	}
+}
+
+// signal asks for one more read of the log. It never blocks: a wake already
+// pending covers this one.
+func (h *Hub) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// listen keeps a LISTEN connection open and turns its notifications into
+// wakes, reconnecting with backoff when it fails. Every (re)connection is a
+// wake too: what committed while nobody listened is read at once.
+func (h *Hub) listen(ctx context.Context) {
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		conn, err := h.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			h.logger.WarnContext(ctx, "stream hub: cannot LISTEN; retrying", "err", err, "retry_in", backoff)
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = nextBackoff(backoff)
+			continue
+		}
+		backoff = minBackoff
+		h.signal()
+		err = h.wait(ctx, conn)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+		_ = conn.Close(closeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		h.logger.WarnContext(ctx, "stream hub: LISTEN connection lost; reconnecting", "err", err)
+	}
+}
+
+// connect takes a connection out of the pool for good (it would be useless
+// to anyone else while it waits for notifications) and listens on it.
+func (h *Hub) connect(ctx context.Context) (*pgx.Conn, error) {
+	pc, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := pc.Hijack()
+	if err := stores.ListenInboxChanges(ctx, conn); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+		_ = conn.Close(closeCtx)
+		cancel()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// wait turns notifications into wakes until the connection fails or ctx is
+// done. A quiet connection is pinged every listenCheck.
+func (h *Hub) wait(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, listenCheck)
+		_, err := conn.WaitForNotification(waitCtx)
+		cancel()
+		switch {
+		case err == nil:
+			h.signal()
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
+			pingCtx, cancel := context.WithTimeout(ctx, pingTimeout)
+			err = conn.Ping(pingCtx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// fanOut reads what is new for the connected recipients and hands it to
+// their subscriptions, page by page.
+//
+// Positions are kept per subscription (sub.from: everything of its recipient
+// up to from has been handed to it, or is older than the subscription), and
+// a read starts at the smallest. A read covers the recipients connected when
+// it began; a subscription that arrives during a read keeps its position and
+// is served by the next read, which its own notification will cause. A
+// subscription whose recipient was covered moves to the end of what was
+// read: with seq order equal to commit order, a page that is not full has
+// seen every committed row of those recipients, up to the head read before
+// it.
+func (h *Hub) fanOut(ctx context.Context) error {
+	head, err := stores.MaxChangeSeq(ctx, h.pool)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	recipients := make([]string, 0, len(h.subs))
+	after := int64(-1)
+	for r, subs := range h.subs {
+		recipients = append(recipients, r)
+		for s := range subs {
+			if after < 0 || s.from < after {
+				after = s.from
+			}
+		}
+	}
+	if len(recipients) == 0 {
+		h.last = max(h.last, head)
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	slices.Sort(recipients)
+
+	for {
+		page, err := stores.ChangesAfterFor(ctx, h.pool, recipients, after, hubPage)
+		if err != nil {
+			return err
+		}
+		byRecipient := map[string][]stores.Change{}
+		for _, c := range page.Changes {
+			byRecipient[c.Recipient] = append(byRecipient[c.Recipient], c)
+		}
+		var counts map[string]stores.InboxCounts
+		if len(byRecipient) > 0 {
+			changed := make([]string, 0, len(byRecipient))
+			for r := range byRecipient {
+				changed = append(changed, r)
+			}
+			// Read after the changes, so the counts include them.
+			if counts, err = stores.CountInboxes(ctx, h.pool, changed); err != nil {
+				return err
+			}
+		}
+		reached := page.Last
+		if !page.More {
+			reached = max(reached, head)
+		}
+		h.deliver(recipients, byRecipient, counts, reached)
+		if !page.More {
+			return nil
+		}
+		after = page.Last
+	}
+}
+
+// deliver hands each subscription of the covered recipients the changes it
+// has not had, with its recipient's counts, and moves it to reached. A
+// subscription whose buffer is full is dropped: its client reconnects and
+// replays from the database, and nobody else waits for it.
+func (h *Hub) deliver(recipients []string, byRecipient map[string][]stores.Change, counts map[string]stores.InboxCounts, reached int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range recipients {
+		changes := byRecipient[r]
+		for s := range h.subs[r] {
+			// changes are in seq order: skip what s already had.
+			i, _ := slices.BinarySearchFunc(changes, s.from, func(c stores.Change, from int64) int {
+				if c.Seq <= from {
+					return -1
+				}
+				return 1
+			})
+			if news := changes[i:]; len(news) > 0 {
+				select {
+				case s.c <- batch{changes: news, counts: counts[r]}:
+				default:
+					h.logger.Info("stream client too slow; closing its stream", "recipient", r, "buffer", cap(s.c))
+					h.removeLocked(s)
+					close(s.dropped)
+					continue
+				}
+			}
+			s.from = max(s.from, reached)
+		}
+	}
+	h.last = max(h.last, reached)
+}
+
+// batch is what one read of the log has for one subscription: its new
+// changes in seq order (never empty) and its recipient's counts after them.
+type batch struct {
+	changes []stores.Change
+	counts  stores.InboxCounts
+}
+
+// subscription is one connected stream.
+type subscription struct {
+	hub       *Hub
+	recipient string
+	c         chan batch
+	// dropped is closed when the Hub drops the subscription for being slow.
+	dropped chan struct{}
+	from    int64 // guarded by hub.mu
+	removed bool  // guarded by hub.mu
+}
+
+// subscribe registers a stream of recipient with room for buffer pending
+// batches. It waits until Run has read the head of the log (or ctx ends, or
+// the Hub stops). From then on, every change of recipient that commits is
+// handed to the subscription; changes committed before subscribe returned
+// may be handed to it too, and the caller reads the database for those.
+func (h *Hub) subscribe(ctx context.Context, recipient string, buffer int) (*subscription, error) {
+	select {
+	case <-h.ready:
+	case <-h.done:
+		return nil, ErrHubStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return nil, ErrHubStopped
+	}
+	s := &subscription{hub: h, recipient: recipient, c: make(chan batch, buffer), dropped: make(chan struct{}), from: h.last}
+	if h.subs[recipient] == nil {
+		h.subs[recipient] = map[*subscription]struct{}{}
+	}
+	h.subs[recipient][s] = struct{}{}
+	h.clients++
+	return s, nil
+}
+
+// close unregisters s; it is safe to call more than once and after a drop.
+func (s *subscription) close() {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.hub.removeLocked(s)
+}
+
+func (h *Hub) removeLocked(s *subscription) {
+	if s.removed {
+		return
+	}
+	s.removed = true
+	h.clients--
+	delete(h.subs[s.recipient], s)
+	if len(h.subs[s.recipient]) == 0 {
+		delete(h.subs, s.recipient)
+	}
+}
+
+// stop marks the Hub stopped and tells every stream (they watch done).
+func (h *Hub) stop() {
+	h.mu.Lock()
+	h.stopped = true
+	h.mu.Unlock()
+	close(h.done)
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	return min(2*d, maxBackoff)
+}
+
+// sleep waits d or until ctx is done; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

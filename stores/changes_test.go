@@ -1,0 +1,296 @@
+package stores_test
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// chgCreate inserts one inbox item per recipient in recipients (in order,
+// notifier "chg", key prefix+index) and logs them the way the fan-out does.
+// It returns the item ids.
+func chgCreate(t *testing.T, db stores.DB, prefix string, recipients ...string) []string {
+	t.Helper()
+	ids := make([]string, len(recipients))
+	keys := make([]string, len(recipients))
+	for i := range recipients {
+		ids[i] = uuidv7.String()
+		keys[i] = prefix + "-" + ids[i]
+	}
+	if _, err := db.Exec(t.Context(), `
+		INSERT INTO notify_inbox (id, recipient, notifier, key, title, params)
+		SELECT u.id, u.recipient, 'chg', u.key, 'title ' || u.key, '{"n": 1}'
+		FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(id, recipient, key)`, ids, recipients, keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.LogInboxCreated(t.Context(), db, ids, recipients); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func chgSeqs(cs []stores.Change) []int64 {
+	out := make([]int64, len(cs))
+	for i, c := range cs {
+		out[i] = c.Seq
+	}
+	return out
+}
+
+func TestChangesAfterPagesThroughOneRecipient(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	const me, other = "chg-page-me", "chg-page-other"
+
+	ids := chgCreate(t, tx, "p", me, other, me, me, other, me, me, me, me)
+	var mine []string
+	for i, r := range []string{me, other, me, me, other, me, me, me, me} {
+		if r == me {
+			mine = append(mine, ids[i])
+		}
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	if _, err := stores.MarkInbox(ctx, tx, stores.InboxMark{Recipient: me, Op: stores.InboxOpRead, IDs: mine[:2], At: at}); err != nil {
+		t.Fatal(err)
+	}
+	// A cancelled notification: its item is deleted and a deleted change
+	// logged; the created change of that item has nothing left to show.
+	cancelled := chgCreate(t, tx, "cancel", me)[0]
+	if _, err := tx.Exec(ctx, `INSERT INTO notify_notifications (id, notifier, key, status)
+		SELECT gen_random_uuid(), 'chg', key, 'fanned_out' FROM notify_inbox WHERE id = $1`, cancelled); err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	if err := tx.QueryRow(ctx, `SELECT key FROM notify_inbox WHERE id = $1`, cancelled).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores.CancelNotification(ctx, tx, "chg", key); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := stores.ChangesAfter(ctx, tx, me, 0, stores.MaxChangePage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.More {
+		t.Fatal("one page of everything says More")
+	}
+	// 7 created (the cancelled item's is left out), 1 updated, 1 deleted.
+	var kinds []stores.ChangeKind
+	for _, c := range all.Changes {
+		kinds = append(kinds, c.Kind)
+		if c.Recipient != me {
+			t.Fatalf("change %d of %s in %s's log", c.Seq, c.Recipient, me)
+		}
+	}
+	want := []stores.ChangeKind{"created", "created", "created", "created", "created", "created", "created", "updated", "deleted"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	if seqs := chgSeqs(all.Changes); !slices.IsSorted(seqs) {
+		t.Fatalf("seqs %v not in order", seqs)
+	}
+	for i, c := range all.Changes[:7] {
+		if c.Item == nil || c.Item.ID != mine[i] || !slices.Equal(c.ItemIDs, []string{mine[i]}) {
+			t.Fatalf("created %d: item %+v ids %v, want %s", i, c.Item, c.ItemIDs, mine[i])
+		}
+		if c.Item.Notifier != "chg" || c.Item.Title != "title "+c.Item.Key || string(c.Item.Params) != `{"n": 1}` ||
+			c.Item.CreatedAt.Location() != time.UTC {
+			t.Fatalf("created %d: item %+v", i, c.Item)
+		}
+	}
+	// The item is read as it is now: the first two are read already.
+	if r := all.Changes[0].Item.ReadAt; r == nil || !r.Equal(at) {
+		t.Fatalf("created 0 read_at %v, want %v", r, at)
+	}
+	upd := all.Changes[7]
+	var data map[string]any
+	if err := json.Unmarshal(upd.Data, &data); err != nil || data["read_at"] != "2030-01-02T03:04:05.123456Z" {
+		t.Fatalf("updated data %s (%v)", upd.Data, err)
+	}
+	if upd.Item != nil || !slices.Equal(upd.ItemIDs, slices.Sorted(slices.Values(mine[:2]))) {
+		t.Fatalf("updated %+v", upd)
+	}
+	if del := all.Changes[8]; !slices.Equal(del.ItemIDs, []string{cancelled}) || del.Data != nil {
+		t.Fatalf("deleted %+v", del)
+	}
+	// The skipped created row still moves Last: it is between the others.
+	if all.Last != all.Changes[8].Seq {
+		t.Fatalf("last %d, want the deleted change's seq %d", all.Last, all.Changes[8].Seq)
+	}
+
+	// Paging in small pages reads the same changes, and every page's Last is the
+	// next one's start.
+	for _, limit := range []int{1, 2, 3, 4} {
+		var got []int64
+		after := int64(0)
+		for pages := 0; ; pages++ {
+			page, err := stores.ChangesAfter(ctx, tx, me, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Changes) > limit || page.Last < after {
+				t.Fatalf("limit %d: page of %d, last %d after %d", limit, len(page.Changes), page.Last, after)
+			}
+			got = append(got, chgSeqs(page.Changes)...)
+			after = page.Last
+			if !page.More {
+				break
+			}
+			if pages > 20 {
+				t.Fatalf("limit %d: paging does not end", limit)
+			}
+		}
+		if !slices.Equal(got, chgSeqs(all.Changes)) {
+			t.Fatalf("limit %d: paged %v, want %v", limit, got, chgSeqs(all.Changes))
+		}
+	}
+
+	// After the end: nothing, and Last stays.
+	end, err := stores.ChangesAfter(ctx, tx, me, all.Last, 0)
+	if err != nil || len(end.Changes) != 0 || end.More || end.Last != all.Last {
+		t.Fatalf("after the end: %+v, %v", end, err)
+	}
+}
+
+func TestChangesAfterForReadsOnlyTheGivenRecipients(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	const a, b, c = "chg-for-a", "chg-for-b", "chg-for-c"
+	ids := chgCreate(t, tx, "for", a, c, b, a, c, b)
+	before, err := stores.ChangesAfter(ctx, tx, a, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := before.Changes[0].Seq - 1
+
+	page, err := stores.ChangesAfterFor(ctx, tx, []string{b, a}, start, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range page.Changes {
+		got = append(got, ch.Recipient+" "+ch.Item.ID)
+	}
+	want := []string{a + " " + ids[0], b + " " + ids[2], a + " " + ids[3], b + " " + ids[5]}
+	if !slices.Equal(got, want) || !slices.IsSorted(chgSeqs(page.Changes)) || page.More {
+		t.Fatalf("got %v more %v, want %v", got, page.More, want)
+	}
+
+	// Paged by two, from the middle.
+	page, err = stores.ChangesAfterFor(ctx, tx, []string{a, b}, page.Changes[0].Seq, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Changes) != 2 || !page.More || page.Changes[0].Item.ID != ids[2] || page.Last != page.Changes[1].Seq {
+		t.Fatalf("second page %+v", page)
+	}
+
+	none, err := stores.ChangesAfterFor(ctx, nil, nil, 42, 0) // no recipients: no database needed
+	if err != nil || len(none.Changes) != 0 || none.Last != 42 || none.More {
+		t.Fatalf("no recipients: %+v, %v", none, err)
+	}
+}
+
+func TestChangeSeqBoundsAndTrim(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	const me = "chg-trim"
+
+	// The test's transaction sees only its own rows: the shared database's
+	// tests never commit.
+	if n, err := stores.MaxChangeSeq(ctx, tx); err != nil || n != 0 {
+		t.Fatalf("empty log: max %d, %v", n, err)
+	}
+	if n, err := stores.OldestChangeSeq(ctx, tx); err != nil || n != 0 {
+		t.Fatalf("empty log: oldest %d, %v", n, err)
+	}
+
+	chgCreate(t, tx, "trim", me, me, me, me)
+	page, err := stores.ChangesAfter(ctx, tx, me, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := chgSeqs(page.Changes)
+	if n, err := stores.MaxChangeSeq(ctx, tx); err != nil || n != seqs[3] {
+		t.Fatalf("max %d, %v; want %d", n, err, seqs[3])
+	}
+	if n, err := stores.OldestChangeSeq(ctx, tx); err != nil || n != seqs[0] {
+		t.Fatalf("oldest %d, %v; want %d", n, err, seqs[0])
+	}
+
+	// The first two are ten days old.
+	if _, err := tx.Exec(ctx, `UPDATE notify_inbox_changes SET created_at = now() - interval '10 days' WHERE seq = ANY($1)`,
+		seqs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	cutoff := time.Now().Add(-24 * time.Hour)
+	if n, err := stores.DeleteChangesBefore(ctx, tx, cutoff, 0); err != nil || n != 0 {
+		t.Fatalf("limit 0 deleted %d, %v", n, err)
+	}
+	if n, err := stores.DeleteChangesBefore(ctx, tx, cutoff, 1); err != nil || n != 1 {
+		t.Fatalf("limit 1 deleted %d, %v", n, err)
+	}
+	if n, err := stores.OldestChangeSeq(ctx, tx); err != nil || n != seqs[1] {
+		t.Fatalf("oldest after one: %d, %v; want %d (oldest first)", n, err, seqs[1])
+	}
+	if n, err := stores.DeleteChangesBefore(ctx, tx, cutoff, 10); err != nil || n != 1 {
+		t.Fatalf("limit 10 deleted %d, %v; want the 1 old row left", n, err)
+	}
+	if n, err := stores.OldestChangeSeq(ctx, tx); err != nil || n != seqs[2] {
+		t.Fatalf("oldest after trim: %d, %v; want %d", n, err, seqs[2])
+	}
+	left, err := stores.ChangesAfter(ctx, tx, me, 0, 0)
+	if err != nil || !slices.Equal(chgSeqs(left.Changes), seqs[2:]) {
+		t.Fatalf("left %v, %v; want %v", chgSeqs(left.Changes), err, seqs[2:])
+	}
+}
+
+func TestCountInboxesAgreesWithCountInbox(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	const a, b, nobody = "chg-count-a", "chg-count-b", "chg-count-nobody"
+	ids := chgCreate(t, tx, "count", a, a, a, a, b, b)
+	at := time.Now()
+	for _, m := range []stores.InboxMark{
+		{Recipient: a, Op: stores.InboxOpRead, IDs: ids[:1], At: at},
+		{Recipient: a, Op: stores.InboxOpSeen, IDs: ids[1:2], At: at},
+		{Recipient: a, Op: stores.InboxOpArchive, IDs: ids[2:3], At: at},
+		{Recipient: b, Op: stores.InboxOpSeen, IDs: ids[4:5], At: at},
+	} {
+		if _, err := stores.MarkInbox(ctx, tx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := stores.CountInboxes(ctx, tx, []string{a, b, a, nobody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 {
+		t.Fatalf("got %v, want three recipients", got)
+	}
+	for _, r := range []string{a, b, nobody} {
+		one, err := stores.CountInbox(ctx, tx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[r] != one {
+			t.Fatalf("%s: CountInboxes %+v, CountInbox %+v", r, got[r], one)
+		}
+	}
+	if got[a] != (stores.InboxCounts{Unread: 2, Unseen: 1}) || got[b] != (stores.InboxCounts{Unread: 2, Unseen: 1}) {
+		t.Fatalf("counts %v", got)
+	}
+	if empty, err := stores.CountInboxes(ctx, tx, nil); err != nil || len(empty) != 0 {
+		t.Fatalf("no recipients: %v, %v", empty, err)
+	}
+}
