@@ -11,15 +11,31 @@
 //	PUT    /v1/recipients/{id}                    admin      200 the stored profile
 //	GET    /v1/recipients/{id}                    admin      200 the profile | 404
 //	GET    /v1/recipients/{id}/inbox              admin      200 as /v1/inbox, for that recipient
+//	DELETE /v1/recipients/{id}                    admin      200 {"erased":true,"inbox":n,"deliveries":n,...} | 404
+//	GET    /v1/recipients/{id}/preferences        admin      200 as GET /v1/preferences, for that recipient
+//	PUT    /v1/recipients/{id}/preferences        admin      200 as PUT /v1/preferences, for that recipient
+//	GET    /v1/recipients/{id}/mutes              admin      200 as GET /v1/mutes, for that recipient
+//	PUT    /v1/recipients/{id}/mutes              admin      200 as PUT /v1/mutes, for that recipient
+//	DELETE /v1/recipients/{id}/mutes              admin      200 as DELETE /v1/mutes, for that recipient
+//	GET    /v1/recipients/{id}/subscriptions      admin      200 as GET /v1/subscriptions, for that recipient
+//	GET    /v1/topics/{topic}/subscribers         admin      200 {"subscribers":[{"recipient","reason","created_at"}],"next_cursor":"..."|null}
+//	PUT    /v1/topics/{topic}/subscribers/{r}     admin      200 {"topic","recipient","reason","created_at"}
+//	DELETE /v1/topics/{topic}/subscribers/{r}     admin      200 {"deleted":true|false}
 //	GET    /v1/inbox                              recipient  200 {"items":[...],"next_cursor":"..."|null}
 //	GET    /v1/inbox/counts                       recipient  200 {"unread":n,"unseen":n}
 //	POST   /v1/inbox/read                         recipient  200 {"marked":n}
 //	POST   /v1/inbox/unread                       recipient  200 {"marked":n}
 //	POST   /v1/inbox/seen                         recipient  200 {"marked":n}
 //	POST   /v1/inbox/archive                      recipient  200 {"marked":n}
+//	GET    /v1/preferences                        recipient  200 {"rules":[...],"effective":{...}}
+//	PUT    /v1/preferences                        recipient  200 as GET | 422 invalid_preferences
+//	GET    /v1/mutes                              recipient  200 {"mutes":[{"target","until"}]}
+//	PUT    /v1/mutes                              recipient  200 {"target","until"}
+//	DELETE /v1/mutes?target=...                   recipient  200 {"deleted":true|false}
+//	GET    /v1/subscriptions                      recipient  200 {"subscriptions":[{"topic","reason","created_at"}],"next_cursor":"..."|null}
 //
 // More routes are mounted through Options.Extra, Options.AdminExtra and
-// Server.Handle (the stream, preferences, topics, metrics, River UI).
+// Server.Handle (the stream, metrics, River UI).
 //
 // # Errors
 //
@@ -71,4 +87,99 @@
 // destinations are refused at send time, not here), data a JSON object. A new
 // webhook_url clears webhook_gone_at. The read-only fields of a GET response
 // are accepted and ignored, so a profile can be read, edited and written back.
+//
+// # Preferences
+//
+// A rule set is {"rules":[{"scope","channel","mode"}]} (SPEC §7): scope "*",
+// "category:<c>" or "notifier:<n>"; channel "*", "in_app", "email" or
+// "webhook"; mode "immediate", "digest" (email, or "*" where it reads as
+// immediate on in_app and webhook) or "off". GET lists the rules least
+// specific scope first (byte order of scope, then channel) and adds
+//
+//	"effective": {
+//	  "comment.created": {"category": "comments", "required": false, "muted": false,
+//	                      "channels": {"in_app": "immediate", "email": "digest", "webhook": "off"}},
+//	  ...
+//	}
+//
+// with one entry per configured notifier and, under channels, one per
+// per-recipient channel the notifier uses, resolved by notifyd.Resolve — the
+// resolution the fan-out applies — with the recipient's rules and active
+// notifier mutes. category is "" for a notifier without one. muted reports an
+// active "notifier:<name>" mute; a required notifier ignores it (and reads
+// "off" as its default), so its channels still show what is sent. Topic mutes
+// do not show here: they depend on the topics a notification is sent to.
+//
+// PUT replaces the whole set in one transaction ("rules": [] clears it;
+// "rules" missing or null is a 400) and answers like GET; the effective map
+// of a GET response is accepted and ignored, so a response can be written
+// back. At most 200 rules, each (scope, channel) once. Every rule is checked
+// with notifyd.Rule.Validate before anything is written; a refused set is a
+// 422 invalid_preferences whose details name every problem
+// ({"field":"rules[3].mode",...}; a duplicate names the later rule). Rules
+// naming a notifier or category the config does not have are accepted and
+// match nothing, so removing a notifier from config never makes a stored
+// rule set unwritable. Concurrent PUTs of one recipient serialise; the last
+// to commit wins whole.
+//
+// # Mutes
+//
+// A mute is {"target":"notifier:<name>"|"topic:<topic>","until":RFC3339|null}.
+// PUT /v1/mutes creates or replaces the mute of a target: the notifier must be
+// configured, a topic is 1 to 255 bytes, until must be in the future by the
+// database's clock (null or absent: until removed); an invalid target or a
+// past until is a 422 invalid_request naming the field, an unparsable until
+// a 400. A recipient has at most 1000 active mutes. GET lists the active
+// mutes in target byte order; expired ones are neither listed nor applied
+// (the fan-out reads "until IS NULL OR until > now()") and are deleted by the
+// recipient's next PUT. DELETE takes the target as ?target= or as a body
+// {"target"} and answers {"deleted":true} when an active mute was removed,
+// false otherwise; any well-formed target can be removed, including a
+// notifier no longer configured. A notifier mute silences every
+// notification of that notifier; a topic mute silences a notification only
+// when every way it reached the recipient is a muted topic (being addressed
+// directly is never silenced by a topic mute). Required notifiers ignore
+// mutes. Muted deliveries are recorded as skipped, "muted by the recipient".
+//
+// # Topics
+//
+// PUT /v1/topics/{topic}/subscribers/{recipient} subscribes (an upsert: a
+// new reason replaces the old one and created_at is kept); the body
+// {"reason"} is optional, default "subscribed"; a reason is one word of
+// letters, digits, '-', '_' or '.', at most 64 bytes (422 invalid_request
+// otherwise). Topics and ids are 1 to 255 bytes; escape '/' as %2F. The
+// subscribers list is paged in recipient byte order (the fan-out's order):
+// ?limit=1..1000 (default 100), ?cursor= the previous page's next_cursor
+// (opaque; a mangled one is 400 bad_cursor); a subscriber who stays
+// subscribed is listed exactly once however the set changes while paging.
+// GET /v1/subscriptions lets a recipient read their own subscriptions, paged
+// the same way in topic byte order; changing them is the application's (a
+// recipient silences a topic with a mute).
+//
+// # Erasure
+//
+// DELETE /v1/recipients/{id} erases a recipient in one transaction
+// (stores.EraseRecipient): their profile, inbox items, inbox change-log rows,
+// preferences, subscriptions and mutes are deleted. Delivery rows are kept
+// for the audit trail with the recipient replaced by the pseudonym
+// "erased:" + hex(SHA-256(id)) (stable, so an audit can still group them;
+// whoever knows an id can compute it) and last_error cleared, since it may
+// quote an address; rows not yet sent (pending, failed, rate_limited) become
+// cancelled and digest_pending rows digest_dropped, with last_error
+// "recipient erased", so nothing is sent to them afterwards. Notifications
+// not yet fanned out drop the id from their inline recipients (a fan-out in
+// flight finishes its current chunk first; its later chunks see the erasure,
+// topic subscriptions gone included); finished ones carry the pseudonym, as
+// does any notification the id was the actor of. The answer
+// is {"erased":true,"profile":bool,"inbox":n,"changes":n,"deliveries":n,
+// "cancelled":n,"preferences":n,"subscriptions":n,"mutes":n,
+// "notifications":n,"pseudonym":"erased:..."}; a 404 when nothing of the id
+// existed. No change-log row is written (the recipient's log is gone): an
+// open stream of theirs receives nothing more about the erased items and
+// should be closed by the application. Not covered: a send already claimed
+// (sending) completes and settles on the pseudonymised row; what other
+// recipients' inbox items say about the id (their denormalised title, body
+// and params) stays until retention; and the application sending to the id
+// again starts a new inbox. The request log line carries the path, and with
+// it the id.
 package httpapi

@@ -108,6 +108,16 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/recipients/{id}", s.admin(s.putRecipient))
 	s.mux.Handle("GET /v1/recipients/{id}", s.admin(s.getRecipient))
 	s.mux.Handle("GET /v1/recipients/{id}/inbox", s.admin(s.recipientInbox))
+	s.mux.Handle("DELETE /v1/recipients/{id}", s.admin(s.eraseRecipient))
+	s.mux.Handle("GET /v1/recipients/{id}/preferences", s.forRecipient(s.getPreferences))
+	s.mux.Handle("PUT /v1/recipients/{id}/preferences", s.forRecipient(s.putPreferences))
+	s.mux.Handle("GET /v1/recipients/{id}/mutes", s.forRecipient(s.listMutes))
+	s.mux.Handle("PUT /v1/recipients/{id}/mutes", s.forRecipient(s.putMute))
+	s.mux.Handle("DELETE /v1/recipients/{id}/mutes", s.forRecipient(s.deleteMute))
+	s.mux.Handle("GET /v1/recipients/{id}/subscriptions", s.forRecipient(s.listSubscriptions))
+	s.mux.Handle("GET /v1/topics/{topic}/subscribers", s.admin(s.listSubscribers))
+	s.mux.Handle("PUT /v1/topics/{topic}/subscribers/{recipient}", s.admin(s.subscribe))
+	s.mux.Handle("DELETE /v1/topics/{topic}/subscribers/{recipient}", s.admin(s.unsubscribe))
 
 	// Recipient.
 	s.mux.Handle("GET /v1/inbox", s.recipient(s.listInbox))
@@ -116,6 +126,12 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/inbox/unread", s.recipient(s.markUnread))
 	s.mux.Handle("POST /v1/inbox/seen", s.recipient(s.markSeen))
 	s.mux.Handle("POST /v1/inbox/archive", s.recipient(s.archive))
+	s.mux.Handle("GET /v1/preferences", s.recipient(s.getPreferences))
+	s.mux.Handle("PUT /v1/preferences", s.recipient(s.putPreferences))
+	s.mux.Handle("GET /v1/mutes", s.recipient(s.listMutes))
+	s.mux.Handle("PUT /v1/mutes", s.recipient(s.putMute))
+	s.mux.Handle("DELETE /v1/mutes", s.recipient(s.deleteMute))
+	s.mux.Handle("GET /v1/subscriptions", s.recipient(s.listSubscriptions))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic
