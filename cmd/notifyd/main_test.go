@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func run(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := (&Main{Stdout: &out, Stderr: &errb}).Run(context.Background(), args)
+	return out.String(), errb.String(), err
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	out, _, err := run(t, "check", "-config", "../../config.example.yaml")
+	if err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("check of the example config: %q, %v", out, err)
+	}
+	bad := writeConfig(t, "http:\n  listen: 127.0.0.1:1\nnotifiers:\n  x:\n    channels:\n      email: {default: weekly, subject: s, text: t}\n")
+	_, _, err = run(t, "check", "-config", bad)
+	if err == nil || !strings.Contains(err.Error(), "config.yaml:6: notifiers.x.channels.email.default") {
+		t.Fatalf("check of a bad config = %v; want the file, line and key path", err)
+	}
+}
+
+func TestTokenPrintsOnlyTheToken(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, "http: {token_secret: s3cret}\n")
+	out, _, err := run(t, "token", "-config", cfg, "-recipient", "u2", "-ttl", "5m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSuffix(out, "\n")
+	if strings.ContainsAny(tok, " \n") {
+		t.Fatalf("stdout = %q: want the token alone", out)
+	}
+	if id, err := notifyd.ParseRecipientToken("s3cret", tok); err != nil || id != "u2" {
+		t.Fatalf("token parses to %q, %v", id, err)
+	}
+	if _, _, err := run(t, "token", "-config", cfg); err == nil {
+		t.Fatal("token without -recipient succeeded")
+	}
+}
+
+func TestVersionAndUnknownCommand(t *testing.T) {
+	t.Parallel()
+	if out, _, err := run(t, "version"); err != nil || !strings.HasPrefix(out, "notifyd ") {
+		t.Fatalf("version = %q, %v", out, err)
+	}
+	if _, _, err := run(t, "frobnicate"); err == nil || !strings.Contains(err.Error(), `unknown command "frobnicate"`) {
+		t.Fatalf("unknown command = %v", err)
+	}
+}
+
+func TestMigrateSendDeliveries(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	cfg := writeConfig(t, `
+database: {url: "`+url+`"}
+notifiers:
+  hello:
+    params: {type: object, required: [name], properties: {name: {type: string}}}
+    channels:
+      in_app: {title: "Hello {{.name}}"}
+`)
+	if out, _, err := run(t, "migrate", "-config", cfg); err != nil || !strings.Contains(out, "up to date") {
+		t.Fatalf("migrate = %q, %v", out, err)
+	}
+	out, _, err := run(t, "send", "-config", cfg, "-notifier", "hello", "-key", "k1", "-to", "u1,u2:author", "-params", `{"name":"Ada"}`)
+	if err != nil || !strings.Contains(out, "duplicate=false") {
+		t.Fatalf("send = %q, %v", out, err)
+	}
+	id := strings.Fields(out)[0]
+	if _, _, err := run(t, "send", "-config", cfg, "-notifier", "hello", "-key", "k2", "-to", "u1", "-params", `{"name":7}`); err == nil || !strings.Contains(err.Error(), "/name") {
+		t.Fatalf("send with bad params = %v; want the JSON pointer", err)
+	}
+	out, _, err = run(t, "deliveries", "-config", cfg, "-notification", id)
+	if err != nil || !strings.Contains(out, "status=pending") || !strings.Contains(out, "RECIPIENT") {
+		t.Fatalf("deliveries = %q, %v", out, err)
+	}
+	if _, _, err := run(t, "deliveries", "-config", cfg, "-notifier", "hello", "-key", "nope"); err == nil {
+		t.Fatal("deliveries of an unknown notification succeeded")
+	}
+}
