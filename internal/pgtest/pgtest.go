@@ -516,3 +516,31 @@ func redact(connString string) string {
 	}
 	return dsnPassword.ReplaceAllString(connString, "password=xxxxx")
 }
+
+// ExampleDB is NewDBURL for runnable Example functions, which have no
+// testing.TB: it returns a pool on a fresh migrated database, its URL, and a
+// cleanup that closes the pool and drops the database. It panics on failure
+// (an example cannot report an error any other way).
+func ExampleDB() (*pgxpool.Pool, string, func()) {
+	if err := server(); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	name, err := cloneTemplate(ctx)
+	if err != nil {
+		panic(err)
+	}
+	dbURL, err := withDatabase(srv.url, name)
+	if err != nil {
+		panic(err)
+	}
+	pool, err := newPool(ctx, dbURL)
+	if err != nil {
+		panic(err)
+	}
+	return pool, dbURL, func() {
+		pool.Close()
+		_ = dropDatabase(name)
+	}
+}
