@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/stores"
+)
+
+// erasureResponse is the answer of DELETE /v1/recipients/{id}.
+type erasureResponse struct {
+	Erased bool `json:"erased"`
+	// Profile reports whether a profile was deleted.
+	Profile bool `json:"profile"`
+	// Inbox counts deleted inbox items; Changes their change-log rows.
+	Inbox   int `json:"inbox"`
+	Changes int `json:"changes"`
+	// Deliveries counts the ledger rows kept under the pseudonym; Cancelled
+	// how many of them were unsent and will now never be sent.
+	Deliveries int `json:"deliveries"`
+	Cancelled  int `json:"cancelled"`
+	// Preferences, Subscriptions and Mutes count deleted settings rows.
+	Preferences   int `json:"preferences"`
+	Subscriptions int `json:"subscriptions"`
+	Mutes         int `json:"mutes"`
+	// Notifications counts notifications whose inline recipients or actor
+	// named the recipient (removed from unfinished ones, pseudonymised in the
+	// rest).
+	Notifications int `json:"notifications"`
+	// Pseudonym is what the recipient's id was replaced with in the rows kept.
+	Pseudonym string `json:"pseudonym"`
+}
+
+// eraseRecipient is DELETE /v1/recipients/{id}: erase everything notifyd
+// holds about the recipient in one transaction (see stores.EraseRecipient):
+// 200 with counts, 404 when nothing of the recipient existed.
+func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := checkPathText("id", id); err != nil {
+		return err
+	}
+	var e *stores.Erasure
+	// The erasure locks many rows (inbox, ledger) that cancel and retention
+	// also lock, in another order; a deadlock victim rolled back whole and
+	// runs again.
+	err := retryDeadlock(func() error {
+		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+			var err error
+			e, err = stores.EraseRecipient(r.Context(), tx, id)
+			return err
+		})
+	})
+	if errors.Is(err, stores.ErrNotFound) {
+		return notFoundError("nothing of recipient %q exists", id)
+	}
+	if err != nil {
+		return err
+	}
+	s.logger.InfoContext(r.Context(), "recipient erased", "recipient", stores.ErasedID(id), "inbox", e.Inbox,
+		"deliveries", e.Deliveries, "cancelled", e.Cancelled)
+	WriteJSON(w, http.StatusOK, erasureResponse{Erased: true, Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes,
+		Deliveries: e.Deliveries, Cancelled: e.Cancelled, Preferences: e.Preferences, Subscriptions: e.Subscriptions,
+		Mutes: e.Mutes, Notifications: e.Notifications, Pseudonym: stores.ErasedID(id)})
+	return nil
+}

@@ -1,0 +1,233 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// CodeInvalidPreferences is the 422 of a PUT of preferences whose rules break
+// a rule of SPEC §7 (bad scope, channel or mode; digest on a channel that
+// cannot digest; a duplicate (scope, channel); too many rules). Each detail
+// names the field ("rules[3].mode"). Nothing is written.
+const CodeInvalidPreferences = "invalid_preferences"
+
+// maxPreferenceRules bounds one recipient's rule set: the fan-out reads every
+// applicable rule of every recipient of a chunk in one statement.
+const maxPreferenceRules = 200
+
+// preferencesRequest is the body of PUT /v1/preferences and PUT
+// /v1/recipients/{id}/preferences. Each rule is decoded on its own so errors
+// can name it ("rules[2].mode"). The effective map of a GET response is
+// accepted and ignored, so a response can be edited and written back.
+type preferencesRequest struct {
+	Rules     *[]json.RawMessage `json:"rules"`
+	Effective json.RawMessage    `json:"effective"`
+}
+
+// preferencesResponse is what GET and PUT of preferences answer.
+type preferencesResponse struct {
+	// Rules are the stored rules, least specific scope first.
+	Rules []notifyd.Rule `json:"rules"`
+	// Effective maps every configured notifier to what the rules and mutes
+	// resolve to.
+	Effective map[string]effectiveNotifier `json:"effective"`
+}
+
+// effectiveNotifier is the resolved posture of one recipient for one
+// notifier: what a preference page renders.
+type effectiveNotifier struct {
+	Category string `json:"category"`
+	Required bool   `json:"required"`
+	// Muted reports an active "notifier:<name>" mute. A required notifier
+	// ignores it: its channels show what is actually sent. Topic mutes are
+	// not reflected: they depend on the topics a notification is sent to.
+	Muted bool `json:"muted"`
+	// Channels has one entry per per-recipient channel the notifier uses
+	// (in_app, email, webhook): immediate, digest or off.
+	Channels map[string]notifyd.Mode `json:"channels"`
+}
+
+// forRecipient adapts a recipient endpoint to its admin twin under
+// /v1/recipients/{id}/…: the id comes from the path instead of a token.
+func (s *Server) forRecipient(h recipientFunc) http.Handler {
+	return s.admin(func(w http.ResponseWriter, r *http.Request) error {
+		id := r.PathValue("id")
+		if err := checkPathText("id", id); err != nil {
+			return err
+		}
+		return h(w, r, id)
+	})
+}
+
+// getPreferences is GET /v1/preferences (and /v1/recipients/{id}/preferences).
+// A recipient without rules or profile gets no rules and the defaults.
+func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, recipient string) error {
+	resp, err := s.readPreferences(r, s.pool, recipient)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// putPreferences is PUT /v1/preferences (and /v1/recipients/{id}/preferences):
+// {"rules":[...]} replaces the whole rule set ([] clears it) and answers like
+// GET. Every rule is checked before anything is written.
+func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, recipient string) error {
+	var req preferencesRequest
+	if err := s.DecodeJSON(w, r, &req, false); err != nil {
+		return err
+	}
+	rules, err := checkRules(req.Rules)
+	if err != nil {
+		return err
+	}
+	stored := make([]stores.PreferenceRule, len(rules))
+	for i, rule := range rules {
+		stored[i] = stores.PreferenceRule{Scope: rule.Scope, Channel: rule.Channel, Mode: string(rule.Mode)}
+	}
+	var resp *preferencesResponse
+	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		if err := stores.ReplacePreferences(r.Context(), tx, recipient, stored); err != nil {
+			return err
+		}
+		var err error
+		resp, err = s.readPreferences(r, tx, recipient)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// checkRules decodes and validates a rule set: each rule with
+// notifyd.Rule.Validate, at most maxPreferenceRules, no two with the same
+// (scope, channel). It reports every problem at once. Rules naming a notifier
+// or category the config does not have are accepted: they match nothing, and
+// a notifier removed from config never makes a stored rule set unwritable.
+func checkRules(raw *[]json.RawMessage) ([]notifyd.Rule, error) {
+	if raw == nil {
+		return nil, fieldError("rules", `is required ("rules": [] clears every rule)`)
+	}
+	if len(*raw) > maxPreferenceRules {
+		msg := fmt.Sprintf("%d rules; at most %d", len(*raw), maxPreferenceRules)
+		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidPreferences, Message: "rules: " + msg,
+			Details: []any{FieldDetail{Field: "rules", Message: msg}}}
+	}
+	rules := make([]notifyd.Rule, len(*raw))
+	var details []any
+	seen := make(map[[2]string]int, len(*raw))
+	for i, elem := range *raw {
+		field := fmt.Sprintf("rules[%d]", i)
+		elem = bytes.TrimSpace(elem)
+		if len(elem) == 0 || elem[0] != '{' {
+			return nil, fieldError(field, `want an object {"scope", "channel", "mode"}`)
+		}
+		if err := decodeStrict(field, elem, &rules[i]); err != nil {
+			return nil, err
+		}
+		rule := rules[i]
+		if err := rule.Validate(); err != nil {
+			details = append(details, FieldDetail{Field: field + "." + ruleField(rule), Message: err.Error()})
+			continue
+		}
+		key := [2]string{rule.Scope, rule.Channel}
+		if j, dup := seen[key]; dup {
+			details = append(details, FieldDetail{Field: field,
+				Message: fmt.Sprintf("same scope and channel as rules[%d]; give each (scope, channel) once", j)})
+			continue
+		}
+		seen[key] = i
+	}
+	if len(details) > 0 {
+		first := details[0].(FieldDetail)
+		msg := first.Field + ": " + first.Message
+		if len(details) > 1 {
+			msg += fmt.Sprintf(" (and %d more problems)", len(details)-1)
+		}
+		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidPreferences,
+			Message: msg + "; nothing was written", Details: details}
+	}
+	return rules, nil
+}
+
+// ruleField names the part of an invalid rule Validate refused, by asking
+// Validate again with the later parts made valid: the scope is checked with
+// a channel and mode that are always fine, then the channel with such a mode.
+func ruleField(rule notifyd.Rule) string {
+	if (notifyd.Rule{Scope: rule.Scope, Channel: "*", Mode: notifyd.ModeOff}).Validate() != nil {
+		return "scope"
+	}
+	if (notifyd.Rule{Scope: rule.Scope, Channel: rule.Channel, Mode: notifyd.ModeOff}).Validate() != nil {
+		return "channel"
+	}
+	return "mode"
+}
+
+// readPreferences reads recipient's rules and active mutes and resolves them
+// for every configured notifier.
+func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient string) (*preferencesResponse, error) {
+	stored, err := stores.ListPreferences(r.Context(), db, recipient)
+	if err != nil {
+		return nil, err
+	}
+	mutes, err := stores.ListMutes(r.Context(), db, recipient)
+	if err != nil {
+		return nil, err
+	}
+	rules := make([]notifyd.Rule, len(stored))
+	for i, p := range stored {
+		rules[i] = notifyd.Rule{Scope: p.Scope, Channel: p.Channel, Mode: notifyd.Mode(p.Mode)}
+	}
+	muted := make(map[string]bool, len(mutes))
+	for _, m := range mutes {
+		muted[m.Target] = true
+	}
+	return &preferencesResponse{Rules: rules, Effective: effective(s.cfg, rules, muted)}, nil
+}
+
+// effective resolves rules for every notifier of cfg and every per-recipient
+// channel it uses, with notifyd.Resolve: the resolution the fan-out applies.
+// mutedTargets holds the active mute targets.
+func effective(cfg *config.Config, rules []notifyd.Rule, mutedTargets map[string]bool) map[string]effectiveNotifier {
+	out := make(map[string]effectiveNotifier, len(cfg.Notifiers))
+	for _, name := range cfg.NotifierNames() {
+		nf, ok := cfg.Notifier(name)
+		if !ok {
+			continue
+		}
+		muted := mutedTargets["notifier:"+name]
+		e := effectiveNotifier{Category: nf.Category, Required: nf.Required, Muted: muted,
+			Channels: map[string]notifyd.Mode{}}
+		for _, ch := range notifyd.PerRecipientChannels {
+			if usesChannel(nf, ch) {
+				e.Channels[ch] = notifyd.Resolve(nf, ch, rules, muted).Mode
+			}
+		}
+		out[name] = e
+	}
+	return out
+}
+
+// usesChannel reports whether nf declares the per-recipient channel ch.
+func usesChannel(nf *config.Notifier, ch string) bool {
+	switch ch {
+	case "in_app":
+		return nf.Channels.InApp != nil
+	case "email":
+		return nf.Channels.Email != nil
+	case "webhook":
+		return nf.Channels.Webhook != nil
+	}
+	return false
+}
