@@ -124,7 +124,9 @@ func Resolve(n *config.Notifier, channel string, rules []Rule, muted bool) Resol
 			mode = def
 			why = "default"
 		}
-	} else if muted {
+	} else if muted && mode != ModeOff {
+		// A mute silences what would have been sent; a channel that is off
+		// anyway stays off for its own reason (no "muted" row for it).
 		return Resolution{Mode: ModeOff, Why: "muted"}
 	}
 	if mode == ModeDigest && channel != "email" {

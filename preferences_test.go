@@ -100,8 +100,10 @@ func TestResolve(t *testing.T) {
 		{"muted", commentNotifier, "in_app", nil, true, notifyd.Resolution{Mode: off, Why: "muted"}},
 		{"muted beats an explicit immediate", commentNotifier, "email",
 			rules("notifier:comment.created", "email", "immediate"), true, notifyd.Resolution{Mode: off, Why: "muted"}},
-		{"muted and preference off", commentNotifier, "email", rules("*", "*", "off"), true, notifyd.Resolution{Mode: off, Why: "muted"}},
-		{"muted on a default-off channel", commentNotifier, "webhook", nil, true, notifyd.Resolution{Mode: off, Why: "muted"}},
+		// A mute only silences what would have been sent: a channel that is off
+		// anyway keeps its own reason (a default-off channel writes no row).
+		{"muted and preference off", commentNotifier, "email", rules("*", "*", "off"), true, notifyd.Resolution{Mode: off, Why: "preference"}},
+		{"muted on a default-off channel", commentNotifier, "webhook", nil, true, notifyd.Resolution{Mode: off, Why: "default"}},
 
 		// Digest degrades on channels that cannot digest.
 		{"digest on in_app reads immediate", commentNotifier, "in_app", rules("*", "*", "digest"), false, notifyd.Resolution{Mode: imm}},

@@ -201,6 +201,7 @@ func TestBulkWebhookAndSlack(t *testing.T) {
 	b := setupWebhook(t, true, hook.URL+"/bulk", slackRcv.URL+"/services/T/B/X")
 	nid := b.sendBuild(t, "b-bulk", "a", "b", "c")
 	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, nid, "fanned_out")
 	b.waitChannel(t, nid, "", "webhook", "sent")
 	b.waitChannel(t, nid, "", "slack", "sent")
 	if len(hook.got()) != 1 || len(slackRcv.got()) != 1 {
