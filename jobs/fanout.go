@@ -17,6 +17,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -127,8 +128,12 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 		if err := w.writeBulk(ctx, tx, st, nf); err != nil {
 			return false, err
 		}
+		if err := tx.Commit(ctx); err != nil {
+			return false, err
+		}
+		d.Metrics.Notification(st.Notifier, "accepted")
 		log.DebugContext(ctx, "fan-out started", "audience", audience)
-		return false, tx.Commit(ctx)
+		return false, nil
 	}
 
 	chunkSize := d.Config.Queues.FanoutChunk
@@ -163,6 +168,8 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 	if err := tx.Commit(ctx); err != nil {
 		return false, err
 	}
+	d.Metrics.FanoutRows(len(res.InboxIDs), len(chunk.DeliveryIDs))
+	countTerminal(d.Metrics, chunk)
 	log.DebugContext(ctx, "fan-out chunk written", "recipients", len(m.recipients), "inbox", len(res.InboxIDs),
 		"deliveries", len(chunk.DeliveryIDs), "sends", len(res.PendingIDs), "done", m.done)
 	return m.done, nil
@@ -182,7 +189,24 @@ func (w *FanoutWorker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[Fan
 	if err := stores.RejectNotification(ctx, tx, st.ID, reason); err != nil {
 		return err
 	}
-	return w.complete(ctx, tx, job)
+	if err := w.complete(ctx, tx, job); err != nil {
+		return err
+	}
+	w.Deps.Metrics.Notification(st.Notifier, "rejected")
+	return nil
+}
+
+// countTerminal counts the deliveries a chunk settled at fan-out time
+// (unavailable, skipped).
+func countTerminal(m *metrics.Metrics, c *stores.Chunk) {
+	if m == nil {
+		return
+	}
+	for i, status := range c.DeliveryStatuses {
+		if notifyd.DeliveryStatus(status).Terminal() {
+			m.Delivery(c.DeliveryChannels[i], status, 1)
+		}
+	}
 }
 
 // writeBulk writes the notification's bulk deliveries (Slack, notifier-level

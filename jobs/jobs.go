@@ -15,6 +15,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/metrics"
 )
 
 // Queue names. Each has its own max workers in config (queues:).
@@ -50,6 +51,8 @@ type Deps struct {
 	// (normalisation or chunk). It is a fault-injection point for tests: an
 	// error stops the job there, as a crash would, and River retries it.
 	AfterFanoutStep func(notificationID string) error
+	// Metrics records notifyd's Prometheus series; nil records nothing.
+	Metrics *metrics.Metrics
 	// Backoff overrides the retry schedule of temporary send failures (tests
 	// shorten it). Nil means the production schedule, see Backoff.
 	Backoff func(attempt int) time.Duration

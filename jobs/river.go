@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // NewWorkers registers every notifyd worker with deps.
@@ -38,7 +39,12 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	if schema == "public" {
 		schema = ""
 	}
+	var middleware []rivertype.Middleware
+	if mw := deps.Metrics.RiverMiddleware(); mw != nil {
+		middleware = append(middleware, mw)
+	}
 	return &river.Config{
+		Middleware:        middleware,
 		Logger:            deps.logger(),
 		Schema:            schema,
 		FetchCooldown:     fetchCooldown,

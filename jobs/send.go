@@ -97,7 +97,14 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 			retryIDs, retryAt = append(retryIDs, c.ID), append(retryAt, at)
 			continue
 		}
+		started := time.Now()
 		sendErr := w.send(ctx, c)
+		outcome := "ok"
+		if sendErr != nil {
+			kind, _ := channels.Classify(sendErr)
+			outcome = kind.String()
+		}
+		d.Metrics.Send(c.Channel, outcome, time.Since(started))
 		if sendErr == nil {
 			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusSent), Terminal: true})
 			log.DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
@@ -145,6 +152,15 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 	})
 	if err != nil {
 		return fmt.Errorf("settle send batch: %w", err)
+	}
+	if d.Metrics != nil {
+		byID := make(map[string]string, len(claimed))
+		for i := range claimed {
+			byID[claimed[i].ID] = claimed[i].Channel
+		}
+		for _, s := range settled {
+			d.Metrics.Delivery(byID[s.ID], s.Status, 1)
+		}
 	}
 	if snooze > 0 {
 		// The rate-limited rows stay in this job: snoozing re-runs it (and

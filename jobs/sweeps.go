@@ -59,10 +59,14 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 		n = len(ids)
 		return insertSendJobs(ctx, tx, ids, d.Config.Queues.SendBatch)
 	})
+	if err != nil {
+		return 0, err
+	}
 	if n > 0 {
+		d.Metrics.Redriven(n)
 		d.logger().InfoContext(ctx, "retry sweep re-drove deliveries", "count", n)
 	}
-	return n, err
+	return n, nil
 }
 
 // PeriodicJobs returns the sweeps, each on its configured cron schedule (the

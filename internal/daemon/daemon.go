@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/email"
@@ -59,6 +60,7 @@ type Daemon struct {
 
 	opts     Options
 	logger   *slog.Logger
+	riverUI  *riverui.Handler
 	closers  []func() error
 	listener net.Listener
 }
@@ -88,6 +90,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Daemon, error)
 		return nil, err
 	}
 	d.Deps = &jobs.Deps{Pool: pool, Config: cfg, Logger: logger, Clock: opts.Clock}
+	if !opts.NoHTTP {
+		d.Hub = stream.NewHub(pool, logger)
+	}
+	reg, m := newMetrics(func() int {
+		if d.Hub == nil {
+			return 0
+		}
+		return d.Hub.Clients()
+	})
+	d.Deps.Metrics = m
 	if err := d.buildChannels(); err != nil {
 		d.Close()
 		return nil, err
@@ -101,8 +113,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Daemon, error)
 	if !opts.NoHTTP {
 		d.API = httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Client: d.Client, Logger: logger,
 			Clock: opts.Clock, Extra: d.routes()})
-		d.Hub = stream.NewHub(pool, logger)
 		d.API.Handle("GET /v1/inbox/stream", stream.Handler(d.Hub, d.API.Recipient, stream.HandlerOptions{}))
+		if err := d.mountOps(reg); err != nil {
+			d.Close()
+			return nil, err
+		}
 		d.listener = opts.Listener
 		if d.listener == nil {
 			d.listener, err = net.Listen("tcp", cfg.HTTP.Listen)
@@ -130,6 +145,9 @@ func (d *Daemon) Addr() string {
 func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.River.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start workers: %w", err)
+	}
+	if err := d.startRiverUI(ctx); err != nil {
+		return err
 	}
 	errc := make(chan error, 1)
 	var srv *http.Server

@@ -187,6 +187,39 @@ channels:
 		t.Fatal("the actor got an inbox item")
 	}
 
+	// Operators: metrics carry notifyd's and River's series; River UI is behind the admin token.
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`notifyd_notifications_total{notifier="order.shipped",outcome="accepted"} 1`,
+		`notifyd_deliveries_total{channel="email",status="sent"} 1`, `notifyd_send_duration_seconds_count{channel="email",outcome="ok"} 1`,
+		`notifyd_river_job_duration_seconds_count{kind="notify.fanout",outcome="ok"} 1`, "notifyd_stream_clients 0"} {
+		if !strings.Contains(string(metricsBody), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	resp, err = http.Get(base + "/riverui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic") {
+		t.Fatalf("/riverui/ without credentials = %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	req, _ := http.NewRequest("GET", base+"/riverui/", nil)
+	req.SetBasicAuth("admin", "admin-token")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "<html") {
+		t.Fatalf("/riverui/ with the admin token = %d", resp.StatusCode)
+	}
+
 	cancel()
 	select {
 	case err := <-done:

@@ -88,3 +88,32 @@ func bearer(r *http.Request) (string, bool) {
 	tok = strings.TrimSpace(tok)
 	return tok, tok != ""
 }
+
+// RequireAdminBrowser is RequireAdmin for pages a person opens in a browser
+// (River UI at /riverui/): it also accepts HTTP Basic authentication whose
+// password is the admin token (any user name), and answers a refusal with a
+// Basic challenge so the browser asks for it. The browser then sends the
+// credentials with the page's own API calls.
+func (s *Server) RequireAdminBrowser(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pass, ok := r.BasicAuth(); ok {
+			r = r.Clone(r.Context())
+			r.Header.Set("Authorization", "Bearer "+pass)
+		}
+		if err := s.checkAdmin(r); err != nil {
+			WriteError(basicChallenge{w}, r, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// basicChallenge turns a 401's challenge into a Basic one.
+type basicChallenge struct{ http.ResponseWriter }
+
+func (b basicChallenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		b.Header().Set("WWW-Authenticate", `Basic realm="notifyd admin", charset="UTF-8"`)
+	}
+	b.ResponseWriter.WriteHeader(code)
+}

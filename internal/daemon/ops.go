@@ -1,0 +1,52 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"riverqueue.com/riverui"
+
+	"github.com/notifyd/notifyd/internal/metrics"
+)
+
+// newMetrics builds the registry the daemon's /metrics serves: Go runtime and
+// process collectors plus notifyd's own series (internal/metrics), which
+// include every River job's kind, outcome and duration.
+func newMetrics(streamClients func() int) (*prometheus.Registry, *metrics.Metrics) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg, metrics.New(reg, streamClients)
+}
+
+// mountOps adds /metrics (open, for scrapers on a private network) and River
+// UI at /riverui/ (behind the admin token, Basic or Bearer).
+func (d *Daemon) mountOps(reg *prometheus.Registry) error {
+	d.API.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints[pgx.Tx](d.River, nil),
+		Logger:    d.logger,
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return fmt.Errorf("river ui: %w", err)
+	}
+	d.riverUI = ui
+	d.API.Handle("/riverui/", d.API.RequireAdminBrowser(ui))
+	d.API.Handle("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently))
+	return nil
+}
+
+func (d *Daemon) startRiverUI(ctx context.Context) error {
+	if d.riverUI == nil {
+		return nil
+	}
+	if err := d.riverUI.Start(ctx); err != nil {
+		return fmt.Errorf("river ui: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+// Package metrics defines notifyd's Prometheus series. A *Metrics is created
+// once per daemon against a registry that is passed in (never the global
+// default), and handed to the workers and the HTTP API. Every method is safe
+// on a nil *Metrics, so tests and tools can leave metrics out.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Metrics holds every notifyd series.
+type Metrics struct {
+	notifications *prometheus.CounterVec
+	deliveries    *prometheus.CounterVec
+	sendLatency   *prometheus.HistogramVec
+	digestRuns    *prometheus.CounterVec
+	redriven      prometheus.Counter
+	fanoutRows    *prometheus.CounterVec
+	jobs          *prometheus.HistogramVec
+}
+
+// New registers notifyd's series on reg. streamClients, when not nil, is read
+// at scrape time for the notifyd_stream_clients gauge.
+func New(reg prometheus.Registerer, streamClients func() int) *Metrics {
+	m := &Metrics{
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "notifyd_notifications_total",
+			Help: "Notifications taken up by the fan-out, by notifier and outcome (accepted, rejected).",
+		}, []string{"notifier", "outcome"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "notifyd_deliveries_total",
+			Help: "Deliveries that reached a status, by channel and status (terminal statuses, plus failed and rate_limited attempts).",
+		}, []string{"channel", "status"}),
+		sendLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "notifyd_send_duration_seconds",
+			Help:    "Time of one provider call (SMTP conversation, webhook POST), by channel and outcome.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"channel", "outcome"}),
+		digestRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "notifyd_digest_runs_total",
+			Help: "Digest jobs run, by outcome (sent, failed, retried, empty).",
+		}, []string{"outcome"}),
+		redriven: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "notifyd_sweep_redriven_total",
+			Help: "Deliveries the retry sweep took back from a dead claim or re-drove after a lost job.",
+		}),
+		fanoutRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "notifyd_fanout_rows_total",
+			Help: "Rows written by the fan-out, by kind (inbox, delivery).",
+		}, []string{"kind"}),
+		jobs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "notifyd_river_job_duration_seconds",
+			Help:    "River jobs worked, by kind and outcome (ok, error, snoozed, cancelled), with their run time.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"kind", "outcome"}),
+	}
+	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.fanoutRows, m.jobs)
+	if streamClients != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "notifyd_stream_clients",
+			Help: "Inbox stream (SSE) clients connected to this replica.",
+		}, func() float64 { return float64(streamClients()) }))
+	}
+	return m
+}
+
+// Notification counts a notification taken up by the fan-out.
+func (m *Metrics) Notification(notifier, outcome string) {
+	if m != nil {
+		m.notifications.WithLabelValues(notifier, outcome).Inc()
+	}
+}
+
+// Delivery counts n deliveries of channel reaching status.
+func (m *Metrics) Delivery(channel, status string, n int) {
+	if m != nil && n > 0 {
+		m.deliveries.WithLabelValues(channel, status).Add(float64(n))
+	}
+}
+
+// Send observes one provider call.
+func (m *Metrics) Send(channel, outcome string, d time.Duration) {
+	if m != nil {
+		m.sendLatency.WithLabelValues(channel, outcome).Observe(d.Seconds())
+	}
+}
+
+// DigestRun counts a digest job by outcome.
+func (m *Metrics) DigestRun(outcome string) {
+	if m != nil {
+		m.digestRuns.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Redriven counts deliveries re-driven by the retry sweep.
+func (m *Metrics) Redriven(n int) {
+	if m != nil && n > 0 {
+		m.redriven.Add(float64(n))
+	}
+}
+
+// FanoutRows counts rows written by a fan-out chunk.
+func (m *Metrics) FanoutRows(inbox, deliveries int) {
+	if m != nil {
+		m.fanoutRows.WithLabelValues("inbox").Add(float64(inbox))
+		m.fanoutRows.WithLabelValues("delivery").Add(float64(deliveries))
+	}
+}
+
+// RiverMiddleware returns a River worker middleware that records every job's
+// kind, outcome and run time (River's own series, without an OpenTelemetry
+// pipeline). It returns nil for a nil *Metrics.
+func (m *Metrics) RiverMiddleware() rivertype.WorkerMiddleware {
+	if m == nil {
+		return nil
+	}
+	return &jobMiddleware{m: m}
+}
+
+type jobMiddleware struct {
+	river.MiddlewareDefaults
+	m *Metrics
+}
+
+func (j *jobMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	start := time.Now()
+	err := doInner(ctx)
+	outcome := "ok"
+	var snooze *river.JobSnoozeError
+	var cancel *river.JobCancelError
+	switch {
+	case err == nil:
+	case errors.As(err, &snooze):
+		outcome = "snoozed"
+	case errors.As(err, &cancel):
+		outcome = "cancelled"
+	default:
+		outcome = "error"
+	}
+	j.m.jobs.WithLabelValues(job.Kind, outcome).Observe(time.Since(start).Seconds())
+	return err
+}
