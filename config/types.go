@@ -257,3 +257,12 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// SearchSchema is the schema River and the migrations are told to use: "" for
+// public (the connection's search_path decides), else the configured name.
+func (d Database) SearchSchema() string {
+	if d.Schema == "public" {
+		return ""
+	}
+	return d.Schema
+}

@@ -15,6 +15,8 @@ func NewWorkers(deps *Deps) *river.Workers {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &FanoutWorker{Deps: deps})
 	river.AddWorker(workers, &SendWorker{Deps: deps})
+	river.AddWorker(workers, &DigestWorker{Deps: deps})
+	river.AddWorker(workers, &DigestSweepWorker{Deps: deps})
 	river.AddWorker(workers, &RetrySweepWorker{Deps: deps})
 	river.AddWorker(workers, &RetentionWorker{Deps: deps})
 	return workers
@@ -35,10 +37,7 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
 	}
-	schema := deps.Config.Database.Schema
-	if schema == "public" {
-		schema = ""
-	}
+	schema := deps.Config.Database.SearchSchema()
 	var middleware []rivertype.Middleware
 	if mw := deps.Metrics.RiverMiddleware(); mw != nil {
 		middleware = append(middleware, mw)

@@ -29,8 +29,22 @@ func (SendArgs) InsertOpts() river.InsertOpts {
 const DefaultSendBatch = 50
 
 // insertSendJobs enqueues send jobs for ids, batch at a time, in tx, with
-// River's fast multi-row insert (one round trip).
+// River's fast multi-row insert (one round trip), through the River client of
+// the running job.
 func insertSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return fmt.Errorf("enqueue sends: %w", err)
+	}
+	return insertSendJobsWith(ctx, tx, client, ids, batch)
+}
+
+// insertSendJobsWith is insertSendJobs through a given (possibly insert-only)
+// River client.
+func insertSendJobsWith(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string, batch int) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -41,10 +55,6 @@ func insertSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int) err
 	for start := 0; start < len(ids); start += batch {
 		end := min(start+batch, len(ids))
 		params = append(params, river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:end]}})
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return fmt.Errorf("enqueue sends: %w", err)
 	}
 	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
 		return fmt.Errorf("enqueue %d sends: %w", len(ids), err)

@@ -2,9 +2,13 @@ package jobs
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/stores"
@@ -81,10 +85,39 @@ func PeriodicJobs(deps *Deps) []*river.PeriodicJob {
 			return RetrySweepArgs{}, nil
 		}, &river.PeriodicJobOpts{ID: "notify.retry_sweep", RunOnStart: true}))
 	}
+	if cfg.Digest.SweepCron != nil {
+		jobs = append(jobs, river.NewPeriodicJob(cfg.Digest.SweepCron, func() (river.JobArgs, *river.InsertOpts) {
+			return DigestSweepArgs{}, nil
+		}, &river.PeriodicJobOpts{ID: "notify.digest_sweep"}))
+	}
 	if cfg.Retention.ScheduleCron != nil {
 		jobs = append(jobs, river.NewPeriodicJob(cfg.Retention.ScheduleCron, func() (river.JobArgs, *river.InsertOpts) {
 			return RetentionArgs{}, nil
 		}, &river.PeriodicJobOpts{ID: "notify.retention"}))
 	}
 	return jobs
+}
+
+// Redrive puts deliveries in the given statuses (see stores.RedrivableStatuses)
+// updated since since back in the queue — for operators after a provider
+// outage (`notifyd retry`). It enqueues their send jobs through client, which
+// may be an insert-only River client, and returns how many it re-drove. An
+// expired delivery gets one more attempt: its age still counts from its
+// creation, so a new temporary failure expires it again.
+func Redrive(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], statuses []string, since time.Time, limit, batch int) (int, error) {
+	for _, s := range statuses {
+		if !slices.Contains(stores.RedrivableStatuses, s) {
+			return 0, fmt.Errorf("status %q cannot be re-driven (want one of %s)", s, strings.Join(stores.RedrivableStatuses, ", "))
+		}
+	}
+	var n int
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ids, err := stores.RedriveStatus(ctx, tx, statuses, since, time.Now(), limit)
+		if err != nil {
+			return err
+		}
+		n = len(ids)
+		return insertSendJobsWith(ctx, tx, client, ids, batch)
+	})
+	return n, err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"log/slog"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +15,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -74,11 +77,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	schema := cfg.Database.Schema
-	if schema == "public" {
-		schema = ""
-	}
-	if err := stores.Migrate(ctx, pool, schema, newLogger(c.main, slog.LevelInfo)); err != nil {
+	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), newLogger(c.main, slog.LevelInfo)); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.main.Stdout, "migrations are up to date")
@@ -250,4 +249,44 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// RetryCommand is `notifyd retry`: re-drive deliveries after a provider outage.
+type RetryCommand struct{ main *Main }
+
+// Run re-drives deliveries in the given statuses updated within -since.
+func (c *RetryCommand) Run(ctx context.Context, args []string) error {
+	var path, status string
+	var since time.Duration
+	var limit int
+	fs := c.main.newFlagSet("retry", &path)
+	fs.StringVar(&status, "status", "failed", "comma-separated statuses to re-drive: "+strings.Join(stores.RedrivableStatuses, ", "))
+	fs.DurationVar(&since, "since", time.Hour, "only deliveries updated within this long")
+	fs.IntVar(&limit, "limit", 10000, "at most this many deliveries")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if since <= 0 || limit <= 0 {
+		return errors.New("-since and -limit must be positive")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	pool, err := daemon.OpenPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	// An insert-only River client: it enqueues the send jobs, the daemon works them.
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: cfg.Database.SearchSchema()})
+	if err != nil {
+		return err
+	}
+	n, err := jobs.Redrive(ctx, pool, client, splitList(status), time.Now().Add(-since), limit, cfg.Queues.SendBatch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.main.Stdout, "re-drove %d deliveries\n", n)
+	return nil
 }

@@ -6,6 +6,7 @@
 //	notifyd send       enqueue a notification
 //	notifyd token      mint a recipient token
 //	notifyd deliveries print a notification's ledger
+//	notifyd retry      re-drive failed deliveries
 //	notifyd dev        the embedded default: private Postgres, captured email
 //	notifyd version    print the version
 //
@@ -59,6 +60,7 @@ commands:
   send        enqueue a notification
   token       print a recipient token
   deliveries  print a notification's delivery ledger
+  retry       re-drive failed deliveries (-status failed -since 1h)
   dev         run with a private PostgreSQL and a captured-email page
   version     print the version
 
@@ -89,6 +91,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&TokenCommand{main: m}).Run(ctx, rest)
 	case "deliveries":
 		return (&DeliveriesCommand{main: m}).Run(ctx, rest)
+	case "retry":
+		return (&RetryCommand{main: m}).Run(ctx, rest)
 	case "dev":
 		return (&DevCommand{main: m}).Run(ctx, rest)
 	case "version", "-version", "--version":

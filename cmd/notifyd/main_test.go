@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/pgtest"
 )
@@ -100,5 +102,32 @@ notifiers:
 	}
 	if _, _, err := run(t, "deliveries", "-config", cfg, "-notifier", "hello", "-key", "nope"); err == nil {
 		t.Fatal("deliveries of an unknown notification succeeded")
+	}
+
+	// retry re-drives expired deliveries (say, after an SMTP outage) with new send jobs.
+	db, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(context.Background(), `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, last_error)
+		VALUES ('01900000-0000-7000-8000-0000000000e1', $1, 'hello', 'k1', 'u1', 'email', 'immediate', 'expired', 'smtp down'),
+		       ('01900000-0000-7000-8000-0000000000e2', $1, 'hello', 'k1', 'u2', 'email', 'immediate', 'sent', NULL)`, id); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = run(t, "retry", "-config", cfg, "-status", "expired,failed", "-since", "1h")
+	if err != nil || out != "re-drove 1 deliveries\n" {
+		t.Fatalf("retry = %q, %v", out, err)
+	}
+	var status string
+	var jobs int
+	if err := db.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND args->'delivery_ids' ? '01900000-0000-7000-8000-0000000000e1') FROM notify_deliveries WHERE id = '01900000-0000-7000-8000-0000000000e1'`).Scan(&status, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if status != "failed" || jobs != 1 {
+		t.Fatalf("after retry: status %s, send jobs %d", status, jobs)
+	}
+	if _, _, err := run(t, "retry", "-config", cfg, "-status", "sent"); err == nil || !strings.Contains(err.Error(), "cannot be re-driven") {
+		t.Fatalf("retry -status sent = %v", err)
 	}
 }

@@ -78,11 +78,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Daemon, error)
 	}
 	d := &Daemon{Config: cfg, Pool: pool, opts: opts, logger: logger}
 	d.closers = append(d.closers, func() error { pool.Close(); return nil })
-	schema := cfg.Database.Schema
-	if schema == "public" {
-		schema = ""
-	}
-	if err := stores.CheckMigrations(ctx, pool, schema); err != nil {
+	if err := stores.CheckMigrations(ctx, pool, cfg.Database.SearchSchema()); err != nil {
 		d.Close()
 		if errors.Is(err, stores.ErrPendingMigrations) {
 			return nil, fmt.Errorf("%w; run `notifyd migrate -config %s` first", err, cfg.Path)

@@ -23,7 +23,7 @@ func OpenPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database.url: %w", err)
 	}
-	if s := cfg.Database.Schema; s != "" && s != "public" {
+	if s := cfg.Database.SearchSchema(); s != "" {
 		pc.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{s}.Sanitize()
 	}
 	if cfg.Database.MaxConns > 0 {

@@ -79,10 +79,7 @@ func New(opts Options) *Server {
 	}
 	// The same convention as `notifyd run`: the default schema is the
 	// connection's search_path.
-	s.schema = s.cfg.Database.Schema
-	if s.schema == "public" {
-		s.schema = ""
-	}
+	s.schema = s.cfg.Database.SearchSchema()
 
 	s.mux = http.NewServeMux()
 	s.routes()
