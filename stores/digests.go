@@ -1,0 +1,332 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Digest rows (SPEC §9) move through digest_pending (fresh), digest_sending
+// (claimed by a digest job), digest_pending again with a digest_id (waiting for
+// a retry) and a terminal status; sql/migrations/00002_digests.sql lays out the
+// whole life cycle. Every transition below is one statement guarded by the
+// status it leaves (and, for a claimed digest, by the claim token claimed_at),
+// so two jobs, two sweeps or two replicas racing for the same rows cannot both
+// win: the row lock serialises them and the loser's WHERE no longer matches.
+
+// DigestCandidate is a recipient with fresh digest rows (digest_pending and not
+// yet part of a digest).
+type DigestCandidate struct {
+	Recipient string
+	// Oldest and OldestID identify the recipient's oldest fresh row, in
+	// (created_at, id) order: the digest is due at the first schedule instant
+	// after Oldest.
+	Oldest   time.Time
+	OldestID string
+	// Timezone is the profile's time zone as stored ("" without a profile or
+	// zone); the caller validates it.
+	Timezone string
+}
+
+// digestCandidatesSQL reads the next page of recipients with fresh digest rows,
+// in recipient order after $1, at most $2 of them, each with its oldest row.
+// DISTINCT ON over notify_deliveries_digest_idx (recipient, created_at, id)
+// takes the first index entry of each recipient: an index-only scan, one pass.
+const digestCandidatesSQL = `
+SELECT c.recipient, c.created_at, c.id::text, coalesce(p.timezone, '')
+FROM (
+    SELECT DISTINCT ON (d.recipient) d.recipient, d.created_at, d.id
+    FROM notify_deliveries d
+    WHERE d.status = 'digest_pending' AND d.digest_id IS NULL AND d.recipient > $1
+    ORDER BY d.recipient, d.created_at, d.id
+    LIMIT $2
+) c
+LEFT JOIN notify_recipients p ON p.id = c.recipient
+ORDER BY c.recipient`
+
+// DigestCandidates returns up to limit recipients with fresh digest rows whose
+// id sorts after after (byte order; "" starts at the beginning). A page shorter
+// than limit is the last one.
+func DigestCandidates(ctx context.Context, db DB, after string, limit int) ([]DigestCandidate, error) {
+	rows, err := db.Query(ctx, digestCandidatesSQL, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read digest candidates: %w", err)
+	}
+	defer rows.Close()
+	var out []DigestCandidate
+	for rows.Next() {
+		var c DigestCandidate
+		if err := rows.Scan(&c.Recipient, &c.Oldest, &c.OldestID, &c.Timezone); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read digest candidates: %w", err)
+	}
+	return out, nil
+}
+
+// DigestClaim is what a claim took.
+type DigestClaim struct {
+	// Claimed counts the rows now digest_sending under the digest id.
+	Claimed int
+	// Dropped counts the rows whose notification was cancelled: they became
+	// digest_dropped instead.
+	Dropped int
+	// ClaimedAt is the claim token (as stored): only this claim may settle the rows.
+	ClaimedAt time.Time
+	// DueAt is the digest's due instant as stored on its rows.
+	DueAt time.Time
+	// Attempts is the number of the attempt being made (1 for a new digest).
+	Attempts int
+}
+
+// claimDigestSQL claims a recipient's fresh digest rows created before the
+// due instant $2 for a new digest $3, at time $4. The rows are locked in
+// (created_at, id) order, so concurrent claims of one recipient queue up on
+// the first row instead of deadlocking; a claim that waited re-checks the row
+// and skips it, because the winner moved it out of digest_pending. Rows whose
+// notification is cancelled become digest_dropped here: a cancel reads its
+// delivery rows with the snapshot of its own statement and can miss a row a
+// concurrent fan-out chunk committed after the notification was locked.
+const claimDigestSQL = `
+WITH locked AS (
+    SELECT d.id, n.status = 'cancelled' AS cancelled
+    FROM notify_deliveries d
+    JOIN notify_notifications n ON n.id = d.notification_id
+    WHERE d.recipient = $1 AND d.status = 'digest_pending' AND d.digest_id IS NULL AND d.created_at < $2
+    ORDER BY d.created_at, d.id
+    FOR UPDATE OF d
+), claimed AS (
+    UPDATE notify_deliveries d
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+        digest_id = CASE WHEN l.cancelled THEN NULL ELSE $3::uuid END,
+        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE $2::timestamptz END,
+        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
+        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
+        next_attempt_at = NULL,
+        updated_at = $4
+    FROM locked l
+    WHERE d.id = l.id
+    RETURNING d.status, d.claimed_at, d.digest_due_at, d.attempts
+)
+SELECT count(*) FILTER (WHERE status = 'digest_sending'), count(*) FILTER (WHERE status = 'digest_dropped'),
+       coalesce(max(claimed_at), $4::timestamptz), coalesce(max(digest_due_at), $2::timestamptz),
+       coalesce(max(attempts) FILTER (WHERE status = 'digest_sending'), 0)
+FROM claimed`
+
+// ClaimDigest claims recipient's fresh digest rows created before due for the
+// new digest digestID, at time now.
+func ClaimDigest(ctx context.Context, db DB, recipient string, due time.Time, digestID string, now time.Time) (DigestClaim, error) {
+	var c DigestClaim
+	err := db.QueryRow(ctx, claimDigestSQL, recipient, due, digestID, now).Scan(&c.Claimed, &c.Dropped, &c.ClaimedAt, &c.DueAt, &c.Attempts)
+	if err != nil {
+		return c, fmt.Errorf("claim digest rows of %s: %w", recipient, err)
+	}
+	return c, nil
+}
+
+// reclaimDigestSQL claims the rows of an existing digest $2 (a retry after a
+// temporary failure, or a re-driven claim) at time $3: all of its rows still
+// digest_pending, whatever their age, so that the resend covers what the
+// first attempt covered and carries the same id. Locking and cancellation work
+// as in claimDigestSQL.
+const reclaimDigestSQL = `
+WITH locked AS (
+    SELECT d.id, n.status = 'cancelled' AS cancelled
+    FROM notify_deliveries d
+    JOIN notify_notifications n ON n.id = d.notification_id
+    WHERE d.digest_id = $2::uuid AND d.recipient = $1 AND d.status = 'digest_pending'
+    ORDER BY d.created_at, d.id
+    FOR UPDATE OF d
+), claimed AS (
+    UPDATE notify_deliveries d
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $3::timestamptz END,
+        settled_at = CASE WHEN l.cancelled THEN $3::timestamptz END,
+        next_attempt_at = NULL,
+        updated_at = $3
+    FROM locked l
+    WHERE d.id = l.id
+    RETURNING d.status, d.claimed_at, d.digest_due_at, d.attempts
+)
+SELECT count(*) FILTER (WHERE status = 'digest_sending'), count(*) FILTER (WHERE status = 'digest_dropped'),
+       coalesce(max(claimed_at), $3::timestamptz), coalesce(max(digest_due_at), $3::timestamptz),
+       coalesce(max(attempts) FILTER (WHERE status = 'digest_sending'), 0)
+FROM claimed`
+
+// ReclaimDigest claims the pending rows of the existing digest digestID (of
+// recipient) at time now.
+func ReclaimDigest(ctx context.Context, db DB, recipient, digestID string, now time.Time) (DigestClaim, error) {
+	var c DigestClaim
+	err := db.QueryRow(ctx, reclaimDigestSQL, recipient, digestID, now).Scan(&c.Claimed, &c.Dropped, &c.ClaimedAt, &c.DueAt, &c.Attempts)
+	if err != nil {
+		return c, fmt.Errorf("claim digest %s of %s: %w", digestID, recipient, err)
+	}
+	return c, nil
+}
+
+// DigestItem is one claimed row as the digest email lists it. Title, Body, URL
+// and Category come from the recipient's inbox item for (notifier, key) when it
+// exists (what the inbox showed); HasInbox is false otherwise, and the caller
+// renders them from the notifier's in_app templates over Params.
+type DigestItem struct {
+	DeliveryID string
+	Notifier   string
+	Key        string
+	Reason     string
+	CreatedAt  time.Time
+	Params     json.RawMessage
+	HasInbox   bool
+	Category   string
+	Title      string
+	Body       string
+	URL        string
+}
+
+// digestItemsSQL reads a claimed digest for its email: the number of rows the
+// claim holds, and the first $3 of them in (created_at, id) order with their
+// notification's params and the inbox item's texts. Only the rows held by this
+// claim ($1, $2) count: a row a cancel took meanwhile is not in the email.
+const digestItemsSQL = `
+WITH held AS (
+    SELECT d.id, d.notification_id, d.notifier, d.key, d.recipient, d.reason, d.created_at
+    FROM notify_deliveries d
+    WHERE d.digest_id = $1::uuid AND d.status = 'digest_sending' AND d.claimed_at = $2
+), page AS (
+    SELECT * FROM held ORDER BY created_at, id LIMIT $3
+)
+SELECT (SELECT count(*) FROM held), p.id::text, p.notifier, p.key, p.reason, p.created_at, n.params,
+       i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
+FROM page p
+JOIN notify_notifications n ON n.id = p.notification_id
+LEFT JOIN notify_inbox i ON i.recipient = p.recipient AND i.notifier = p.notifier AND i.key = p.key
+ORDER BY p.created_at, p.id`
+
+// DigestItems reads the digest digestID as held by the claim claimedAt: how
+// many rows it covers, and the first limit of them, oldest first.
+func DigestItems(ctx context.Context, db DB, digestID string, claimedAt time.Time, limit int) (count int, items []DigestItem, err error) {
+	rows, err := db.Query(ctx, digestItemsSQL, digestID, claimedAt, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read digest %s: %w", digestID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var it DigestItem
+		if err := rows.Scan(&count, &it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
+			&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
+			return 0, nil, err
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("read digest %s: %w", digestID, err)
+	}
+	return count, items, nil
+}
+
+// DigestSettlement is the outcome of one claimed digest.
+type DigestSettlement struct {
+	DigestID  string
+	ClaimedAt time.Time
+	// Status is digest_sent or digest_failed (terminal), or digest_pending for
+	// a retry at NextAttemptAt.
+	Status        string
+	Error         string // "" keeps the rows' last_error
+	NextAttemptAt *time.Time
+	// Refund gives the attempt back (rate limited, or never attempted).
+	Refund bool
+}
+
+// settleDigestSQL records a digest's outcome on all its rows in one statement,
+// only while they are still held by the same claim: a claim the sweep took back
+// after its lease, and re-drove, is not overwritten by a late worker.
+const settleDigestSQL = `
+UPDATE notify_deliveries
+SET status = $3,
+    last_error = CASE WHEN $4 = '' THEN last_error ELSE $4 END,
+    attempts = attempts - CASE WHEN $6 THEN 1 ELSE 0 END,
+    next_attempt_at = $5,
+    settled_at = CASE WHEN $3 = 'digest_pending' THEN NULL ELSE $7::timestamptz END,
+    claimed_at = NULL,
+    updated_at = $7
+WHERE digest_id = $1::uuid AND status = 'digest_sending' AND claimed_at = $2`
+
+// SettleDigest records s at time now and reports how many rows were still held
+// by the claim (0: the claim was lost, record nothing else).
+func SettleDigest(ctx context.Context, db DB, s DigestSettlement, now time.Time) (int64, error) {
+	tag, err := db.Exec(ctx, settleDigestSQL, s.DigestID, s.ClaimedAt, s.Status, s.Error, s.NextAttemptAt, s.Refund, now)
+	if err != nil {
+		return 0, fmt.Errorf("settle digest %s: %w", s.DigestID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// RedrivenDigest is a digest the sweep took back: its rows are digest_pending
+// again, under the same id, and need a job.
+type RedrivenDigest struct {
+	Recipient string
+	DigestID  string
+	DueAt     time.Time
+}
+
+// redriveDigestsSQL is the digest sweep's recovery statement. It takes back,
+// whole, up to $4 digests whose claim is older than the lease $2 (a worker
+// killed between claim and settle: the email may or may not have gone — the
+// crash window of guarantee 4 — and the resend carries the same id), and
+// digests waiting for a retry that is overdue by the grace period $3 (their
+// job was lost). Their rows become digest_pending again, due now. Two sweeps
+// racing: the second waits on the row locks, re-checks, and takes nothing.
+const redriveDigestsSQL = `
+WITH due AS (
+    SELECT digest_id FROM notify_deliveries
+    WHERE digest_id IS NOT NULL
+      AND ((status = 'digest_sending' AND claimed_at < $1::timestamptz - $2::interval)
+           OR (status = 'digest_pending' AND next_attempt_at < $1::timestamptz - $3::interval))
+    GROUP BY digest_id
+    ORDER BY min(created_at)
+    LIMIT $4
+), taken AS (
+    UPDATE notify_deliveries d
+    SET status = 'digest_pending',
+        last_error = CASE WHEN d.status = 'digest_sending'
+                          THEN 'claim expired after ' || $2::interval::text || ' (worker stopped mid-send); re-driven'
+                          ELSE d.last_error END,
+        claimed_at = NULL, next_attempt_at = $1, updated_at = $1
+    FROM due
+    WHERE d.digest_id = due.digest_id
+      AND ((d.status = 'digest_sending' AND d.claimed_at < $1::timestamptz - $2::interval)
+           OR (d.status = 'digest_pending' AND d.next_attempt_at < $1::timestamptz - $3::interval))
+    RETURNING d.recipient, d.digest_id, coalesce(d.digest_due_at, d.created_at) AS digest_due_at
+)
+SELECT DISTINCT recipient, digest_id::text, digest_due_at
+FROM taken
+ORDER BY 1, 2`
+
+// RedriveDigests runs the recovery statement at time now and returns the
+// digests to enqueue a job for.
+func RedriveDigests(ctx context.Context, db DB, now time.Time, lease, grace time.Duration, limit int) ([]RedrivenDigest, error) {
+	rows, err := db.Query(ctx, redriveDigestsSQL, now, lease, grace, limit)
+	if err != nil {
+		return nil, fmt.Errorf("re-drive digests: %w", err)
+	}
+	defer rows.Close()
+	var out []RedrivenDigest
+	for rows.Next() {
+		var r RedrivenDigest
+		if err := rows.Scan(&r.Recipient, &r.DigestID, &r.DueAt); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("re-drive digests: %w", err)
+	}
+	return out, nil
+}
