@@ -7,17 +7,21 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/pgcluster"
 	"github.com/notifyd/notifyd/internal/smtptest"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/web"
 )
 
 // DevCommand is `notifyd dev`: the embedded default. It starts a private
@@ -85,11 +89,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	schema := cfg.Database.Schema
-	if schema == "public" {
-		schema = ""
-	}
-	err = stores.Migrate(ctx, pool, schema, logger)
+	err = stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger)
 	pool.Close()
 	if err != nil {
 		return err
@@ -100,15 +100,22 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 	}
 	page := &devPage{mailbox: mailbox}
+	var tok string // minted below; the demo page reads it per request
+	send := &devSender{cfg: cfg, recipient: "u2"}
 	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: logger, Listener: ln,
-		Routes: map[string]http.Handler{"GET /dev/{$}": page}})
+		Routes: map[string]http.Handler{"GET /dev/{$}": page,
+			"GET /ui/{file}": web.Handler(),
+			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return tok }, Recipient: "u2", SendURL: "/dev/send"}),
+			"POST /dev/send": send,
+		}})
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer d.Close()
+	send.client = d.Client
 
-	tok, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", 24*time.Hour)
+	tok, err = notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", 24*time.Hour)
 	if err != nil {
 		return err
 	}
@@ -117,6 +124,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 notifyd dev is running.
   API:             %[1]s/v1/
   captured email:  %[1]s/dev/
+  inbox demo:      %[1]s/dev/demo
   admin token:     %[2]s
   token for u2:    %[3]s
 
@@ -163,4 +171,55 @@ func (p *devPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := devTemplate.Execute(w, msgs); err != nil {
 		slog.Default().Warn("render dev page", "err", err)
 	}
+}
+
+// devSender is POST /dev/send, the demo page's "send a test notification":
+// it sends a sample notification to the demo recipient through the Go client.
+// Only `notifyd dev` mounts it.
+type devSender struct {
+	client    *notifyd.Client
+	cfg       *config.Config
+	recipient string
+}
+
+func (s *devSender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Only JSON: a cross-site form cannot send it without a CORS preflight,
+	// which notifyd does not grant.
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnsupportedMediaType, Code: httpapi.CodeBadRequest,
+			Message: "send Content-Type: application/json"})
+		return
+	}
+	// comment.created when configured, else the first notifier with an inbox item.
+	name := ""
+	if n := s.cfg.Notifiers["comment.created"]; n != nil && n.Channels.InApp != nil {
+		name = "comment.created"
+	} else {
+		names := make([]string, 0, len(s.cfg.Notifiers))
+		for k, n := range s.cfg.Notifiers {
+			if n.Channels.InApp != nil {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		if len(names) > 0 {
+			name = names[0]
+		}
+	}
+	if name == "" {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "unknown_notifier",
+			Message: "no notifier in the config has an in_app channel"})
+		return
+	}
+	params := map[string]any{}
+	for k, v := range s.cfg.Notifiers[name].Example {
+		params[k] = v
+	}
+	res, err := s.client.Send(r.Context(), notifyd.Notification{Notifier: name, Key: "dev-" + randomHex(6), Actor: "u1",
+		Recipients: []notifyd.Recipient{{ID: s.recipient}}, Params: params})
+	if err != nil {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "send_failed", Message: err.Error(), Err: err})
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusAccepted, map[string]any{"id": res.ID, "notifier": name, "recipient": s.recipient})
 }

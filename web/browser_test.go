@@ -1,0 +1,343 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/web"
+)
+
+// browserConfig adds notifiers with an email channel (for the preference
+// table's digest and required cells) to the integration tests' base config.
+const browserConfig = notifydtest.BaseConfig + `
+  mention.created:
+    category: comments
+    channels:
+      in_app: {title: "{{.who}} mentioned you"}
+      email: {subject: "{{.who}} mentioned you", text: "{{.who}} mentioned you"}
+  invoice.paid:
+    category: billing
+    required: true
+    channels:
+      in_app: {title: "Invoice paid"}
+      email: {subject: "Invoice paid", text: "Invoice paid"}
+channels:
+  email:
+    from: "Test <test@notifyd.test>"
+    smtp: {host: 127.0.0.1, port: %d}
+`
+
+// apiClient calls the daemon's HTTP API.
+type apiClient struct {
+	t    *testing.T
+	base string
+}
+
+func (a apiClient) do(method, path, token string, body, out any) int {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			a.t.Fatalf("%s %s = %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type inboxPage struct {
+	Items []struct {
+		ID     string  `json:"id"`
+		Key    string  `json:"key"`
+		ReadAt *string `json:"read_at"`
+	} `json:"items"`
+}
+
+// in wraps a JavaScript expression so that it can use inbox (the element),
+// $ and $$ (querySelector and querySelectorAll inside its shadow root).
+func in(expr string) string {
+	return `(() => { const inbox = document.querySelector("notifyd-inbox");
+		const $ = (s) => inbox.shadowRoot.querySelector(s);
+		const $$ = (s) => [...inbox.shadowRoot.querySelectorAll(s)];
+		return (` + expr + `); })()`
+}
+
+// inboxState describes the element for failure messages.
+var inboxState = in(`({state: inbox.connectionState, counts: inbox.counts, badge: $(".badge").textContent,
+	badgeHidden: $(".badge").hidden, open: !$(".panel").hidden, status: $(".status").textContent,
+	items: $$(".item").map((li) => li.className + " " + li.dataset.id + " " + li.querySelector(".title").textContent)})`)
+
+// prefs is in for <notifyd-preferences>.
+func prefs(expr string) string {
+	return `(() => { const prefs = document.querySelector("notifyd-preferences");
+		const $ = (s) => prefs.shadowRoot.querySelector(s);
+		const $$ = (s) => [...prefs.shadowRoot.querySelectorAll(s)];
+		return (` + expr + `); })()`
+}
+
+// TestBrowserInboxAndPreferences drives the demo page in headless Chromium
+// against a real daemon: a notification sent through the API appears live
+// with the badge updated, a click marks it read and clears the badge, a
+// reload keeps that state; then live updates from elsewhere, mark all read,
+// archive, infinite scroll, a token change, and the preference center.
+func TestBrowserInboxAndPreferences(t *testing.T) {
+	bin := findChromium(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	// The daemon, with the components and the demo page mounted the way
+	// `notifyd dev` mounts them.
+	_, dbURL := pgtest.NewDBURL(t)
+	mailbox := smtptest.Start(t)
+	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg.Database.URL = dbURL
+	token, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.New(ctx, cfg, daemon.Options{Listener: ln, Logger: notifydtest.Logger(),
+		DrainTimeout: 5 * time.Second,
+		Routes: map[string]http.Handler{
+			"GET /ui/{file}": web.Handler(),
+			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	t.Cleanup(func() { // registered before the browser's: runs after it closed
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+		d.Close()
+	})
+	api := apiClient{t: t, base: "http://" + d.Addr()}
+	send := func(key string) {
+		t.Helper()
+		code := api.do("POST", "/v1/notifications", "admin-token", map[string]any{
+			"notifier": "comment.created", "key": key, "actor": "u1", "recipients": []any{"u2"},
+			"params": map[string]any{"post_title": `<b>post</b> & "` + key + `"`, "author_name": "Ada", "url": ""},
+		}, nil)
+		if code != http.StatusAccepted {
+			t.Fatalf("send %s = %d", key, code)
+		}
+	}
+	title := func(key string) string { return `Ada commented on <b>post</b> & "` + key + `"` }
+	// A rule stored before the page loads: saving must keep it.
+	if code := api.do("PUT", "/v1/preferences", token, map[string]any{
+		"rules": []any{map[string]any{"scope": "*", "channel": "webhook", "mode": "off"}}}, nil); code != 200 {
+		t.Fatalf("PUT /v1/preferences = %d", code)
+	}
+
+	b := startBrowser(t, bin)
+	p := b.newPage(ctx)
+	p.navigate(ctx, api.base+"/dev/demo")
+	const wait = 15 * time.Second
+
+	// record keeps the components' events in window.__events (again after a reload).
+	record := func() {
+		t.Helper()
+		p.eval(ctx, `(() => { window.__events = [];
+			for (const n of ["notifyd:read", "notifyd:archive", "notifyd:error", "notifyd:counts", "notifyd:item", "notifyd:updated"])
+				document.addEventListener(n, (e) => window.__events.push(n)); return true; })()`, nil)
+	}
+	seen := func(name string) string { return `window.__events.includes(` + jsString(name) + `)` }
+	record()
+
+	// 1. Connected, nothing unread.
+	p.waitFor(ctx, wait, "the stream to open", in(`inbox.connectionState === "open" && $(".badge").hidden`), inboxState)
+	p.click(ctx, in(`$(".bell")`))
+	p.waitFor(ctx, wait, "the empty panel", in(`!$(".panel").hidden && !$(".empty").hidden && $(".bell").getAttribute("aria-expanded") === "true"`), inboxState)
+
+	// 2. A notification sent through the API appears live, with the badge.
+	send("c-1")
+	p.waitFor(ctx, wait, "the item to appear live with the badge at 1",
+		in(`$$(".item").length === 1 && $(".item").classList.contains("unread") &&
+			$(".item .title").textContent === `+jsString(title("c-1"))+` &&
+			$(".badge").textContent === "1" && !$(".badge").hidden &&
+			$(".bell").getAttribute("aria-label") === "Notifications, 1 unread"`), inboxState)
+	var markup bool
+	p.eval(ctx, in(`$(".item .title b") !== null || $(".item .body b") !== null`), &markup)
+	if markup {
+		t.Error("item text was rendered as HTML: params must go in as text")
+	}
+
+	// 3. A click marks it read: the badge goes, the API agrees.
+	p.click(ctx, in(`$(".item .main")`))
+	p.waitFor(ctx, wait, "the badge to clear after the click",
+		in(`$(".badge").hidden && $(".badge").textContent === "0" && !$(".item").classList.contains("unread") && inbox.counts.unread === 0`), inboxState)
+	p.waitFor(ctx, wait, "the API to confirm the read", seen("notifyd:read"), "window.__events")
+	var inbox inboxPage
+	api.do("GET", "/v1/inbox", token, nil, &inbox)
+	if len(inbox.Items) != 1 || inbox.Items[0].ReadAt == nil {
+		t.Fatalf("after the click the API says %+v, want the item read", inbox.Items)
+	}
+	var counts struct{ Unread, Unseen int }
+	api.do("GET", "/v1/inbox/counts", token, nil, &counts)
+	if counts.Unread != 0 || counts.Unseen != 0 {
+		t.Fatalf("counts after the click = %+v, want 0 and 0", counts)
+	}
+
+	// 4. A reload keeps the state: the item is there, read, no badge.
+	p.eval(ctx, `window.__beforeReload = true`, nil)
+	p.call(ctx, "Page.reload", map[string]any{"ignoreCache": true})
+	p.waitFor(ctx, wait, "the reload", `!window.__beforeReload && document.readyState === "complete"`, "")
+	record()
+	p.waitFor(ctx, wait, "the stream to open after the reload", in(`inbox.connectionState === "open"`), inboxState)
+	p.click(ctx, in(`$(".bell")`))
+	p.waitFor(ctx, wait, "the read item after the reload",
+		in(`$$(".item").length === 1 && !$(".item").classList.contains("unread") &&
+			$(".item .title").textContent === `+jsString(title("c-1"))+` && $(".badge").hidden`), inboxState)
+
+	// 5. A change made elsewhere arrives through the stream (inbox.updated).
+	send("c-2")
+	p.waitFor(ctx, wait, "c-2 at the top, unread",
+		in(`$$(".item").length === 2 && $(".item").classList.contains("unread") &&
+			$(".item .title").textContent === `+jsString(title("c-2"))+` && $(".badge").textContent === "1"`), inboxState)
+	var c2 string
+	p.eval(ctx, in(`$(".item").dataset.id`), &c2)
+	if code := api.do("POST", "/v1/inbox/read", token, map[string]any{"ids": []string{c2}}, nil); code != 200 {
+		t.Fatalf("POST /v1/inbox/read = %d", code)
+	}
+	p.waitFor(ctx, wait, "the read made elsewhere to show",
+		in(`$(".badge").hidden && $$(".item.unread").length === 0`), inboxState)
+
+	// 6. Mark all read.
+	send("c-3")
+	send("c-4")
+	p.waitFor(ctx, wait, "two unread", in(`$$(".item").length === 4 && $$(".item.unread").length === 2 && $(".badge").textContent === "2"`), inboxState)
+	p.eval(ctx, `(window.__events = [], true)`, nil)
+	p.click(ctx, in(`$(".mark-all")`))
+	p.waitFor(ctx, wait, "mark all read", in(`$(".badge").hidden && $$(".item.unread").length === 0`), inboxState)
+	p.waitFor(ctx, wait, "the API to confirm mark all read", seen("notifyd:read"), "window.__events")
+	api.do("GET", "/v1/inbox/counts", token, nil, &counts)
+	if counts.Unread != 0 {
+		t.Fatalf("counts after mark all read = %+v", counts)
+	}
+
+	// 7. Archive the newest (c-4): it leaves the list and the API has it archived.
+	var c4 string
+	p.eval(ctx, in(`$(".item").dataset.id`), &c4)
+	p.click(ctx, in(`$(".item .archive")`))
+	p.waitFor(ctx, wait, "the archived item to leave", in(`$$(".item").length === 3 && !$$(".item").some((li) => li.dataset.id === `+jsString(c4)+`)`), inboxState)
+	p.waitFor(ctx, wait, "the API to confirm the archive", seen("notifyd:archive"), "window.__events")
+	var archived inboxPage
+	api.do("GET", "/v1/inbox?filter=archived", token, nil, &archived)
+	if len(archived.Items) != 1 || archived.Items[0].ID != c4 {
+		t.Fatalf("archived = %+v, want only %s", archived.Items, c4)
+	}
+
+	// 8. Infinite scroll: pages of 3 in a panel showing about one item; the
+	// next page loads when the end of the list scrolls into view.
+	send("c-5")
+	send("c-6")
+	p.waitFor(ctx, wait, "five items", in(`$$(".item").length === 5`), inboxState)
+	p.eval(ctx, in(`(inbox.style.setProperty("--notifyd-panel-max-height", "60px"), inbox.pageSize = 3, inbox.reload().then(() => true))`), nil)
+	p.waitFor(ctx, wait, "the first page of 3", in(`$$(".item").length === 3 && $(".status").textContent === ""`), inboxState)
+	time.Sleep(500 * time.Millisecond)
+	var n int
+	p.eval(ctx, in(`$$(".item").length`), &n)
+	if n != 3 {
+		t.Fatalf("%d items before scrolling, want the first page of 3 only", n)
+	}
+	p.eval(ctx, in(`($(".scroller").scrollTop = $(".scroller").scrollHeight, true)`), nil)
+	p.waitFor(ctx, wait, "the next page after scrolling", in(`$$(".item").length === 5`), inboxState)
+	var shown []string
+	p.eval(ctx, in(`$$(".item").map((li) => li.dataset.id)`), &shown)
+	api.do("GET", "/v1/inbox", token, nil, &inbox)
+	var want []string
+	for _, it := range inbox.Items {
+		want = append(want, it.ID)
+	}
+	if !slices.Equal(shown, want) {
+		t.Fatalf("list order %v, want the API's %v", shown, want)
+	}
+
+	// 9. A new token restarts everything: a bad one stops at unauthorized,
+	// the good one comes back with the state (c-5 and c-6 are unread).
+	p.eval(ctx, in(`(inbox.style.removeProperty("--notifyd-panel-max-height"), inbox.removeAttribute("page-size"),
+		inbox.setAttribute("token", "not-a-token"), true)`), nil)
+	p.waitFor(ctx, wait, "unauthorized with a bad token", in(`inbox.connectionState === "unauthorized" && $$(".item").length === 0`), inboxState)
+	p.eval(ctx, in(`(inbox.setAttribute("token", `+jsString(token)+`), true)`), nil)
+	p.waitFor(ctx, wait, "back with the good token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2"`), inboxState)
+
+	// 10. The preference center: effective modes as selects, digest on email
+	// only, off disabled for the required notifier; a save merges rules.
+	const prefsState = `(() => { const s = document.querySelector("notifyd-preferences").shadowRoot;
+		return {status: s.querySelector(".status").textContent, error: s.querySelector(".error").textContent,
+			selects: [...s.querySelectorAll("select")].map((x) => x.dataset.notifier + "/" + x.dataset.channel + "=" + x.value)}; })()`
+	p.waitFor(ctx, wait, "the preference table",
+		prefs(`$$("select").length > 0 && $("select[data-notifier='mention.created'][data-channel='email']") !== null`), prefsState)
+	var cells struct {
+		RequiredOffDisabled bool
+		EmailHasDigest      bool
+		InAppHasDigest      bool
+		Value               string
+	}
+	p.eval(ctx, prefs(`({
+		RequiredOffDisabled: $("select[data-notifier='invoice.paid'][data-channel='email'] option[value=off]").disabled,
+		EmailHasDigest: $("select[data-notifier='mention.created'][data-channel='email'] option[value=digest]") !== null,
+		InAppHasDigest: $("select[data-notifier='mention.created'][data-channel='in_app'] option[value=digest]") !== null,
+		Value: $("select[data-notifier='mention.created'][data-channel='email']").value})`), &cells)
+	if !cells.RequiredOffDisabled || !cells.EmailHasDigest || cells.InAppHasDigest || cells.Value != "immediate" {
+		t.Fatalf("preference cells = %+v", cells)
+	}
+	p.eval(ctx, prefs(`(() => { const s = $("select[data-notifier='mention.created'][data-channel='email']");
+		s.value = "digest"; s.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`), nil)
+	p.click(ctx, prefs(`$(".save")`))
+	p.waitFor(ctx, wait, "the save", prefs(`$(".status").textContent === "Saved." && $$("td.changed").length === 0 &&
+		$("select[data-notifier='mention.created'][data-channel='email']").dataset.initial === "digest"`), prefsState)
+	var stored struct {
+		Rules     []map[string]string `json:"rules"`
+		Effective map[string]struct {
+			Channels map[string]string `json:"channels"`
+		} `json:"effective"`
+	}
+	api.do("GET", "/v1/preferences", token, nil, &stored)
+	wantRules := []map[string]string{
+		{"scope": "*", "channel": "webhook", "mode": "off"},
+		{"scope": "notifier:mention.created", "channel": "email", "mode": "digest"},
+	}
+	if fmt.Sprint(stored.Rules) != fmt.Sprint(wantRules) {
+		t.Fatalf("stored rules %v, want %v (the new rule merged with the old)", stored.Rules, wantRules)
+	}
+	if got := stored.Effective["mention.created"].Channels["email"]; got != "digest" {
+		t.Fatalf("effective mention.created email = %q, want digest", got)
+	}
+
+	// 11. API errors show their message.
+	p.eval(ctx, prefs(`(prefs.setAttribute("token", "not-a-token"), true)`), nil)
+	p.waitFor(ctx, wait, "the error message", prefs(`!$(".error").hidden && $(".error .message").textContent.includes("invalid recipient token")`), prefsState)
+}

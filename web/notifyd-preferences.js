@@ -1,0 +1,447 @@
+// <notifyd-preferences>: a notifyd preference center as a custom element.
+// Plain JavaScript, an ES module, no dependencies and no build step.
+//
+//   <script type="module" src="https://notify.example.test/ui/notifyd-preferences.js"></script>
+//   <notifyd-preferences endpoint="https://notify.example.test" token="<recipient JWT>"></notifyd-preferences>
+//
+// Attributes (each is also a property):
+//   endpoint   notifyd's base URL; empty or absent: the page's own origin.
+//   token      the recipient token, sent as "Authorization: Bearer".
+//   label      the table's caption (default "Notification preferences").
+// Changing endpoint or token reloads.
+//
+// What it does: GET /v1/preferences and render its "effective" map as a table,
+// one row per notifier (grouped by category) and one column per channel,
+// with a select in every cell the notifier uses: Immediately, Digest (email
+// only) or Off. Off is disabled for required notifiers (the API reads it as
+// the default anyway), unless their default for that channel is off. Save sends the changed cells as rules
+// {"scope":"notifier:<n>","channel":"<c>","mode":"<m>"}, merged with the
+// rules already stored (a changed cell replaces the rule with the same scope
+// and channel, every other rule is kept), in one PUT /v1/preferences, and
+// renders the answer. Errors show the API's message and each detail.
+//
+// Property labels: an object mapping a notifier name, channel name, category
+// or mode to the text shown for it ({"comment.created": "Comments on my
+// posts", "in_app": "In the app"}); set it before or after connecting.
+// Methods: reload(), save(). Read-only properties: rules, effective, dirty.
+//
+// Events (bubbling, composed):
+//   notifyd:preferences-loaded  {rules, effective}
+//   notifyd:preferences-saved   {rules, effective}
+//   notifyd:error               {status, code, message, details, action}
+//
+// Theming: --notifyd-font, --notifyd-color, --notifyd-muted-color,
+// --notifyd-bg, --notifyd-border, --notifyd-accent, --notifyd-radius,
+// --notifyd-changed-bg, --notifyd-error-color; parts table, select, save,
+// revert, status, error.
+//
+// Every name and message from the API is set with textContent.
+
+const CHANNEL_ORDER = ["in_app", "email", "webhook"];
+// Default texts for channels and modes, and the table's own words. labels
+// overrides any of them; notifiers and categories show their names.
+const CHANNEL_TEXT = { in_app: "In-app", email: "Email", webhook: "Webhook", slack: "Slack" };
+const MODE_TEXT = { immediate: "Immediately", digest: "Digest", off: "Off" };
+const UI_TEXT = { notification: "Notification", other: "Other", required: "required", muted: "muted" };
+
+/** An error answered by the notifyd API, or a network failure (status 0). */
+export class NotifydError extends Error {
+  constructor(status, body, fallback) {
+    const e = (body && body.error) || {};
+    super(e.message || fallback || `HTTP ${status}`);
+    this.name = "NotifydError";
+    this.status = status;
+    this.code = e.code || (status === 0 ? "network_error" : "http_error");
+    this.details = Array.isArray(e.details) ? e.details : [];
+  }
+}
+
+function apiURL(endpoint, path) {
+  return String(endpoint || "").replace(/\/+$/, "") + path;
+}
+
+function channelRank(c) {
+  const i = CHANNEL_ORDER.indexOf(c);
+  return i < 0 ? CHANNEL_ORDER.length : i;
+}
+
+const STYLE = `
+:host { display: block; font: var(--notifyd-font, 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif); color: var(--notifyd-color, #1f2328); }
+:host([hidden]), [hidden] { display: none !important; }
+table { border-collapse: collapse; width: 100%; background: var(--notifyd-bg, #fff); }
+caption { text-align: left; font-weight: 600; padding: 0 0 8px; }
+th, td { padding: 6px 10px; border-bottom: 1px solid var(--notifyd-border, #d0d7de); text-align: left; vertical-align: middle; }
+thead th { font-weight: 600; color: var(--notifyd-muted-color, #656d76); }
+.category th { padding-top: 14px; font-weight: 600; text-transform: capitalize; }
+tbody th { font-weight: 400; }
+.tag { display: inline-block; margin-left: 6px; padding: 0 6px; border: 1px solid var(--notifyd-border, #d0d7de); border-radius: 10px; font-size: .8em; color: var(--notifyd-muted-color, #656d76); }
+select { font: inherit; padding: 2px 4px; border: 1px solid var(--notifyd-border, #d0d7de); border-radius: var(--notifyd-radius, 6px); background: var(--notifyd-bg, #fff); color: inherit; }
+td.changed select { background: var(--notifyd-changed-bg, #fff8c5); }
+.none { color: var(--notifyd-muted-color, #656d76); }
+.actions { display: flex; align-items: center; gap: 8px; margin-top: 12px; }
+button { font: inherit; padding: 4px 12px; border: 1px solid var(--notifyd-border, #d0d7de); border-radius: var(--notifyd-radius, 6px); background: var(--notifyd-bg, #fff); color: inherit; cursor: pointer; }
+button.save { background: var(--notifyd-accent, #0969da); border-color: var(--notifyd-accent, #0969da); color: #fff; }
+button:disabled { opacity: .5; cursor: default; }
+button:focus-visible, select:focus-visible { outline: 2px solid var(--notifyd-accent, #0969da); outline-offset: 1px; }
+.status { color: var(--notifyd-muted-color, #656d76); }
+.error { margin-top: 12px; padding: 8px 12px; border: 1px solid var(--notifyd-error-color, #cf222e); border-radius: var(--notifyd-radius, 6px); color: var(--notifyd-error-color, #cf222e); }
+.error p { margin: 0; }
+.error ul { margin: 4px 0 0; padding-left: 20px; }
+`;
+
+export class NotifydPreferences extends HTMLElement {
+  static observedAttributes = ["endpoint", "token", "label"];
+
+  #els = null;
+  #rules = [];
+  #effective = {};
+  #labels = {};
+  #gen = 0;
+  #abort = null;
+  #connected = false;
+  #reloadQueued = false;
+  #saving = false;
+
+  constructor() {
+    super();
+    const root = this.attachShadow({ mode: "open" });
+    root.innerHTML = `<style>${STYLE}</style>
+<form part="form" novalidate>
+  <table part="table"><caption></caption><thead></thead></table>
+  <div class="actions">
+    <button class="save" part="save" type="submit" disabled>Save</button>
+    <button class="revert" part="revert" type="button" disabled>Cancel</button>
+    <span class="status" part="status" role="status" aria-live="polite"></span>
+  </div>
+  <div class="error" part="error" role="alert" hidden><p class="message"></p><ul class="details"></ul></div>
+</form>`;
+    const $ = (s) => root.querySelector(s);
+    this.#els = {
+      form: $("form"),
+      table: $("table"),
+      caption: $("caption"),
+      thead: $("thead"),
+      save: $(".save"),
+      revert: $(".revert"),
+      status: $(".status"),
+      error: $(".error"),
+      message: $(".error .message"),
+      details: $(".error .details"),
+    };
+    this.#els.form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.save().catch(() => {});
+    });
+    this.#els.revert.addEventListener("click", () => this.#render());
+    this.#els.form.addEventListener("change", (e) => {
+      const sel = e.target;
+      if (sel instanceof HTMLSelectElement) sel.parentElement.classList.toggle("changed", sel.value !== sel.dataset.initial);
+      this.#renderButtons();
+    });
+    this.#els.caption.textContent = this.label;
+  }
+
+  get endpoint() { return this.getAttribute("endpoint") || ""; }
+  set endpoint(v) { this.setAttribute("endpoint", v); }
+  get token() { return this.getAttribute("token") || ""; }
+  set token(v) { if (v) this.setAttribute("token", v); else this.removeAttribute("token"); }
+  get label() { return this.getAttribute("label") || "Notification preferences"; }
+  set label(v) { this.setAttribute("label", v); }
+  get labels() { return { ...this.#labels }; }
+  set labels(v) {
+    this.#labels = v && typeof v === "object" ? { ...v } : {};
+    this.#render();
+  }
+  /** The stored rules, as last loaded or saved. */
+  get rules() { return this.#rules.map((r) => ({ ...r })); }
+  /** The effective map, as last loaded or saved. */
+  get effective() { return JSON.parse(JSON.stringify(this.#effective)); }
+  /** Whether a cell differs from what is stored. */
+  get dirty() { return this.#changes().length > 0; }
+
+  connectedCallback() {
+    this.#connected = true;
+    this.reload();
+  }
+
+  disconnectedCallback() {
+    this.#connected = false;
+    this.#gen++;
+    this.#abort?.abort();
+  }
+
+  attributeChangedCallback(name, oldValue, newValue) {
+    if (oldValue === newValue) return;
+    if (name === "label") this.#els.caption.textContent = this.label;
+    if ((name === "token" || name === "endpoint") && this.#connected && !this.#reloadQueued) {
+      this.#reloadQueued = true;
+      queueMicrotask(() => {
+        this.#reloadQueued = false;
+        if (this.#connected) this.reload();
+      });
+    }
+  }
+
+  /** Loads the preferences again, dropping unsaved changes. */
+  async reload() {
+    const gen = ++this.#gen;
+    this.#abort?.abort();
+    this.#abort = new AbortController();
+    this.#showError(null);
+    if (!this.token) {
+      this.#rules = [];
+      this.#effective = {};
+      this.#render();
+      this.#setStatus("");
+      return;
+    }
+    this.#setStatus("Loading…");
+    try {
+      const data = await this.#request("GET", "/v1/preferences", undefined, this.#abort.signal);
+      if (gen !== this.#gen) return;
+      this.#accept(data);
+      this.#setStatus("");
+      this.#emit("notifyd:preferences-loaded", { rules: this.rules, effective: this.effective });
+    } catch (err) {
+      if (gen !== this.#gen) return;
+      this.#setStatus("");
+      this.#failed(err, "load");
+    }
+  }
+
+  /** Saves the changed cells as rules merged with the stored ones. */
+  async save() {
+    const changes = this.#changes();
+    if (!changes.length || this.#saving) return null;
+    const key = (r) => r.scope + "\u0000" + r.channel;
+    const changed = new Set(changes.map(key));
+    const rules = this.#rules.filter((r) => !changed.has(key(r))).concat(changes);
+    const gen = this.#gen;
+    this.#saving = true;
+    this.#renderButtons();
+    this.#showError(null);
+    this.#setStatus("Saving…");
+    try {
+      const data = await this.#request("PUT", "/v1/preferences", { rules }, this.#abort?.signal);
+      if (gen !== this.#gen) return null;
+      this.#accept(data);
+      this.#setStatus("Saved.");
+      this.#emit("notifyd:preferences-saved", { rules: this.rules, effective: this.effective });
+      return data;
+    } catch (err) {
+      if (gen === this.#gen) {
+        this.#setStatus("");
+        this.#failed(err, "save");
+      }
+      throw err;
+    } finally {
+      this.#saving = false;
+      this.#renderButtons();
+    }
+  }
+
+  #accept(data) {
+    this.#rules = Array.isArray(data && data.rules) ? data.rules.map((r) => ({ scope: r.scope, channel: r.channel, mode: r.mode })) : [];
+    this.#effective = (data && data.effective) || {};
+    this.#render();
+  }
+
+  /** The cells whose select differs from the stored mode, as rules. */
+  #changes() {
+    const out = [];
+    for (const sel of this.#els.table.querySelectorAll("select")) {
+      if (sel.value !== sel.dataset.initial) {
+        out.push({ scope: "notifier:" + sel.dataset.notifier, channel: sel.dataset.channel, mode: sel.value });
+      }
+    }
+    return out;
+  }
+
+  #text(key, defaults = {}) {
+    if (Object.prototype.hasOwnProperty.call(this.#labels, key)) return String(this.#labels[key]);
+    return Object.prototype.hasOwnProperty.call(defaults, key) ? defaults[key] : key;
+  }
+
+  #render() {
+    const table = this.#els.table;
+    for (const tb of table.querySelectorAll("tbody")) tb.remove();
+    const names = Object.keys(this.#effective);
+    const channels = [...new Set(names.flatMap((n) => Object.keys(this.#effective[n].channels || {})))].sort(
+      (a, b) => channelRank(a) - channelRank(b) || (a < b ? -1 : a > b ? 1 : 0),
+    );
+    const head = document.createElement("tr");
+    const corner = document.createElement("th");
+    corner.scope = "col";
+    corner.textContent = this.#text("notification", UI_TEXT);
+    head.append(corner);
+    for (const c of channels) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = this.#text(c, CHANNEL_TEXT);
+      head.append(th);
+    }
+    this.#els.thead.replaceChildren(head);
+
+    // Group by category; categories in byte order, "" (none) last.
+    const groups = new Map();
+    for (const n of names.sort()) {
+      const cat = this.#effective[n].category || "";
+      if (!groups.has(cat)) groups.set(cat, []);
+      groups.get(cat).push(n);
+    }
+    const cats = [...groups.keys()].sort((a, b) => (a === "" ? 1 : b === "" ? -1 : a < b ? -1 : a > b ? 1 : 0));
+    for (const cat of cats) {
+      const tbody = document.createElement("tbody");
+      if (cats.length > 1 || cat !== "") {
+        const tr = document.createElement("tr");
+        tr.className = "category";
+        const th = document.createElement("th");
+        th.scope = "rowgroup";
+        th.colSpan = channels.length + 1;
+        th.textContent = cat === "" ? this.#text("other", UI_TEXT) : this.#text(cat);
+        tr.append(th);
+        tbody.append(tr);
+      }
+      for (const n of groups.get(cat)) tbody.append(this.#row(n, channels));
+      table.append(tbody);
+    }
+    if (!names.length && this.token) {
+      const tbody = document.createElement("tbody");
+      const tr = document.createElement("tr");
+      const td = document.createElement("td");
+      td.className = "none";
+      td.colSpan = channels.length + 1;
+      td.textContent = "No notifications to configure.";
+      tr.append(td);
+      tbody.append(tr);
+      table.append(tbody);
+    }
+    this.#renderButtons();
+  }
+
+  #row(name, channels) {
+    const eff = this.#effective[name];
+    const tr = document.createElement("tr");
+    tr.dataset.notifier = name;
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = this.#text(name);
+    for (const [flag, text] of [[eff.required, "required"], [eff.muted && !eff.required, "muted"]]) {
+      if (!flag) continue;
+      const tag = document.createElement("span");
+      tag.className = "tag";
+      tag.textContent = this.#text(text, UI_TEXT);
+      th.append(tag);
+    }
+    tr.append(th);
+    for (const c of channels) {
+      const td = document.createElement("td");
+      const mode = (eff.channels || {})[c];
+      if (mode === undefined) {
+        td.className = "none";
+        td.textContent = "—";
+        td.setAttribute("aria-label", "not sent by " + this.#text(c, CHANNEL_TEXT));
+        tr.append(td);
+        continue;
+      }
+      const sel = document.createElement("select");
+      sel.setAttribute("part", "select");
+      sel.dataset.notifier = name;
+      sel.dataset.channel = c;
+      sel.dataset.initial = mode;
+      sel.setAttribute("aria-label", `${this.#text(name)}: ${this.#text(c, CHANNEL_TEXT)}`);
+      const modes = c === "email" ? ["immediate", "digest", "off"] : ["immediate", "off"];
+      if (!modes.includes(mode)) modes.push(mode);
+      for (const m of modes) {
+        const opt = document.createElement("option");
+        opt.value = m;
+        opt.textContent = this.#text(m, MODE_TEXT);
+        // A required notifier cannot be turned off; when its default already
+        // is off, "off" stays selectable (it reads as that default).
+        if (m === "off" && eff.required && mode !== "off") {
+          opt.disabled = true;
+          opt.textContent += " (required)";
+        }
+        sel.append(opt);
+      }
+      sel.value = mode;
+      td.append(sel);
+      tr.append(td);
+    }
+    return tr;
+  }
+
+  #renderButtons() {
+    const dirty = this.dirty;
+    this.#els.save.disabled = !dirty || this.#saving;
+    this.#els.revert.disabled = !dirty || this.#saving;
+  }
+
+  #showError(err) {
+    if (!err) {
+      this.#els.error.hidden = true;
+      this.#els.message.textContent = "";
+      this.#els.details.replaceChildren();
+      return;
+    }
+    this.#els.message.textContent = err.message;
+    const items = (err.details || []).map((d) => {
+      const li = document.createElement("li");
+      if (d && typeof d === "object") {
+        const where = d.field || d.pointer || "";
+        li.textContent = (where ? where + ": " : "") + (d.message || JSON.stringify(d));
+      } else {
+        li.textContent = String(d);
+      }
+      return li;
+    });
+    this.#els.details.replaceChildren(...items);
+    this.#els.error.hidden = false;
+  }
+
+  #setStatus(text) {
+    this.#els.status.textContent = text;
+  }
+
+  async #request(method, path, body, signal) {
+    const headers = { Authorization: "Bearer " + this.token, Accept: "application/json" };
+    const init = { method, headers, cache: "no-store", credentials: "omit", signal };
+    if (body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(apiURL(this.endpoint, path), init);
+    } catch (err) {
+      throw new NotifydError(0, null, err && err.name === "AbortError" ? "aborted" : "network error: " + (err && err.message));
+    }
+    const text = await res.text();
+    let data = null;
+    try {
+      data = text ? JSON.parse(text) : null;
+    } catch {
+      data = null;
+    }
+    if (!res.ok) throw new NotifydError(res.status, data, text.slice(0, 200));
+    return data;
+  }
+
+  #failed(err, action) {
+    if (err && err.message === "aborted") return;
+    this.#showError(err);
+    this.#emit("notifyd:error", {
+      status: err.status || 0,
+      code: err.code || "error",
+      message: err.message || String(err),
+      details: err.details || [],
+      action,
+    });
+  }
+
+  #emit(name, detail) {
+    this.dispatchEvent(new CustomEvent(name, { detail, bubbles: true, composed: true }));
+  }
+}
+
+if (!customElements.get("notifyd-preferences")) customElements.define("notifyd-preferences", NotifydPreferences);
