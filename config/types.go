@@ -58,6 +58,10 @@ type HTTP struct {
 	AdminToken  string `yaml:"admin_token"`  // bearer token for admin endpoints; empty disables them
 	TokenSecret string `yaml:"token_secret"` // HS256 secret for recipient JWTs; empty disables recipient endpoints
 	MaxBody     int64  `yaml:"max_body"`     // request body limit in bytes, default 1 MiB
+	// AllowedOrigins lists the browser origins ("https://app.example.com", or
+	// "*") that may call the API from another origin (CORS). Empty: same
+	// origin only.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Queues sets River's max workers per notifyd queue, plus fetch tuning.

@@ -40,6 +40,15 @@ func (c *Config) validate(el *errorList) {
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		el.add("http.listen", "invalid listen address %q (want host:port, such as 127.0.0.1:8080 or :8080)", c.HTTP.Listen)
 	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			el.add(fmt.Sprintf("http.allowed_origins[%d]", i), "invalid origin %q (want scheme://host[:port], such as https://app.example.test, or *)", o)
+		}
+	}
 	if c.HTTP.MaxBody < 1 {
 		el.add("http.max_body", "must be at least 1, got %d", c.HTTP.MaxBody)
 	}

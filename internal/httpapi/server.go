@@ -89,7 +89,7 @@ func New(opts Options) *Server {
 	for pattern, h := range opts.AdminExtra {
 		s.mux.Handle(pattern, s.RequireAdmin(h))
 	}
-	s.handler = s.logRequests(s.recoverPanics(s.jsonMux(s.mux)))
+	s.handler = s.logRequests(s.recoverPanics(s.cors(s.jsonMux(s.mux))))
 	return s
 }
 
@@ -97,6 +97,7 @@ func (s *Server) routes() {
 	// Ops.
 	s.mux.Handle("GET /healthz", s.public(s.healthz))
 	s.mux.Handle("GET /readyz", s.public(s.readyz))
+	s.mux.Handle("GET /v1/openapi.json", s.public(s.openAPI))
 
 	// Admin.
 	s.mux.Handle("POST /v1/notifications", s.admin(s.sendNotification))
