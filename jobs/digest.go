@@ -77,14 +77,14 @@ func (w *DigestWorker) Timeout(*river.Job[DigestArgs]) time.Duration {
 	return leaseOf(w.Deps.Config) / 2
 }
 
-// Work sends one digest. In one short transaction it claims the rows (rows of
-// cancelled notifications become digest_dropped), reads the first
-// digest.max_items of them with their inbox texts, and the profile; then it
-// calls the email channel with no transaction open, and settles all the rows
-// in one statement: digest_sent, digest_failed (permanent failure, or
-// temporary past retry.max_age) or back to digest_pending under the same id
-// with a retry job, inserted in the settling transaction. Without rows there
-// is no email.
+// Work sends one digest. In one round trip (one implicit transaction) it
+// claims the rows (rows of cancelled notifications become digest_dropped) and
+// reads the first digest.max_items of them with their inbox texts, and the
+// profile; then it calls the email channel with no transaction open, and
+// settles all the rows in one statement: digest_sent, digest_failed
+// (permanent failure, or temporary past retry.max_age) or back to
+// digest_pending under the same id with a retry job, inserted in the settling
+// transaction. Without rows there is no email.
 func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) error {
 	d := w.Deps
 	if d.Digests == nil {
@@ -97,43 +97,19 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	}
 	log := d.logger().With("recipient", a.Recipient, "digest_id", digestID, "job_id", job.ID)
 
-	var (
-		claim   stores.DigestClaim
-		count   int
-		rows    []stores.DigestItem
-		profile *stores.RecipientProfile
-	)
-	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
-		var err error
-		if a.DigestID == "" {
-			claim, err = stores.ClaimDigest(ctx, tx, a.Recipient, a.DueAt, digestID, d.now())
-		} else {
-			claim, err = stores.ReclaimDigest(ctx, tx, a.Recipient, digestID, d.now())
-		}
-		if err != nil || claim.Claimed == 0 {
-			return err
-		}
-		if count, rows, err = stores.DigestItems(ctx, tx, digestID, claim.ClaimedAt, max(d.Config.Digest.MaxItems, 1)); err != nil {
-			return err
-		}
-		profile, err = stores.GetRecipient(ctx, tx, a.Recipient)
-		if errors.Is(err, stores.ErrNotFound) {
-			profile, err = nil, nil // no profile, no address: the send refuses it
-		}
-		return err
-	})
+	// Claim and read in one round trip. The claim time is the claim token:
+	// truncated to what timestamptz stores, so it compares equal to itself.
+	claim, err := stores.ClaimDigest(ctx, d.Pool, stores.DigestClaimRequest{Recipient: a.Recipient, DigestID: digestID,
+		Resend: a.DigestID != "", DueAt: a.DueAt, Now: d.now().Truncate(time.Microsecond), MaxItems: d.Config.Digest.MaxItems})
 	if err != nil {
 		return err
 	}
-	if claim.Dropped > 0 {
-		log.InfoContext(ctx, "digest rows of cancelled notifications dropped", "count", claim.Dropped)
-	}
-	if count == 0 {
-		return nil // nothing pending (or claimed by another job): no email
+	if claim.Count == 0 {
+		return nil // nothing pending (taken by another job, or dropped): no email
 	}
 
-	msg := email.DigestMessage{DeliveryID: digestID, Recipient: digestRecipient(a.Recipient, profile),
-		Data: config.DigestData{Items: w.items(ctx, rows), Count: count}}
+	msg := email.DigestMessage{DeliveryID: digestID, Recipient: digestRecipient(a.Recipient, claim.Profile),
+		Data: config.DigestData{Items: w.items(ctx, claim.Items), Count: claim.Count}}
 	sendErr := d.Digests.SendDigest(ctx, msg)
 
 	s, retryIn := w.outcome(claim, digestID, sendErr)
@@ -142,24 +118,27 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var held int64
-	err = pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
-		var err error
-		if held, err = stores.SettleDigest(sctx, tx, s, d.now()); err != nil || held == 0 {
-			return err
-		}
-		if s.Status != string(notifyd.StatusDigestPending) {
-			return nil
-		}
-		// River schedules on the database's clock, the ledger on d.now(),
-		// which tests move: the job waits retryIn of real time.
-		retry := DigestArgs{Recipient: a.Recipient, DueAt: claim.DueAt.UTC(), DigestID: digestID}
-		return insertDigestJobs(sctx, tx, []river.InsertManyParams{{Args: retry,
-			InsertOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(retryIn)}}})
-	})
+	if s.Status != string(notifyd.StatusDigestPending) {
+		held, err = stores.SettleDigest(sctx, d.Pool, s, d.now())
+	} else {
+		// A retry: the rows go back to digest_pending and the job that will
+		// resend them is inserted in the same transaction, or neither is.
+		err = pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
+			var err error
+			if held, err = stores.SettleDigest(sctx, tx, s, d.now()); err != nil || held == 0 {
+				return err
+			}
+			// River schedules on the database's clock, the ledger on d.now(),
+			// which tests move: the job waits retryIn of real time.
+			retry := DigestArgs{Recipient: a.Recipient, DueAt: claim.DueAt.UTC(), DigestID: digestID}
+			return insertDigestJobs(sctx, tx, []river.InsertManyParams{{Args: retry,
+				InsertOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(retryIn)}}})
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("settle digest %s of %s: %w", digestID, a.Recipient, err)
 	}
-	log = log.With("count", count, "attempts", claim.Attempts)
+	log = log.With("count", claim.Count, "attempts", claim.Attempts)
 	switch {
 	case held == 0:
 		log.WarnContext(ctx, "digest claim was taken back before the settle (lease expired); the re-drive owns it",
@@ -178,7 +157,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 // retry, the wait before it. Temporary failures back off on the send schedule
 // (Backoff) until retry.max_age past the digest's due instant; rate limiting
 // waits without spending an attempt.
-func (w *DigestWorker) outcome(claim stores.DigestClaim, digestID string, sendErr error) (stores.DigestSettlement, time.Duration) {
+func (w *DigestWorker) outcome(claim *stores.ClaimedDigest, digestID string, sendErr error) (stores.DigestSettlement, time.Duration) {
 	d := w.Deps
 	s := stores.DigestSettlement{DigestID: digestID, ClaimedAt: claim.ClaimedAt}
 	if sendErr == nil {

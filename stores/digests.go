@@ -3,8 +3,11 @@ package stores
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Digest rows (SPEC §9) move through digest_pending (fresh), digest_sending
@@ -33,8 +36,11 @@ type DigestCandidate struct {
 // in recipient order after $1, at most $2 of them, each with its oldest row.
 // DISTINCT ON over notify_deliveries_digest_idx (recipient, created_at, id)
 // takes the first index entry of each recipient: an index-only scan, one pass.
+// The zone is a per-row primary-key lookup, so a page costs the same however
+// many recipients have a profile (a join may hash the whole table per page).
 const digestCandidatesSQL = `
-SELECT c.recipient, c.created_at, c.id::text, coalesce(p.timezone, '')
+SELECT c.recipient, c.created_at, c.id::text,
+       coalesce((SELECT p.timezone FROM notify_recipients p WHERE p.id = c.recipient), '')
 FROM (
     SELECT DISTINCT ON (d.recipient) d.recipient, d.created_at, d.id
     FROM notify_deliveries d
@@ -42,7 +48,6 @@ FROM (
     ORDER BY d.recipient, d.created_at, d.id
     LIMIT $2
 ) c
-LEFT JOIN notify_recipients p ON p.id = c.recipient
 ORDER BY c.recipient`
 
 // DigestCandidates returns up to limit recipients with fresh digest rows whose
@@ -68,108 +73,40 @@ func DigestCandidates(ctx context.Context, db DB, after string, limit int) ([]Di
 	return out, nil
 }
 
-// DigestClaim is what a claim took.
-type DigestClaim struct {
-	// Claimed counts the rows now digest_sending under the digest id.
-	Claimed int
-	// Dropped counts the rows whose notification was cancelled: they became
-	// digest_dropped instead.
-	Dropped int
-	// ClaimedAt is the claim token (as stored): only this claim may settle the rows.
+// DigestClaimRequest says which rows a digest job claims.
+type DigestClaimRequest struct {
+	Recipient string
+	// DigestID names the digest. For a new digest (Resend false) the claim
+	// takes the recipient's fresh rows created before DueAt under this new id;
+	// with Resend it takes the rows of the existing digest DigestID again (a
+	// retry after a temporary failure, or a claim the sweep re-drove), whatever
+	// their age, so the resend covers what the first attempt covered.
+	DigestID string
+	Resend   bool
+	// DueAt bounds a new digest's rows and is stored on them; a resend keeps
+	// the due instant its rows carry.
+	DueAt time.Time
+	// Now is the claim's time, stored as claimed_at: the claim token.
+	Now time.Time
+	// MaxItems bounds Items (values below 1 read as 1).
+	MaxItems int
+}
+
+// ClaimedDigest is a claimed digest, as its email needs it. A zero Count means
+// there was nothing to claim (or every row was dropped): no email.
+type ClaimedDigest struct {
+	// Count is the number of rows the claim holds: everything the email covers.
+	Count int
+	// ClaimedAt is the claim token as stored: only this claim may settle the rows.
 	ClaimedAt time.Time
 	// DueAt is the digest's due instant as stored on its rows.
 	DueAt time.Time
 	// Attempts is the number of the attempt being made (1 for a new digest).
 	Attempts int
-}
-
-// claimDigestSQL claims a recipient's fresh digest rows created before the
-// due instant $2 for a new digest $3, at time $4. The rows are locked in
-// (created_at, id) order, so concurrent claims of one recipient queue up on
-// the first row instead of deadlocking; a claim that waited re-checks the row
-// and skips it, because the winner moved it out of digest_pending. Rows whose
-// notification is cancelled become digest_dropped here: a cancel reads its
-// delivery rows with the snapshot of its own statement and can miss a row a
-// concurrent fan-out chunk committed after the notification was locked.
-const claimDigestSQL = `
-WITH locked AS (
-    SELECT d.id, n.status = 'cancelled' AS cancelled
-    FROM notify_deliveries d
-    JOIN notify_notifications n ON n.id = d.notification_id
-    WHERE d.recipient = $1 AND d.status = 'digest_pending' AND d.digest_id IS NULL AND d.created_at < $2
-    ORDER BY d.created_at, d.id
-    FOR UPDATE OF d
-), claimed AS (
-    UPDATE notify_deliveries d
-    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
-        digest_id = CASE WHEN l.cancelled THEN NULL ELSE $3::uuid END,
-        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE $2::timestamptz END,
-        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
-        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
-        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
-        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
-        next_attempt_at = NULL,
-        updated_at = $4
-    FROM locked l
-    WHERE d.id = l.id
-    RETURNING d.status, d.claimed_at, d.digest_due_at, d.attempts
-)
-SELECT count(*) FILTER (WHERE status = 'digest_sending'), count(*) FILTER (WHERE status = 'digest_dropped'),
-       coalesce(max(claimed_at), $4::timestamptz), coalesce(max(digest_due_at), $2::timestamptz),
-       coalesce(max(attempts) FILTER (WHERE status = 'digest_sending'), 0)
-FROM claimed`
-
-// ClaimDigest claims recipient's fresh digest rows created before due for the
-// new digest digestID, at time now.
-func ClaimDigest(ctx context.Context, db DB, recipient string, due time.Time, digestID string, now time.Time) (DigestClaim, error) {
-	var c DigestClaim
-	err := db.QueryRow(ctx, claimDigestSQL, recipient, due, digestID, now).Scan(&c.Claimed, &c.Dropped, &c.ClaimedAt, &c.DueAt, &c.Attempts)
-	if err != nil {
-		return c, fmt.Errorf("claim digest rows of %s: %w", recipient, err)
-	}
-	return c, nil
-}
-
-// reclaimDigestSQL claims the rows of an existing digest $2 (a retry after a
-// temporary failure, or a re-driven claim) at time $3: all of its rows still
-// digest_pending, whatever their age, so that the resend covers what the
-// first attempt covered and carries the same id. Locking and cancellation work
-// as in claimDigestSQL.
-const reclaimDigestSQL = `
-WITH locked AS (
-    SELECT d.id, n.status = 'cancelled' AS cancelled
-    FROM notify_deliveries d
-    JOIN notify_notifications n ON n.id = d.notification_id
-    WHERE d.digest_id = $2::uuid AND d.recipient = $1 AND d.status = 'digest_pending'
-    ORDER BY d.created_at, d.id
-    FOR UPDATE OF d
-), claimed AS (
-    UPDATE notify_deliveries d
-    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
-        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
-        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
-        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $3::timestamptz END,
-        settled_at = CASE WHEN l.cancelled THEN $3::timestamptz END,
-        next_attempt_at = NULL,
-        updated_at = $3
-    FROM locked l
-    WHERE d.id = l.id
-    RETURNING d.status, d.claimed_at, d.digest_due_at, d.attempts
-)
-SELECT count(*) FILTER (WHERE status = 'digest_sending'), count(*) FILTER (WHERE status = 'digest_dropped'),
-       coalesce(max(claimed_at), $3::timestamptz), coalesce(max(digest_due_at), $3::timestamptz),
-       coalesce(max(attempts) FILTER (WHERE status = 'digest_sending'), 0)
-FROM claimed`
-
-// ReclaimDigest claims the pending rows of the existing digest digestID (of
-// recipient) at time now.
-func ReclaimDigest(ctx context.Context, db DB, recipient, digestID string, now time.Time) (DigestClaim, error) {
-	var c DigestClaim
-	err := db.QueryRow(ctx, reclaimDigestSQL, recipient, digestID, now).Scan(&c.Claimed, &c.Dropped, &c.ClaimedAt, &c.DueAt, &c.Attempts)
-	if err != nil {
-		return c, fmt.Errorf("claim digest %s of %s: %w", digestID, recipient, err)
-	}
-	return c, nil
+	// Items are the first MaxItems rows, oldest first (created_at, id).
+	Items []DigestItem
+	// Profile is the recipient's profile, nil when they have none.
+	Profile *RecipientProfile
 }
 
 // DigestItem is one claimed row as the digest email lists it. Title, Body, URL
@@ -190,45 +127,127 @@ type DigestItem struct {
 	URL        string
 }
 
-// digestItemsSQL reads a claimed digest for its email: the number of rows the
-// claim holds, and the first $3 of them in (created_at, id) order with their
-// notification's params and the inbox item's texts. Only the rows held by this
-// claim ($1, $2) count: a row a cancel took meanwhile is not in the email.
-const digestItemsSQL = `
-WITH held AS (
-    SELECT d.id, d.notification_id, d.notifier, d.key, d.recipient, d.reason, d.created_at
+// claimDigestSQL claims a recipient's fresh digest rows created before the due
+// instant $2 for the new digest $3 at time $4, and returns the first $5 of them
+// for the email, each with the total, in one statement.
+//
+// The rows are locked in (created_at, id) order, so concurrent claims of one
+// recipient queue up on the first row instead of deadlocking; a claim that
+// waited re-checks each row and skips it, because the winner moved it out of
+// digest_pending. Rows whose notification is cancelled become digest_dropped
+// here: a cancel reads the delivery rows its own statement's snapshot sees and
+// can miss one that a concurrent fan-out chunk committed meanwhile.
+const claimDigestSQL = `
+WITH locked AS (
+    SELECT d.id, n.status = 'cancelled' AS cancelled, n.params
     FROM notify_deliveries d
-    WHERE d.digest_id = $1::uuid AND d.status = 'digest_sending' AND d.claimed_at = $2
-), page AS (
-    SELECT * FROM held ORDER BY created_at, id LIMIT $3
+    JOIN notify_notifications n ON n.id = d.notification_id
+    WHERE d.recipient = $1 AND d.status = 'digest_pending' AND d.digest_id IS NULL AND d.created_at < $2
+    ORDER BY d.created_at, d.id
+    FOR UPDATE OF d
+), claimed AS (
+    UPDATE notify_deliveries d
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+        digest_id = CASE WHEN l.cancelled THEN NULL ELSE $3::uuid END,
+        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE $2::timestamptz END,
+        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
+        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
+        next_attempt_at = NULL,
+        updated_at = $4
+    FROM locked l
+    WHERE d.id = l.id
+    RETURNING d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
+              d.digest_due_at, d.attempts, l.params
+), held AS (
+    SELECT c.*, count(*) OVER () AS total
+    FROM claimed c
+    WHERE c.status = 'digest_sending'
+    ORDER BY c.created_at, c.id
+    LIMIT $5
 )
-SELECT (SELECT count(*) FROM held), p.id::text, p.notifier, p.key, p.reason, p.created_at, n.params,
+SELECT h.total, h.claimed_at, h.digest_due_at, h.attempts,
+       h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
        i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
-FROM page p
-JOIN notify_notifications n ON n.id = p.notification_id
-LEFT JOIN notify_inbox i ON i.recipient = p.recipient AND i.notifier = p.notifier AND i.key = p.key
-ORDER BY p.created_at, p.id`
+FROM held h
+LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
+ORDER BY h.created_at, h.id`
 
-// DigestItems reads the digest digestID as held by the claim claimedAt: how
-// many rows it covers, and the first limit of them, oldest first.
-func DigestItems(ctx context.Context, db DB, digestID string, claimedAt time.Time, limit int) (count int, items []DigestItem, err error) {
-	rows, err := db.Query(ctx, digestItemsSQL, digestID, claimedAt, limit)
-	if err != nil {
-		return 0, nil, fmt.Errorf("read digest %s: %w", digestID, err)
+// reclaimDigestSQL is claimDigestSQL for the existing digest $2 of recipient
+// $1, at time $3, returning the first $4 rows: it claims all of that digest's
+// rows still digest_pending, whatever their age, and leaves their digest_id
+// and digest_due_at as they are.
+const reclaimDigestSQL = `
+WITH locked AS (
+    SELECT d.id, n.status = 'cancelled' AS cancelled, n.params
+    FROM notify_deliveries d
+    JOIN notify_notifications n ON n.id = d.notification_id
+    WHERE d.digest_id = $2::uuid AND d.recipient = $1 AND d.status = 'digest_pending'
+    ORDER BY d.created_at, d.id
+    FOR UPDATE OF d
+), claimed AS (
+    UPDATE notify_deliveries d
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $3::timestamptz END,
+        settled_at = CASE WHEN l.cancelled THEN $3::timestamptz END,
+        next_attempt_at = NULL,
+        updated_at = $3
+    FROM locked l
+    WHERE d.id = l.id
+    RETURNING d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
+              d.digest_due_at, d.attempts, l.params
+), held AS (
+    SELECT c.*, count(*) OVER () AS total
+    FROM claimed c
+    WHERE c.status = 'digest_sending'
+    ORDER BY c.created_at, c.id
+    LIMIT $4
+)
+SELECT h.total, h.claimed_at, coalesce(h.digest_due_at, h.created_at), h.attempts,
+       h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
+       i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
+FROM held h
+LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
+ORDER BY h.created_at, h.id`
+
+// ClaimDigest claims the rows req names and reads what the email needs. The
+// claim and the profile read go to the server in one round trip: a pipelined
+// batch ends in a single Sync, so on a pool or a connection the two run as
+// one implicit transaction (inside a pgx.Tx, as part of it).
+func ClaimDigest(ctx context.Context, db DB, req DigestClaimRequest) (*ClaimedDigest, error) {
+	sql, args := claimDigestSQL, []any{req.Recipient, req.DueAt, req.DigestID, req.Now, max(req.MaxItems, 1)}
+	if req.Resend {
+		sql, args = reclaimDigestSQL, []any{req.Recipient, req.DigestID, req.Now, max(req.MaxItems, 1)}
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var it DigestItem
-		if err := rows.Scan(&count, &it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
-			&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
-			return 0, nil, err
+	out := &ClaimedDigest{}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var it DigestItem
+			if err := rows.Scan(&out.Count, &out.ClaimedAt, &out.DueAt, &out.Attempts,
+				&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
+				&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
+				return err
+			}
+			out.Items = append(out.Items, it)
 		}
-		items = append(items, it)
+		return rows.Err()
+	})
+	b.Queue(getRecipientSQL, req.Recipient).QueryRow(func(row pgx.Row) error {
+		p, err := scanRecipient(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // no profile
+		}
+		out.Profile = p
+		return err
+	})
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("claim digest %s of %s: %w", req.DigestID, req.Recipient, err)
 	}
-	if err := rows.Err(); err != nil {
-		return 0, nil, fmt.Errorf("read digest %s: %w", digestID, err)
-	}
-	return count, items, nil
+	return out, nil
 }
 
 // DigestSettlement is the outcome of one claimed digest.

@@ -3,6 +3,7 @@ package stores
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -90,32 +91,35 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 	return id, duplicate, nil
 }
 
-// cancelNotificationSQL withdraws everything of a notification that has not
-// been sent: deliveries not yet claimed become cancelled (digest rows
-// digest_dropped), and inbox items are deleted with a change-log row each. A
-// delivery already claimed (sending) is left to finish and settle truthfully.
-// The fan-out job, if still running, sees the status at its next chunk (it
-// locks the notification row) and stops.
-const cancelNotificationSQL = `
-WITH n AS (
-    UPDATE notify_notifications
-    SET status = 'cancelled', updated_at = now()
-    WHERE notifier = $1 AND key = $2 AND status NOT IN ('cancelled', 'rejected')
-    RETURNING id
-), d AS (
+// cancelStatusSQL marks the notification cancelled. It runs as a statement
+// of its own, before the withdrawal: it waits for a fan-out chunk holding the
+// row, and the next statement then takes a fresh snapshot that sees that
+// chunk's rows (one statement would keep its first snapshot and miss them).
+// Every later chunk sees the status and writes nothing.
+const cancelStatusSQL = `
+UPDATE notify_notifications
+SET status = 'cancelled', updated_at = now()
+WHERE notifier = $1 AND key = $2 AND status NOT IN ('cancelled', 'rejected')
+RETURNING id`
+
+// cancelWithdrawSQL withdraws what has not been sent: deliveries not yet
+// claimed become cancelled (digest rows digest_dropped) and inbox items are
+// deleted. A delivery already claimed (sending, digest_sending) is left to
+// finish and settle truthfully.
+const cancelWithdrawSQL = `
+WITH d AS (
     UPDATE notify_deliveries d
     SET status = CASE WHEN d.status = 'digest_pending' THEN 'digest_dropped' ELSE 'cancelled' END,
         last_error = 'notification cancelled', settled_at = now(), updated_at = now()
-    FROM n
-    WHERE d.notification_id = n.id
+    WHERE d.notification_id = $4
       AND (d.status = 'digest_pending' OR d.status <> ALL($3::text[]))
     RETURNING d.id
 ), i AS (
     DELETE FROM notify_inbox
-    WHERE notifier = $1 AND key = $2 AND EXISTS (SELECT 1 FROM n)
+    WHERE notifier = $1 AND key = $2
     RETURNING id, recipient
 )
-SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d),
+SELECT (SELECT count(*) FROM d),
        coalesce((SELECT array_agg(id::text ORDER BY recipient, id) FROM i), '{}'),
        coalesce((SELECT array_agg(recipient ORDER BY recipient, id) FROM i), '{}')`
 
@@ -135,12 +139,9 @@ ORDER BY u.recipient`
 // (ChangeLogLock) last; the lock is then held until the caller's transaction
 // ends, so call it last in a transaction.
 func CancelNotification(ctx context.Context, db DB, notifier, key string) (withdrawn int, err error) {
-	var n, d int
-	var ids, recipients []string
-	if err := db.QueryRow(ctx, cancelNotificationSQL, notifier, key, protectedStatuses).Scan(&n, &d, &ids, &recipients); err != nil {
-		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
-	}
-	if n == 0 {
+	var id string
+	err = db.QueryRow(ctx, cancelStatusSQL, notifier, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
 		var exists bool
 		if err := db.QueryRow(ctx, notificationExistsSQL, notifier, key).Scan(&exists); err != nil {
 			return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
@@ -149,6 +150,14 @@ func CancelNotification(ctx context.Context, db DB, notifier, key string) (withd
 			return 0, ErrNotFound
 		}
 		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
+	}
+	var d int
+	var ids, recipients []string
+	if err := db.QueryRow(ctx, cancelWithdrawSQL, notifier, key, protectedStatuses, id).Scan(&d, &ids, &recipients); err != nil {
+		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
 	}
 	if len(ids) > 0 {
 		b := &pgx.Batch{}

@@ -34,7 +34,7 @@ WHERE n.id IN (SELECT id FROM notify_notifications WHERE created_at < $1 ORDER B
   AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key)`
 
 // unsettledStatuses are the statuses retention never deletes.
-var unsettledStatuses = []string{"pending", "sending", "failed", "rate_limited", "digest_pending"}
+var unsettledStatuses = []string{"pending", "sending", "failed", "rate_limited", "digest_pending", "digest_sending"}
 
 // RetentionCutoffs says what is old enough to delete.
 type RetentionCutoffs struct {

@@ -40,7 +40,7 @@ const ChangeLogLock = 7343
 // It is written as the list of statuses that must NOT be touched, so a status
 // this version does not know is treated as not sent (SPEC §4).
 var protectedStatuses = []string{
-	"sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
+	"sending", "digest_sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
 	"digest_pending", "digest_sent", "digest_failed", "digest_dropped",
 }
 

@@ -1,0 +1,65 @@
+package stores_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// A cancel that waits for a fan-out chunk holding the notification row must
+// see (and withdraw) what that chunk committed.
+func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	const nid = "01900000-0000-7000-8000-00000000c001"
+	if _, err := pool.Exec(ctx, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k', 'pending', true)`, nid); err != nil {
+		t.Fatal(err)
+	}
+	// The "chunk": lock the notification, write a delivery and an inbox item, commit later.
+	chunk, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores.LockFanout(ctx, chunk, nid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chunk.Exec(ctx, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
+		VALUES ('01900000-0000-7000-8000-00000000c002', $1, 'n', 'k', 'u1', 'email', 'immediate', 'pending')`, nid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chunk.Exec(ctx, `INSERT INTO notify_inbox (id, recipient, notifier, key) VALUES ('01900000-0000-7000-8000-00000000c003', 'u1', 'n', 'k')`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			done <- -1
+			return
+		}
+		n, err := stores.CancelNotification(ctx, tx, "n", "k")
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		done <- n
+	}()
+	time.Sleep(150 * time.Millisecond) // the cancel is now waiting on the notification row
+	if err := chunk.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-done; n != 2 {
+		t.Fatalf("cancel withdrew %d, want the chunk's delivery and inbox item", n)
+	}
+	var status string
+	if err := pool.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE notification_id = $1`, nid).Scan(&status); err != nil || status != "cancelled" {
+		t.Fatalf("delivery status %q (%v), want cancelled", status, err)
+	}
+}
