@@ -98,6 +98,7 @@ const (
 	StatusSkipped       DeliveryStatus = "skipped"     // preference off or muted
 	StatusCancelled     DeliveryStatus = "cancelled"
 	StatusDigestPending DeliveryStatus = "digest_pending"
+	StatusDigestSending DeliveryStatus = "digest_sending" // claimed by a digest job
 	StatusDigestSent    DeliveryStatus = "digest_sent"
 	StatusDigestFailed  DeliveryStatus = "digest_failed"
 	StatusDigestDropped DeliveryStatus = "digest_dropped"

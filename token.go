@@ -3,7 +3,9 @@ package notifyd
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -49,8 +51,8 @@ func ParseRecipientToken(secret, token string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if claims.Subject == "" || len(claims.Subject) > 255 {
-		return "", errors.New("token has no valid subject")
+	if s := claims.Subject; s == "" || len(s) > 255 || !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return "", errors.New("token has no valid subject (a recipient id of 1 to 255 bytes of UTF-8 text)")
 	}
 	return claims.Subject, nil
 }

@@ -126,9 +126,8 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	}
 	d, err := daemon.New(ctx, cfg, daemon.Options{Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second,
-		Routes: map[string]http.Handler{
-			"GET /ui/{file}": web.Handler(),
-			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),
+		Routes: map[string]http.Handler{ // the daemon serves /ui/ itself
+			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),
 		}})
 	if err != nil {
 		t.Fatal(err)

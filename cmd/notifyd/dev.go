@@ -104,7 +104,6 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	send := &devSender{cfg: cfg, recipient: "u2"}
 	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: logger, Listener: ln,
 		Routes: map[string]http.Handler{"GET /dev/{$}": page,
-			"GET /ui/{file}": web.Handler(),
 			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return tok }, Recipient: "u2", SendURL: "/dev/send"}),
 			"POST /dev/send": send,
 		}})

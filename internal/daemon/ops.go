@@ -12,6 +12,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/web"
 )
 
 // newMetrics builds the registry the daemon's /metrics serves: Go runtime and
@@ -23,10 +24,12 @@ func newMetrics(streamClients func() int) (*prometheus.Registry, *metrics.Metric
 	return reg, metrics.New(reg, streamClients)
 }
 
-// mountOps adds /metrics (open, for scrapers on a private network) and River
-// UI at /riverui/ (behind the admin token, Basic or Bearer).
+// mountOps adds /metrics (open, for scrapers on a private network), the inbox
+// web components at /ui/ (code, not data: open), and River UI at /riverui/
+// (behind the admin token, Basic or Bearer).
 func (d *Daemon) mountOps(reg *prometheus.Registry) error {
 	d.API.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	d.API.Handle("GET /ui/{file}", web.Handler())
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 		Endpoints: riverui.NewEndpoints[pgx.Tx](d.River, nil),
 		Logger:    d.logger,

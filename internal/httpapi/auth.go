@@ -30,7 +30,7 @@ func (s *Server) checkAdmin(r *http.Request) error {
 	}
 	got, ok := bearer(r)
 	if !ok {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <admin token>")
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "missing admin credentials: send Authorization: Bearer <admin token> (River UI also takes it as the Basic-auth password)")
 	}
 	// Compare digests: constant time, and the length of the token does not
 	// leak through an early return.

@@ -137,7 +137,9 @@ func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient s
 // markRequest is the body of the /v1/inbox/{read,unread,seen,archive} posts.
 type markRequest struct {
 	IDs []string `json:"ids"`
-	All bool     `json:"all"`
+	// All is a pointer so that {"all": false} is told from an absent all: it
+	// is refused rather than read as "no ids given".
+	All *bool `json:"all"`
 }
 
 type markResponse struct {
@@ -175,13 +177,16 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 	if err := s.DecodeJSON(w, r, &req, emptyIsAll); err != nil {
 		return err
 	}
-	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: req.All, At: s.clock()}
+	all := req.All != nil && *req.All
+	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: all, At: s.clock()}
 	switch {
-	case req.All && !allowAll:
+	case req.All != nil && !allowAll:
 		return fieldError("all", "not supported for %s: give ids", op)
-	case req.All && req.IDs != nil:
+	case req.All != nil && !all:
+		return fieldError("all", `must be true when given (or give "ids")`)
+	case all && req.IDs != nil:
 		return fieldError("all", "give either ids or all, not both")
-	case !req.All && req.IDs == nil:
+	case !all && req.IDs == nil:
 		if !emptyIsAll {
 			if allowAll {
 				return fieldError("ids", `is required (or "all": true)`)

@@ -1136,6 +1136,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		return req
 	}
 	c.check(t, "GET", "/metrics", rawRequest(t, b, get("/metrics")))
+	c.check(t, "GET", "/ui/notifyd-inbox.js", rawRequest(t, b, get("/ui/notifyd-inbox.js")))
 	riverUI := func(path string, basic bool) response {
 		req := get(path)
 		if basic {
