@@ -93,11 +93,27 @@ CREATE TABLE notify_deliveries (
     next_attempt_at timestamptz,
     claimed_at      timestamptz,
     settled_at      timestamptz,
+    -- Digests (SPEC §9): a digest is one email covering a set of a recipient's
+    -- digest rows. Its id is generated when the rows are first claimed and
+    -- stays on them, so every retry and re-drive carries the same Message-ID.
+    --   digest_pending, digest_id NULL   fresh: waiting for the next schedule instant
+    --   digest_sending, digest_id set    claimed by a notify.digest job (claimed_at is the claim token)
+    --   digest_pending, digest_id set    failed for now (or its claim expired), waiting for a retry
+    --   digest_sent | digest_failed | digest_dropped   terminal
+    digest_id       uuid,
+    digest_due_at   timestamptz,
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE UNIQUE INDEX notify_deliveries_identity ON notify_deliveries (notification_id, channel, coalesce(recipient, ''));
-CREATE INDEX notify_deliveries_digest_idx ON notify_deliveries (recipient, created_at) WHERE status = 'digest_pending';
+-- The digest sweep reads fresh rows grouped by recipient, oldest first, as an
+-- index-only scan; rows already in a digest are left to that digest.
+CREATE INDEX notify_deliveries_digest_idx ON notify_deliveries (recipient, created_at, id)
+    WHERE status = 'digest_pending' AND digest_id IS NULL;
+-- Digests in flight (claimed, or waiting for a retry): the retry claim, the
+-- settle and the re-drive.
+CREATE INDEX notify_deliveries_digest_flight_idx ON notify_deliveries (digest_id)
+    WHERE digest_id IS NOT NULL AND status IN ('digest_pending', 'digest_sending');
 CREATE INDEX notify_deliveries_retry_idx ON notify_deliveries (status, updated_at) WHERE status IN ('sending', 'failed', 'rate_limited', 'pending');
 CREATE INDEX notify_deliveries_created_idx ON notify_deliveries (created_at);
 
