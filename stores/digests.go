@@ -12,7 +12,7 @@ import (
 
 // Digest rows (SPEC §9) move through digest_pending (fresh), digest_sending
 // (claimed by a digest job), digest_pending again with a digest_id (waiting for
-// a retry) and a terminal status; sql/migrations/00002_digests.sql lays out the
+// a retry) and a terminal status; sql/migrations/00001_init.sql lays out the
 // whole life cycle. Every transition below is one statement guarded by the
 // status it leaves (and, for a claimed digest, by the claim token claimed_at),
 // so two jobs, two sweeps or two replicas racing for the same rows cannot both
