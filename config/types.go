@@ -48,7 +48,9 @@ type Database struct {
 	URL string `yaml:"url"`
 	// Schema holds notifyd's notify_* tables and River's river_* tables. Default "public".
 	Schema string `yaml:"schema"`
-	// MaxConns caps the connection pool. Zero means 4 + the sum of the queue workers, at most 100.
+	// MaxConns caps the connection pool. Zero means 10 + the fan-out, digest and
+	// maintenance workers + a quarter of the send workers (send jobs hold a
+	// connection only to claim and settle, never across a provider call).
 	MaxConns int `yaml:"max_conns"`
 }
 

@@ -60,6 +60,14 @@ func (w *FanoutWorker) Timeout(*river.Job[FanoutArgs]) time.Duration { return -1
 // Work runs the fan-out to completion (or until ctx ends; the next attempt
 // resumes from the cursor).
 func (w *FanoutWorker) Work(ctx context.Context, job *river.Job[FanoutArgs]) error {
+	err := w.work(ctx, job)
+	if err != nil && job.Attempt >= job.MaxAttempts && ctx.Err() == nil {
+		w.giveUp(job, err)
+	}
+	return err
+}
+
+func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -114,6 +122,13 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 	if err != nil {
 		return true, w.reject(ctx, tx, job, st, "invalid params: "+err.Error())
 	}
+	var title, body, url string
+	if nf.Channels.InApp != nil {
+		if title, body, url, err = nf.RenderInApp(params); err != nil {
+			// Deterministic: retrying renders the same error.
+			return true, w.reject(ctx, tx, job, st, "in_app templates do not render: "+err.Error())
+		}
+	}
 
 	if !st.Normalized {
 		audience, topics, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor)
@@ -145,10 +160,11 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 		return false, err
 	}
 	m := mergeChunk(cands, chunkSize, len(st.Topics), d.Config.ReasonRank)
-	chunk, err := w.buildChunk(st, nf, params, m)
+	chunk, err := w.buildChunk(st, nf, m)
 	if err != nil {
 		return false, err
 	}
+	chunk.Title, chunk.Body, chunk.URL = title, body, url
 	res, err := stores.WriteChunk(ctx, tx, chunk)
 	if err != nil {
 		return false, err
@@ -180,6 +196,20 @@ func (w *FanoutWorker) complete(ctx context.Context, tx pgx.Tx, job *river.Job[F
 		return fmt.Errorf("complete fan-out job %d: %w", job.ID, err)
 	}
 	return tx.Commit(ctx)
+}
+
+// giveUp marks the notification rejected after the job's last attempt failed,
+// so it does not stay pending forever; what earlier chunks wrote stays (and is
+// delivered), the error says where it stopped. Best effort: the job fails
+// either way.
+func (w *FanoutWorker) giveUp(job *river.Job[FanoutArgs], cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reason := fmt.Sprintf("fan-out gave up after %d attempts (recipients before the cursor were written): %v", job.Attempt, cause)
+	if err := stores.RejectNotification(ctx, w.Deps.Pool, job.Args.NotificationID, reason); err != nil {
+		w.Deps.logger().ErrorContext(ctx, "could not mark a failed fan-out rejected", "notification_id",
+			job.Args.NotificationID, "job_id", job.ID, "err", err)
+	}
 }
 
 // reject marks the notification rejected and completes the job.
@@ -249,18 +279,11 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 
 // buildChunk resolves every merged recipient's mode per channel and lays out
 // the rows to write.
-func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, params map[string]any, m merged) (*stores.Chunk, error) {
+func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m merged) (*stores.Chunk, error) {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
 		Actor: st.Actor, Params: st.Params, Cursor: m.cursor, InlinePos: st.InlinePos + m.inlineTaken, Done: m.done}
 	if m.cursor == nil {
 		c.Cursor = st.Cursor
-	}
-	if nf.Channels.InApp != nil {
-		title, body, url, err := nf.RenderInApp(params)
-		if err != nil {
-			return nil, fmt.Errorf("render in_app templates of %s: %w", nf.Name, err)
-		}
-		c.Title, c.Body, c.URL = title, body, url
 	}
 	addRow := func(r *mergedRecipient, channel string, mode notifyd.Mode, status notifyd.DeliveryStatus, why string) {
 		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,5 +268,51 @@ func TestScheduledFanoutWaitsForSendAt(t *testing.T) {
 	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled' AND scheduled_at > now() + interval '59 minutes'`); n != 1 {
 		t.Fatal("the fan-out job is not scheduled for send_at")
+	}
+}
+
+func TestFanoutRejectsTemplatesThatDoNotRender(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := notifydtest.Config(t, notifydtest.BaseConfig+`
+  deep.field:
+    example: {user: {name: Ada}}
+    channels:
+      in_app: {title: "{{.user.name}}"}
+`)
+	b.deps.Config = cfg
+	client, _ := notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: cfg})
+	// {{.user.name}} with user a string cannot render.
+	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "deep.field", Key: "k",
+		Recipients: []notifyd.Recipient{{ID: "a"}}, Params: map[string]any{"user": "not an object"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "rejected")
+	var reason string
+	if err := b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil || !strings.Contains(reason, "in_app templates do not render") {
+		t.Fatalf("error = %q (%v)", reason, err)
+	}
+}
+
+func TestFanoutGivesUpAfterItsLastAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deps.AfterFanoutStep = func(string) error { return errors.New("the database is on fire") }
+	res, err := b.client.Send(context.Background(), notifyd.Notification{Notifier: "comment.created", Key: "doomed",
+		Recipients: recipients(250, "author"), Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Make this the job's last attempt.
+	if _, err := b.pool.Exec(context.Background(), `UPDATE river_job SET max_attempts = 1 WHERE kind = 'notify.fanout'`); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "rejected")
+	var reason string
+	if err := b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil || !strings.Contains(reason, "gave up after 1 attempts") || !strings.Contains(reason, "on fire") {
+		t.Fatalf("error = %q (%v)", reason, err)
 	}
 }

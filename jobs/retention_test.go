@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/notifydtest"
 )
 
@@ -20,6 +21,8 @@ func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {
 	exec(`INSERT INTO notify_notifications (id, notifier, key, status, created_at) VALUES
 	      ('01900000-0000-7000-8000-000000000001', 'comment.created', 'old', 'fanned_out', now() - interval '200 days'),
 	      ('01900000-0000-7000-8000-000000000002', 'comment.created', 'new', 'fanned_out', now())`)
+	exec(`INSERT INTO notify_notifications (id, notifier, key, status, params, recipients, reasons, created_at) VALUES
+	      ('01900000-0000-7000-8000-000000000003', 'comment.created', 'spent', 'fanned_out', '{"post_title":"x"}', '{u1}', '{author}', now() - interval '200 days')`)
 	exec(`INSERT INTO notify_inbox (id, recipient, notifier, key, created_at) VALUES
 	      ('01900000-0000-7000-8000-00000000000a', 'u1', 'comment.created', 'old', now() - interval '100 days'),
 	      ('01900000-0000-7000-8000-00000000000b', 'u1', 'comment.created', 'new', now())`)
@@ -35,8 +38,17 @@ func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Inbox != 1 || res.Deliveries != 1 || res.Changes != 1 || res.Notifications != 0 {
-		t.Fatalf("deleted %+v, want 1 inbox item, 1 delivery, 1 change and no notification (one of its rows is unsettled)", res)
+	if res.Inbox != 1 || res.Deliveries != 1 || res.Changes != 1 || res.Notifications != 1 {
+		t.Fatalf("retention %+v, want 1 inbox item, 1 delivery, 1 change deleted and 1 notification compacted (not 'old': one of its rows is unsettled)", res)
+	}
+	// The spent notification keeps its identity: the same key is still a duplicate.
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE key = 'spent' AND params = '{}' AND recipients = '{}'`); n != 1 {
+		t.Fatal("the spent notification was not compacted in place")
+	}
+	dup, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "spent",
+		Recipients: []notifyd.Recipient{{ID: "u1"}}, Params: commentParams})
+	if err != nil || !dup.Duplicate || dup.ID != "01900000-0000-7000-8000-000000000003" {
+		t.Fatalf("a send of a compacted key = %+v, %v; want the old id as a duplicate", dup, err)
 	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'failed'`); n != 1 {
 		t.Fatal("an unsettled delivery was deleted")

@@ -98,7 +98,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 			continue
 		}
 		started := time.Now()
-		sendErr := w.send(ctx, c)
+		sendErr := w.sendWaiting(ctx, c, budget)
 		outcome := "ok"
 		if sendErr != nil {
 			kind, _ := channels.Classify(sendErr)
@@ -173,7 +173,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 func (w *SendWorker) rateLimited(c *stores.Claimed, after time.Duration) stores.Settlement {
 	at := w.Deps.now().Add(after)
 	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusRateLimited),
-		Error: "rate limited", NextAttemptAt: &at, Refund: true}
+		NextAttemptAt: &at, Refund: true}
 }
 
 // failed settles a temporary failure: retry with backoff, or expired when the
@@ -199,8 +199,43 @@ func (w *SendWorker) failed(c *stores.Claimed, msg string, after time.Duration) 
 	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusFailed), Error: msg, NextAttemptAt: &next}
 }
 
-// send hands one claimed delivery to its channel.
-func (w *SendWorker) send(ctx context.Context, c *stores.Claimed) error {
+// maxRateWait is how long a send waits in-process for the channel's rate
+// limiter before giving up and snoozing the batch. Short waits are far cheaper
+// than snoozing: a snooze re-claims and re-settles the whole batch.
+const maxRateWait = 2 * time.Second
+
+// sendWaiting is send, waiting out short rate limits (without spending an
+// attempt) as long as the batch's budget allows.
+func (w *SendWorker) sendWaiting(ctx context.Context, c *stores.Claimed, budget time.Time) error {
+	for {
+		err := w.send(ctx, c)
+		if err == nil {
+			return nil
+		}
+		kind, after := channels.Classify(err)
+		if kind != channels.KindRateLimited || after <= 0 || after > maxRateWait || time.Now().Add(after).After(budget) {
+			return err
+		}
+		t := time.NewTimer(after)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// send hands one claimed delivery to its channel. A panicking channel is a
+// bug, but it must not leave the batch claimed: the rest of the batch would be
+// re-driven by the sweep and sent twice. The panic becomes a temporary error
+// of this delivery.
+func (w *SendWorker) send(ctx context.Context, c *stores.Claimed) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = channels.Temporary(fmt.Errorf("%s channel panicked: %v", c.Channel, p), 0)
+		}
+	}()
 	var params map[string]any
 	if len(c.Params) > 0 {
 		if err := json.Unmarshal(c.Params, &params); err != nil {

@@ -300,32 +300,54 @@ func TestEmailUnavailableQueuesNothing(t *testing.T) {
 	}
 }
 
-func TestEmailRateLimitSnoozesWithoutSpendingAttempts(t *testing.T) {
+func TestEmailRateLimitWaitsOrSnoozesWithoutSpendingAttempts(t *testing.T) {
 	t.Parallel()
-	b := setupEmail(t, "")
-	b.cfg.Channels.Email.Rate = 2 // two per second: a batch of 6 must wait
-	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
-	b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
-	var ids []string
-	for i := range 6 {
-		id := fmt.Sprintf("r%d", i)
-		b.profile(t, id, id+"@example.test")
-		ids = append(ids, id)
-	}
-	nid := b.send(t, "inv-rate", ids...)
-	notifydtest.StartWorkers(t, b.deps)
-	for _, r := range ids {
-		d := b.waitDelivery(t, nid, r, "sent")
-		if d.attempts != 1 {
-			t.Fatalf("%s: attempts = %d; rate limiting must not spend attempts", r, d.attempts)
-		}
-	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE last_error = 'rate limited'`); n == 0 {
-		t.Fatal("no delivery was ever rate limited: the test did not exercise the limiter")
+	for _, tc := range []struct {
+		name    string
+		rate    float64
+		n       int
+		snoozed bool
+	}{
+		// Two a second: the batch waits the limiter out in-process.
+		{"short waits", 2, 6, false},
+		// 0.4 a second: the second message would wait 2.5 s, longer than a send
+		// waits, so the job snoozes and comes back.
+		{"snooze", 0.4, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupEmail(t, "")
+			b.cfg.Channels.Email.Rate = tc.rate
+			sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sender.Close() })
+			b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
+			var ids []string
+			for i := range tc.n {
+				id := fmt.Sprintf("r%d", i)
+				b.profile(t, id, id+"@example.test")
+				ids = append(ids, id)
+			}
+			start := time.Now()
+			nid := b.send(t, "inv-rate", ids...)
+			notifydtest.StartWorkers(t, b.deps)
+			for _, r := range ids {
+				d := b.waitDelivery(t, nid, r, "sent")
+				if d.attempts != 1 || d.lastError != "" {
+					t.Fatalf("%s: attempts %d, last_error %q; rate limiting must not spend attempts or look like an error", r, d.attempts, d.lastError)
+				}
+			}
+			if took := time.Since(start); took < 2*time.Second {
+				t.Fatalf("%d messages at %v/s took %s: the limiter did not hold them back", tc.n, tc.rate, took)
+			}
+			// River counts a job's snoozes in its metadata.
+			snoozed := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND (metadata->>'snoozes')::int > 0`) > 0
+			if snoozed != tc.snoozed {
+				t.Fatalf("send job snoozed = %t, want %t", snoozed, tc.snoozed)
+			}
+		})
 	}
 }
 

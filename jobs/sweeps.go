@@ -56,7 +56,11 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 	}
 	var n int
 	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
-		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, retryGrace, RetrySweepBatch)
+		maxAge := d.Config.Retry.MaxAge.D()
+		if maxAge <= 0 {
+			maxAge = 72 * time.Hour
+		}
+		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, retryGrace, maxAge, RetrySweepBatch)
 		if err != nil {
 			return err
 		}

@@ -149,7 +149,10 @@ func MarkWebhookGone(ctx context.Context, db DB, recipients []string, now time.T
 // have happened — this is the crash window of guarantee 4) and picks up
 // failed, rate-limited or pending rows that are overdue by the grace period
 // (their job was lost), oldest first, at most $4 rows, skipping rows another
-// replica's sweep holds. Each comes back due now, for a fresh send job.
+// replica's sweep holds. Each comes back due now, for a fresh send job —
+// except a dead claim on a delivery older than retry.max_age ($5), which is
+// expired instead: a channel that keeps killing its worker must not be
+// retried (and perhaps re-sent) forever.
 const redriveSQL = `
 WITH due AS (
     SELECT id FROM notify_deliveries
@@ -161,28 +164,33 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE notify_deliveries d
-SET status = CASE WHEN d.status = 'sending' THEN 'failed' ELSE d.status END,
+SET status = CASE WHEN d.status = 'sending' AND d.created_at < $1::timestamptz - $5::interval THEN 'expired'
+                  WHEN d.status = 'sending' THEN 'failed'
+                  ELSE d.status END,
     last_error = CASE WHEN d.status = 'sending' THEN 'claim expired after ' || $2::interval::text || ' (worker stopped mid-send); re-driven' ELSE d.last_error END,
+    settled_at = CASE WHEN d.status = 'sending' AND d.created_at < $1::timestamptz - $5::interval THEN $1 END,
     claimed_at = NULL, next_attempt_at = $1, updated_at = $1
 FROM due
 WHERE d.id = due.id
-RETURNING d.id::text`
+RETURNING d.id::text, d.status`
 
 // RedriveDeliveries runs the retry sweep's statement and returns the ids to
 // enqueue send jobs for.
-func RedriveDeliveries(ctx context.Context, db DB, now time.Time, lease, grace time.Duration, limit int) ([]string, error) {
-	rows, err := db.Query(ctx, redriveSQL, now, lease, grace, limit)
+func RedriveDeliveries(ctx context.Context, db DB, now time.Time, lease, grace, maxAge time.Duration, limit int) ([]string, error) {
+	rows, err := db.Query(ctx, redriveSQL, now, lease, grace, limit, maxAge)
 	if err != nil {
 		return nil, fmt.Errorf("re-drive deliveries: %w", err)
 	}
 	defer rows.Close()
 	var ids []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
 			return nil, err
 		}
-		ids = append(ids, id)
+		if status != "expired" {
+			ids = append(ids, id)
+		}
 	}
 	return ids, rows.Err()
 }
@@ -198,6 +206,8 @@ const redriveStatusSQL = `
 WITH pick AS (
     SELECT id FROM notify_deliveries
     WHERE status = ANY($1::text[]) AND updated_at >= $2
+      AND NOT EXISTS (SELECT 1 FROM notify_notifications n
+                      WHERE n.id = notify_deliveries.notification_id AND n.status = 'cancelled')
     ORDER BY updated_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED

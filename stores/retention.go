@@ -23,13 +23,19 @@ WHERE id IN (SELECT id FROM notify_deliveries
              WHERE created_at < $1 AND status <> ALL($3::text[])
              ORDER BY created_at LIMIT $2)`
 
-// deleteOldNotificationsSQL removes notifications that have nothing left: no
-// delivery row and no inbox item, older than the deliveries retention. Their
-// (notifier, key) identity goes with them.
-const deleteOldNotificationsSQL = `
-DELETE FROM notify_notifications n
-WHERE n.id IN (SELECT id FROM notify_notifications WHERE created_at < $1 ORDER BY created_at LIMIT $2)
-  AND n.status IN ('fanned_out', 'cancelled', 'rejected')
+// compactOldNotificationsSQL empties the bulky columns (inline recipients,
+// params) of finished notifications older than the deliveries retention that
+// have nothing left: no delivery row and no inbox item. The row itself stays:
+// (notifier, key) is an identity forever, so a send of the same pair years
+// later is still a duplicate. What remains is about a hundred bytes a
+// notification.
+const compactOldNotificationsSQL = `
+UPDATE notify_notifications n
+SET recipients = '{}', reasons = '{}', topics = '{}', params = '{}', updated_at = now()
+WHERE n.id IN (SELECT id FROM notify_notifications
+               WHERE created_at < $1 AND status IN ('fanned_out', 'cancelled', 'rejected')
+                 AND (params <> '{}' OR cardinality(recipients) > 0 OR cardinality(topics) > 0)
+               ORDER BY created_at LIMIT $2)
   AND NOT EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.notification_id = n.id)
   AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key)`
 
@@ -43,7 +49,8 @@ type RetentionCutoffs struct {
 	Changes    time.Time
 }
 
-// RetentionResult counts what one batch round deleted.
+// RetentionResult counts what one batch round deleted (inbox items, delivery
+// rows, change-log rows) and compacted (notifications).
 type RetentionResult struct {
 	Inbox, Deliveries, Changes, Notifications int64
 }
@@ -63,7 +70,7 @@ func DeleteExpired(ctx context.Context, db DB, c RetentionCutoffs, batch int) (R
 	if r.Changes, err = DeleteChangesBefore(ctx, db, c.Changes, batch); err != nil {
 		return r, fmt.Errorf("retention: %w", err)
 	}
-	if tag, err = db.Exec(ctx, deleteOldNotificationsSQL, c.Deliveries, batch); err != nil {
+	if tag, err = db.Exec(ctx, compactOldNotificationsSQL, c.Deliveries, batch); err != nil {
 		return r, fmt.Errorf("retention: notifications: %w", err)
 	}
 	r.Notifications = tag.RowsAffected()

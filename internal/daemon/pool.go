@@ -30,7 +30,11 @@ func OpenPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 		pc.MaxConns = int32(cfg.Database.MaxConns)
 	} else if !strings.Contains(cfg.Database.URL, "pool_max_conns") {
 		q := cfg.Queues
-		pc.MaxConns = int32(min(100, 8+q.Fanout+q.Send+q.Digest+q.Maintenance))
+		// Send workers hold a connection only to claim and settle, never across
+		// a provider call: a quarter of them is plenty. Two replicas with the
+		// defaults (33 each, plus LISTEN connections) fit PostgreSQL's default
+		// max_connections of 100.
+		pc.MaxConns = int32(min(100, 10+q.Fanout+q.Digest+q.Maintenance+(q.Send+3)/4))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
