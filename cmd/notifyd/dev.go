@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -65,11 +67,15 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 		}
 		cfg.Database.URL = cluster.URL("notifyd")
 	}
+	secrets, err := devSecrets(dir)
+	if err != nil {
+		return err
+	}
 	if cfg.HTTP.AdminToken == "" {
-		cfg.HTTP.AdminToken = "dev-admin-" + randomHex(8)
+		cfg.HTTP.AdminToken = secrets.AdminToken
 	}
 	if cfg.HTTP.TokenSecret == "" {
-		cfg.HTTP.TokenSecret = "dev-secret-" + randomHex(16)
+		cfg.HTTP.TokenSecret = secrets.TokenSecret
 	}
 	if cfg.Channels.Webhook != nil && cfg.Channels.Webhook.Secret == "" {
 		cfg.Channels.Webhook.Secret = "dev-webhook-secret"
@@ -126,6 +132,8 @@ notifyd dev is running.
   inbox demo:      %[1]s/dev/demo
   admin token:     %[2]s
   token for u2:    %[3]s
+  token secret:    %[4]s   (NOTIFYD_TOKEN_SECRET for your app and `+"`notifyd token`"+`)
+  database:        %[5]s
 
 Send a notification:
   curl -s -X POST %[1]s/v1/notifications -H 'Authorization: Bearer %[2]s' \
@@ -134,8 +142,37 @@ Read u2's inbox:
   curl -s %[1]s/v1/inbox -H 'Authorization: Bearer %[3]s'
 
 Ctrl-C stops notifyd and the private PostgreSQL.
-`, base, cfg.HTTP.AdminToken, tok)
+`, base, cfg.HTTP.AdminToken, tok, cfg.HTTP.TokenSecret, cfg.Database.URL)
 	return d.Run(ctx)
+}
+
+// devSecretsFile keeps the dev admin token and token secret in the dev
+// directory, so they stay the same between runs (an app you point at the dev
+// daemon keeps working). It is created 0600 on first run.
+const devSecretsFile = "dev-secrets.json"
+
+type devSecretValues struct {
+	AdminToken  string `json:"admin_token"`
+	TokenSecret string `json:"token_secret"`
+}
+
+func devSecrets(dir string) (devSecretValues, error) {
+	p := filepath.Join(dir, devSecretsFile)
+	var s devSecretValues
+	if b, err := os.ReadFile(p); err == nil {
+		if err := json.Unmarshal(b, &s); err == nil && s.AdminToken != "" && s.TokenSecret != "" {
+			return s, nil
+		}
+	}
+	s = devSecretValues{AdminToken: "dev-admin-" + randomHex(8), TokenSecret: "dev-secret-" + randomHex(16)}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return s, err
+	}
+	b, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return s, fmt.Errorf("save dev secrets: %w", err)
+	}
+	return s, nil
 }
 
 func randomHex(n int) string {
