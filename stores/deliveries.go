@@ -237,3 +237,41 @@ func RedriveStatus(ctx context.Context, db DB, statuses []string, since, now tim
 	}
 	return ids, rows.Err()
 }
+
+// LedgerRow is one delivery in the recent-deliveries log (the dev page, ops tools).
+type LedgerRow struct {
+	Notifier  string
+	Key       string
+	Recipient *string
+	Channel   string
+	Mode      string
+	Status    string
+	Attempts  int
+	LastError *string
+	UpdatedAt time.Time
+}
+
+const recentDeliveriesSQL = `
+SELECT notifier, key, recipient, channel, mode, status, attempts, last_error, updated_at
+FROM notify_deliveries
+ORDER BY updated_at DESC, id
+LIMIT $1`
+
+// RecentDeliveries returns the limit most recently changed delivery rows.
+func RecentDeliveries(ctx context.Context, db DB, limit int) ([]LedgerRow, error) {
+	rows, err := db.Query(ctx, recentDeliveriesSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recent deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []LedgerRow
+	for rows.Next() {
+		var r LedgerRow
+		if err := rows.Scan(&r.Notifier, &r.Key, &r.Recipient, &r.Channel, &r.Mode, &r.Status, &r.Attempts,
+			&r.LastError, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -119,6 +119,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer d.Close()
 	send.client = d.Client
+	page.db = d.Pool
 
 	tok, err = notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", 24*time.Hour)
 	if err != nil {
@@ -181,21 +182,29 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// devPage lists captured emails, newest first.
+// devPage lists captured emails, newest first, and the delivery log.
 type devPage struct {
 	mailbox *smtptest.Server
+	db      stores.DB // set once the daemon's pool exists
 }
 
 var devTemplate = template.Must(template.New("dev").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>notifyd dev: captured email</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}article{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:1em}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}</style></head>
-<body><h1>Captured email ({{len .}})</h1>
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}table{border-collapse:collapse}td,th{border-bottom:1px solid #eee;padding:.2em .5em;text-align:left}</style></head>
+<body><p><a href="/dev/demo">inbox demo</a> · <a href="#email">captured email</a> · <a href="#ledger">delivery log</a></p>
+<h1 id="email">Captured email ({{len .Messages}})</h1>
 <p><small>Every message notifyd sent through the dev SMTP server. Reload to refresh.</small></p>
-{{range .}}<article><h2>{{.Subject}}</h2>
+{{range .Messages}}<article><h2>{{.Subject}}</h2>
 <p><small>To {{range .To}}{{.}} {{end}}· Message-ID {{.MessageID}}</small></p>
 {{if .HTML}}<iframe sandbox srcdoc="{{.HTML}}"></iframe>{{end}}
 {{if .Text}}<pre>{{.Text}}</pre>{{end}}</article>{{else}}<p>No email yet.</p>{{end}}
+<h1 id="ledger">Delivery log</h1>
+<p><small>The 200 most recently changed rows of notify_deliveries (in_app items are in the inbox, not here).</small></p>
+{{if .LedgerErr}}<p>Could not read the ledger: {{.LedgerErr}}</p>{{end}}
+<table><tr><th>updated</th><th>notifier/key</th><th>recipient</th><th>channel</th><th>mode</th><th>status</th><th>attempts</th><th>last error</th></tr>
+{{range .Ledger}}<tr><td>{{.UpdatedAt.Format "15:04:05.000"}}</td><td>{{.Notifier}}/{{.Key}}</td><td>{{if .Recipient}}{{.Recipient}}{{else}}(bulk){{end}}</td><td>{{.Channel}}</td><td>{{.Mode}}</td><td>{{.Status}}</td><td>{{.Attempts}}</td><td>{{if .LastError}}{{.LastError}}{{end}}</td></tr>
+{{else}}<tr><td colspan="8">No deliveries yet.</td></tr>{{end}}</table>
 </body></html>`))
 
 func (p *devPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -203,8 +212,16 @@ func (p *devPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
 	}
+	data := struct {
+		Messages  []smtptest.Message
+		Ledger    []stores.LedgerRow
+		LedgerErr error
+	}{Messages: msgs}
+	if p.db != nil {
+		data.Ledger, data.LedgerErr = stores.RecentDeliveries(r.Context(), p.db, 200)
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := devTemplate.Execute(w, msgs); err != nil {
+	if err := devTemplate.Execute(w, data); err != nil {
 		slog.Default().Warn("render dev page", "err", err)
 	}
 }
