@@ -5,7 +5,7 @@ GO ?= go
 
 # FUZZ lists fuzz targets that `make test` runs briefly after the tests, as
 # package:FuzzName pairs, e.g. FUZZ = ./config:FuzzLoad ./channels/webhook:FuzzSign
-FUZZ ?=
+FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams .:FuzzPreferenceRules ./internal/httpapi:FuzzInboxCursor ./internal/httpapi:FuzzKeyCursor ./channels/email:FuzzEmailTemplates
 FUZZTIME ?= 10s
 
 .PHONY: test fuzz run bench chaos build vet fmt

@@ -74,7 +74,7 @@ type DigestWorker struct {
 // Timeout stops a digest well inside the claim's lease, so the sweep never
 // takes back the claim of a worker that is still alive.
 func (w *DigestWorker) Timeout(*river.Job[DigestArgs]) time.Duration {
-	return leaseOf(w.Deps.Config) / 2
+	return w.Deps.lease() / 2
 }
 
 // Work sends one digest. In one round trip (one implicit transaction) it
@@ -265,13 +265,6 @@ func insertDigestJobs(ctx context.Context, tx pgx.Tx, params []river.InsertManyP
 	return nil
 }
 
-func leaseOf(cfg *config.Config) time.Duration {
-	if lease := cfg.Retry.Lease.D(); lease > 0 {
-		return lease
-	}
-	return 5 * time.Minute
-}
-
 // Schedule is a parsed cron schedule, as config holds digest.schedule
 // (config.Digest.ScheduleCron): Next works in the zone of the time it is given.
 type Schedule interface {
@@ -343,7 +336,7 @@ func (DigestSweepArgs) Kind() string { return "notify.digest_sweep" }
 
 // InsertOpts runs the sweep on the maintenance queue, once per minute at most.
 func (DigestSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+	return river.InsertOpts{Queue: QueueMaintenance}
 }
 
 // DigestSweepBatch is how many recipients one candidate page (and one
@@ -452,7 +445,7 @@ func (d *Deps) DigestSweep(ctx context.Context, client *river.Client[pgx.Tx]) (i
 func (d *Deps) redriveDigests(ctx context.Context, client *river.Client[pgx.Tx], now time.Time) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
-		re, err := stores.RedriveDigests(ctx, tx, now, leaseOf(d.Config), retryGrace, DigestSweepBatch)
+		re, err := stores.RedriveDigests(ctx, tx, now, d.lease(), d.lease(), DigestSweepBatch)
 		if err != nil || len(re) == 0 {
 			return err
 		}

@@ -53,8 +53,9 @@ type FanoutWorker struct {
 	Deps *Deps
 }
 
-// Timeout disables River's per-job timeout: a fan-out to a million recipients
-// runs for minutes, and progress is checkpointed per chunk anyway.
+// Timeout disables River's per-job timeout: a run bounds itself (it snoozes
+// after Deps.maxRun and resumes from its cursor), and progress is
+// checkpointed per chunk anyway.
 func (w *FanoutWorker) Timeout(*river.Job[FanoutArgs]) time.Duration { return -1 }
 
 // Work runs the fan-out to completion (or until ctx ends; the next attempt
@@ -68,9 +69,15 @@ func (w *FanoutWorker) Work(ctx context.Context, job *river.Job[FanoutArgs]) err
 }
 
 func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) error {
+	yieldAt := time.Now().Add(w.Deps.maxRun())
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if time.Now().After(yieldAt) {
+			// Checkpointed: give the worker slot back and resume from the
+			// cursor at once, so no run outlives River's rescue window.
+			return river.JobSnooze(time.Millisecond)
 		}
 		done, err := w.step(ctx, job)
 		if err != nil {

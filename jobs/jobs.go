@@ -65,6 +65,28 @@ func (d *Deps) now() time.Time {
 	return time.Now()
 }
 
+// lease is how long a claimed delivery may stay claimed (retry.lease).
+func (d *Deps) lease() time.Duration {
+	if l := d.Config.Retry.Lease.D(); l > 0 {
+		return l
+	}
+	return 5 * time.Minute
+}
+
+// RescueAfter is how long a River job may stay running before River's
+// rescuer takes it back from a process presumed dead (a SIGKILLed replica's
+// jobs are otherwise stuck for River's default hour): twice the lease, at
+// least a minute. Every notifyd job bounds its own run to maxRun, well inside
+// it, so a live job is never rescued.
+func (d *Deps) RescueAfter() time.Duration {
+	return max(2*d.lease(), time.Minute)
+}
+
+// maxRun is how long one run of a job may work before it checkpoints and
+// yields (the fan-out snoozes and resumes from its cursor; a send batch gives
+// back what it has not attempted; retention stops and continues next time).
+func (d *Deps) maxRun() time.Duration { return d.RescueAfter() / 3 }
+
 func (d *Deps) logger() *slog.Logger {
 	if d.Logger != nil {
 		return d.Logger

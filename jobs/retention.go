@@ -32,7 +32,7 @@ type RetentionWorker struct {
 	Deps *Deps
 }
 
-// Timeout lets a large first clean-up run long; it works in bounded batches.
+// Timeout is generous; a run stops by itself after Deps.maxRun.
 func (w *RetentionWorker) Timeout(*river.Job[RetentionArgs]) time.Duration { return time.Hour }
 
 // Work deletes batch after batch until nothing old is left.
@@ -51,9 +51,13 @@ func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
 		Changes:    now.Add(-r.Changes.D()),
 	}
 	var total stores.RetentionResult
+	stopAt := time.Now().Add(d.maxRun())
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
+		}
+		if time.Now().After(stopAt) {
+			break // the next run continues; each batch committed on its own
 		}
 		res, err := stores.DeleteExpired(ctx, d.Pool, cut, retentionBatch)
 		if err != nil {

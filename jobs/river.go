@@ -59,6 +59,7 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 		// Completed jobs are the queue's history, not the ledger (that is
 		// notify_deliveries); keep a day of them for River UI.
 		CompletedJobRetentionPeriod: 24 * time.Hour,
+		RescueStuckJobsAfter:        deps.RescueAfter(),
 	}
 }
 

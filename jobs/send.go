@@ -45,9 +45,11 @@ type SendWorker struct {
 	Deps *Deps
 }
 
-// Timeout bounds a whole batch: each message has its channel's own timeout,
-// and the worker stops attempting new ones past its budget (see Work).
-func (w *SendWorker) Timeout(*river.Job[SendArgs]) time.Duration { return 10 * time.Minute }
+// Timeout bounds a whole batch well inside River's rescue window: each message
+// has its channel's own timeout, the worker stops attempting new ones past its
+// budget (see Work), and a provider call still hanging at the timeout is
+// cancelled; the settle runs on regardless.
+func (w *SendWorker) Timeout(*river.Job[SendArgs]) time.Duration { return w.Deps.RescueAfter() / 2 }
 
 // Work claims the batch's deliveries that can be sent now, hands each to its
 // channel with no transaction open, and settles every outcome in one
@@ -64,13 +66,10 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 	if len(claimed) == 0 {
 		return nil // sent, cancelled, or claimed by someone else
 	}
-	lease := d.Config.Retry.Lease.D()
-	if lease <= 0 {
-		lease = 5 * time.Minute
-	}
-	// Past half the lease, stop attempting: give the rest back untried rather
-	// than let the sweep take them back as if this worker had died.
-	budget := time.Now().Add(lease / 2)
+	// Past half the lease (or the job's run bound), stop attempting: give the
+	// rest back untried rather than let the sweep take them back as if this
+	// worker had died.
+	budget := time.Now().Add(min(d.lease()/2, d.maxRun()))
 
 	settled := make([]stores.Settlement, 0, len(claimed))
 	var retryIDs []string
@@ -138,17 +137,21 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 	}
 
 	// Settle in a fresh context: the sends happened, the ledger must say so
-	// even while the daemon is shutting down.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// even while the daemon is shutting down. A failed settle (the database
+	// restarting) is retried while the claim is still ours: giving up would
+	// leave the batch `sending` for the sweep to send again.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.lease()/2)
 	defer cancel()
-	err = pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
-		if _, err := stores.SettleDeliveries(sctx, tx, settled, d.now()); err != nil {
-			return err
-		}
-		if err := stores.MarkWebhookGone(sctx, tx, gone, d.now()); err != nil {
-			return err
-		}
-		return insertRetryJobs(sctx, tx, retryIDs, retryAt)
+	err = retrySettle(sctx, func() error {
+		return pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
+			if _, err := stores.SettleDeliveries(sctx, tx, settled, d.now()); err != nil {
+				return err
+			}
+			if err := stores.MarkWebhookGone(sctx, tx, gone, d.now()); err != nil {
+				return err
+			}
+			return insertRetryJobs(sctx, tx, retryIDs, retryAt)
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("settle send batch: %w", err)
@@ -168,6 +171,25 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 		return river.JobSnooze(snooze)
 	}
 	return nil
+}
+
+// retrySettle runs settle until it succeeds or ctx ends, backing off from
+// 100 ms to 5 s. The settle statement only matches rows still held by this
+// claim, so running it again is safe.
+func retrySettle(ctx context.Context, settle func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := settle()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 func (w *SendWorker) rateLimited(c *stores.Claimed, after time.Duration) stores.Settlement {

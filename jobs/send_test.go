@@ -379,3 +379,23 @@ func TestCancelWithdrawsUnsentEmail(t *testing.T) {
 		t.Fatal("the inbox item survived the cancel")
 	}
 }
+
+// A send in flight when the cancel commits, which then fails temporarily, is
+// settled cancelled and never retried.
+func TestCancelDuringAFailingSendIsNotRetried(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	b.profile(t, "u1", "u1@example.test")
+	b.smtp.HangNext(1, 3*time.Second) // the first attempt hangs past the 400ms timeout
+	id := b.send(t, "inv-inflight", "u1")
+	notifydtest.StartWorkers(t, b.deps)
+	b.waitDelivery(t, id, "u1", "sending")
+	if _, err := b.client.Cancel(context.Background(), "invoice.paid", "inv-inflight"); err != nil {
+		t.Fatal(err)
+	}
+	d := b.waitDelivery(t, id, "u1", "cancelled")
+	time.Sleep(600 * time.Millisecond) // a retry (100ms backoff here) would have run by now
+	if d2 := b.delivery(t, id, "u1"); d2.status != "cancelled" || d2.attempts != d.attempts || b.smtp.Count() != 0 {
+		t.Fatalf("after the cancel: %+v, %d messages received", d2, b.smtp.Count())
+	}
+}

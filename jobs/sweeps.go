@@ -20,17 +20,15 @@ type RetrySweepArgs struct{}
 // Kind is the River job kind.
 func (RetrySweepArgs) Kind() string { return "notify.retry_sweep" }
 
-// InsertOpts runs sweeps on the maintenance queue, one at a time per period.
+// InsertOpts runs sweeps on the maintenance queue. They are not unique: a
+// sweep is bounded and data-driven (SKIP LOCKED), so an overlap is harmless,
+// and a schedule faster than a minute is honoured.
 func (RetrySweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, UniqueOpts: river.UniqueOpts{ByPeriod: time.Minute}}
+	return river.InsertOpts{Queue: QueueMaintenance}
 }
 
 // RetrySweepBatch bounds one sweep run; a larger backlog is taken by the next runs.
 const RetrySweepBatch = 1000
-
-// retryGrace is how overdue a failed or pending row must be before the sweep
-// assumes its job is gone. A live job claims a due row within seconds.
-const retryGrace = 2 * time.Minute
 
 // RetrySweepWorker re-drives deliveries stuck in `sending` past the lease (a
 // killed process) and overdue failed/pending rows whose job was lost. It is
@@ -50,17 +48,16 @@ func (w *RetrySweepWorker) Work(ctx context.Context, job *river.Job[RetrySweepAr
 // RetrySweep runs one sweep now and returns how many deliveries it re-drove.
 // The retry_sweep job calls it; so can operators' tools and tests.
 func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
-	lease := d.Config.Retry.Lease.D()
-	if lease <= 0 {
-		lease = 5 * time.Minute
-	}
+	// A failed or pending row overdue by a lease has lost its job (a live job
+	// claims a due row within seconds).
+	lease, grace := d.lease(), d.lease()
 	var n int
 	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
 		maxAge := d.Config.Retry.MaxAge.D()
 		if maxAge <= 0 {
 			maxAge = 72 * time.Hour
 		}
-		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, retryGrace, maxAge, RetrySweepBatch)
+		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, grace, maxAge, RetrySweepBatch)
 		if err != nil {
 			return err
 		}

@@ -36,16 +36,25 @@ type Claimed struct {
 // sent, not terminal and not claimed by someone else (see protectedStatuses —
 // an unknown status is claimable), and whose retry time has come. Two workers
 // racing for the same row: one UPDATE wins, the other sees it `sending` and
-// skips it. attempts counts the attempt being made.
+// skips it. attempts counts the attempt being made. A row whose notification
+// was cancelled (a retry scheduled before the cancel committed) is settled
+// `cancelled` instead of being claimed.
 const claimSQL = `
 WITH claimed AS (
     UPDATE notify_deliveries d
-    SET status = 'sending', claimed_at = $3, attempts = d.attempts + 1, updated_at = $3
+    SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled' ELSE 'sending' END,
+        claimed_at = CASE WHEN n.status = 'cancelled' THEN NULL ELSE $3::timestamptz END,
+        attempts = d.attempts + CASE WHEN n.status = 'cancelled' THEN 0 ELSE 1 END,
+        settled_at = CASE WHEN n.status = 'cancelled' THEN $3::timestamptz END,
+        last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled' ELSE d.last_error END,
+        updated_at = $3
+    FROM notify_notifications n
     WHERE d.id = ANY($1::uuid[])
+      AND n.id = d.notification_id
       AND d.status <> ALL($2::text[])
       AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $3)
     RETURNING d.id, d.notification_id, d.notifier, d.key, d.recipient, d.channel, d.reason, d.mode, d.attempts,
-              d.created_at, d.claimed_at, d.last_error
+              d.created_at, d.claimed_at, d.last_error, d.status
 )
 SELECT c.id::text, c.notification_id::text, c.notifier, c.key, c.recipient, c.channel, c.reason, c.mode,
        c.attempts, c.created_at, c.claimed_at, c.last_error,
@@ -56,6 +65,7 @@ SELECT c.id::text, c.notification_id::text, c.notifier, c.key, c.recipient, c.ch
 FROM claimed c
 JOIN notify_notifications n ON n.id = c.notification_id
 LEFT JOIN notify_recipients p ON p.id = c.recipient
+WHERE c.status = 'sending'
 ORDER BY c.id`
 
 // ClaimDeliveries claims whichever of ids can be sent now, at time now.
@@ -94,18 +104,21 @@ type Settlement struct {
 // settleSQL records outcomes in one statement. It only touches rows still held
 // by the same claim (status sending and the same claimed_at), so a claim the
 // retry sweep took back after its lease is not overwritten by a late worker.
+// A temporary failure of a notification cancelled while the send was in
+// flight settles `cancelled`: it is not retried after the cancel.
 const settleSQL = `
 UPDATE notify_deliveries d
-SET status = u.status,
+SET status = CASE WHEN u.status IN ('failed', 'rate_limited') AND n.status = 'cancelled' THEN 'cancelled' ELSE u.status END,
     last_error = CASE WHEN u.err = '' THEN d.last_error ELSE u.err END,
     attempts = d.attempts - CASE WHEN u.refund THEN 1 ELSE 0 END,
     next_attempt_at = u.next_at,
-    settled_at = CASE WHEN u.terminal THEN $7::timestamptz END,
+    settled_at = CASE WHEN u.terminal OR n.status = 'cancelled' THEN $7::timestamptz END,
     claimed_at = NULL,
     updated_at = $7
 FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[])
-     AS u(id, claimed_at, status, err, next_at, refund, terminal)
-WHERE d.id = u.id AND d.status = 'sending' AND d.claimed_at = u.claimed_at`
+     AS u(id, claimed_at, status, err, next_at, refund, terminal),
+     notify_notifications n
+WHERE d.id = u.id AND d.status = 'sending' AND d.claimed_at = u.claimed_at AND n.id = d.notification_id`
 
 // SettleDeliveries records outcomes at time now and reports how many rows were
 // still held by their claim.

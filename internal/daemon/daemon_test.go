@@ -219,6 +219,17 @@ channels:
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "<html") {
 		t.Fatalf("/riverui/ with the admin token = %d", resp.StatusCode)
 	}
+	// A cross-site POST carrying the browser's Basic credentials is refused (CSRF).
+	req, _ = http.NewRequest("POST", base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["1"]}`))
+	req.SetBasicAuth("admin", "admin-token")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site POST to River UI = %d, want 403", resp.StatusCode)
+	}
 
 	cancel()
 	select {

@@ -39,7 +39,11 @@ func (d *Daemon) mountOps(reg *prometheus.Registry) error {
 		return fmt.Errorf("river ui: %w", err)
 	}
 	d.riverUI = ui
-	d.API.Handle("/riverui/", d.API.RequireAdminBrowser(ui))
+	// The browser sends Basic credentials by itself, so River UI's API must
+	// refuse cross-site requests (CSRF): a page an admin happens to visit must
+	// not be able to cancel or retry jobs.
+	csrf := http.NewCrossOriginProtection()
+	d.API.Handle("/riverui/", d.API.RequireAdminBrowser(csrf.Handler(ui)))
 	d.API.Handle("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently))
 	return nil
 }

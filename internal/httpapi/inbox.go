@@ -98,7 +98,8 @@ func encodeCursor(c stores.InboxCursor) string {
 }
 
 func decodeCursor(s string) (*stores.InboxCursor, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	// Strict: one cursor has one spelling (no stray padding bits).
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("not base64url")
 	}
@@ -110,6 +111,12 @@ func decodeCursor(s string) (*stores.InboxCursor, error) {
 		return nil, fmt.Errorf("checksum mismatch")
 	}
 	micros := int64(binary.BigEndian.Uint64(b[1:9]))
+	// Years 1 to 9999: a cursor outside them was not made by us (and pgx
+	// would overflow encoding it).
+	const minMicros, maxMicros = -62135596800000000, 253402300799999999
+	if micros < minMicros || micros > maxMicros {
+		return nil, fmt.Errorf("time out of range")
+	}
 	h := hex.EncodeToString(b[9:25])
 	id := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 	return &stores.InboxCursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil

@@ -207,7 +207,7 @@ func encodeKeyCursor(kind byte, key string) string {
 }
 
 func decodeKeyCursor(kind byte, s string) (string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil {
 		return "", fmt.Errorf("not base64url")
 	}

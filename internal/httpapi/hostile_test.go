@@ -1,0 +1,419 @@
+package httpapi_test
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd/internal/httpapi"
+)
+
+// hostileConfig has a notifier with a params schema, and one whose
+// max_recipients is the default 10,000, for the over-the-limit request.
+const hostileConfig = `
+http: {admin_token: ` + adminToken + `, token_secret: ` + tokenSecret + `}
+notifiers:
+  comment.created:
+    category: comments
+    max_recipients: 3
+    params:
+      type: object
+      required: [post_title]
+      properties:
+        post_title: {type: string, maxLength: 100}
+        author_name: {type: string}
+    channels:
+      in_app: {title: "{{.author_name}} commented on {{.post_title}}"}
+      email: {subject: "New comment on {{.post_title}}", text: "{{.author_name}} wrote"}
+  bulk.notice:
+    channels:
+      in_app: {title: "notice"}
+`
+
+// tableState is a table's row count and a digest of its whole content, so
+// an UPDATE is caught as well as an INSERT or a DELETE.
+type tableState struct {
+	rows   int
+	digest string
+}
+
+// dbState reads every notify_* table and river_job.
+func dbState(t *testing.T, pool *pgxpool.Pool) map[string]tableState {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `
+		SELECT table_name FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'
+		  AND (table_name LIKE 'notify\_%' OR table_name = 'river_job')
+		ORDER BY table_name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tables, "notify_inbox") || !slices.Contains(tables, "river_job") {
+		t.Fatalf("tables found: %v", tables)
+	}
+	out := make(map[string]tableState, len(tables))
+	for _, name := range tables {
+		var s tableState
+		q := fmt.Sprintf(`SELECT count(*), coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '') FROM %s t`,
+			pgx.Identifier{name}.Sanitize())
+		if err := pool.QueryRow(t.Context(), q).Scan(&s.rows, &s.digest); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// changedTables names the tables whose content differs between two states.
+func changedTables(before, after map[string]tableState) []string {
+	var out []string
+	for name, b := range before {
+		if a, ok := after[name]; !ok || a != b {
+			out = append(out, fmt.Sprintf("%s (%d rows -> %d)", name, b.rows, after[name].rows))
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			out = append(out, name+" (new)")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hostileTokens builds every kind of bad recipient token for subject u1.
+func hostileTokens(t *testing.T) map[string]string {
+	t.Helper()
+	now := time.Now()
+	valid := jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An "HS256" token signed with the RSA public key's bytes: the classic
+	// algorithm-confusion forgery against verifiers that trust the header.
+	pub, err := json.Marshal(rsaKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A token whose header says alg none and carries no signature at all.
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." +
+		base64.RawURLEncoding.EncodeToString(mustJSON(t, valid)) + "."
+	good := recipientToken(t, "u1")
+	return map[string]string{
+		"absent":                   "",
+		"garbage":                  "not.a.jwt",
+		"expired":                  signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(-time.Minute))}),
+		"no exp":                   signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1"}),
+		"not yet valid":            signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: valid.ExpiresAt, NotBefore: jwt.NewNumericDate(now.Add(time.Hour))}),
+		"wrong secret":             signed(t, jwt.SigningMethodHS256, []byte("not-the-secret"), valid),
+		"admin token as secret":    signed(t, jwt.SigningMethodHS256, []byte(adminToken), valid),
+		"alg none":                 none,
+		"alg none (library)":       signed(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid),
+		"wrong alg HS512":          signed(t, jwt.SigningMethodHS512, []byte(tokenSecret), valid),
+		"wrong alg HS384":          signed(t, jwt.SigningMethodHS384, []byte(tokenSecret), valid),
+		"wrong alg RS256":          signed(t, jwt.SigningMethodRS256, rsaKey, valid),
+		"HS256 keyed with RSA pub": signed(t, jwt.SigningMethodHS256, pub, valid),
+		"empty subject":            signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{ExpiresAt: valid.ExpiresAt}),
+		"subject over 255 bytes":   signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: strings.Repeat("u", 256), ExpiresAt: valid.ExpiresAt}),
+		"admin token":              adminToken,
+		"truncated signature":      good[:len(good)-3],
+		"payload swapped":          strings.Join([]string{strings.Split(good, ".")[0], base64.RawURLEncoding.EncodeToString(mustJSON(t, jwt.RegisteredClaims{Subject: "u2", ExpiresAt: valid.ExpiresAt})), strings.Split(good, ".")[2]}, "."),
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// forgedCursor is an inbox cursor with a correct check sum (anyone can
+// compute it: it is not a secret) around an absurd timestamp.
+func forgedCursor(micros int64) string {
+	var b [29]byte
+	b[0] = 1
+	binary.BigEndian.PutUint64(b[1:9], uint64(micros))
+	copy(b[9:25], []byte("0123456789abcdef"))
+	sum := sha256.Sum256(b[:25])
+	copy(b[25:], sum[:4])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// TestHostileRequests sends bad requests to every endpoint (SPEC §15): each
+// is answered with its 4xx and error code, and none writes anything: every
+// notify_* table and river_job has the same content before and after,
+// compared row by row through a digest.
+func TestHostileRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{yaml: hostileConfig})
+	u1, u2 := recipientToken(t, "u1"), recipientToken(t, "u2")
+
+	// Something to attack: two recipients with profiles, inbox items,
+	// preferences, a mute, subscriptions and a notification (with its job).
+	for _, id := range []string{"u1", "u2"} {
+		expect(t, b.do(t, "PUT", "/v1/recipients/"+id, adminToken, map[string]any{"email": id + "@example.com", "timezone": "Europe/Paris"}), 200, "")
+		expect(t, b.do(t, "PUT", "/v1/topics/post-9/subscribers/"+id, adminToken, nil), 200, "")
+	}
+	expect(t, b.do(t, "PUT", "/v1/preferences", u1, `{"rules":[{"scope":"*","channel":"email","mode":"digest"}]}`), 200, "")
+	expect(t, b.do(t, "PUT", "/v1/mutes", u2, `{"target":"notifier:comment.created"}`), 200, "")
+	expect(t, b.do(t, "POST", "/v1/notifications", adminToken,
+		`{"notifier":"comment.created","key":"c1","recipients":["u1","u2"],"params":{"post_title":"Hi"}}`), 202, "")
+	u1Items := insertItems(t, b.pool, "u1", "mine", 2, fixedNow.Add(-time.Hour))
+	u2Items := insertItems(t, b.pool, "u2", "theirs", 3, fixedNow.Add(-time.Hour))
+	expect(t, b.do(t, "POST", "/v1/inbox/read", u2, map[string]any{"ids": u2Items[:1]}), 200, "")
+
+	// A cursor of the subscriptions list (u1 follows two topics; a page of
+	// one has a next cursor), to hand to lists that must refuse it.
+	expect(t, b.do(t, "PUT", "/v1/topics/post-10/subscribers/u1", adminToken, nil), 200, "")
+	subsPage := b.do(t, "GET", "/v1/subscriptions?limit=1", u1, nil)
+	expect(t, subsPage, 200, "")
+	topicCursor, _ := subsPage.body["next_cursor"].(string)
+	if topicCursor == "" {
+		t.Fatalf("no subscriptions cursor: %s", subsPage.raw)
+	}
+
+	notification := `{"notifier":"comment.created","key":"k2","recipients":["u1"],"params":{"post_title":"x"}}`
+	tenThousandAndOne := make([]string, 10001)
+	for i := range tenThousandAndOne {
+		tenThousandAndOne[i] = fmt.Sprintf("r%d", i)
+	}
+	overLimit := mustJSON(t, map[string]any{"notifier": "bulk.notice", "key": "k", "recipients": tenThousandAndOne})
+	twoMiB := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 2<<20) + `"}}`
+	deep := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x","n":` +
+		strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
+	manyIDs := make([]string, 1001)
+	for i := range manyIDs {
+		manyIDs[i] = u1Items[0]
+	}
+	tooManyRules := make([]map[string]string, 201)
+	for i := range tooManyRules {
+		tooManyRules[i] = map[string]string{"scope": fmt.Sprintf("notifier:n%d", i), "channel": "*", "mode": "off"}
+	}
+	rule := func(scope, channel, mode string) string {
+		return fmt.Sprintf(`{"rules":[{"scope":%q,"channel":%q,"mode":%q}]}`, scope, channel, mode)
+	}
+
+	tests := []struct {
+		name         string
+		method, path string
+		token        string
+		body         any
+		status       int
+		code         string
+	}{
+		// POST /v1/notifications.
+		{"send: malformed JSON", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created",`, 400, httpapi.CodeBadRequest},
+		{"send: wrong type", "POST", "/v1/notifications", adminToken, `{"notifier":["comment.created"],"key":"k","recipients":["u1"]}`, 400, httpapi.CodeBadRequest},
+		{"send: recipient of the wrong type", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":[true],"params":{"post_title":"x"}}`, 400, httpapi.CodeBadRequest},
+		{"send: unknown field", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"admin":true}`, 400, httpapi.CodeBadRequest},
+		{"send: missing key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","recipients":["u1"],"params":{"post_title":"x"}}`, 422, httpapi.CodeInvalidRequest},
+		{"send: missing recipients and topics", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","params":{"post_title":"x"}}`, 422, httpapi.CodeInvalidRequest},
+		{"send: unknown notifier", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.deleted","key":"k","recipients":["u1"]}`, 404, httpapi.CodeUnknownNotifier},
+		{"send: schema violation (type)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":7}}`, 422, httpapi.CodeInvalidParams},
+		{"send: schema violation (maxLength)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 101) + `"}}`, 422, httpapi.CodeInvalidParams},
+		{"send: schema violation (required)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"author_name":"x"}}`, 422, httpapi.CodeInvalidParams},
+		{"send: params not an object", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":"x"}`, 400, httpapi.CodeBadRequest},
+		{"send: params nested 20000 deep", "POST", "/v1/notifications", adminToken, deep, 400, httpapi.CodeBadRequest},
+		{"send: 10,001 recipients over max_recipients 10,000", "POST", "/v1/notifications", adminToken, overLimit, 422, httpapi.CodeTooManyRecipients},
+		{"send: 2 MiB body", "POST", "/v1/notifications", adminToken, twoMiB, 413, httpapi.CodeBodyTooLarge},
+		{"send: invalid UTF-8", "POST", "/v1/notifications", adminToken, "{\"notifier\":\"comment.created\",\"key\":\"\xc3\x28\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", 400, httpapi.CodeBadRequest},
+		{"send: NUL in key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"a\u0000b","recipients":["u1"],"params":{"post_title":"x"}}`, 400, httpapi.CodeBadRequest},
+		{"send: key over 255 bytes", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"` + strings.Repeat("k", 256) + `","recipients":["u1"],"params":{"post_title":"x"}}`, 422, httpapi.CodeInvalidRequest},
+		{"send: send_at garbage", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"send_at":"2030-02-30T25:00:00Z"}`, 400, httpapi.CodeBadRequest},
+		{"send: trailing data", "POST", "/v1/notifications", adminToken, notification + `{"x":1}`, 400, httpapi.CodeBadRequest},
+		{"send: empty body", "POST", "/v1/notifications", adminToken, ``, 400, httpapi.CodeBadRequest},
+		{"send: no token", "POST", "/v1/notifications", "", notification, 401, httpapi.CodeUnauthorized},
+		{"send: wrong admin token", "POST", "/v1/notifications", adminToken + "x", notification, 401, httpapi.CodeUnauthorized},
+		{"send: recipient token on an admin endpoint", "POST", "/v1/notifications", u1, notification, 401, httpapi.CodeUnauthorized},
+
+		// GET /v1/notifications/{id}, DELETE /v1/notifications/{notifier}/{key}.
+		{"get notification: not a UUID", "GET", "/v1/notifications/' OR 1=1 --", adminToken, nil, 404, httpapi.CodeNotFound},
+		{"get notification: unknown id", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000", adminToken, nil, 404, httpapi.CodeNotFound},
+		{"get notification: recipient token", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"cancel: unknown notification", "DELETE", "/v1/notifications/comment.created/nope", adminToken, nil, 404, httpapi.CodeNotFound},
+		{"cancel: invalid UTF-8 key", "DELETE", "/v1/notifications/comment.created/%ff%fe", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"cancel: recipient token", "DELETE", "/v1/notifications/comment.created/c1", u1, nil, 401, httpapi.CodeUnauthorized},
+
+		// Recipient profiles: bad values, timezone garbage (the zone decides
+		// when a digest is due), ids that are not ids.
+		{"profile: unknown time zone", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"Mars/Olympus_Mons"}`, 400, httpapi.CodeBadRequest},
+		{"profile: time zone Local", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"Local"}`, 400, httpapi.CodeBadRequest},
+		{"profile: time zone path traversal", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"../../../../etc/passwd"}`, 400, httpapi.CodeBadRequest},
+		{"profile: time zone absolute path", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"/etc/localtime"}`, 400, httpapi.CodeBadRequest},
+		{"profile: cron spec as time zone", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"CRON_TZ=UTC */5 * * * *"}`, 400, httpapi.CodeBadRequest},
+		{"profile: time zone of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":3600}`, 400, httpapi.CodeBadRequest},
+		{"profile: bad email", "PUT", "/v1/recipients/u1", adminToken, `{"email":"Ada <ada@example.com>"}`, 400, httpapi.CodeBadRequest},
+		{"profile: email header injection", "PUT", "/v1/recipients/u1", adminToken, `{"email":"ada@example.com\r\nBcc: all@example.com"}`, 400, httpapi.CodeBadRequest},
+		{"profile: bad locale", "PUT", "/v1/recipients/u1", adminToken, `{"locale":"en_US.UTF-8; rm -rf"}`, 400, httpapi.CodeBadRequest},
+		{"profile: webhook_url not http", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_url":"file:///etc/passwd"}`, 400, httpapi.CodeBadRequest},
+		{"profile: data not an object", "PUT", "/v1/recipients/u1", adminToken, `{"data":[1,2]}`, 400, httpapi.CodeBadRequest},
+		{"profile: id differs from the path", "PUT", "/v1/recipients/u1", adminToken, `{"id":"u2","email":"x@example.com"}`, 400, httpapi.CodeBadRequest},
+		{"profile: id over 255 bytes", "PUT", "/v1/recipients/" + strings.Repeat("u", 256), adminToken, `{}`, 400, httpapi.CodeBadRequest},
+		{"profile: invalid UTF-8 id", "PUT", "/v1/recipients/%c3%28", adminToken, `{}`, 400, httpapi.CodeBadRequest},
+		{"profile: recipient token", "PUT", "/v1/recipients/u1", u1, `{"email":"evil@example.com"}`, 401, httpapi.CodeUnauthorized},
+		{"profile: get unknown", "GET", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
+		{"erase: unknown recipient", "DELETE", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
+		{"erase: recipient token erasing another recipient", "DELETE", "/v1/recipients/u2", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"erase: recipient token erasing itself", "DELETE", "/v1/recipients/u1", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"admin inbox: negative limit", "GET", "/v1/recipients/u1/inbox?limit=-5", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"admin inbox: recipient token reading another's inbox", "GET", "/v1/recipients/u2/inbox", u1, nil, 401, httpapi.CodeUnauthorized},
+
+		// Preferences.
+		{"preferences: unknown mode", "PUT", "/v1/preferences", u1, rule("*", "*", "sometimes"), 422, httpapi.CodeInvalidPreferences},
+		{"preferences: digest on in_app", "PUT", "/v1/preferences", u1, rule("*", "in_app", "digest"), 422, httpapi.CodeInvalidPreferences},
+		{"preferences: unknown channel", "PUT", "/v1/preferences", u1, rule("*", "sms", "off"), 422, httpapi.CodeInvalidPreferences},
+		{"preferences: unknown scope kind", "PUT", "/v1/preferences", u1, rule("recipient:u2", "*", "off"), 422, httpapi.CodeInvalidPreferences},
+		{"preferences: 201 rules", "PUT", "/v1/preferences", u1, map[string]any{"rules": tooManyRules}, 422, httpapi.CodeInvalidPreferences},
+		{"preferences: rules missing", "PUT", "/v1/preferences", u1, `{}`, 400, httpapi.CodeBadRequest},
+		{"preferences: rules of the wrong type", "PUT", "/v1/preferences", u1, `{"rules":{"scope":"*"}}`, 400, httpapi.CodeBadRequest},
+		{"preferences: 2 MiB body", "PUT", "/v1/preferences", u1, `{"rules":[],"effective":"` + strings.Repeat("x", 2<<20) + `"}`, 413, httpapi.CodeBodyTooLarge},
+		{"preferences: recipient token on the admin twin", "PUT", "/v1/recipients/u2/preferences", u1, rule("*", "*", "off"), 401, httpapi.CodeUnauthorized},
+		{"preferences: no token", "GET", "/v1/preferences", "", nil, 401, httpapi.CodeUnauthorized},
+		{"preferences: recipient token reading another's", "GET", "/v1/recipients/u2/preferences", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"preferences: admin twin, unknown mode", "PUT", "/v1/recipients/u2/preferences", adminToken, rule("*", "email", "hourly"), 422, httpapi.CodeInvalidPreferences},
+
+		// Mutes.
+		{"mutes: unknown notifier", "PUT", "/v1/mutes", u1, `{"target":"notifier:comment.deleted"}`, 422, httpapi.CodeInvalidRequest},
+		{"mutes: target of another kind", "PUT", "/v1/mutes", u1, `{"target":"recipient:u2"}`, 422, httpapi.CodeInvalidRequest},
+		{"mutes: until in the past", "PUT", "/v1/mutes", u1, `{"target":"topic:post-9","until":"2000-01-01T00:00:00Z"}`, 422, httpapi.CodeInvalidRequest},
+		{"mutes: until garbage", "PUT", "/v1/mutes", u1, `{"target":"topic:post-9","until":"next tuesday"}`, 400, httpapi.CodeBadRequest},
+		{"mutes: delete without target", "DELETE", "/v1/mutes", u1, nil, 422, httpapi.CodeInvalidRequest},
+		{"mutes: delete invalid UTF-8 target", "DELETE", "/v1/mutes?target=topic:%ff", u1, nil, 400, httpapi.CodeBadRequest},
+		{"mutes: recipient token on the admin twin", "PUT", "/v1/recipients/u2/mutes", u1, `{"target":"topic:post-9"}`, 401, httpapi.CodeUnauthorized},
+		{"mutes: recipient token listing another's mutes", "GET", "/v1/recipients/u2/mutes", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"mutes: recipient token deleting another's mute", "DELETE", "/v1/recipients/u2/mutes?target=notifier:comment.created", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"mutes: admin twin, bad target", "DELETE", "/v1/recipients/u2/mutes?target=everything", adminToken, nil, 422, httpapi.CodeInvalidRequest},
+		{"mutes: no token", "GET", "/v1/mutes", "", nil, 401, httpapi.CodeUnauthorized},
+		{"mutes: 2 MiB body", "PUT", "/v1/mutes", u1, `{"target":"topic:` + strings.Repeat("t", 2<<20) + `"}`, 413, httpapi.CodeBodyTooLarge},
+
+		// Topics and subscriptions.
+		{"subscribe: reason with spaces", "PUT", "/v1/topics/post-9/subscribers/u1", adminToken, `{"reason":"two words"}`, 422, httpapi.CodeInvalidRequest},
+		{"subscribe: recipient token", "PUT", "/v1/topics/post-9/subscribers/u1", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"unsubscribe: recipient token", "DELETE", "/v1/topics/post-9/subscribers/u2", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"subscribers: bad cursor", "GET", "/v1/topics/post-9/subscribers?cursor=garbage", adminToken, nil, 400, httpapi.CodeBadCursor},
+		{"subscribers: cursor of the other list", "GET", "/v1/topics/post-9/subscribers?cursor=" + url.QueryEscape(topicCursor), adminToken, nil, 400, httpapi.CodeBadCursor},
+		{"subscribers: zero limit", "GET", "/v1/topics/post-9/subscribers?limit=0", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscribers: huge limit", "GET", "/v1/topics/post-9/subscribers?limit=9223372036854775808", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscriptions: negative limit", "GET", "/v1/subscriptions?limit=-1", u1, nil, 400, httpapi.CodeBadRequest},
+		{"subscriptions: bad cursor", "GET", "/v1/subscriptions?cursor=AAAAAAAAAAAA", u1, nil, 400, httpapi.CodeBadCursor},
+		{"subscriptions: recipient token on the admin twin", "GET", "/v1/recipients/u2/subscriptions", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"subscriptions: admin twin, id over 255 bytes", "GET", "/v1/recipients/" + strings.Repeat("x", 256) + "/subscriptions", adminToken, nil, 400, httpapi.CodeBadRequest},
+
+		// Inbox.
+		{"inbox: negative limit", "GET", "/v1/inbox?limit=-1", u1, nil, 400, httpapi.CodeBadRequest},
+		{"inbox: huge limit", "GET", "/v1/inbox?limit=" + fmt.Sprint(uint64(math.MaxUint64)), u1, nil, 400, httpapi.CodeBadRequest},
+		{"inbox: limit over the maximum", "GET", "/v1/inbox?limit=201", u1, nil, 400, httpapi.CodeBadRequest},
+		{"inbox: unknown filter", "GET", "/v1/inbox?filter=everything", u1, nil, 400, httpapi.CodeBadRequest},
+		{"inbox: garbage cursor", "GET", "/v1/inbox?cursor=%27%20OR%201%3D1", u1, nil, 400, httpapi.CodeBadCursor},
+		{"inbox: cursor of another list", "GET", "/v1/inbox?cursor=" + url.QueryEscape(topicCursor), u1, nil, 400, httpapi.CodeBadCursor},
+		{"mark read: not a UUID", "POST", "/v1/inbox/read", u1, `{"ids":["1 OR 1=1"]}`, 400, httpapi.CodeBadRequest},
+		{"mark read: ids of the wrong type", "POST", "/v1/inbox/read", u1, `{"ids":"all"}`, 400, httpapi.CodeBadRequest},
+		{"mark read: neither ids nor all", "POST", "/v1/inbox/read", u1, `{}`, 400, httpapi.CodeBadRequest},
+		{"mark read: 1001 ids", "POST", "/v1/inbox/read", u1, map[string]any{"ids": manyIDs}, 400, httpapi.CodeBadRequest},
+		{"archive: all is not allowed", "POST", "/v1/inbox/archive", u1, `{"all":true}`, 400, httpapi.CodeBadRequest},
+		{"unread: malformed JSON", "POST", "/v1/inbox/unread", u1, `{"ids":[`, 400, httpapi.CodeBadRequest},
+		{"seen: invalid UTF-8", "POST", "/v1/inbox/seen", u1, "{\"ids\":[\"\xff\"]}", 400, httpapi.CodeBadRequest},
+		{"counts: admin token", "GET", "/v1/inbox/counts", adminToken, nil, 401, httpapi.CodeUnauthorized},
+		{"inbox: token in the query string", "GET", "/v1/inbox?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
+
+		// Routing.
+		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, httpapi.CodeNotFound},
+		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, httpapi.CodeMethodNotAllowed},
+	}
+	for name, tok := range hostileTokens(t) {
+		tests = append(tests,
+			struct {
+				name         string
+				method, path string
+				token        string
+				body         any
+				status       int
+				code         string
+			}{"token " + name + ": inbox", "GET", "/v1/inbox", tok, nil, 401, httpapi.CodeUnauthorized},
+			struct {
+				name         string
+				method, path string
+				token        string
+				body         any
+				status       int
+				code         string
+			}{"token " + name + ": mark all read", "POST", "/v1/inbox/read", tok, `{"all":true}`, 401, httpapi.CodeUnauthorized},
+		)
+	}
+	if len(tests) < 40 {
+		t.Fatalf("only %d hostile requests", len(tests))
+	}
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := dbState(t, b.pool)
+			r := b.do(t, tt.method, tt.path, tt.token, tt.body)
+			expect(t, r, tt.status, tt.code)
+			if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
+				t.Fatalf("%d %s wrote to %v", r.status, r.errCode(), changed)
+			}
+		})
+	}
+
+	// Ids that belong to somebody else are simply absent: a mark that names
+	// them changes nothing (200, marked 0), and no list shows them.
+	for _, op := range []string{"read", "unread", "seen", "archive"} {
+		t.Run("other recipient's ids: "+op, func(t *testing.T) {
+			before := dbState(t, b.pool)
+			r := b.do(t, "POST", "/v1/inbox/"+op, u1, map[string]any{"ids": u2Items})
+			expect(t, r, 200, "")
+			if m, _ := r.body["marked"].(float64); m != 0 {
+				t.Fatalf("marked %v of another recipient's items: %s", m, r.raw)
+			}
+			if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
+				t.Fatalf("wrote to %v", changed)
+			}
+		})
+	}
+	// A cursor is only check-summed, not signed: anyone can forge one. A
+	// forged cursor only moves the caller within their own inbox; one whose
+	// time is outside years 1..9999 is refused.
+	for _, micros := range []int64{math.MaxInt64, math.MinInt64} {
+		expect(t, b.do(t, "GET", "/v1/inbox?cursor="+forgedCursor(micros), u1, nil), 400, "bad_cursor")
+	}
+	forged := []string{"/v1/inbox?cursor=" + forgedCursor(0)}
+	for _, path := range append(forged, "/v1/inbox", "/v1/inbox?filter=unread", "/v1/inbox?filter=archived") {
+		for _, it := range b.inbox(t, path, u1).Items {
+			if slices.Contains(u2Items, it.ID) || !slices.Contains(u1Items, it.ID) {
+				t.Fatalf("%s as u1 lists item %s (u1 has %v)", path, it.ID, u1Items)
+			}
+		}
+	}
+	for _, path := range []string{"/v1/preferences", "/v1/mutes", "/v1/subscriptions"} {
+		r := b.do(t, "GET", path, u1, nil)
+		expect(t, r, 200, "")
+		if strings.Contains(string(r.raw), "u2") {
+			t.Fatalf("%s as u1 mentions u2: %s", path, r.raw)
+		}
+	}
+	if c := b.do(t, "GET", "/v1/inbox/counts", u1, nil); c.body["unread"] != float64(len(u1Items)) {
+		t.Fatalf("u1's counts include somebody else's items: %s", c.raw)
+	}
+}
