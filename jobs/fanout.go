@@ -53,10 +53,11 @@ type FanoutWorker struct {
 	Deps *Deps
 }
 
-// Timeout disables River's per-job timeout: a run bounds itself (it snoozes
-// after Deps.maxRun and resumes from its cursor), and progress is
-// checkpointed per chunk anyway.
-func (w *FanoutWorker) Timeout(*river.Job[FanoutArgs]) time.Duration { return -1 }
+// Timeout is River's rescue window: a run bounds itself well inside it (it
+// snoozes after Deps.maxRun and resumes from its cursor), and it must be
+// positive — River's rescuer never takes back a job without a timeout, so a
+// fan-out on a SIGKILLed replica would wait forever.
+func (w *FanoutWorker) Timeout(*river.Job[FanoutArgs]) time.Duration { return w.Deps.RescueAfter() }
 
 // Work runs the fan-out to completion (or until ctx ends; the next attempt
 // resumes from the cursor).
