@@ -40,11 +40,10 @@
 //
 // The verdict fails on any lost message or inbox item, any non-terminal
 // delivery, and duplicates beyond the crash window; the process exits 1 when
-// a scenario fails. -rescue makes the harness play River's job rescuer for
-// jobs left `running` by killed processes (River's own rescuer waits
-// RescueStuckJobsAfter, one hour by default, which notifyd does not set): it
-// shows what the other guarantees look like once that is fixed, and says so
-// in the notes.
+// a scenario fails. -rescue makes the harness play River's job rescuer every
+// second for jobs left `running` by killed processes (River's own rescuer
+// waits RescueStuckJobsAfter, which notifyd sets to twice retry.lease and at
+// least a minute): it shortens the runs and says so in the notes.
 //
 // The harness reads the ledger with its own SQL (verify.go): it is a test
 // that asserts rows, not part of the product, so it does not go through

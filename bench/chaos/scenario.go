@@ -207,7 +207,7 @@ func (s *stage) close() {
 
 // report adds what is worth knowing about River's queue to the notes: jobs
 // left running by killed processes (River rescues them only after
-// RescueStuckJobsAfter, one hour by default), and what -rescue took.
+// RescueStuckJobsAfter: twice retry.lease, at least a minute), and what -rescue took.
 func (s *stage) report(ctx context.Context) {
 	summary, stale, err := s.db.jobStates(ctx, s.oldestLive())
 	if err != nil {
@@ -216,7 +216,7 @@ func (s *stage) report(ctx context.Context) {
 	}
 	s.r.note("river_job at the end: %s", summary)
 	if len(stale) > 0 {
-		s.r.note("River jobs still `running` on a killed process (River rescues after RescueStuckJobsAfter, default 1h; jobs/river.go does not set it): %v", stale)
+		s.r.note("River jobs still `running` on a killed process (River rescues them after RescueStuckJobsAfter: twice retry.lease, at least a minute): %v", stale)
 		if !s.e.opts.rescue && stale["notify.fanout"] > 0 {
 			s.r.note("a killed fan-out waits for River's rescuer; run with -rescue to see what the other guarantees do once it is rescued promptly")
 		}
