@@ -29,7 +29,7 @@ func (c *Config) setDefaults() {
 	c.Queues = Queues{
 		Fanout:            4,
 		Send:              50,
-		Digest:            4,
+		Digest:            16,
 		Maintenance:       2,
 		FetchCooldown:     Duration(5 * time.Millisecond),
 		FetchPollInterval: Duration(50 * time.Millisecond),

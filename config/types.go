@@ -70,7 +70,7 @@ type HTTP struct {
 type Queues struct {
 	Fanout      int `yaml:"fanout"`      // default 4
 	Send        int `yaml:"send"`        // default 50
-	Digest      int `yaml:"digest"`      // default 4
+	Digest      int `yaml:"digest"`      // default 16
 	Maintenance int `yaml:"maintenance"` // default 2
 	// FetchCooldown and FetchPollInterval tune River's producers (defaults 5ms and 50ms:
 	// River's own defaults cap a queue near 1,000 jobs/s).

@@ -49,7 +49,7 @@ WITH claimed AS (
         last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled' ELSE d.last_error END,
         updated_at = $3
     FROM notify_notifications n
-    WHERE d.id = ANY($1::uuid[])
+    WHERE d.id = ANY($1::text[]::uuid[])
       AND n.id = d.notification_id
       AND d.status <> ALL($2::text[])
       AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $3)
@@ -115,10 +115,10 @@ SET status = CASE WHEN u.status IN ('failed', 'rate_limited') AND n.status = 'ca
     settled_at = CASE WHEN u.terminal OR n.status = 'cancelled' THEN $7::timestamptz END,
     claimed_at = NULL,
     updated_at = $7
-FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[])
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[])
      AS u(id, claimed_at, status, err, next_at, refund, terminal),
      notify_notifications n
-WHERE d.id = u.id AND d.status = 'sending' AND d.claimed_at = u.claimed_at AND n.id = d.notification_id`
+WHERE d.id = u.id::uuid AND d.status = 'sending' AND d.claimed_at = u.claimed_at AND n.id = d.notification_id`
 
 // SettleDeliveries records outcomes at time now and reports how many rows were
 // still held by their claim.

@@ -75,9 +75,16 @@ FROM agg, cnt
 WHERE nn.id = $1
 RETURNING nn.audience, nn.topics`
 
+const setNormalizeWorkMemSQL = `SET LOCAL work_mem = '64MB'`
+
 // NormalizeAudience prepares notification id for chunked fan-out and returns
 // the size of its audience and its (deduplicated) topics.
 func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool) (int, []string, error) {
+	// The dedupe sorts and the audience count of a large list spill to disk
+	// at PostgreSQL's default work_mem; this transaction does nothing else.
+	if _, err := tx.Exec(ctx, setNormalizeWorkMemSQL); err != nil {
+		return 0, nil, fmt.Errorf("normalize audience of %s: %w", id, err)
+	}
 	var audience int
 	var topics []string
 	if err := tx.QueryRow(ctx, normalizeAudienceSQL, id, reasons, notifyActor).Scan(&audience, &topics); err != nil {
@@ -113,7 +120,11 @@ type Candidate struct {
 // fanoutCandidatesSQL reads the next window of each audience source: up to $2
 // inline entries past the inline position, and up to $2 subscribers of each
 // topic past the cursor (an index range scan per topic). The caller merges the
-// windows and takes what is complete (see jobs.mergeChunk). Profile, the
+// windows and takes what is complete (see jobs.mergeChunk). The inline window
+// is an array slice, so a chunk costs the same at the end of a million-entry
+// list as at its start; the LIMIT 1 in the profile lookup keeps the planner
+// from a merge join that scans the profiles from the first id on every chunk.
+// Profile, the
 // preference rules that can apply ($3: the scopes of this notifier) and active
 // mutes come along in the same statement: one read per chunk, no per-recipient
 // round trip.
@@ -122,10 +133,8 @@ WITH n AS (
     SELECT recipients, reasons, topics, fanout_cursor, fanout_inline_pos FROM notify_notifications WHERE id = $1
 ), c AS (
     (SELECT 0 AS source, r.rid AS recipient, r.reason
-     FROM n, unnest(n.recipients, n.reasons) WITH ORDINALITY AS r(rid, reason, ord)
-     WHERE r.ord > n.fanout_inline_pos
-     ORDER BY r.ord
-     LIMIT $2)
+     FROM n, unnest(n.recipients[n.fanout_inline_pos + 1 : n.fanout_inline_pos + $2],
+                    n.reasons[n.fanout_inline_pos + 1 : n.fanout_inline_pos + $2]) AS r(rid, reason))
     UNION ALL
     (SELECT t.idx::int AS source, s.recipient, s.reason
      FROM n, unnest(n.topics) WITH ORDINALITY AS t(topic, idx),
@@ -142,7 +151,7 @@ SELECT c.source, c.recipient, c.reason,
        ARRAY(SELECT m.target FROM notify_mutes m
              WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > now()))
 FROM c
-LEFT JOIN notify_recipients p ON p.id = c.recipient`
+LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE p.id = c.recipient LIMIT 1) p ON true`
 
 // FanoutCandidates reads the next window of notification id's audience.
 func FanoutCandidates(ctx context.Context, tx DB, id string, window int, scopes []string) ([]Candidate, error) {
@@ -212,16 +221,16 @@ type ChunkResult struct {
 const writeChunkSQL = `
 WITH inbox AS (
     INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
-    SELECT u.id, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
-    FROM unnest($10::uuid[], $11::text[], $12::text[]) AS u(id, recipient, reason)
+    SELECT u.id::uuid, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
+    FROM unnest($10::text[], $11::text[], $12::text[]) AS u(id, recipient, reason)
     ON CONFLICT (recipient, notifier, key) DO NOTHING
     RETURNING id, recipient
 ), dl AS (
     INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
                                    last_error, settled_at)
-    SELECT d.id, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode, d.status, nullif(d.err, ''),
+    SELECT d.id::uuid, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode, d.status, nullif(d.err, ''),
            CASE WHEN d.status IN ('unavailable', 'skipped') THEN now() END
-    FROM unnest($13::uuid[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])
+    FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])
          AS d(id, recipient, channel, reason, mode, status, err)
     ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING
     RETURNING id, channel, status
@@ -275,8 +284,8 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
 // logCreatedSQL appends one "created" change per new inbox item.
 const logCreatedSQL = `
 INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-SELECT u.recipient, 'created', ARRAY[u.id]
-FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(id, recipient, ord)
+SELECT u.recipient, 'created', ARRAY[u.id::uuid]
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, recipient, ord)
 ORDER BY u.ord`
 
 // LogInboxCreated appends change-log rows for new inbox items and wakes the

@@ -254,7 +254,7 @@ const (
 WITH changed AS (
     UPDATE notify_inbox
     SET read_at = $3, seen_at = coalesce(seen_at, $3)
-    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND read_at IS NULL
+    WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND read_at IS NULL
     RETURNING id
 )
 SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
@@ -272,7 +272,7 @@ SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
 WITH changed AS (
     UPDATE notify_inbox
     SET read_at = NULL
-    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND read_at IS NOT NULL
+    WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND read_at IS NOT NULL
     RETURNING id
 )
 SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
@@ -281,7 +281,7 @@ SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
 WITH changed AS (
     UPDATE notify_inbox
     SET seen_at = $3
-    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND seen_at IS NULL
+    WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND seen_at IS NULL
     RETURNING id
 )
 SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
@@ -301,7 +301,7 @@ SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
 WITH changed AS (
     UPDATE notify_inbox
     SET archived_at = $3
-    WHERE recipient = $1 AND id = ANY($2::uuid[]) AND archived_at IS NULL
+    WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND archived_at IS NULL
     RETURNING id
 )
 SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
@@ -311,7 +311,7 @@ SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
 // changed. data says what changed ({"read_at": "..."}, {"read_at": null}).
 const logInboxUpdatedSQL = `
 INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
-VALUES ($1, 'updated', $2::uuid[], $3::jsonb)`
+VALUES ($1, 'updated', $2::text[]::uuid[], $3::jsonb)`
 
 // ErrBadInboxMark is returned (wrapped) by MarkInbox for a malformed request:
 // an id that is not a UUID, too many ids, All with an operation that does not

@@ -126,8 +126,8 @@ SELECT (SELECT count(*) FROM d),
 // logDeletedSQL appends one "deleted" change per recipient.
 const logDeletedSQL = `
 INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-SELECT u.recipient, 'deleted', array_agg(u.id ORDER BY u.id)
-FROM unnest($1::uuid[], $2::text[]) AS u(id, recipient)
+SELECT u.recipient, 'deleted', array_agg(u.id::uuid ORDER BY u.id)
+FROM unnest($1::text[], $2::text[]) AS u(id, recipient)
 GROUP BY u.recipient
 ORDER BY u.recipient`
 

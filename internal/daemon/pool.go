@@ -32,7 +32,7 @@ func OpenPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 		q := cfg.Queues
 		// Send workers hold a connection only to claim and settle, never across
 		// a provider call: a quarter of them is plenty. Two replicas with the
-		// defaults (33 each, plus LISTEN connections) fit PostgreSQL's default
+		// defaults (45 each, plus LISTEN connections) fit PostgreSQL's default
 		// max_connections of 100.
 		pc.MaxConns = int32(min(100, 10+q.Fanout+q.Digest+q.Maintenance+(q.Send+3)/4))
 	}
