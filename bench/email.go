@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/jobs"
+)
+
+// emailTimeout bounds one email measurement.
+const emailTimeout = 10 * time.Minute
+
+// runEmail is scenario 2: n immediate emails to an in-process SMTP sink vs
+// River working n no-op jobs with the send queue's settings. It also returns
+// the measured deliveries/s, the digest scenario's baseline.
+func runEmail(ctx context.Context, h *harness, n int) ([]Result, *measurement) {
+	const name, unit = "email.immediate vs no-op jobs", "deliveries/s"
+	noop, noopErr := measureNoop(ctx, h, n)
+	if noopErr == nil {
+		fmt.Printf("  River no-op jobs: %s jobs/s (%s)\n", formatNumber(noop.rate), noop.note)
+	}
+	m, err := measureEmail(ctx, h, n)
+	if err == nil {
+		fmt.Printf("  immediate email: %s deliveries/s (%s)\n", formatNumber(m.rate), m.note)
+	}
+	switch {
+	case err != nil:
+		return []Result{errorResult(name, unit, ">=", 1, "ratio", err)}, nil
+	case noopErr != nil:
+		return []Result{errorResult(name, unit, ">=", 1, "ratio", fmt.Errorf("baseline: %w", noopErr))}, &m
+	}
+	r := ratioResult(name, unit, m.rate, noop.rate, "River no-op jobs", "jobs/s", ">=", 1)
+	return []Result{annotate(r, n, m, &noop)}, &m
+}
+
+// measureEmail times n immediate emails through the real daemon: from the
+// COMMIT of SendTx to every delivery row `sent` (fan-out, send jobs, SMTP
+// conversations with the pooled connections, settles).
+func measureEmail(ctx context.Context, h *harness, n int) (measurement, error) {
+	sink, err := smtptest.New("127.0.0.1:0", smtptest.WithDiscard())
+	if err != nil {
+		return measurement{}, err
+	}
+	defer sink.Close()
+	db, err := h.freshDB(ctx, "email")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, 4)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pool.Close()
+	if err := insertRecipients(ctx, pool, n); err != nil {
+		return measurement{}, err
+	}
+	if err := analyze(ctx, pool); err != nil {
+		return measurement{}, err
+	}
+	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL, SMTPPort: sink.Port()})
+	if err != nil {
+		return measurement{}, err
+	}
+	d, err := startDaemon(ctx, cfg, daemon.Options{NoHTTP: true}, h.logger)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer d.stop()
+	time.Sleep(300 * time.Millisecond)
+	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	nf := notifyd.Notification{Notifier: notifierEmail, Key: "email-1", Recipients: inlineRecipients(n), Params: benchParams}
+	h.waitQuiet(ctx)
+
+	var cpu0 cpuTimes
+	var stopProf func()
+	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
+		stopProf = h.prof.start(ctx, "email", db.Name)
+		cpu0 = h.cpu()
+	})
+	if err != nil {
+		if stopProf != nil {
+			stopProf()
+		}
+		return measurement{}, err
+	}
+	var fannedOut time.Time
+	_, err = waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
+		if fannedOut.IsZero() {
+			status, _, err := notificationStatus(ctx, pool, id)
+			if err != nil {
+				return false, err
+			}
+			if status == string(notifyd.NotificationFannedOut) {
+				fannedOut = time.Now()
+			}
+		}
+		return sink.Count() >= n, nil
+	})
+	if err != nil {
+		stopProf()
+		return measurement{}, fmt.Errorf("%d of %d emails received: %w", sink.Count(), n, err)
+	}
+	if fannedOut.IsZero() {
+		fannedOut = time.Now() // its last chunk committed before its sends ran
+	}
+	// Every message is in the sink; now wait for the ledger to say so.
+	var last [2]int
+	done, err := waitUntil(ctx, 5*time.Millisecond, time.Minute, func() (bool, error) {
+		var sent, terminal int
+		err := pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE status = 'sent'),
+       count(*) FILTER (WHERE status NOT IN ('pending', 'sending', 'failed', 'rate_limited'))
+FROM notify_deliveries WHERE notification_id = $1`, id).Scan(&sent, &terminal)
+		last = [2]int{sent, terminal}
+		return terminal >= n, err
+	})
+	cpu := h.cpu().sub(cpu0)
+	stopProf()
+	if err != nil {
+		return measurement{}, fmt.Errorf("ledger: %d sent, %d terminal of %d: %w", last[0], last[1], n, err)
+	}
+	if last[0] != n {
+		return measurement{}, fmt.Errorf("only %d of %d deliveries sent", last[0], n)
+	}
+	elapsed := done.Sub(committed)
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
+		note: fmt.Sprintf("%d emails, %.2fs (fanned out after %.2fs), %d SMTP connections, %s", n, elapsed.Seconds(),
+			fannedOut.Sub(committed).Seconds(), sink.Connections(), cpu)}, nil
+}
+
+// noopArgs is the trivial job of the no-op and enqueue baselines.
+type noopArgs struct {
+	Seq int `json:"seq"`
+}
+
+func (noopArgs) Kind() string { return "bench.noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	worked atomic.Int64
+}
+
+func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
+	w.worked.Add(1)
+	return nil
+}
+
+// measureNoop is the email baseline: a River client with the send queue's
+// settings (MaxWorkers, fetch cooldown and poll interval, the daemon's pool
+// size) working n no-op jobs, from the COMMIT that inserts them to the n-th
+// completion recorded in river_job.
+func measureNoop(ctx context.Context, h *harness, n int) (measurement, error) {
+	db, err := h.freshDB(ctx, "noop")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer db.drop()
+	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL})
+	if err != nil {
+		return measurement{}, err
+	}
+	pool, err := daemon.OpenPool(ctx, cfg)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pool.Close()
+	w := &noopWorker{}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(riverpgxv5.New(pool), sameQueueSettings(cfg, jobs.QueueSend, workers))
+	if err != nil {
+		return measurement{}, err
+	}
+	events, cancelSub := client.SubscribeConfig(&river.SubscribeConfig{Kinds: []river.EventKind{river.EventKindJobCompleted},
+		ChanSize: n + 1000})
+	defer cancelSub()
+	if err := client.Start(ctx); err != nil {
+		return measurement{}, err
+	}
+	defer stopRiver(client)
+	time.Sleep(300 * time.Millisecond)
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: noopArgs{Seq: i}, InsertOpts: &river.InsertOpts{Queue: jobs.QueueSend}}
+	}
+	h.waitQuiet(ctx)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+		return measurement{}, err
+	}
+	cpu0 := h.cpu()
+	if err := tx.Commit(ctx); err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	completed := 0
+	timeout := time.After(emailTimeout)
+	for completed < n {
+		select {
+		case <-events:
+			completed++
+		case <-timeout:
+			return measurement{}, fmt.Errorf("no-op baseline: %d of %d completed", completed, n)
+		}
+	}
+	elapsed := time.Since(start)
+	cpu := h.cpu().sub(cpu0)
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
+		note: fmt.Sprintf("%d jobs, %d workers, %.2fs, %s", n, cfg.Queues.Send, elapsed.Seconds(), cpu)}, nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/notifyd/notifyd"
+)
+
+// appRows is the size of the application table the enqueue transactions
+// update; consecutive transactions update consecutive rows, so concurrent
+// ones do not wait on each other's row locks.
+const appRows = 1000
+
+// enqueueWarmup transactions run before each timed run and are not counted.
+const enqueueWarmup = 200
+
+// runEnqueue is scenario 3: application transactions/s, each an UPDATE of an
+// application row plus notifyd's SendTx, vs the same UPDATE plus a bare River
+// InsertTx of a trivial job, from conc goroutines, n transactions each run.
+// No workers run: this is the cost of enqueueing.
+func runEnqueue(ctx context.Context, h *harness, n, conc int) []Result {
+	const name, unit = "enqueue: UPDATE+SendTx vs UPDATE+InsertTx", "tx/s"
+	base, baseErr := measureEnqueue(ctx, h, "river", n, conc)
+	if baseErr == nil {
+		fmt.Printf("  UPDATE + River InsertTx: %s tx/s (%s)\n", formatNumber(base.rate), base.note)
+	}
+	m, err := measureEnqueue(ctx, h, "sendtx", n, conc)
+	if err == nil {
+		fmt.Printf("  UPDATE + SendTx: %s tx/s (%s)\n", formatNumber(m.rate), m.note)
+	}
+	switch {
+	case err != nil:
+		return []Result{errorResult(name, unit, ">=", 0.8, "ratio", err)}
+	case baseErr != nil:
+		return []Result{errorResult(name, unit, ">=", 0.8, "ratio", fmt.Errorf("baseline: %w", baseErr))}
+	}
+	r := ratioResult(name, unit, m.rate, base.rate, "River InsertTx", "tx/s", ">=", 0.8)
+	return []Result{annotate(r, n, m, &base)}
+}
+
+func measureEnqueue(ctx context.Context, h *harness, variant string, n, conc int) (measurement, error) {
+	db, err := h.freshDB(ctx, "enqueue_"+variant)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, int32(conc+2))
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench_app (id int PRIMARY KEY, counter bigint NOT NULL DEFAULT 0)`); err != nil {
+		return measurement{}, err
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO bench_app (id) SELECT g FROM generate_series(1, $1) g`, appRows); err != nil {
+		return measurement{}, err
+	}
+	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL})
+	if err != nil {
+		return measurement{}, err
+	}
+	var enqueue func(ctx context.Context, tx pgx.Tx, i int) error
+	switch variant {
+	case "sendtx":
+		// With the config, SendTx validates the notifier and the params
+		// schema, as an application's client would.
+		client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+		enqueue = func(ctx context.Context, tx pgx.Tx, i int) error {
+			_, err := client.SendTx(ctx, tx, notifyd.Notification{Notifier: notifierInApp, Key: fmt.Sprintf("enqueue-%d", i),
+				Recipients: []notifyd.Recipient{{ID: recipientID(i%appRows + 1)}}, Params: benchParams})
+			return err
+		}
+	case "river":
+		// An insert-only client: the application side of River.
+		client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+		if err != nil {
+			return measurement{}, err
+		}
+		enqueue = func(ctx context.Context, tx pgx.Tx, i int) error {
+			_, err := client.InsertTx(ctx, tx, noopArgs{Seq: i}, nil)
+			return err
+		}
+	default:
+		return measurement{}, fmt.Errorf("unknown enqueue variant %q", variant)
+	}
+	if _, err := appTransactions(ctx, pool, enqueue, 0, enqueueWarmup, conc); err != nil {
+		return measurement{}, err
+	}
+	h.waitQuiet(ctx)
+	cpu0 := h.cpu()
+	elapsed, err := appTransactions(ctx, pool, enqueue, enqueueWarmup, n, conc)
+	if err != nil {
+		return measurement{}, err
+	}
+	cpu := h.cpu().sub(cpu0)
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
+		note: fmt.Sprintf("%d tx, %d goroutines, %.2fs, %s", n, conc, elapsed.Seconds(), cpu)}, nil
+}
+
+// appTransactions runs n transactions numbered from first, from conc
+// goroutines, and returns how long they took.
+func appTransactions(ctx context.Context, pool *pgxpool.Pool, enqueue func(context.Context, pgx.Tx, int) error, first, n, conc int) (time.Duration, error) {
+	var next atomic.Int64
+	next.Store(int64(first))
+	end := int64(first + n)
+	var wg sync.WaitGroup
+	errs := make(chan error, conc)
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= end {
+					return
+				}
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					if _, err := tx.Exec(ctx, `UPDATE bench_app SET counter = counter + 1 WHERE id = $1`, i%appRows+1); err != nil {
+						return err
+					}
+					return enqueue(ctx, tx, int(i))
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	select {
+	case err := <-errs:
+		return 0, err
+	default:
+	}
+	return elapsed, nil
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/jobs"
+)
+
+// benchTopic is the topic of the topic fan-out.
+const benchTopic = "bench-topic"
+
+// fanoutTimeout bounds one fan-out measurement.
+const fanoutTimeout = 10 * time.Minute
+
+// runFanout is scenario 1: in_app fan-out to n recipients, inline and via a
+// topic, against (a) the raw INSERT … SELECT of the same rows and (b) the
+// naive one-job-per-recipient design.
+func runFanout(ctx context.Context, h *harness, n, naiveN int) []Result {
+	const unit = "recip/s"
+	var out []Result
+	raw, rawErr := measureRawInsert(ctx, h, n)
+	if rawErr == nil {
+		fmt.Printf("  raw INSERT … SELECT: %s rows/s (%s)\n", formatNumber(raw.rate), raw.note)
+	}
+	naive, naiveErr := measureNaive(ctx, h, naiveN)
+	if naiveErr == nil {
+		fmt.Printf("  naive job per recipient: %s rows/s (%s)\n", formatNumber(naive.rate), naive.note)
+	}
+	for _, mode := range []string{"inline", "topic"} {
+		name := "fanout." + mode
+		m, err := measureFanout(ctx, h, mode, n)
+		if err == nil {
+			fmt.Printf("  %s: %s recipients/s (%s)\n", name, formatNumber(m.rate), m.note)
+		}
+		for _, base := range []struct {
+			row, label string
+			m          measurement
+			err        error
+			target     float64
+		}{
+			{name + " vs raw", "raw INSERT…SELECT", raw, rawErr, 0.6},
+			{name + " vs naive", "naive job/recipient", naive, naiveErr, 5},
+		} {
+			switch {
+			case err != nil:
+				out = append(out, errorResult(base.row, unit, ">=", base.target, "ratio", err))
+			case base.err != nil:
+				out = append(out, errorResult(base.row, unit, ">=", base.target, "ratio", fmt.Errorf("baseline: %w", base.err)))
+			default:
+				r := ratioResult(base.row, unit, m.rate, base.m.rate, base.label, "rows/s", ">=", base.target)
+				out = append(out, annotate(r, n, m, &base.m))
+			}
+		}
+	}
+	return out
+}
+
+// measureFanout times one in_app fan-out to n recipients by the real daemon,
+// from the COMMIT of SendTx to the notification's status fanned_out.
+func measureFanout(ctx context.Context, h *harness, mode string, n int) (measurement, error) {
+	db, err := h.freshDB(ctx, "fanout_"+mode)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, 4)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pool.Close()
+	// Profiles exist in a real deployment: the candidates query joins them.
+	if err := insertRecipients(ctx, pool, n); err != nil {
+		return measurement{}, err
+	}
+	note := fmt.Sprintf("%d inline recipients", n)
+	nf := notifyd.Notification{Notifier: notifierInApp, Key: "fanout-" + mode, Params: benchParams}
+	if mode == "topic" {
+		if err := insertSubscribers(ctx, pool, benchTopic, n); err != nil {
+			return measurement{}, err
+		}
+		nf.Topics = []string{benchTopic}
+		note = fmt.Sprintf("topic with %d subscribers", n)
+	} else {
+		nf.Recipients = inlineRecipients(n)
+	}
+	if err := analyze(ctx, pool); err != nil {
+		return measurement{}, err
+	}
+	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL})
+	if err != nil {
+		return measurement{}, err
+	}
+	d, err := startDaemon(ctx, cfg, daemon.Options{NoHTTP: true}, h.logger)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer d.stop()
+	time.Sleep(300 * time.Millisecond) // let River elect a leader and run its start-up sweeps
+	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	h.waitQuiet(ctx)
+
+	var cpu0 cpuTimes
+	var stopProf func()
+	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
+		stopProf = h.prof.start(ctx, "fanout."+mode, db.Name)
+		cpu0 = h.cpu()
+	})
+	if err != nil {
+		if stopProf != nil {
+			stopProf()
+		}
+		return measurement{}, err
+	}
+	done, err := waitFannedOut(ctx, pool, id, fanoutTimeout)
+	cpu := h.cpu().sub(cpu0)
+	stopProf()
+	if err != nil {
+		return measurement{}, err
+	}
+	elapsed := done.Sub(committed)
+	inbox, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox WHERE notifier = $1 AND key = $2`, nf.Notifier, nf.Key)
+	if err != nil {
+		return measurement{}, err
+	}
+	changes, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'created'`)
+	if err != nil {
+		return measurement{}, err
+	}
+	if inbox != n || changes != n {
+		return measurement{}, fmt.Errorf("fanned out, but %d inbox items and %d change-log rows for %d recipients", inbox, changes, n)
+	}
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
+		note: fmt.Sprintf("%s, %.2fs, %s", note, elapsed.Seconds(), cpu)}, nil
+}
+
+// rawInsertSQL writes n inbox rows shaped exactly like the fan-out's (same
+// columns and values, time-ordered UUIDs like uuidv7, recipients in id order)
+// into a copy of notify_inbox with all its indexes, in one statement.
+const rawInsertSQL = `
+INSERT INTO bench_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
+SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7000' || '8'
+        || lpad(to_hex(g), 15, '0'))::uuid,
+       ` + recipientSQL + `, 'bench.inapp', 'fanout-raw', 'bench', 'direct', NULL, $2, $3, $4, $5::jsonb
+FROM generate_series(1, $1) g`
+
+// measureRawInsert is baseline (a): the raw Postgres limit for n inbox rows.
+// It runs twice (truncating between) and keeps the faster run.
+func measureRawInsert(ctx context.Context, h *harness, n int) (measurement, error) {
+	db, err := h.freshDB(ctx, "raw_insert")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer db.drop()
+	pool, err := db.pool(ctx, 2)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench_inbox (LIKE notify_inbox INCLUDING ALL)`); err != nil {
+		return measurement{}, err
+	}
+	best := time.Duration(0)
+	var bestCPU cpuTimes
+	for run := 0; run < 2; run++ {
+		if _, err := pool.Exec(ctx, `TRUNCATE bench_inbox`); err != nil {
+			return measurement{}, err
+		}
+		h.waitQuiet(ctx)
+		cpu0 := h.cpu()
+		start := time.Now()
+		tag, err := pool.Exec(ctx, rawInsertSQL, n, benchTitle, benchBody, benchURL, benchJSON)
+		elapsed := time.Since(start)
+		if err != nil {
+			return measurement{}, fmt.Errorf("raw insert: %w", err)
+		}
+		if int(tag.RowsAffected()) != n {
+			return measurement{}, fmt.Errorf("raw insert wrote %d rows, want %d", tag.RowsAffected(), n)
+		}
+		if best == 0 || elapsed < best {
+			best, bestCPU = elapsed, h.cpu().sub(cpu0)
+		}
+	}
+	return measurement{rate: float64(n) / best.Seconds(), seconds: best.Seconds(), cpu: bestCPU,
+		note: fmt.Sprintf("%d rows in %.2fs, one statement, best of 2, %s", n, best.Seconds(), bestCPU)}, nil
+}
+
+// naiveArgs is baseline (b)'s job: one per recipient.
+type naiveArgs struct {
+	Recipient string `json:"recipient"`
+}
+
+func (naiveArgs) Kind() string { return "bench.naive_inbox" }
+
+// naiveWorker inserts one inbox row per job: the design notifyd replaces.
+type naiveWorker struct {
+	river.WorkerDefaults[naiveArgs]
+	exec func(ctx context.Context, recipient string) error
+	done atomic.Int64
+	want int64
+	last chan struct{}
+}
+
+func (w *naiveWorker) Work(ctx context.Context, job *river.Job[naiveArgs]) error {
+	if err := w.exec(ctx, job.Args.Recipient); err != nil {
+		return err
+	}
+	if w.done.Add(1) == w.want {
+		close(w.last)
+	}
+	return nil
+}
+
+// naiveInsertSQL is the naive job's statement: the same row the fan-out
+// writes, one at a time.
+const naiveInsertSQL = `
+INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, body, url, params)
+VALUES ($1, $2, 'bench.inapp', 'fanout-naive', 'bench', 'direct', $3, $4, $5, $6::jsonb)
+ON CONFLICT (recipient, notifier, key) DO NOTHING`
+
+// measureNaive is baseline (b): n jobs enqueued with InsertManyFast before
+// the client starts, worked by a River client with notifyd's default queue
+// settings (the send queue's MaxWorkers, the fetch cooldown and poll
+// interval, the daemon's pool size), timed from Start to the n-th row.
+func measureNaive(ctx context.Context, h *harness, n int) (measurement, error) {
+	db, err := h.freshDB(ctx, "naive")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer db.drop()
+	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL})
+	if err != nil {
+		return measurement{}, err
+	}
+	pool, err := daemon.OpenPool(ctx, cfg) // the daemon's pool sizing
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pool.Close()
+	w := &naiveWorker{want: int64(n), last: make(chan struct{})}
+	w.exec = func(ctx context.Context, recipient string) error {
+		_, err := pool.Exec(ctx, naiveInsertSQL, uuidv7.String(), recipient, benchTitle, benchBody, benchURL, benchJSON)
+		return err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, w)
+	client, err := river.NewClient(riverpgxv5.New(pool), sameQueueSettings(cfg, jobs.QueueSend, workers))
+	if err != nil {
+		return measurement{}, err
+	}
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: naiveArgs{Recipient: recipientID(i + 1)},
+			InsertOpts: &river.InsertOpts{Queue: jobs.QueueSend}}
+	}
+	if _, err := client.InsertManyFast(ctx, params); err != nil {
+		return measurement{}, err
+	}
+	if err := analyze(ctx, pool); err != nil {
+		return measurement{}, err
+	}
+	h.waitQuiet(ctx)
+	cpu0 := h.cpu()
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return measurement{}, err
+	}
+	defer stopRiver(client)
+	select {
+	case <-w.last:
+	case <-time.After(fanoutTimeout):
+		return measurement{}, fmt.Errorf("naive baseline: %d of %d rows after %s", w.done.Load(), n, fanoutTimeout)
+	}
+	elapsed := time.Since(start)
+	cpu := h.cpu().sub(cpu0)
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
+		note: fmt.Sprintf("%d jobs, %d workers, %.2fs, %s", n, cfg.Queues.Send, elapsed.Seconds(), cpu)}, nil
+}
+
+// sameQueueSettings is a River config with one queue configured as notifyd
+// configures queue (jobs.RiverConfig): its MaxWorkers, and the fetch cooldown
+// and poll interval from config.
+func sameQueueSettings(cfg *config.Config, queue string, workers *river.Workers) *river.Config {
+	rc := jobs.RiverConfig(&jobs.Deps{Config: cfg}, river.NewWorkers())
+	return &river.Config{
+		Logger:            rc.Logger,
+		FetchCooldown:     rc.FetchCooldown,
+		FetchPollInterval: rc.FetchPollInterval,
+		Queues:            map[string]river.QueueConfig{queue: rc.Queues[queue]},
+		Workers:           workers,
+	}
+}
+
+func stopRiver(c *river.Client[pgx.Tx]) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		_ = c.StopAndCancel(ctx)
+	}
+}

@@ -1,0 +1,247 @@
+// Command bench is `make bench`: it measures notifyd against SPEC §14 and
+// prints one table.
+//
+// It starts its own private PostgreSQL (internal/pgcluster, tuned: fsync,
+// synchronous_commit and full_page_writes off — the settings are printed),
+// migrates a template database, and runs every scenario in a fresh database
+// cloned from it, each next to a baseline measured in the same run:
+//
+//	fanout   in_app fan-out to -fanout-n recipients (inline list and topic) vs
+//	         (a) a raw INSERT … SELECT of the same rows into a copy of
+//	         notify_inbox with all its indexes, and (b) a naive design, one
+//	         River job per recipient (-naive-n jobs)
+//	email    -email-n immediate emails to an in-process SMTP sink vs River
+//	         working as many no-op jobs with the send queue's settings
+//	enqueue  application transactions/s (UPDATE + SendTx) vs (UPDATE + River
+//	         InsertTx), -enqueue-conc goroutines, -enqueue-n transactions
+//	latency  commit → inbox.created on /v1/inbox/stream, -latency-n sends at
+//	         -latency-rate per second: p50 and p99
+//	digest   -digest-recipients × -digest-rows pending digest rows → emails/s
+//	         vs the immediate email rate
+//	rss      peak RSS (VmHWM) of a `notifyd run` subprocess fanning out to a
+//	         topic with -rss-n subscribers and to -rss-inline-n inline recipients
+//
+// The daemon under test is assembled by internal/daemon, as `notifyd run`
+// does, with notifyd's default queue settings. Results go to stdout and to
+// -out (bench/results.json). -only=name,... runs a subset; -profile DIR
+// writes CPU profiles, pg_stat_statements and auto_explain plans (see
+// profiler). Benchmarks talk to PostgreSQL over its Unix socket and to the
+// daemon and SMTP sink on 127.0.0.1 only.
+//
+// The machine may be shared: before each timed section the bench waits (up to
+// -quiet in all) for other processes to go quiet, records the CPU they took
+// during each measurement, and marks a result with * when that was more than
+// half a core. docs/performance.md describes the method and the findings.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "digest", "rss"}
+
+type options struct {
+	fanoutN          int
+	naiveN           int
+	emailN           int
+	enqueueN         int
+	enqueueConc      int
+	latencyN         int
+	latencyRate      float64
+	digestRecipients int
+	digestRows       int
+	rssN             int
+	rssInlineN       int
+	only             string
+	out              string
+	dir              string
+	keep             bool
+	profileDir       string
+	quiet            time.Duration
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	var o options
+	flag.IntVar(&o.fanoutN, "fanout-n", 100_000, "recipients of the fan-out scenario (and rows of the raw baseline)")
+	flag.IntVar(&o.naiveN, "naive-n", 0, "jobs of the naive fan-out baseline (0: -fanout-n)")
+	flag.IntVar(&o.emailN, "email-n", 20_000, "immediate emails (and no-op jobs of the baseline)")
+	flag.IntVar(&o.enqueueN, "enqueue-n", 20_000, "application transactions per enqueue variant")
+	flag.IntVar(&o.enqueueConc, "enqueue-conc", 8, "concurrent application goroutines in the enqueue scenario")
+	flag.IntVar(&o.latencyN, "latency-n", 1000, "notifications sent in the latency scenario")
+	flag.Float64Var(&o.latencyRate, "latency-rate", 50, "sends per second in the latency scenario")
+	flag.IntVar(&o.digestRecipients, "digest-recipients", 10_000, "recipients with pending digest rows")
+	flag.IntVar(&o.digestRows, "digest-rows", 5, "pending digest rows per recipient")
+	flag.IntVar(&o.rssN, "rss-n", 1_000_000, "recipients (topic subscribers) of the peak-RSS fan-out; 0 skips it")
+	// The inline fan-out's candidates query is O(audience) per chunk today
+	// (see docs/performance.md), so 1M inline recipients take ~6 minutes on
+	// the 2-core reference machine: the default is scaled down to stay in
+	// the 10-minute budget, and the row names the size used.
+	flag.IntVar(&o.rssInlineN, "rss-inline-n", 1_000_000, "inline recipients of the peak-RSS fan-out; 0 skips it")
+	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarios, ", ")+"); empty runs all")
+	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the results as JSON (empty: nowhere)")
+	flag.StringVar(&o.dir, "dir", "", "directory for the PostgreSQL cluster (default: a temporary directory)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the cluster directory")
+	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles, pg_stat_statements and auto_explain plans to this directory (slows the run)")
+	flag.DurationVar(&o.quiet, "quiet", 60*time.Second, "how long, in all, to wait for other processes to quieten before timed sections (0: never wait)")
+	flag.Parse()
+	if o.naiveN <= 0 {
+		o.naiveN = o.fanoutN
+	}
+	selected := map[string]bool{}
+	if o.only == "" {
+		for _, s := range scenarios {
+			selected[s] = true
+		}
+	} else {
+		for _, s := range strings.Split(o.only, ",") {
+			s = strings.TrimSpace(s)
+			if !slices.Contains(scenarios, s) {
+				fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (want %s)\n", s, strings.Join(scenarios, ", "))
+				return 2
+			}
+			selected[s] = true
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+
+	dir := o.dir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "notifyd-bench-"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	if !o.keep {
+		defer os.RemoveAll(dir)
+	}
+	var prof *profiler
+	if o.profileDir != "" {
+		prof = &profiler{dir: o.profileDir}
+	}
+	loadStart := loadAverage()
+	fmt.Printf("notifyd bench: %d cores, %s, load average %s, starting PostgreSQL in %s\n", runtime.NumCPU(),
+		runtime.Version(), loadStart, dir)
+	h, err := startHarness(ctx, dir, prof)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer h.close()
+	h.quietBudget = o.quiet
+	machine := machineInfo(h.cluster.Settings())
+	fmt.Printf("PostgreSQL (private, tuned; durability traded for speed): %s\n", machine.PGSettings)
+	if prof != nil {
+		fmt.Printf("PROFILING to %s: pg_stat_statements and auto_explain are on; the numbers below are slowed by them\n", o.profileDir)
+	}
+
+	var results []Result
+	section := func(name, what string) bool {
+		if !selected[name] || ctx.Err() != nil {
+			return false
+		}
+		fmt.Printf("\n[%s] %s\n", name, what)
+		return true
+	}
+	if section("fanout", fmt.Sprintf("in_app fan-out to %d recipients", o.fanoutN)) {
+		results = append(results, runFanout(ctx, h, o.fanoutN, o.naiveN)...)
+	}
+	var immediate *measurement
+	if section("email", fmt.Sprintf("%d immediate emails to an in-process SMTP sink", o.emailN)) {
+		var rs []Result
+		rs, immediate = runEmail(ctx, h, o.emailN)
+		results = append(results, rs...)
+	}
+	if section("enqueue", fmt.Sprintf("%d application transactions from %d goroutines", o.enqueueN, o.enqueueConc)) {
+		results = append(results, runEnqueue(ctx, h, o.enqueueN, o.enqueueConc)...)
+	}
+	if section("latency", fmt.Sprintf("commit → /v1/inbox/stream, %d sends at %.0f/s", o.latencyN, o.latencyRate)) {
+		results = append(results, runLatency(ctx, h, o.latencyN, o.latencyRate)...)
+	}
+	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
+		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+	}
+	if section("rss", fmt.Sprintf("peak RSS of `notifyd run` during in_app fan-outs to a %d-subscriber topic and %d inline recipients",
+		o.rssN, o.rssInlineN)) {
+		bin, err := buildDaemon(ctx, dir)
+		if err != nil {
+			results = append(results, errorResult("daemon peak RSS", "MB", "<=", 200, "absolute", err))
+		} else {
+			results = append(results, runRSS(ctx, h, bin, map[string]int{"topic": o.rssN, "inline": o.rssInlineN})...)
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "bench: interrupted")
+		return 1
+	}
+
+	elapsed := time.Since(began)
+	machine.LoadStart, machine.LoadEnd = loadStart, loadAverage()
+	fmt.Printf("\nnotifyd bench — %s, %d cores, %s, %s, load average %s → %s\n", machine.Timestamp, machine.Cores,
+		machine.GoVersion, machine.CPUModel, machine.LoadStart, machine.LoadEnd)
+	fmt.Printf("PostgreSQL: %s\n\n", machine.PGSettings)
+	printTable(os.Stdout, results)
+	fmt.Printf("\ntotal %.0fs (of which %.0fs waiting for other processes to quieten)\n", elapsed.Seconds(), h.quietWaited.Seconds())
+	if o.out != "" {
+		report := &Report{Machine: machine, Flags: os.Args[1:], Results: results, Seconds: elapsed.Seconds(),
+			QuietWaitSeconds: h.quietWaited.Seconds()}
+		if err := writeJSON(o.out, report); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		fmt.Printf("results written to %s\n", o.out)
+	}
+	return 0
+}
+
+// machineInfo describes this machine and the PostgreSQL settings.
+func machineInfo(pgSettings string) Machine {
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
+		PGSettings: pgSettings, Timestamp: time.Now().UTC().Format(time.RFC3339)}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && k == "MemTotal" {
+				kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+				m.MemTotalMB = kb / 1024
+			}
+		}
+		f.Close()
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.GitCommit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			m.GitCommit += "+dirty"
+		}
+	}
+	return m
+}

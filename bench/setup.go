@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/daemon"
+)
+
+// Notifiers the scenarios send. Their queues, fetch settings, chunk and batch
+// sizes are notifyd's defaults: the config below sets no queues: key.
+const (
+	notifierInApp  = "bench.inapp"  // in_app only
+	notifierEmail  = "bench.email"  // email only, immediate
+	notifierDigest = "bench.digest" // in_app + email in digest mode
+)
+
+// benchParams are the params of every bench notification.
+var benchParams = map[string]any{"actor": "ada", "item": "post-9"}
+
+// The inbox item those params render to (for the raw INSERT baseline, which
+// writes the same rows).
+const (
+	benchTitle = "ada commented on post-9"
+	benchBody  = "A new comment"
+	benchURL   = "https://app.test/items/post-9"
+	benchJSON  = `{"actor": "ada", "item": "post-9"}`
+)
+
+// Credentials of the in-process daemons' HTTP API.
+const (
+	adminToken  = "bench-admin-token"
+	tokenSecret = "bench-token-secret"
+)
+
+// configOptions say what a scenario's config needs.
+type configOptions struct {
+	DatabaseURL string
+	SMTPPort    int    // 0: no email channel
+	Listen      string // "" is 127.0.0.1:0
+}
+
+// configYAML returns a complete config: defaults for queues, retry, digest and
+// retention, the bench notifiers, and the email channel when SMTPPort is set.
+func configYAML(o configOptions) string {
+	listen := o.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "database:\n  url: %s\n", strconv.Quote(o.DatabaseURL))
+	fmt.Fprintf(&b, "http:\n  listen: %s\n  admin_token: %s\n  token_secret: %s\n", listen, adminToken, tokenSecret)
+	if o.SMTPPort > 0 {
+		fmt.Fprintf(&b, `channels:
+  email:
+    from: "Bench <bench@notifyd.test>"
+    smtp: {host: 127.0.0.1, port: %d, tls: none}
+    rate: 0
+    timeout: 30s
+`, o.SMTPPort)
+	}
+	b.WriteString(`notifiers:
+  bench.inapp:
+    category: bench
+    max_recipients: 2000000
+    params:
+      type: object
+      required: [actor, item]
+      properties: {actor: {type: string}, item: {type: string}}
+    channels:
+      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+        body: "A new comment"
+        url: "https://app.test/items/{{.item}}"
+  bench.email:
+    category: bench
+    max_recipients: 2000000
+    params:
+      type: object
+      required: [actor, item]
+      properties: {actor: {type: string}, item: {type: string}}
+    channels:
+      email:
+        default: immediate
+        subject: "{{.actor}} commented on {{.item}}"
+        text: |
+          {{.actor}} commented on {{.item}}.
+
+          https://app.test/items/{{.item}}
+  bench.digest:
+    category: bench
+    max_recipients: 2000000
+    params:
+      type: object
+      required: [actor, item]
+      properties: {actor: {type: string}, item: {type: string}}
+    channels:
+      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+        body: "A new comment"
+        url: "https://app.test/items/{{.item}}"
+      email:
+        default: digest
+        subject: "{{.actor}} commented on {{.item}}"
+        text: "{{.actor}} commented on {{.item}}."
+`)
+	return b.String()
+}
+
+func loadConfig(o configOptions) (*config.Config, error) {
+	cfg, err := config.Parse("bench.yaml", []byte(configYAML(o)))
+	if err != nil {
+		return nil, fmt.Errorf("bench config: %w", err)
+	}
+	return cfg, nil
+}
+
+// runningDaemon is a daemon.Daemon running in this process.
+type runningDaemon struct {
+	*daemon.Daemon
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startDaemon assembles notifyd exactly as `notifyd run` does (internal/daemon:
+// pool, channels, jobs.NewRiverClient with every worker, HTTP API unless
+// opts.NoHTTP) and starts it.
+func startDaemon(ctx context.Context, cfg *config.Config, opts daemon.Options, logger *slog.Logger) (*runningDaemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = logger
+	}
+	opts.DrainTimeout = 5 * time.Second
+	d, err := daemon.New(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return runDaemon(d), nil
+}
+
+// runDaemon starts an assembled daemon.
+func runDaemon(d *daemon.Daemon) *runningDaemon {
+	rctx, cancel := context.WithCancel(context.Background())
+	r := &runningDaemon{Daemon: d, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- d.Run(rctx) }()
+	return r
+}
+
+// stop drains the daemon and closes it.
+func (r *runningDaemon) stop() {
+	r.cancel()
+	<-r.done
+	r.Close()
+}
+
+// recipientID is the id of the i-th bench recipient (1-based); ids sort in
+// the order of i.
+func recipientID(i int) string { return fmt.Sprintf("user-%07d", i) }
+
+// recipientSQL is recipientID in SQL, over a generate_series column g.
+const recipientSQL = `'user-' || lpad(g::text, 7, '0')`
+
+// insertRecipients creates profiles for recipients 1..n, set-based.
+func insertRecipients(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	_, err := pool.Exec(ctx, `
+INSERT INTO notify_recipients (id, email, name, locale, timezone)
+SELECT `+recipientSQL+`, 'user' || g || '@bench.test', 'User ' || g, 'en', 'UTC'
+FROM generate_series(1, $1) g`, n)
+	if err != nil {
+		return fmt.Errorf("insert %d recipients: %w", n, err)
+	}
+	return nil
+}
+
+// insertSubscribers subscribes recipients 1..n to topic, set-based.
+func insertSubscribers(ctx context.Context, pool *pgxpool.Pool, topic string, n int) error {
+	_, err := pool.Exec(ctx, `
+INSERT INTO notify_subscriptions (topic, recipient, reason)
+SELECT $2, `+recipientSQL+`, 'subscribed'
+FROM generate_series(1, $1) g`, n, topic)
+	if err != nil {
+		return fmt.Errorf("subscribe %d recipients: %w", n, err)
+	}
+	return nil
+}
+
+// inlineRecipients lists recipients 1..n.
+func inlineRecipients(n int) []notifyd.Recipient {
+	rs := make([]notifyd.Recipient, n)
+	for i := range rs {
+		rs[i] = notifyd.Recipient{ID: recipientID(i + 1)}
+	}
+	return rs
+}
+
+// sendCommitted enqueues n with SendTx in a transaction of its own and
+// returns the notification id and the time COMMIT returned.
+func sendCommitted(ctx context.Context, pool *pgxpool.Pool, client *notifyd.Client, n notifyd.Notification, beforeCommit func()) (string, time.Time, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	res, err := client.SendTx(ctx, tx, n)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if beforeCommit != nil {
+		beforeCommit()
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", time.Time{}, err
+	}
+	return res.ID, time.Now(), nil
+}
+
+// notificationStatus reads a notification's status and error.
+func notificationStatus(ctx context.Context, pool *pgxpool.Pool, id string) (string, string, error) {
+	var status string
+	var msg *string
+	err := pool.QueryRow(ctx, `SELECT status, error FROM notify_notifications WHERE id = $1`, id).Scan(&status, &msg)
+	if err != nil {
+		return "", "", err
+	}
+	if msg == nil {
+		return status, "", nil
+	}
+	return status, *msg, nil
+}
+
+// waitFannedOut polls the notification every 5 ms until it is fanned_out.
+func waitFannedOut(ctx context.Context, pool *pgxpool.Pool, id string, timeout time.Duration) (time.Time, error) {
+	return waitUntil(ctx, 5*time.Millisecond, timeout, func() (bool, error) {
+		status, msg, err := notificationStatus(ctx, pool, id)
+		if err != nil {
+			return false, err
+		}
+		switch status {
+		case string(notifyd.NotificationFannedOut):
+			return true, nil
+		case string(notifyd.NotificationRejected), string(notifyd.NotificationCancelled):
+			return false, fmt.Errorf("notification %s is %s: %s", id, status, msg)
+		}
+		return false, nil
+	})
+}
+
+// count runs a count query.
+func count(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sql string, args ...any) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
