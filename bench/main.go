@@ -88,10 +88,8 @@ func run() int {
 	flag.IntVar(&o.digestRecipients, "digest-recipients", 10_000, "recipients with pending digest rows")
 	flag.IntVar(&o.digestRows, "digest-rows", 5, "pending digest rows per recipient")
 	flag.IntVar(&o.rssN, "rss-n", 1_000_000, "recipients (topic subscribers) of the peak-RSS fan-out; 0 skips it")
-	// The inline fan-out's candidates query is O(audience) per chunk today
-	// (see docs/performance.md), so 1M inline recipients take ~6 minutes on
-	// the 2-core reference machine: the default is scaled down to stay in
-	// the 10-minute budget, and the row names the size used.
+	// The row names the size used; scale it down with this flag on a slower
+	// machine (see docs/performance.md for the timing).
 	flag.IntVar(&o.rssInlineN, "rss-inline-n", 1_000_000, "inline recipients of the peak-RSS fan-out; 0 skips it")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenarios to run ("+strings.Join(scenarios, ", ")+"); empty runs all")
 	flag.StringVar(&o.out, "out", "bench/results.json", "where to write the results as JSON (empty: nowhere)")
