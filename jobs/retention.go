@@ -35,7 +35,9 @@ type RetentionWorker struct {
 // Timeout is River's rescue window (a job's timeout is also how long the
 // rescuer waits before taking it back from a dead replica); a run stops by
 // itself after Deps.maxRun, well inside it.
-func (w *RetentionWorker) Timeout(*river.Job[RetentionArgs]) time.Duration { return w.Deps.RescueAfter() }
+func (w *RetentionWorker) Timeout(*river.Job[RetentionArgs]) time.Duration {
+	return w.Deps.RescueAfter()
+}
 
 // Work deletes batch after batch until nothing old is left.
 func (w *RetentionWorker) Work(ctx context.Context, job *river.Job[RetentionArgs]) error {
