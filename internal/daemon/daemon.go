@@ -89,12 +89,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Daemon, error)
 	if !opts.NoHTTP {
 		d.Hub = stream.NewHub(pool, logger)
 	}
-	reg, m := newMetrics(func() int {
+	reg, m, err := newMetrics(func() int {
 		if d.Hub == nil {
 			return 0
 		}
 		return d.Hub.Clients()
 	})
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
 	d.Deps.Metrics = m
 	if err := d.buildChannels(); err != nil {
 		d.Close()

@@ -16,12 +16,13 @@ import (
 )
 
 // newMetrics builds the registry the daemon's /metrics serves: Go runtime and
-// process collectors plus notifyd's own series (internal/metrics), which
-// include every River job's kind, outcome and duration.
-func newMetrics(streamClients func() int) (*prometheus.Registry, *metrics.Metrics) {
+// process collectors plus notifyd's own series (internal/metrics), and River's
+// through its OpenTelemetry middleware (otelriver).
+func newMetrics(streamClients func() int) (*prometheus.Registry, *metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return reg, metrics.New(reg, streamClients)
+	m, err := metrics.New(reg, streamClients)
+	return reg, m, err
 }
 
 // mountOps adds /metrics (open, for scrapers on a private network), the inbox

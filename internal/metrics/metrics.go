@@ -5,13 +5,14 @@
 package metrics
 
 import (
-	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // Metrics holds every notifyd series.
@@ -22,12 +23,12 @@ type Metrics struct {
 	digestRuns    *prometheus.CounterVec
 	redriven      prometheus.Counter
 	fanoutRows    *prometheus.CounterVec
-	jobs          *prometheus.HistogramVec
+	river         *otelriver.Middleware
 }
 
 // New registers notifyd's series on reg. streamClients, when not nil, is read
 // at scrape time for the notifyd_stream_clients gauge.
-func New(reg prometheus.Registerer, streamClients func() int) *Metrics {
+func New(reg prometheus.Registerer, streamClients func() int) (*Metrics, error) {
 	m := &Metrics{
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "notifyd_notifications_total",
@@ -54,20 +55,24 @@ func New(reg prometheus.Registerer, streamClients func() int) *Metrics {
 			Name: "notifyd_fanout_rows_total",
 			Help: "Rows written by the fan-out, by kind (inbox, delivery).",
 		}, []string{"kind"}),
-		jobs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "notifyd_river_job_duration_seconds",
-			Help:    "River jobs worked, by kind and outcome (ok, error, snoozed, cancelled), with their run time.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
-		}, []string{"kind", "outcome"}),
 	}
-	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.fanoutRows, m.jobs)
+	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.fanoutRows)
+	// River's series come from its OpenTelemetry middleware, bridged into the
+	// same registry by the OTel Prometheus exporter. Tracing stays off (no
+	// TracerProvider is configured, so spans go to OTel's no-op default).
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: River's OpenTelemetry exporter: %w", err)
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	m.river = otelriver.NewMiddleware(&otelriver.MiddlewareConfig{MeterProvider: provider, DurationUnit: "s"})
 	if streamClients != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "notifyd_stream_clients",
 			Help: "Inbox stream (SSE) clients connected to this replica.",
 		}, func() float64 { return float64(streamClients()) }))
 	}
-	return m
+	return m, nil
 }
 
 // Notification counts a notification taken up by the fan-out.
@@ -113,36 +118,13 @@ func (m *Metrics) FanoutRows(inbox, deliveries int) {
 	}
 }
 
-// RiverMiddleware returns a River worker middleware that records every job's
-// kind, outcome and run time (River's own series, without an OpenTelemetry
-// pipeline). It returns nil for a nil *Metrics.
-func (m *Metrics) RiverMiddleware() rivertype.WorkerMiddleware {
-	if m == nil {
+// RiverMiddleware returns River's own OpenTelemetry middleware (otelriver),
+// exporting through the same Prometheus registry: job insert and work counts
+// and durations by kind, queue and outcome. It returns nil for a nil
+// *Metrics.
+func (m *Metrics) RiverMiddleware() rivertype.Middleware {
+	if m == nil || m.river == nil {
 		return nil
 	}
-	return &jobMiddleware{m: m}
-}
-
-type jobMiddleware struct {
-	river.MiddlewareDefaults
-	m *Metrics
-}
-
-func (j *jobMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
-	start := time.Now()
-	err := doInner(ctx)
-	outcome := "ok"
-	var snooze *river.JobSnoozeError
-	var cancel *river.JobCancelError
-	switch {
-	case err == nil:
-	case errors.As(err, &snooze):
-		outcome = "snoozed"
-	case errors.As(err, &cancel):
-		outcome = "cancelled"
-	default:
-		outcome = "error"
-	}
-	j.m.jobs.WithLabelValues(job.Kind, outcome).Observe(time.Since(start).Seconds())
-	return err
+	return m.river
 }
