@@ -1168,7 +1168,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	got := c.call(t, b, "GET", "/v1/recipients/u2", adminToken, nil, 200)
 	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, got.raw, 200) // read, written back
 	c.call(t, b, "GET", "/v1/recipients/nobody", adminToken, nil, 404)
-	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, map[string]any{"email": "Grace <grace@example.test>"}, 400)
+	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, map[string]any{"email": "Grace <grace@example.test>"}, 422)
+	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, map[string]any{"email": 5}, 400)
 	c.call(t, b, "GET", "/v1/recipients/u2", "", nil, 401)
 	c.call(t, b, "GET", "/v1/recipients/u2", u2, nil, 401)
 

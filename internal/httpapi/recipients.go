@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -68,7 +69,7 @@ func (s *Server) putRecipient(w http.ResponseWriter, r *http.Request) error {
 func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	p := stores.RecipientProfile{ID: id}
 	if req.ID != nil && *req.ID != id {
-		return p, fieldError("id", "does not match the id in the path")
+		return p, invalidField("id", "does not match the id in the path")
 	}
 	var err error
 	if p.Email, err = optional("email", req.Email, maxEmail, checkEmail); err != nil {
@@ -98,17 +99,20 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	return p, nil
 }
 
-// optional validates an optional text field: nil or "" is absent (nil).
+// optional validates an optional text field: nil or "" is absent (nil). A
+// well-formed value that breaks a rule (too long, not an address, an unknown
+// time zone) is a 422 invalid_request, like every other rule of the API;
+// malformed JSON stays a 400.
 func optional(field string, v *string, limit int, check func(string) string) (*string, error) {
 	if v == nil || *v == "" {
 		return nil, nil
 	}
 	if len(*v) > limit {
-		return nil, fieldError(field, "longer than %d bytes", limit)
+		return nil, invalidField(field, fmt.Sprintf("longer than %d bytes", limit))
 	}
 	if check != nil {
 		if msg := check(*v); msg != "" {
-			return nil, fieldError(field, "%s", msg)
+			return nil, invalidField(field, msg)
 		}
 	}
 	return v, nil

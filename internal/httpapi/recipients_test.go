@@ -92,8 +92,14 @@ func TestRecipientProfileValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := b.do(t, "PUT", "/v1/recipients/ada", adminToken, tt.body)
-		if r.status != 400 || r.errCode() != httpapi.CodeBadRequest || !strings.Contains(r.errMessage(), tt.field) {
-			t.Errorf("%v: %d %s, want 400 naming %s", tt.body, r.status, r.raw, tt.field)
+		// Malformed JSON (wrong types, unknown fields) is a 400; a
+		// well-formed value that breaks a rule is a 422 invalid_request.
+		status, code := 422, httpapi.CodeInvalidRequest
+		if m, _ := tt.body.(map[string]any); tt.field == "data" || tt.field == "nickname" || m[tt.field] == 5 {
+			status, code = 400, httpapi.CodeBadRequest
+		}
+		if r.status != status || r.errCode() != code || !strings.Contains(r.errMessage(), tt.field) {
+			t.Errorf("%v: %d %s, want %d naming %s", tt.body, r.status, r.raw, status, tt.field)
 		}
 	}
 	long := strings.Repeat("x", 256)
