@@ -124,3 +124,32 @@ func ExampleRecipientToken() {
 	// Output:
 	// u2 <nil>
 }
+
+// SubscribeTx subscribes someone to a topic in the application's own
+// transaction; notifications sent to the topic then reach them.
+func ExampleClient_SubscribeTx() {
+	pool, _, cleanup := pgtest.ExampleDB()
+	defer cleanup()
+	ctx := context.Background()
+	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{})
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// ... INSERT the comment ...
+		return client.SubscribeTx(ctx, tx, "post-9", "u3", "commented")
+	})
+	fmt.Println(err)
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		return client.SubscribeTx(ctx, tx, "post-9", "u3", "two words")
+	})
+	fmt.Println(err)
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		removed, err := client.UnsubscribeTx(ctx, tx, "post-9", "u3")
+		fmt.Println("removed:", removed)
+		return err
+	})
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// reason: want one word of letters, digits, '-', '_' or '.', at most 64 bytes
+	// removed: true
+	// <nil>
+}

@@ -6,19 +6,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/stores"
 )
-
-// defaultSubscriptionReason is the reason of a subscription given without one.
-const defaultSubscriptionReason = "subscribed"
-
-// reasonRE is what a subscription reason may be: one word of letters, digits,
-// '-', '_' or '.', at most 64 bytes ("subscribed", "role-default", "watching").
-var reasonRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // subscribeRequest is the optional body of PUT
 // /v1/topics/{topic}/subscribers/{recipient}.
@@ -64,9 +57,9 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	}
 	reason := req.Reason
 	if reason == "" {
-		reason = defaultSubscriptionReason
+		reason = notifyd.DefaultSubscriptionReason
 	}
-	if !reasonRE.MatchString(reason) {
+	if !notifyd.ValidSubscriptionReason(reason) {
 		return invalidField("reason", "want one word of letters, digits, '-', '_' or '.', at most 64 bytes")
 	}
 	sub, err := stores.Subscribe(r.Context(), s.pool, topic, recipient, reason)
