@@ -114,16 +114,20 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 
 	s, retryIn := w.outcome(claim, digestID, sendErr)
 	// Settle in a fresh context: the send happened, the ledger must say so
-	// even while the daemon is shutting down.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// even while the daemon is shutting down; like a send batch's settle it
+	// is retried while the claim is ours (a lost settle means a resend).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.lease()/2)
 	defer cancel()
 	var held int64
-	if s.Status != string(notifyd.StatusDigestPending) {
-		held, err = stores.SettleDigest(sctx, d.Pool, s, d.now())
-	} else {
+	err = retrySettle(sctx, func() error {
+		if s.Status != string(notifyd.StatusDigestPending) {
+			var err error
+			held, err = stores.SettleDigest(sctx, d.Pool, s, d.now())
+			return err
+		}
 		// A retry: the rows go back to digest_pending and the job that will
 		// resend them is inserted in the same transaction, or neither is.
-		err = pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
+		return pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
 			var err error
 			if held, err = stores.SettleDigest(sctx, tx, s, d.now()); err != nil || held == 0 {
 				return err
@@ -134,7 +138,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 			return insertDigestJobs(sctx, tx, []river.InsertManyParams{{Args: retry,
 				InsertOpts: &river.InsertOpts{ScheduledAt: time.Now().Add(retryIn)}}})
 		})
-	}
+	})
 	if err != nil {
 		return fmt.Errorf("settle digest %s of %s: %w", digestID, a.Recipient, err)
 	}

@@ -174,8 +174,8 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 }
 
 // retrySettle runs settle until it succeeds or ctx ends, backing off from
-// 100 ms to 5 s. The settle statement only matches rows still held by this
-// claim, so running it again is safe.
+// 100 ms to 5 s. Send and digest settles only match rows still held by their
+// claim, so running one again is safe.
 func retrySettle(ctx context.Context, settle func() error) error {
 	wait := 100 * time.Millisecond
 	for {
