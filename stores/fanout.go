@@ -19,14 +19,13 @@ type FanoutState struct {
 	Params     json.RawMessage
 	Status     string
 	Normalized bool
-	Audience   int
 	Cursor     *string
 	InlinePos  int
 }
 
 const lockFanoutSQL = `
 SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized,
-       coalesce(audience, 0), fanout_cursor, fanout_inline_pos
+       fanout_cursor, fanout_inline_pos
 FROM notify_notifications
 WHERE id = $1
 FOR UPDATE`
@@ -35,7 +34,7 @@ FOR UPDATE`
 func LockFanout(ctx context.Context, tx DB, id string) (*FanoutState, error) {
 	var s FanoutState
 	err := tx.QueryRow(ctx, lockFanoutSQL, id).Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params,
-		&s.Status, &s.Normalized, &s.Audience, &s.Cursor, &s.InlinePos)
+		&s.Status, &s.Normalized, &s.Cursor, &s.InlinePos)
 	if err != nil {
 		return nil, notFound(err)
 	}
@@ -70,10 +69,10 @@ WITH n AS (
 UPDATE notify_notifications nn
 SET recipients = agg.rids, reasons = agg.rsns,
     topics = ARRAY(SELECT DISTINCT t FROM unnest(nn.topics) t ORDER BY t),
-    normalized = true, audience = cnt.audience, status = 'pending', updated_at = now()
+    normalized = true, status = 'pending', updated_at = now()
 FROM agg, cnt
 WHERE nn.id = $1
-RETURNING nn.audience, nn.topics`
+RETURNING cnt.audience, nn.topics`
 
 const setNormalizeWorkMemSQL = `SET LOCAL work_mem = '64MB'`
 

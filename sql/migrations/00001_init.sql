@@ -22,7 +22,6 @@ CREATE TABLE notify_notifications (
     fanout_cursor     text COLLATE "C",
     fanout_inline_pos integer NOT NULL DEFAULT 0,
     normalized        boolean NOT NULL DEFAULT false,
-    audience          integer,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT notify_notifications_notifier_key UNIQUE (notifier, key)
