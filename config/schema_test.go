@@ -35,9 +35,6 @@ func TestValidateParams(t *testing.T) {
 	c := mustParse(t, paramsConfig)
 	n, _ := c.Notifier("comment.created")
 
-	type item struct {
-		Name string `json:"name"`
-	}
 	tests := []struct {
 		name   string
 		params map[string]any

@@ -254,7 +254,7 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 	done := func(snap *snapshot) bool {
 		return snap.final() && snap.nonTerminal == 0 && snap.byStatus["sent"] > 0
 	}
-	snapA, ok := s.waitFor(ctx, idA, keyA, verifyReserve+30*time.Second, func(snap *snapshot) bool {
+	_, ok := s.waitFor(ctx, idA, keyA, verifyReserve+30*time.Second, func(snap *snapshot) bool {
 		return done(snap) && len(snap.rows) == n
 	})
 	if !ok {
@@ -271,7 +271,7 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 		return err
 	}
 	r.notifications = 2
-	snapB, ok := s.waitFor(ctx, idB, keyB, verifyReserve, func(snap *snapshot) bool {
+	_, ok = s.waitFor(ctx, idB, keyB, verifyReserve, func(snap *snapshot) bool {
 		return done(snap) && len(snap.rows) == 50
 	})
 	if !ok {
@@ -280,10 +280,12 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 	s.report(ctx)
 	s.stopAll()
 	bg := context.WithoutCancel(ctx)
-	if snapA, err = s.db.snapshot(bg, idA, keyA); err != nil {
+	snapA, err := s.db.snapshot(bg, idA, keyA)
+	if err != nil {
 		return err
 	}
-	if snapB, err = s.db.snapshot(bg, idB, keyB); err != nil {
+	snapB, err := s.db.snapshot(bg, idB, keyB)
+	if err != nil {
 		return err
 	}
 	for _, row := range snapB.rows {
@@ -507,7 +509,7 @@ func runCancel(ctx context.Context, e *env, r *result, seed uint64) error {
 	if claimable > 0 {
 		r.fail("%d deliveries were left claimable (pending/failed) by the cancel", claimable)
 	}
-	snap, ok := s.waitFor(ctx, id, key, verifyReserve, func(snap *snapshot) bool {
+	_, ok = s.waitFor(ctx, id, key, verifyReserve, func(snap *snapshot) bool {
 		return snap.final() && snap.nonTerminal == 0
 	})
 	if !ok {
@@ -516,7 +518,8 @@ func runCancel(ctx context.Context, e *env, r *result, seed uint64) error {
 	sleep(ctx, 3*time.Second) // a send job still running would show now
 	s.report(ctx)
 	s.stopAll()
-	if snap, err = s.db.snapshot(context.WithoutCancel(ctx), id, key); err != nil {
+	snap, err := s.db.snapshot(context.WithoutCancel(ctx), id, key)
+	if err != nil {
 		return err
 	}
 	if snap.status != string(notifyd.NotificationCancelled) {

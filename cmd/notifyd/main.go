@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -43,7 +44,10 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(2)
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(os.Stderr, err)
+		if msg := err.Error(); msg != errUsage.Error() {
+			fmt.Fprintln(os.Stderr, "notifyd:", strings.TrimSuffix(msg, ": "+errUsage.Error()))
+		}
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "notifyd:", err)
@@ -51,7 +55,11 @@ func main() {
 	}
 }
 
-var errUsage = errors.New(`usage: notifyd <command> [flags]
+// errUsage is returned for a missing or unknown command; main prints usage
+// with it and exits 2.
+var errUsage = errors.New("usage: notifyd <command> [flags]")
+
+const usage = `usage: notifyd <command> [flags]
 
 commands:
   run         run the daemon (workers + HTTP API)
@@ -64,7 +72,7 @@ commands:
   dev         run with a private PostgreSQL and a captured-email page
   version     print the version
 
-Every command takes -config FILE (default config.yaml, then $NOTIFYD_CONFIG).`)
+Every command takes -config FILE (default config.yaml, then $NOTIFYD_CONFIG).`
 
 // Main is the CLI; Stdout and Stderr are where commands print.
 type Main struct {
@@ -99,10 +107,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		fmt.Fprintln(m.Stdout, "notifyd", version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(m.Stdout, errUsage.Error())
+		fmt.Fprintln(m.Stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n\n%w", cmd, errUsage)
+	return fmt.Errorf("unknown command %q: %w", cmd, errUsage)
 }
 
 // newFlagSet returns a flag set for cmd with the common -config flag.
