@@ -105,6 +105,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		return err
 	}
 	if claim.Count == 0 {
+		d.Metrics.DigestRun("empty")
 		return nil // nothing pending (taken by another job, or dropped): no email
 	}
 
@@ -145,13 +146,19 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	log = log.With("count", claim.Count, "attempts", claim.Attempts)
 	switch {
 	case held == 0:
+		d.Metrics.DigestRun("lost_claim")
 		log.WarnContext(ctx, "digest claim was taken back before the settle (lease expired); the re-drive owns it",
 			"err", errString(sendErr))
 	case sendErr == nil:
+		d.Metrics.DigestRun("sent")
+		d.Metrics.Delivery(channels.Email, s.Status, int(held))
 		log.DebugContext(ctx, "digest sent")
 	case s.Status == string(notifyd.StatusDigestPending):
+		d.Metrics.DigestRun("retried")
 		log.InfoContext(ctx, "digest failed, retry scheduled", "err", sendErr, "retry_in", retryIn)
 	default:
+		d.Metrics.DigestRun("failed")
+		d.Metrics.Delivery(channels.Email, s.Status, int(held))
 		log.WarnContext(ctx, "digest failed", "err", sendErr)
 	}
 	return nil

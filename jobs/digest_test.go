@@ -3,6 +3,8 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -484,6 +486,12 @@ func TestDigestDropsCancelledNotifications(t *testing.T) {
 func TestDigestTemporaryFailureRetriedAndSentOnce(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
+	reg := prometheus.NewRegistry()
+	mx, err := metrics.New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.deps.Metrics = mx
 	b.profile(t, "u1", "u1@example.test")
 	client := notifydtest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
@@ -513,6 +521,37 @@ func TestDigestTemporaryFailureRetriedAndSentOnce(t *testing.T) {
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND args->>'digest_id' = $1`, ids[0]); n != 1 {
 		t.Fatalf("%d retry jobs for the digest, want 1", n)
 	}
+	// The digest runs are counted: one retried, one sent, covering both rows.
+	for _, c := range []struct {
+		outcome string
+		want    float64
+	}{{"retried", 1}, {"sent", 1}} {
+		if got := digestRuns(t, reg, c.outcome); got != c.want {
+			t.Errorf("notifyd_digest_runs_total{outcome=%q} = %v, want %v", c.outcome, got, c.want)
+		}
+	}
+}
+
+// digestRuns reads notifyd_digest_runs_total{outcome} from reg (0 when absent).
+func digestRuns(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "notifyd_digest_runs_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestDigestPermanentFailureIsNotRetried(t *testing.T) {

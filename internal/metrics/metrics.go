@@ -45,7 +45,7 @@ func New(reg prometheus.Registerer, streamClients func() int) (*Metrics, error) 
 		}, []string{"channel", "outcome"}),
 		digestRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "notifyd_digest_runs_total",
-			Help: "Digest jobs run, by outcome (sent, failed, retried, empty).",
+			Help: "Digest jobs run, by outcome (sent, failed, retried, empty, lost_claim).",
 		}, []string{"outcome"}),
 		redriven: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "notifyd_sweep_redriven_total",
