@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/internal/pgtest"
+)
+
+// syncBuffer is a bytes.Buffer safe for the command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// notifyd dev against a configured database: it migrates, runs the daemon,
+// prints the URLs and tokens, captures email on /dev/ with the delivery log,
+// serves the inbox demo with a working token, sends a sample notification
+// from POST /dev/send, and stops cleanly.
+func TestDevCommand(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, `
+database: {url: "`+url+`"}
+http: {listen: "127.0.0.1:0"}
+notifiers:
+  comment.created:
+    params: {type: object, properties: {post_title: {type: string}}}
+    example: {post_title: Hello}
+    channels:
+      in_app: {title: "New comment on {{.post_title}}"}
+      email: {subject: "New comment on {{.post_title}}", text: "Hi {{recipient.Name}}"}
+channels:
+  email: {from: "Dev <dev@dev.test>", smtp: {host: 127.0.0.1, port: 1}}
+`)
+	var out, errs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir}) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("dev returned %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("dev did not stop within 20 s of its context ending")
+		}
+	}()
+
+	apiRE := regexp.MustCompile(`API:\s+(http://\S+)/v1/`)
+	var base string
+	deadline := time.Now().Add(30 * time.Second)
+	for base == "" {
+		if m := apiRE.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("dev printed no API URL; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, want := range []string{"captured email:", "inbox demo:", "admin token:", "token for u2:", "token secret:", "database:", "curl -s -X POST"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dev output lacks %q", want)
+		}
+	}
+	var secrets devSecretValues
+	b, err := os.ReadFile(filepath.Join(dir, devSecretsFile))
+	if err != nil || json.Unmarshal(b, &secrets) != nil || secrets.AdminToken == "" {
+		t.Fatalf("dev secrets: %s (%v)", b, err)
+	}
+
+	do := func(method, path, token, contentType, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	if code, body := do("PUT", "/v1/recipients/u2", secrets.AdminToken, "", `{"email":"u2@example.test","name":"Grace"}`); code != 200 {
+		t.Fatalf("PUT profile = %d %s", code, body)
+	}
+	if code, body := do("POST", "/dev/send", "", "text/plain", "x"); code != http.StatusUnsupportedMediaType {
+		t.Fatalf("POST /dev/send as a form = %d %s; only JSON is accepted", code, body)
+	}
+	if code, body := do("POST", "/dev/send", "", "application/json", "{}"); code != http.StatusAccepted {
+		t.Fatalf("POST /dev/send = %d %s", code, body)
+	}
+	var page string
+	deadline = time.Now().Add(20 * time.Second)
+	for !strings.Contains(page, "Captured email (1)") || !strings.Contains(page, "<td>sent</td>") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the /dev/ page never showed the email and its sent delivery:\n%s", page)
+		}
+		time.Sleep(100 * time.Millisecond)
+		_, page = do("GET", "/dev/", "", "", "")
+	}
+	if !strings.Contains(page, "New comment on Hello") || !strings.Contains(page, "Hi Grace") {
+		t.Fatalf("captured email not rendered on /dev/:\n%s", page)
+	}
+	code, demo := do("GET", "/dev/demo", "", "", "")
+	tokRE := regexp.MustCompile(`token for u2:\s+(\S+)`)
+	m := tokRE.FindStringSubmatch(out.String())
+	if code != 200 || m == nil || !strings.Contains(demo, m[1]) || !strings.Contains(demo, "notifyd-inbox") {
+		t.Fatalf("GET /dev/demo = %d; want the inbox component with u2's printed token", code)
+	}
+	if code, body := do("GET", "/v1/inbox", m[1], "", ""); code != 200 || !strings.Contains(body, "New comment on Hello") {
+		t.Fatalf("u2's inbox with the printed token = %d %s", code, body)
+	}
+}
