@@ -187,20 +187,11 @@ func (w *DigestWorker) outcome(claim *stores.ClaimedDigest, digestID string, sen
 			after = time.Second
 		}
 		next := now.Add(after)
-		s.Status, s.Error, s.NextAttemptAt, s.Refund = string(notifyd.StatusDigestPending), "rate limited", &next, true
+		s.Status, s.NextAttemptAt, s.Refund = string(notifyd.StatusDigestPending), &next, true
 		return s, after
 	}
-	wait := jitter(Backoff(claim.Attempts))
-	if d.Backoff != nil {
-		wait = d.Backoff(claim.Attempts)
-	}
-	if after > wait {
-		wait = min(after, time.Hour) // a provider's Retry-After, within reason
-	}
-	maxAge := d.Config.Retry.MaxAge.D()
-	if maxAge <= 0 {
-		maxAge = 72 * time.Hour
-	}
+	wait := d.retryWait(claim.Attempts, after)
+	maxAge := d.maxAge()
 	next := now.Add(wait)
 	if next.Sub(claim.DueAt) > maxAge {
 		s.Status = string(notifyd.StatusDigestFailed)

@@ -73,6 +73,28 @@ func (d *Deps) lease() time.Duration {
 	return 5 * time.Minute
 }
 
+// maxAge is how long a delivery is retried before it expires (retry.max_age).
+func (d *Deps) maxAge() time.Duration {
+	if a := d.Config.Retry.MaxAge.D(); a > 0 {
+		return a
+	}
+	return 72 * time.Hour
+}
+
+// retryWait is the wait before the next try after a temporary failure of the
+// attempts-th attempt: the backoff schedule (Backoff, jittered; Deps.Backoff
+// in tests), or the provider's Retry-After when that is longer, up to an hour.
+func (d *Deps) retryWait(attempts int, retryAfter time.Duration) time.Duration {
+	wait := jitter(Backoff(attempts))
+	if d.Backoff != nil {
+		wait = d.Backoff(attempts)
+	}
+	if retryAfter > wait {
+		wait = min(retryAfter, time.Hour)
+	}
+	return wait
+}
+
 // RescueAfter is how long a River job may stay running before River's
 // rescuer takes it back from a process presumed dead (a SIGKILLed replica's
 // jobs are otherwise stuck for River's default hour): twice the lease, at

@@ -201,19 +201,8 @@ func (w *SendWorker) rateLimited(c *stores.Claimed, after time.Duration) stores.
 // failed settles a temporary failure: retry with backoff, or expired when the
 // delivery is older than retry.max_age.
 func (w *SendWorker) failed(c *stores.Claimed, msg string, after time.Duration) stores.Settlement {
-	now := w.Deps.now()
-	maxAge := w.Deps.Config.Retry.MaxAge.D()
-	if maxAge <= 0 {
-		maxAge = 72 * time.Hour
-	}
-	wait := jitter(Backoff(c.Attempts))
-	if w.Deps.Backoff != nil {
-		wait = w.Deps.Backoff(c.Attempts)
-	}
-	if after > wait {
-		wait = min(after, time.Hour) // a provider's Retry-After, within reason
-	}
-	next := now.Add(wait)
+	maxAge := w.Deps.maxAge()
+	next := w.Deps.now().Add(w.Deps.retryWait(c.Attempts, after))
 	if next.Sub(c.CreatedAt) > maxAge {
 		return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusExpired),
 			Error: fmt.Sprintf("expired after %d attempts over %s; last error: %s", c.Attempts, maxAge, msg), Terminal: true}

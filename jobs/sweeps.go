@@ -53,11 +53,7 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 	lease, grace := d.lease(), d.lease()
 	var n int
 	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
-		maxAge := d.Config.Retry.MaxAge.D()
-		if maxAge <= 0 {
-			maxAge = 72 * time.Hour
-		}
-		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, grace, maxAge, RetrySweepBatch)
+		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, grace, d.maxAge(), RetrySweepBatch)
 		if err != nil {
 			return err
 		}
