@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/internal/uuidv7"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -134,7 +135,7 @@ func ListInbox(ctx context.Context, db DB, recipient string, filter InboxFilter,
 	at := pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
 	afterID := nilUUID
 	if after != nil {
-		if !validUUID(after.ID) {
+		if !uuidv7.Valid(after.ID) {
 			return nil, fmt.Errorf("list inbox: cursor id %q is not a UUID", after.ID)
 		}
 		at, afterID = pgtype.Timestamptz{Time: after.CreatedAt, Valid: true}, after.ID
@@ -339,7 +340,7 @@ func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
 			return nil, fmt.Errorf("%w: %d ids, at most %d", ErrBadInboxMark, len(m.IDs), MaxInboxMarkIDs)
 		}
 		for _, id := range m.IDs {
-			if !validUUID(id) {
+			if !uuidv7.Valid(id) {
 				return nil, fmt.Errorf("%w: id %q is not a UUID", ErrBadInboxMark, id)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/internal/uuidv7"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -232,7 +233,7 @@ LIMIT $2`
 // GetNotification reads a notification with up to maxDeliveries ledger rows
 // (ordered by recipient, then channel). A malformed id is ErrNotFound.
 func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int) (*Notification, error) {
-	if !validUUID(id) {
+	if !uuidv7.Valid(id) {
 		return nil, ErrNotFound
 	}
 	var n Notification
@@ -267,23 +268,4 @@ func NotificationID(ctx context.Context, db DB, notifier, key string) (string, e
 		return "", notFound(err)
 	}
 	return id, nil
-}
-
-func validUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

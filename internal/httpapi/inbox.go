@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/internal/uuidv7"
 	"net/http"
 	"strconv"
 	"time"
@@ -206,7 +207,7 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 		return fieldError("ids", "%d ids; at most %d per request", len(req.IDs), stores.MaxInboxMarkIDs)
 	}
 	for i, id := range req.IDs {
-		if !isUUID(id) {
+		if !uuidv7.Valid(id) {
 			return fieldError(fmt.Sprintf("ids[%d]", i), "not a UUID")
 		}
 	}
@@ -240,25 +241,4 @@ func retryDeadlock(fn func() error) error {
 		}
 	}
 	return err
-}
-
-// isUUID accepts the canonical 8-4-4-4-12 hex form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -165,7 +166,7 @@ func FuzzInboxCursor(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.CreatedAt.Location() != time.UTC || c.ID != strings.ToLower(c.ID) || !isUUID(c.ID) {
+		if c.CreatedAt.Location() != time.UTC || c.ID != strings.ToLower(c.ID) || !uuidv7.Valid(c.ID) {
 			t.Fatalf("cursor %q decodes to a non-canonical %+v", s, c)
 		}
 		again := encodeCursor(*c)

@@ -65,3 +65,25 @@ func Format(u [16]byte) string {
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
 }
+
+// Valid reports whether s is a UUID (any version) in its canonical
+// 36-character hyphenated form, upper or lower case hex.
+func Valid(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
