@@ -25,3 +25,20 @@ func TestNewIsVersion7AndMonotonic(t *testing.T) {
 		prev = s
 	}
 }
+
+func TestValid(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		String():                               true,
+		"01A22B9C-0000-7000-8000-0000000000AF": true,
+		"01a22b9c00007000800000000000000af":    false,
+		"01a22b9c-0000-7000-8000-0000000000ag": false,
+		"01a22b9c-0000-7000-8000-0000000000a":  false,
+		"01a22b9c_0000-7000-8000-0000000000af": false,
+		"":                                     false,
+	} {
+		if Valid(s) != want {
+			t.Errorf("Valid(%q) = %t, want %t", s, !want, want)
+		}
+	}
+}
