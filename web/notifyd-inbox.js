@@ -76,26 +76,14 @@
 // params cannot inject markup. Item urls are followed only when they are
 // http: or https:.
 
+import { NotifydError, apiURL, request } from "./notifyd-api.js";
+
+export { NotifydError };
+
 const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 200;
 const RETRY_MIN_MS = 1000;
 const RETRY_MAX_MS = 60000;
-
-/** An error answered by the notifyd API, or a network failure (status 0). */
-export class NotifydError extends Error {
-  constructor(status, body, fallback) {
-    const e = (body && body.error) || {};
-    super(e.message || fallback || `HTTP ${status}`);
-    this.name = "NotifydError";
-    this.status = status;
-    this.code = e.code || (status === 0 ? "network_error" : "http_error");
-    this.details = Array.isArray(e.details) ? e.details : [];
-  }
-}
-
-function apiURL(endpoint, path) {
-  return String(endpoint || "").replace(/\/+$/, "") + path;
-}
 
 /** A URL an item may link to: http(s) only, resolved against the page. */
 function safeURL(raw) {
@@ -868,29 +856,9 @@ export class NotifydInbox extends HTMLElement {
 
   // --- plumbing ---
 
-  async #request(method, path, body, keepalive = false) {
-    const headers = { Authorization: "Bearer " + this.token, Accept: "application/json" };
-    const init = { method, headers, cache: "no-store", credentials: "omit", keepalive };
-    if (this.#abort && !keepalive) init.signal = this.#abort.signal;
-    if (body !== undefined) {
-      headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
-    let res;
-    try {
-      res = await fetch(apiURL(this.endpoint, path), init);
-    } catch (err) {
-      throw new NotifydError(0, null, err && err.name === "AbortError" ? "aborted" : "network error: " + (err && err.message));
-    }
-    const text = await res.text();
-    let data = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch {
-      data = null;
-    }
-    if (!res.ok) throw new NotifydError(res.status, data, text.slice(0, 200));
-    return data;
+  #request(method, path, body, keepalive = false) {
+    const signal = this.#abort && !keepalive ? this.#abort.signal : undefined;
+    return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal, keepalive });
   }
 
   #failed(err, action) {

@@ -37,28 +37,16 @@
 //
 // Every name and message from the API is set with textContent.
 
+import { NotifydError, request } from "./notifyd-api.js";
+
+export { NotifydError };
+
 const CHANNEL_ORDER = ["in_app", "email", "webhook"];
 // Default texts for channels and modes, and the table's own words. labels
 // overrides any of them; notifiers and categories show their names.
 const CHANNEL_TEXT = { in_app: "In-app", email: "Email", webhook: "Webhook", slack: "Slack" };
 const MODE_TEXT = { immediate: "Immediately", digest: "Digest", off: "Off" };
 const UI_TEXT = { notification: "Notification", other: "Other", required: "required", muted: "muted" };
-
-/** An error answered by the notifyd API, or a network failure (status 0). */
-export class NotifydError extends Error {
-  constructor(status, body, fallback) {
-    const e = (body && body.error) || {};
-    super(e.message || fallback || `HTTP ${status}`);
-    this.name = "NotifydError";
-    this.status = status;
-    this.code = e.code || (status === 0 ? "network_error" : "http_error");
-    this.details = Array.isArray(e.details) ? e.details : [];
-  }
-}
-
-function apiURL(endpoint, path) {
-  return String(endpoint || "").replace(/\/+$/, "") + path;
-}
 
 function channelRank(c) {
   const i = CHANNEL_ORDER.indexOf(c);
@@ -403,28 +391,8 @@ export class NotifydPreferences extends HTMLElement {
     this.#els.status.textContent = text;
   }
 
-  async #request(method, path, body, signal) {
-    const headers = { Authorization: "Bearer " + this.token, Accept: "application/json" };
-    const init = { method, headers, cache: "no-store", credentials: "omit", signal };
-    if (body !== undefined) {
-      headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(body);
-    }
-    let res;
-    try {
-      res = await fetch(apiURL(this.endpoint, path), init);
-    } catch (err) {
-      throw new NotifydError(0, null, err && err.name === "AbortError" ? "aborted" : "network error: " + (err && err.message));
-    }
-    const text = await res.text();
-    let data = null;
-    try {
-      data = text ? JSON.parse(text) : null;
-    } catch {
-      data = null;
-    }
-    if (!res.ok) throw new NotifydError(res.status, data, text.slice(0, 200));
-    return data;
+  #request(method, path, body, signal) {
+    return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal });
   }
 
   #failed(err, action) {

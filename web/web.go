@@ -7,6 +7,8 @@
 //   - /ui/notifyd-preferences.js defines <notifyd-preferences endpoint
 //     token>: the effective preferences as a notifier × channel table whose
 //     changes are saved as rules with PUT /v1/preferences.
+//   - /ui/notifyd-api.js is what both import by relative URL: the API error
+//     type and the JSON request helper.
 //
 // Handler serves them; Demo serves a page that uses both (`notifyd dev` mounts
 // it at /dev/demo). The attributes, events and CSS custom properties of each
@@ -28,7 +30,7 @@ import (
 	"time"
 )
 
-//go:embed notifyd-inbox.js notifyd-preferences.js demo.html
+//go:embed notifyd-api.js notifyd-inbox.js notifyd-preferences.js demo.html
 var files embed.FS
 
 // Prefix is where Handler expects to be mounted: it serves /ui/{file}.
@@ -52,7 +54,7 @@ type asset struct {
 // template, rendered by Demo.
 var served = func() map[string]*asset {
 	m := map[string]*asset{}
-	for _, name := range []string{"notifyd-inbox.js", "notifyd-preferences.js"} {
+	for _, name := range Files() {
 		body, err := fs.ReadFile(files, name)
 		if err != nil {
 			panic(err) // embedded above: cannot happen
@@ -68,8 +70,11 @@ var served = func() map[string]*asset {
 	return m
 }()
 
-// Files lists the names Handler serves under /ui/, sorted.
-func Files() []string { return []string{"notifyd-inbox.js", "notifyd-preferences.js"} }
+// Files lists the names Handler serves under /ui/, sorted. notifyd-api.js is
+// the helper both components import by relative URL.
+func Files() []string {
+	return []string{"notifyd-api.js", "notifyd-inbox.js", "notifyd-preferences.js"}
+}
 
 func contentType(name string) string {
 	switch path.Ext(name) {
