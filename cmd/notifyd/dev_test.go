@@ -59,7 +59,9 @@ channels:
 	var out, errs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir}) }()
+	go func() {
+		done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir})
+	}()
 	defer func() {
 		cancel()
 		select {
