@@ -90,8 +90,8 @@ func digestKindsBuilt(ctx context.Context, d *daemon.Daemon) (bool, error) {
 // notification: the state fan-out leaves for recipients in digest mode.
 const digestSetupSQL = `
 WITH n AS (
-    INSERT INTO notify_notifications (id, notifier, key, params, status, normalized, audience, created_at, updated_at)
-    SELECT u.id, 'bench.digest', 'digest-' || u.ord, $3::jsonb, 'fanned_out', true, $1,
+    INSERT INTO notify_notifications (id, notifier, key, params, status, normalized, created_at, updated_at)
+    SELECT u.id, 'bench.digest', 'digest-' || u.ord, $3::jsonb, 'fanned_out', true,
            now() - interval '2 days', now() - interval '2 days'
     FROM unnest($2::uuid[]) WITH ORDINALITY AS u(id, ord)
     RETURNING id, key
