@@ -88,14 +88,8 @@ func (s *Sender) dialer(tlsConfig *tls.Config) (func(context.Context) (*conn, er
 		opts := append([]mail.Option{
 			mail.WithPort(port),
 			mail.WithDialContextFunc(dial),
-			// The send's context enforces channels.email.timeout (see
-			// deliver); go-mail's socket deadline is only a backstop, set
-			// later so that the context's clearer error wins the race.
-			mail.WithTimeout(s.timeout + time.Second),
+			mail.WithTimeout(s.socketTimeout()),
 			mail.WithHELO(helo),
-			// No NOOP before every message: a connection found dead is
-			// redialled instead (see deliver), which saves a round trip each.
-			mail.WithoutNoop(),
 		}, tlsOpts...)
 		if sm.Username != "" {
 			opts = append(opts, mail.WithSMTPAuthCustom(&plainOrLogin{user: sm.Username, pass: sm.Password, host: sm.Host}))
@@ -122,6 +116,12 @@ func (s *Sender) dialer(tlsConfig *tls.Config) (func(context.Context) (*conn, er
 		return &conn{mc: mc, sc: sc, raw: raw}, nil
 	}, nil
 }
+
+// socketTimeout is the deadline set on a connection's socket for the handshake
+// and again for each send. The send's context enforces channels.email.timeout
+// (see deliver); the socket deadline is only a backstop, a second later so that
+// the context's clearer error wins the race.
+func (s *Sender) socketTimeout() time.Duration { return s.timeout + time.Second }
 
 // plainOrLogin authenticates with PLAIN when the server offers it, else LOGIN.
 // Both refuse to send the password over an unencrypted connection unless the

@@ -48,13 +48,15 @@
 // # Connections
 //
 // At most Options.PoolSize connections are open, each used by one send at a
-// time and kept for the next (MAIL, RCPT, DATA, then RSET, on the same
-// connection), so there is no TCP or TLS handshake per message under load. A
-// connection idle for a minute is closed instead of reused. A reused
-// connection that turns out to be dead before the server saw the message (the
+// time and kept for the next, so there is no TCP or TLS handshake per message
+// under load. A message costs four round trips: MAIL, RCPT, DATA and the data;
+// the server's acceptance of the data ends the transaction and leaves the
+// connection ready for the next MAIL, with no RSET after it and no NOOP before.
+// A connection idle for a minute is closed instead of reused. A reused
+// connection that turns out to be dead before the server accepted DATA (the
 // server closed it meanwhile) is redialled and the message sent once more on
 // the new one; nothing can be delivered twice by that retry because the server
-// never got past RCPT.
+// never got any of the message.
 //
 // channels.email.timeout bounds one send, from waiting for a connection to the
 // server's reply: a hung server fails the send as temporary within it, and
@@ -81,11 +83,13 @@ import (
 	"log/slog"
 	"math"
 	netmail "net/mail"
+	"net/textproto"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/wneessen/go-mail"
+	"github.com/wneessen/go-mail/smtp"
 	"golang.org/x/time/rate"
 
 	"github.com/notifyd/notifyd/channels"
@@ -345,9 +349,17 @@ func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, 
 	return m, nil
 }
 
-// deliver sends m over a pooled connection within the configured timeout, after
-// checking the rate limit.
+// deliver sends m to the recipients in its headers over a pooled connection
+// within the configured timeout, after checking the rate limit.
 func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
+	from, err := m.GetSender(false)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("envelope sender: %w", err))
+	}
+	rcpts, err := m.GetRecipients()
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("envelope recipients: %w", err))
+	}
 	if s.limiter != nil {
 		now := s.clock()
 		res := s.limiter.ReserveN(now, 1)
@@ -365,7 +377,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 		if err != nil {
 			return channels.Temporary(err, 0)
 		}
-		err = s.sendOn(ctx, c, m)
+		err = s.sendOn(ctx, c, from, rcpts, m)
 		if err == nil {
 			return nil
 		}
@@ -383,19 +395,42 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 	}
 }
 
-// sendOn sends m on c and releases c to the pool, keeping it only when it is
-// known to be in a clean state.
-func (s *Sender) sendOn(ctx context.Context, c *conn, m *mail.Msg) (err error) {
+// sendOn sends m from the envelope sender from to rcpts on c, as one mail
+// transaction, and releases c to the pool, keeping it only when it is known to
+// be in a clean state.
+//
+// It drives the smtp.Client itself rather than through go-mail's
+// Client.SendWithSMTPClient, which sends RSET after every message (and NOOP
+// before it unless told not to), a round trip each on top of MAIL, RCPT, DATA
+// and the data. Neither is needed. The server's reply to the end of the data
+// completes the transaction and clears its state, leaving the session ready
+// for the next MAIL (RFC 5321 §4.1.1.4); RSET is sent only to abort a
+// transaction the server refused. And rather than checking every pooled
+// connection first, one that turns out dead before DATA is redialled (see
+// deliver).
+//
+// MAIL carries the parameters smtp.Client.Mail adds from the EHLO reply
+// (BODY=8BITMIME, SMTPUTF8), as with SendWithSMTPClient. Commands are not
+// pipelined even when the server offers PIPELINING: the smtp package reads
+// each reply before it returns, and pipelining would mean writing the protocol
+// on its textproto.Conn by hand.
+func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []string, m *mail.Msg) (err error) {
 	keep := false
 	defer func() { s.pool.release(c, keep) }()
 
-	// go-mail's Send has no context: closing the socket is what interrupts a
+	// The socket deadline set when the connection was last used has passed or
+	// soon will: set a fresh backstop. This fails only on a closed socket, on
+	// which MAIL fails anyway.
+	_ = c.sc.UpdateDeadline(s.socketTimeout())
+	// The smtp client has no context: closing the socket is what interrupts a
 	// read from a hung server (smtp.Client.Close would wait for the lock the
 	// blocked read holds).
 	stop := context.AfterFunc(ctx, func() { _ = c.raw.Close() })
-	err = c.mc.SendWithSMTPClient(c.sc, m)
+	err = transact(c.sc, from, rcpts, m)
 	if !stop() {
-		// The connection was closed under the send.
+		// The connection was closed under the send. If the server still
+		// accepted the message, it was delivered: reporting an error would
+		// send it again.
 		if err != nil {
 			return fmt.Errorf("%w (%v)", context.Cause(ctx), err)
 		}
@@ -405,60 +440,90 @@ func (s *Sender) sendOn(ctx context.Context, c *conn, m *mail.Msg) (err error) {
 		keep = true
 		return nil
 	}
-	var se *mail.SendError
-	if !errors.As(err, &se) {
-		return err
-	}
-	if se.Reason == mail.ErrSMTPReset && m.IsDelivered() {
-		// The server accepted the message; only the RSET after it failed.
-		// Reporting an error would resend a delivered message.
-		return nil
-	}
-	if code := se.ErrorCode(); code >= 400 && code != 421 {
-		// The server answered and is still talking to us: RSET puts the
-		// connection back into a clean state (after a refused DATA the
-		// transaction is still open). 421 means it is closing the connection.
+	var te *txError
+	if errors.As(err, &te) && te.code >= 400 && te.code != 421 {
+		// The server refused and is still talking to us: RSET ends the
+		// transaction it may hold open (after a refused RCPT or DATA), so the
+		// connection is clean for the next message. 421 means it is closing
+		// the connection.
 		keep = c.sc.Reset() == nil
 	}
 	return err
 }
 
+// transact runs one mail transaction on sc: MAIL, RCPT for each recipient,
+// DATA, then m and the end of the data. Its errors are *txError. It stops at
+// the first refusal; after a failure while writing m the connection is in the
+// middle of the data and must be dropped (the error has no reply code).
+func transact(sc *smtp.Client, from string, rcpts []string, m *mail.Msg) error {
+	if err := sc.Mail(from); err != nil {
+		return newTxError(stepMail, err)
+	}
+	for _, to := range rcpts {
+		if err := sc.Rcpt(to); err != nil {
+			return newTxError(stepRcpt, err)
+		}
+	}
+	w, err := sc.Data()
+	if err != nil {
+		return newTxError(stepData, err)
+	}
+	if _, err := m.WriteTo(w); err != nil {
+		return newTxError(stepMessage, err)
+	}
+	if err := w.Close(); err != nil {
+		return newTxError(stepMessage, err)
+	}
+	return nil
+}
+
+// txStep is the step of a mail transaction that failed.
+type txStep string
+
+const (
+	stepMail    txStep = "MAIL FROM"
+	stepRcpt    txStep = "RCPT TO"
+	stepData    txStep = "DATA"
+	stepMessage txStep = "message data" // writing the message, then the reply to its end
+)
+
+// txError is a failed mail transaction step, with the server's reply code when
+// it refused.
+type txError struct {
+	step txStep
+	code int // 0 when there was no reply: the connection failed (or the reply was garbled)
+	err  error
+}
+
+func newTxError(step txStep, err error) *txError {
+	e := &txError{step: step, err: err}
+	// smtp.Client returns a refusal as the *textproto.Error of the reply.
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		e.code = te.Code
+	}
+	return e
+}
+
+func (e *txError) Error() string { return fmt.Sprintf("smtp %s: %v", e.step, e.err) }
+
+func (e *txError) Unwrap() error { return e.err }
+
 // beforeData reports whether err is a connection failure that happened before
 // the server accepted DATA, so the server has none of the message.
 func beforeData(err error) bool {
-	var se *mail.SendError
-	if !errors.As(err, &se) || se.ErrorCode() != 0 {
-		return false
-	}
-	switch se.Reason {
-	case mail.ErrConnCheck, mail.ErrSMTPMailFrom, mail.ErrSMTPRcptTo, mail.ErrSMTPData:
-		return true
-	}
-	return false
+	var te *txError
+	return errors.As(err, &te) && te.code == 0 && te.step != stepMessage
 }
 
-// classify turns a send error into the channels error kind.
-//
-// go-mail reports the SMTP conversation through *mail.SendError, which does
-// not unwrap to the *textproto.Error it holds: ErrorCode returns the reply code
-// it parsed from it (0 when the failure was not a server reply) and Error
-// includes the reply text.
+// classify turns a send error into the channels error kind: a 5xx reply is
+// permanent; a 4xx reply, a closed connection, a timeout or any other failure
+// is temporary.
 func classify(err error) error {
-	var se *mail.SendError
-	if errors.As(err, &se) {
-		switch code := se.ErrorCode(); {
-		case code >= 500:
-			return channels.Permanent(err)
-		case code >= 400:
-			return channels.Temporary(err, 0)
-		}
-		switch se.Reason {
-		case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
-			// The message itself cannot be sent; trying again will not help.
-			return channels.Permanent(err)
-		}
+	var te *txError
+	if errors.As(err, &te) && te.code >= 500 {
+		return channels.Permanent(err)
 	}
-	// Dial, greeting, STARTTLS, AUTH, timeouts, closed connections.
 	return channels.Temporary(err, 0)
 }
 
