@@ -29,7 +29,7 @@ func (c *Config) setDefaults() {
 	c.Queues = Queues{
 		Fanout:            4,
 		Send:              50,
-		Digest:            16,
+		Digest:            64,
 		Maintenance:       2,
 		FetchCooldown:     Duration(5 * time.Millisecond),
 		FetchPollInterval: Duration(50 * time.Millisecond),

@@ -99,8 +99,15 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 
 	// Claim and read in one round trip. The claim time is the claim token:
 	// truncated to what timestamptz stores, so it compares equal to itself.
-	claim, err := stores.ClaimDigest(ctx, d.Pool, stores.DigestClaimRequest{Recipient: a.Recipient, DigestID: digestID,
-		Resend: a.DigestID != "", DueAt: a.DueAt, Now: d.now().Truncate(time.Microsecond), MaxItems: d.Config.Digest.MaxItems})
+	req := stores.DigestClaimRequest{Recipient: a.Recipient, DigestID: digestID,
+		Resend: a.DigestID != "", DueAt: a.DueAt, Now: d.now().Truncate(time.Microsecond), MaxItems: d.Config.Digest.MaxItems}
+	var claim *stores.ClaimedDigest
+	var err error
+	if req.Resend {
+		claim, err = stores.ClaimDigest(ctx, d.Pool, req)
+	} else {
+		claim, err = d.digestGroups().claims.do(req)
+	}
 	if err != nil {
 		return err
 	}
@@ -123,7 +130,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	err = retrySettle(sctx, func() error {
 		if s.Status != string(notifyd.StatusDigestPending) {
 			var err error
-			held, err = stores.SettleDigest(sctx, d.Pool, s, d.now())
+			held, err = d.digestGroups().settles.do(s)
 			return err
 		}
 		// A retry: the rows go back to digest_pending and the job that will
@@ -162,6 +169,42 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		log.WarnContext(ctx, "digest failed", "err", sendErr)
 	}
 	return nil
+}
+
+// digestGroupMax is the most digests one grouped claim or settle statement
+// carries.
+const digestGroupMax = 64
+
+// digestGroups coalesce the claims of new digests and the terminal settles of
+// digest jobs running at the same time into one statement each (see group):
+// with many recipients due at once, two round trips and two transactions per
+// digest would otherwise be most of a digest's cost.
+type digestGroups struct {
+	claims  *group[stores.DigestClaimRequest, *stores.ClaimedDigest]
+	settles *group[stores.DigestSettlement, int64]
+}
+
+func (d *Deps) digestGroups() *digestGroups {
+	d.digestOnce.Do(func() {
+		// A grouped statement runs for every job in it, so no single job's
+		// context bounds it; the claim's lease does.
+		bounded := func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), d.lease()/2)
+		}
+		d.digest = &digestGroups{
+			claims: newGroup(digestGroupMax, func(reqs []stores.DigestClaimRequest) ([]*stores.ClaimedDigest, error) {
+				ctx, cancel := bounded()
+				defer cancel()
+				return stores.ClaimDigests(ctx, d.Pool, reqs)
+			}),
+			settles: newGroup(digestGroupMax, func(ss []stores.DigestSettlement) ([]int64, error) {
+				ctx, cancel := bounded()
+				defer cancel()
+				return stores.SettleDigests(ctx, d.Pool, ss, d.now())
+			}),
+		}
+	})
+	return d.digest
 }
 
 // outcome turns the send's result into the settlement of the claim and, for a

@@ -648,3 +648,77 @@ func TestDigestWithoutEmailIsAnError(t *testing.T) {
 		t.Fatalf("err = %v, want one saying email is not configured", err)
 	}
 }
+
+// A grouped claim (stores.ClaimDigests, what concurrent digest jobs share)
+// gives each request its own recipient's rows, each row to one request only,
+// with the recipient's profile (nil without one); a second request for the same recipient in the
+// same statement finds nothing left.
+func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
+	t.Parallel()
+	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
+	b.profile(t, "u1", "u1@example.test")
+	b.profile(t, "u2", "u2@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	for i := range 3 {
+		b.report(t, fmt.Sprintf("k%d", i), "u1", "u2")
+	}
+	b.waitRows(t, "digest_pending", 6)
+
+	now := time.Now().Truncate(time.Microsecond)
+	due := now.Add(time.Hour)
+	// MaxItems 2 of 3: each digest lists its two oldest rows and counts all.
+	reqs := []stores.DigestClaimRequest{
+		{Recipient: "u1", DigestID: uuidv7.String(), DueAt: due, Now: now, MaxItems: 2},
+		{Recipient: "u2", DigestID: uuidv7.String(), DueAt: due, Now: now, MaxItems: 2},
+		{Recipient: "u1", DigestID: uuidv7.String(), DueAt: due, Now: now, MaxItems: 2},
+		{Recipient: "nobody", DigestID: uuidv7.String(), DueAt: due, Now: now, MaxItems: 2},
+	}
+	got, err := stores.ClaimDigests(context.Background(), b.pool, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("%d results for 4 requests", len(got))
+	}
+	for i, want := range []int{3, 3, 0, 0} {
+		if got[i].Count != want {
+			t.Fatalf("request %d (%s) claimed %d rows, want %d", i, reqs[i].Recipient, got[i].Count, want)
+		}
+	}
+	for i := range 2 {
+		c := got[i]
+		if len(c.Items) != 2 || c.Items[1].CreatedAt.Before(c.Items[0].CreatedAt) || c.Attempts != 1 || !c.ClaimedAt.Equal(now) {
+			t.Fatalf("request %d: items %+v attempts %d claimed %v", i, c.Items, c.Attempts, c.ClaimedAt)
+		}
+	}
+	for i, want := range []string{"u1@example.test", "u2@example.test"} {
+		if p := got[i].Profile; p == nil || p.Email == nil || *p.Email != want {
+			t.Fatalf("request %d: profile %+v, want address %s", i, p, want)
+		}
+	}
+	if got[3].Profile != nil {
+		t.Fatalf("a recipient without a profile got %+v", got[3].Profile)
+	}
+	for i, r := range reqs[:2] {
+		n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
+			WHERE recipient = $1 AND status = 'digest_sending' AND digest_id = $2::uuid`, r.Recipient, r.DigestID)
+		if n != 3 {
+			t.Fatalf("request %d: %d rows held by its digest, want 3", i, n)
+		}
+	}
+
+	// Settled together: each digest's rows, and only while its claim holds.
+	held, err := stores.SettleDigests(context.Background(), b.pool, []stores.DigestSettlement{
+		{DigestID: reqs[0].DigestID, ClaimedAt: got[0].ClaimedAt, Status: "digest_sent"},
+		{DigestID: reqs[1].DigestID, ClaimedAt: got[1].ClaimedAt.Add(time.Second), Status: "digest_sent"},
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held[0] != 3 || held[1] != 0 {
+		t.Fatalf("settled %v rows, want [3 0] (the second claim token is wrong)", held)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'digest_sent' AND recipient = 'u1'`); n != 3 {
+		t.Fatalf("%d of u1's rows digest_sent, want 3", n)
+	}
+}

@@ -8,6 +8,7 @@ package jobs
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,6 +57,9 @@ type Deps struct {
 	// Backoff overrides the retry schedule of temporary send failures (tests
 	// shorten it). Nil means the production schedule, see Backoff.
 	Backoff func(attempt int) time.Duration
+
+	digestOnce sync.Once
+	digest     *digestGroups
 }
 
 func (d *Deps) now() time.Time {

@@ -250,6 +250,131 @@ func ClaimDigest(ctx context.Context, db DB, req DigestClaimRequest) (*ClaimedDi
 	return out, nil
 }
 
+// claimDigestsSQL is claimDigestSQL for many new digests at once: request
+// k (1-based, in $1..$3 order) claims recipient $1[k]'s fresh rows created
+// before $2[k] under the new digest id $3[k], at time $4, and gets the first
+// $5 of them back, each row tagged with k and its digest's total.
+//
+// A row is offered to one request only (the first that asks for its
+// recipient): two jobs of one recipient in the same batch split the rows as
+// they would one after the other. Rows are locked in (recipient, created_at,
+// id) order, the order the single claim uses for one recipient, so
+// concurrent claims queue up instead of deadlocking; a row another claim took
+// meanwhile fails the re-check on its new version and is skipped.
+const claimDigestsSQL = `
+WITH req AS (
+    SELECT r.recipient, r.due_at, r.digest_id::uuid AS digest_id, r.ord
+    FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS r(recipient, due_at, digest_id, ord)
+), cand AS (
+    SELECT DISTINCT ON (d.id) d.id, r.ord, r.digest_id, r.due_at
+    FROM req r
+    JOIN notify_deliveries d ON d.recipient = r.recipient AND d.status = 'digest_pending'
+                            AND d.digest_id IS NULL AND d.created_at < r.due_at
+    ORDER BY d.id, r.ord
+), locked AS (
+    SELECT d.id, c.ord, c.digest_id, c.due_at, n.status = 'cancelled' AS cancelled, n.params
+    FROM cand c
+    JOIN notify_deliveries d ON d.id = c.id
+    JOIN notify_notifications n ON n.id = d.notification_id
+    WHERE d.status = 'digest_pending' AND d.digest_id IS NULL
+    ORDER BY d.recipient, d.created_at, d.id
+    FOR UPDATE OF d
+), claimed AS (
+    UPDATE notify_deliveries d
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+        digest_id = CASE WHEN l.cancelled THEN NULL ELSE l.digest_id END,
+        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE l.due_at END,
+        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
+        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
+        next_attempt_at = NULL,
+        updated_at = $4
+    FROM locked l
+    WHERE d.id = l.id
+    RETURNING l.ord, d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
+              d.digest_due_at, d.attempts, l.params
+), held AS (
+    SELECT c.*, count(*) OVER (PARTITION BY c.ord) AS total,
+           row_number() OVER (PARTITION BY c.ord ORDER BY c.created_at, c.id) AS rn
+    FROM claimed c
+    WHERE c.status = 'digest_sending'
+)
+SELECT h.ord, h.total, h.claimed_at, h.digest_due_at, h.attempts,
+       h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
+       i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
+FROM held h
+LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
+WHERE h.rn <= $5
+ORDER BY h.ord, h.created_at, h.id`
+
+const getRecipientsSQL = `
+SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, created_at, updated_at
+FROM notify_recipients
+WHERE id = ANY($1::text[])`
+
+// ClaimDigests is ClaimDigest for many new digests (Resend false) at once,
+// in one round trip and one transaction: the claims and the profiles of
+// their recipients. It returns one ClaimedDigest per request, in order; all
+// requests must share Now and MaxItems (the first request's are used).
+func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*ClaimedDigest, error) {
+	out := make([]*ClaimedDigest, len(reqs))
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	recipients := make([]string, len(reqs))
+	dueAts := make([]time.Time, len(reqs))
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		if r.Resend {
+			return nil, fmt.Errorf("claim digests: digest %s is a resend; claim it with ClaimDigest", r.DigestID)
+		}
+		recipients[i], dueAts[i], ids[i] = r.Recipient, r.DueAt, r.DigestID
+		out[i] = &ClaimedDigest{}
+	}
+	b := &pgx.Batch{}
+	b.Queue(claimDigestsSQL, recipients, dueAts, ids, reqs[0].Now, max(reqs[0].MaxItems, 1)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var ord int
+			var c ClaimedDigest
+			var it DigestItem
+			if err := rows.Scan(&ord, &c.Count, &c.ClaimedAt, &c.DueAt, &c.Attempts,
+				&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
+				&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
+				return err
+			}
+			if ord < 1 || ord > len(out) {
+				return fmt.Errorf("claim digests: row for request %d of %d", ord, len(out))
+			}
+			o := out[ord-1]
+			o.Count, o.ClaimedAt, o.DueAt, o.Attempts = c.Count, c.ClaimedAt, c.DueAt, c.Attempts
+			o.Items = append(o.Items, it)
+		}
+		return rows.Err()
+	})
+	b.Queue(getRecipientsSQL, recipients).Query(func(rows pgx.Rows) error {
+		profiles := map[string]*RecipientProfile{}
+		for rows.Next() {
+			p, err := scanRecipient(rows)
+			if err != nil {
+				return err
+			}
+			profiles[p.ID] = p
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i, r := range reqs {
+			out[i].Profile = profiles[r.Recipient]
+		}
+		return nil
+	})
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("claim %d digests: %w", len(reqs), err)
+	}
+	return out, nil
+}
+
 // DigestSettlement is the outcome of one claimed digest.
 type DigestSettlement struct {
 	DigestID  string
@@ -285,6 +410,67 @@ func SettleDigest(ctx context.Context, db DB, s DigestSettlement, now time.Time)
 		return 0, fmt.Errorf("settle digest %s: %w", s.DigestID, err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// settleDigestsSQL is settleDigestSQL for many terminal outcomes at once
+// ($3: digest_sent or digest_failed), at time $5; it returns, per settlement
+// (1-based, in $1 order), how many rows the claim still held.
+const settleDigestsSQL = `
+WITH s AS (
+    SELECT s.digest_id::uuid AS digest_id, s.claimed_at, s.status, s.err, s.ord
+    FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[]) WITH ORDINALITY AS s(digest_id, claimed_at, status, err, ord)
+), settled AS (
+    UPDATE notify_deliveries d
+    SET status = s.status,
+        last_error = CASE WHEN s.err = '' THEN d.last_error ELSE s.err END,
+        next_attempt_at = NULL,
+        settled_at = $5::timestamptz,
+        claimed_at = NULL,
+        updated_at = $5
+    FROM s
+    WHERE d.digest_id = s.digest_id AND d.status = 'digest_sending' AND d.claimed_at = s.claimed_at
+    RETURNING s.ord
+)
+SELECT ord, count(*) FROM settled GROUP BY ord`
+
+// SettleDigests records terminal outcomes (digest_sent, digest_failed) of
+// many digests in one statement and reports, per settlement, how many rows
+// were still held by its claim. A retry (digest_pending) goes through
+// SettleDigest, with its job in the same transaction.
+func SettleDigests(ctx context.Context, db DB, ss []DigestSettlement, now time.Time) ([]int64, error) {
+	held := make([]int64, len(ss))
+	if len(ss) == 0 {
+		return held, nil
+	}
+	ids := make([]string, len(ss))
+	claimedAts := make([]time.Time, len(ss))
+	statuses := make([]string, len(ss))
+	errs := make([]string, len(ss))
+	for i, s := range ss {
+		if s.Status == "digest_pending" || s.Refund || s.NextAttemptAt != nil {
+			return nil, fmt.Errorf("settle digests: digest %s is a retry; settle it with SettleDigest", s.DigestID)
+		}
+		ids[i], claimedAts[i], statuses[i], errs[i] = s.DigestID, s.ClaimedAt, s.Status, s.Error
+	}
+	rows, err := db.Query(ctx, settleDigestsSQL, ids, claimedAts, statuses, errs, now)
+	if err != nil {
+		return nil, fmt.Errorf("settle %d digests: %w", len(ss), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ord int
+		var n int64
+		if err := rows.Scan(&ord, &n); err != nil {
+			return nil, err
+		}
+		if ord >= 1 && ord <= len(held) {
+			held[ord-1] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("settle %d digests: %w", len(ss), err)
+	}
+	return held, nil
 }
 
 // RedrivenDigest is a digest the sweep took back: its rows are digest_pending

@@ -1,0 +1,143 @@
+package jobs
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Callers that arrive while a call is in flight go together in the next one;
+// each gets its own result.
+func TestGroupBatchesConcurrentCallers(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	var sizes []int
+	var mu sync.Mutex
+	g := newGroup(64, func(items []int) ([]int, error) {
+		if calls.Add(1) == 1 {
+			<-release // hold the first call until everyone else has queued
+		}
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		out := make([]int, len(items))
+		for i, v := range items {
+			out[i] = v * 10
+		}
+		return out, nil
+	})
+
+	first := make(chan int)
+	go func() {
+		r, _ := g.do(1)
+		first <- r
+	}()
+	waitQueued(t, g, 0) // the first call leads and is in flight
+
+	const n = 20
+	var wg sync.WaitGroup
+	results := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			r, err := g.do(100 + i)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = r
+		})
+	}
+	waitQueued(t, g, n)
+	close(release)
+	if r := <-first; r != 10 {
+		t.Fatalf("first caller got %d, want 10", r)
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r != (100+i)*10 {
+			t.Fatalf("caller %d got %d, want %d", i, r, (100+i)*10)
+		}
+	}
+	if calls.Load() != 2 || sizes[0] != 1 || sizes[1] != n {
+		t.Fatalf("%d calls of sizes %v, want 2: [1 %d]", calls.Load(), sizes, n)
+	}
+}
+
+// A batch never exceeds max; the rest go in the following calls.
+func TestGroupRespectsMax(t *testing.T) {
+	release := make(chan struct{})
+	var largest atomic.Int64
+	var calls atomic.Int64
+	g := newGroup(3, func(items []int) ([]int, error) {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		if int64(len(items)) > largest.Load() {
+			largest.Store(int64(len(items)))
+		}
+		return items, nil
+	})
+	go g.do(0)
+	waitQueued(t, g, 0)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			if r, err := g.do(i); err != nil || r != i {
+				t.Errorf("do(%d) = %d, %v", i, r, err)
+			}
+		})
+	}
+	waitQueued(t, g, 10)
+	close(release)
+	wg.Wait()
+	if largest.Load() != 3 || calls.Load() != 5 {
+		t.Fatalf("largest batch %d over %d calls, want 3 over 5 (1 + 3+3+3+1)", largest.Load(), calls.Load())
+	}
+}
+
+// An error or a panic reaches every caller of that batch, and the group goes
+// on working afterwards.
+func TestGroupErrorAndPanicReachEveryCaller(t *testing.T) {
+	boom := errors.New("boom")
+	var mode atomic.Int64
+	g := newGroup(8, func(items []int) ([]int, error) {
+		switch mode.Load() {
+		case 1:
+			return nil, boom
+		case 2:
+			panic("kaput")
+		}
+		return items, nil
+	})
+	mode.Store(1)
+	if _, err := g.do(1); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+	mode.Store(2)
+	if _, err := g.do(2); err == nil {
+		t.Fatal("a panicking run returned no error")
+	}
+	mode.Store(0)
+	if r, err := g.do(3); err != nil || r != 3 {
+		t.Fatalf("after errors: %d, %v", r, err)
+	}
+}
+
+// waitQueued waits until n callers wait behind a call in flight.
+func waitQueued[T, R any](t *testing.T, g *group[T, R], n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.mu.Lock()
+		q, busy := len(g.queue), g.busy
+		g.mu.Unlock()
+		if busy && q == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers queued (busy %v), want %d", q, busy, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
