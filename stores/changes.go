@@ -106,11 +106,18 @@ LIMIT $3`
 	oldestChangeSeqSQL = `SELECT coalesce(min(seq), 0) FROM notify_inbox_changes`
 
 	// deleteChangesBeforeSQL trims the log from its old end, in bounded
-	// batches, oldest seq first, so what is left is always a contiguous tail
-	// and OldestChangeSeq tells how far back a stream can resume.
+	// batches: of the first $2 rows in seq order, those before the first row
+	// created at or after $1. What is left is always a contiguous tail, so
+	// OldestChangeSeq tells how far back a stream can resume, and the read is
+	// a walk of the primary key from its start (no index on created_at to
+	// keep up on every write).
 	deleteChangesBeforeSQL = `
+WITH head AS (
+    SELECT seq, created_at FROM notify_inbox_changes ORDER BY seq LIMIT $2
+)
 DELETE FROM notify_inbox_changes
-WHERE seq IN (SELECT seq FROM notify_inbox_changes WHERE created_at < $1 ORDER BY seq LIMIT $2)`
+WHERE seq IN (SELECT seq FROM head
+              WHERE seq < coalesce((SELECT min(seq) FROM head WHERE created_at >= $1), 9223372036854775807))`
 )
 
 // ChangesAfter reads recipient's changes with seq > after, oldest first, at

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/uuidv7"
 )
 
 // Retention deletes in bounded batches so no statement holds an unbounded
@@ -16,12 +18,15 @@ WHERE id IN (SELECT id FROM notify_inbox WHERE created_at < $1 ORDER BY created_
 
 // deleteOldDeliveriesSQL removes settled ledger rows. A row that is somehow
 // still unsettled is kept: nothing disappears before it reached a terminal
-// status (the retry sweep expires it first).
+// status (the retry sweep expires it first). Rows are found by primary key:
+// delivery ids are UUIDv7, made when the row is, and $4 is the first id of
+// the cutoff's millisecond (uuidv7.Floor), so the scan reads old rows only,
+// oldest first, with no index on created_at to keep up on every write.
 const deleteOldDeliveriesSQL = `
 DELETE FROM notify_deliveries
 WHERE id IN (SELECT id FROM notify_deliveries
-             WHERE created_at < $1 AND status <> ALL($3::text[])
-             ORDER BY created_at LIMIT $2)`
+             WHERE id < $4::uuid AND created_at < $1 AND status <> ALL($3::text[])
+             ORDER BY id LIMIT $2)`
 
 // compactOldNotificationsSQL empties the bulky columns (inline recipients,
 // params) of finished notifications older than the deliveries retention that
@@ -63,7 +68,7 @@ func DeleteExpired(ctx context.Context, db DB, c RetentionCutoffs, batch int) (R
 		return r, fmt.Errorf("retention: inbox: %w", err)
 	}
 	r.Inbox = tag.RowsAffected()
-	if tag, err = db.Exec(ctx, deleteOldDeliveriesSQL, c.Deliveries, batch, unsettledStatuses); err != nil {
+	if tag, err = db.Exec(ctx, deleteOldDeliveriesSQL, c.Deliveries, batch, unsettledStatuses, uuidv7.Floor(c.Deliveries)); err != nil {
 		return r, fmt.Errorf("retention: deliveries: %w", err)
 	}
 	r.Deliveries = tag.RowsAffected()

@@ -87,3 +87,16 @@ func Valid(s string) bool {
 	}
 	return true
 }
+
+// Floor returns the smallest UUID whose first 48 bits are t's Unix
+// milliseconds: every UUIDv7 made before t sorts below it (PostgreSQL
+// compares uuid values byte by byte, as here), so "id < Floor(t)" selects rows
+// by creation time through a primary-key index alone.
+func Floor(t time.Time) string {
+	var u [16]byte
+	ms := t.UnixMilli()
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	return Format(u)
+}

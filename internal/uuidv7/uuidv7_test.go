@@ -3,6 +3,7 @@ package uuidv7
 import (
 	"regexp"
 	"testing"
+	"time"
 )
 
 func TestNewIsVersion7AndMonotonic(t *testing.T) {
@@ -40,5 +41,19 @@ func TestValid(t *testing.T) {
 		if Valid(s) != want {
 			t.Errorf("Valid(%q) = %t, want %t", s, !want, want)
 		}
+	}
+}
+
+func TestFloorOrdersBeforeLaterIDs(t *testing.T) {
+	now := time.Now()
+	id := String()
+	if f := Floor(now.Add(-time.Millisecond)); !(f < id) {
+		t.Fatalf("Floor a millisecond before %s is %s, not below it", id, f)
+	}
+	if f := Floor(now.Add(time.Second)); !(id < f) {
+		t.Fatalf("Floor a second after %s is %s, not above it", id, f)
+	}
+	if got, want := Floor(time.UnixMilli(0x0190_b8a4_0000)), "0190b8a4-0000-0000-0000-000000000000"; got != want {
+		t.Fatalf("Floor = %s, want %s", got, want)
 	}
 }
