@@ -175,6 +175,11 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 // carries.
 const digestGroupMax = 64
 
+// digestGroupSlots is how many grouped claims (and settles) may run at once:
+// two let PostgreSQL work on two batches with two connections while the
+// workers of a third batch send.
+const digestGroupSlots = 2
+
 // digestGroups coalesce the claims of new digests and the terminal settles of
 // digest jobs running at the same time into one statement each (see group):
 // with many recipients due at once, two round trips and two transactions per
@@ -192,12 +197,12 @@ func (d *Deps) digestGroups() *digestGroups {
 			return context.WithTimeout(context.Background(), d.lease()/2)
 		}
 		d.digest = &digestGroups{
-			claims: newGroup(digestGroupMax, func(reqs []stores.DigestClaimRequest) ([]*stores.ClaimedDigest, error) {
+			claims: newGroup(digestGroupMax, digestGroupSlots, func(reqs []stores.DigestClaimRequest) ([]*stores.ClaimedDigest, error) {
 				ctx, cancel := bounded()
 				defer cancel()
 				return stores.ClaimDigests(ctx, d.Pool, reqs)
 			}),
-			settles: newGroup(digestGroupMax, func(ss []stores.DigestSettlement) ([]int64, error) {
+			settles: newGroup(digestGroupMax, digestGroupSlots, func(ss []stores.DigestSettlement) ([]int64, error) {
 				ctx, cancel := bounded()
 				defer cancel()
 				return stores.SettleDigests(ctx, d.Pool, ss, d.now())

@@ -13,31 +13,33 @@ import (
 // each. Nothing waits on purpose: a job alone is sent at once, and a batch
 // forms only from jobs that would otherwise have queued for the database.
 //
-// The first caller with no call in flight leads: it runs the batch it finds
-// queued (itself first), hands each caller its result, and passes the lead to
-// the first caller that queued meanwhile, so no caller runs other callers'
-// batches for longer than one call.
+// Up to slots calls run at once (more than one lets the database work on two
+// batches with two connections). A caller that finds a slot free leads: it
+// runs the batch it finds queued (itself first), hands each caller its result,
+// and passes its slot to the first caller that queued meanwhile, so no caller
+// runs other callers' batches for longer than one call.
 type group[T, R any] struct {
 	// run does the work for a batch, returning one result per item in order,
 	// or an error that every item of the batch gets.
-	run func(items []T) ([]R, error)
-	max int // most items per call
+	run   func(items []T) ([]R, error)
+	max   int // most items per call
+	slots int // most calls at once
 
-	mu    sync.Mutex
-	queue []*groupCall[T, R]
-	busy  bool // a leader is running a batch
+	mu      sync.Mutex
+	queue   []*groupCall[T, R]
+	running int // leaders running a batch
 }
 
 type groupCall[T, R any] struct {
-	item T
-	res  R
-	err  error
-	wake chan struct{} // closed once: the result is in, or this call leads
-	lead bool
+	item  T
+	res   R
+	err   error
+	wake  chan struct{}       // closed once: the result is in, or batch is set
+	batch []*groupCall[T, R] // set when this call is handed a slot: the batch to run, itself first
 }
 
-func newGroup[T, R any](max int, run func([]T) ([]R, error)) *group[T, R] {
-	return &group[T, R]{run: run, max: max}
+func newGroup[T, R any](max, slots int, run func([]T) ([]R, error)) *group[T, R] {
+	return &group[T, R]{run: run, max: max, slots: slots}
 }
 
 // do runs item in the next batch and returns its result.
@@ -45,36 +47,43 @@ func (g *group[T, R]) do(item T) (R, error) {
 	c := &groupCall[T, R]{item: item, wake: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
-	if !g.busy {
-		g.busy, c.lead = true, true
+	if g.running < max(g.slots, 1) {
+		// A slot is free, so nobody else is waiting: the batch is c alone.
+		g.running++
+		batch := g.take()
 		g.mu.Unlock()
+		g.runBatch(batch)
 	} else {
 		g.mu.Unlock()
 		<-c.wake
-	}
-	if c.lead {
-		g.runBatch()
+		if c.batch != nil {
+			g.runBatch(c.batch)
+		}
 	}
 	return c.res, c.err
 }
 
-// runBatch is the leader's turn: the queue's head (the leader itself) and up
-// to max-1 callers behind it.
-func (g *group[T, R]) runBatch() {
-	g.mu.Lock()
+// take removes the next batch from the queue: its head and up to max-1
+// callers behind it. g.mu must be held.
+func (g *group[T, R]) take() []*groupCall[T, R] {
 	n := min(len(g.queue), max(g.max, 1))
 	batch := make([]*groupCall[T, R], n)
 	copy(batch, g.queue)
 	g.queue = g.queue[n:]
-	g.mu.Unlock()
+	return batch
+}
 
-	items := make([]T, n)
+// runBatch is a leader's turn (the leader is batch[0]): it runs the batch,
+// hands every other caller its result, and passes the slot on with the next
+// batch, or frees it when nobody is waiting.
+func (g *group[T, R]) runBatch(batch []*groupCall[T, R]) {
+	items := make([]T, len(batch))
 	for i, c := range batch {
 		items[i] = c.item
 	}
 	res, err := g.safeRun(items)
-	if err == nil && len(res) != n {
-		panic("jobs: group run returned a result count unlike its batch")
+	if err == nil && len(res) != len(batch) {
+		err = fmt.Errorf("group call returned %d results for %d items", len(res), len(batch))
 	}
 	for i, c := range batch {
 		if err != nil {
@@ -89,11 +98,11 @@ func (g *group[T, R]) runBatch() {
 
 	g.mu.Lock()
 	if len(g.queue) > 0 {
-		next := g.queue[0]
-		next.lead = true
-		close(next.wake)
+		next := g.take()
+		next[0].batch = next
+		close(next[0].wake)
 	} else {
-		g.busy = false
+		g.running--
 	}
 	g.mu.Unlock()
 }

@@ -15,7 +15,7 @@ func TestGroupBatchesConcurrentCallers(t *testing.T) {
 	var calls atomic.Int64
 	var sizes []int
 	var mu sync.Mutex
-	g := newGroup(64, func(items []int) ([]int, error) {
+	g := newGroup(64, 1, func(items []int) ([]int, error) {
 		if calls.Add(1) == 1 {
 			<-release // hold the first call until everyone else has queued
 		}
@@ -69,7 +69,7 @@ func TestGroupRespectsMax(t *testing.T) {
 	release := make(chan struct{})
 	var largest atomic.Int64
 	var calls atomic.Int64
-	g := newGroup(3, func(items []int) ([]int, error) {
+	g := newGroup(3, 1, func(items []int) ([]int, error) {
 		if calls.Add(1) == 1 {
 			<-release
 		}
@@ -101,7 +101,7 @@ func TestGroupRespectsMax(t *testing.T) {
 func TestGroupErrorAndPanicReachEveryCaller(t *testing.T) {
 	boom := errors.New("boom")
 	var mode atomic.Int64
-	g := newGroup(8, func(items []int) ([]int, error) {
+	g := newGroup(8, 1, func(items []int) ([]int, error) {
 		switch mode.Load() {
 		case 1:
 			return nil, boom
@@ -130,7 +130,7 @@ func waitQueued[T, R any](t *testing.T, g *group[T, R], n int) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		g.mu.Lock()
-		q, busy := len(g.queue), g.busy
+		q, busy := len(g.queue), g.running == g.slots
 		g.mu.Unlock()
 		if busy && q == n {
 			return
@@ -139,5 +139,41 @@ func waitQueued[T, R any](t *testing.T, g *group[T, R], n int) {
 			t.Fatalf("%d callers queued (busy %v), want %d", q, busy, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// With two slots, two callers run at once; a third waits and goes next.
+func TestGroupSlotsRunConcurrently(t *testing.T) {
+	var inFlight, peak atomic.Int64
+	both := make(chan struct{})
+	var once sync.Once
+	g := newGroup(8, 2, func(items []int) ([]int, error) {
+		if n := inFlight.Add(1); n > peak.Load() {
+			peak.Store(n)
+		}
+		if inFlight.Load() == 2 {
+			once.Do(func() { close(both) })
+		}
+		select {
+		case <-both:
+		case <-time.After(5 * time.Second):
+		}
+		inFlight.Add(-1)
+		return items, nil
+	})
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			if r, err := g.do(i); err != nil || r != i {
+				t.Errorf("do(%d) = %d, %v", i, r, err)
+			}
+		})
+	}
+	wg.Wait()
+	if peak.Load() != 2 {
+		t.Fatalf("at most %d calls ran at once, want 2", peak.Load())
+	}
+	if g.running != 0 || len(g.queue) != 0 {
+		t.Fatalf("after all calls: %d running, %d queued", g.running, len(g.queue))
 	}
 }
