@@ -34,7 +34,7 @@ type groupCall[T, R any] struct {
 	item  T
 	res   R
 	err   error
-	wake  chan struct{}       // closed once: the result is in, or batch is set
+	wake  chan struct{}      // closed once: the result is in, or batch is set
 	batch []*groupCall[T, R] // set when this call is handed a slot: the batch to run, itself first
 }
 
