@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +31,10 @@ import (
 // so that enqueue is one round trip; keep its kind, queue and args shape in step.
 type FanoutArgs struct {
 	NotificationID string `json:"notification_id"`
+	// Lane is the lane of the audience this job fans out. The job SendTx
+	// inserts is lane 0: it normalises the audience, splits a large one into
+	// lanes and inserts a job for each other lane (see FanoutWorker).
+	Lane int `json:"lane,omitempty"`
 }
 
 // Kind is the River job kind.
@@ -41,13 +47,25 @@ func (FanoutArgs) InsertOpts() river.InsertOpts {
 
 // FanoutWorker works notify.fanout.
 //
-// Each chunk is ONE transaction that locks the notification row, reads the next
-// window of the audience (inline recipients and topic subscribers, merged in
-// recipient order), resolves every recipient's mode per channel, writes inbox
-// items and delivery rows set-based, enqueues the chunk's send jobs, records the
-// cursor and, on the last chunk, completes the River job (JobCompleteTx). A
-// crash at any point replays from the last committed cursor; the unique keys
-// make even a replay of a committed chunk write nothing twice.
+// Lane 0's first transaction normalises the audience (sorted, deduplicated,
+// counted against max_recipients) and splits it into lanes: ranges of
+// recipient ids of about equal size, one per fan-out worker up to the number
+// of CPUs, when the audience is larger than two chunks per lane (otherwise a
+// single lane). It inserts a notify.fanout job for every other lane in the
+// same transaction, so the lanes' chunks are written on several connections at
+// once.
+//
+// Each chunk is ONE transaction that share-locks the notification row (a
+// cancel waits for it), locks its lane, reads the lane's next window of the
+// audience (inline recipients and topic subscribers, merged in recipient
+// order), resolves every recipient's mode per channel, writes inbox items and
+// delivery rows set-based, enqueues the chunk's send jobs and records the
+// lane's cursor. The lane's last chunk marks it done and, when the other lanes
+// are done too, marks the notification fanned_out and completes the River job
+// (JobCompleteTx) — or, when it cannot tell, leaves that to a transaction
+// after its commit (stores.FinishFanout). A crash at any point replays from
+// the lane's last committed cursor; the unique keys make even a replay of a
+// committed chunk write nothing twice.
 type FanoutWorker struct {
 	river.WorkerDefaults[FanoutArgs]
 	Deps *Deps
@@ -95,18 +113,19 @@ func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) err
 	}
 }
 
-// step runs one transaction: normalisation, or one chunk. It reports whether
-// the fan-out is finished (and the job completed in that transaction).
+// step runs one transaction: normalisation, or one chunk of the job's lane.
+// It reports whether the job is finished (and completed in that transaction).
 func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (done bool, err error) {
 	d := w.Deps
-	log := d.logger().With("notification_id", job.Args.NotificationID, "job_id", job.ID)
+	id, lane := job.Args.NotificationID, job.Args.Lane
+	log := d.logger().With("notification_id", id, "lane", lane, "job_id", job.ID)
 	tx, err := d.Pool.Begin(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
-	st, err := stores.LockFanout(ctx, tx, job.Args.NotificationID)
+	st, err := stores.LockFanout(ctx, tx, id, lane)
 	if errors.Is(err, stores.ErrNotFound) {
 		log.WarnContext(ctx, "fan-out of a notification that does not exist")
 		return true, w.complete(ctx, tx, job)
@@ -139,31 +158,28 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 	}
 
 	if !st.Normalized {
-		audience, topics, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor)
-		if err != nil {
-			return false, err
+		if lane != 0 {
+			return false, fmt.Errorf("fan-out lane %d of %s before its normalisation", lane, id)
 		}
-		if audience > nf.MaxRecipients {
-			return true, w.reject(ctx, tx, job, st, fmt.Sprintf(
-				"audience of %d recipients exceeds max_recipients %d", audience, nf.MaxRecipients))
-		}
-		st.Topics = topics
-		if err := w.writeBulk(ctx, tx, st, nf); err != nil {
-			return false, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return false, err
-		}
-		d.Metrics.Notification(st.Notifier, "accepted")
-		log.DebugContext(ctx, "fan-out started", "audience", audience)
-		return false, nil
+		return w.normalize(ctx, tx, job, st, nf, log)
+	}
+	if st.Lane == nil {
+		// Lanes are created with the normalisation, for every lane a job
+		// exists for; a re-normalisation replaced them with fewer.
+		log.WarnContext(ctx, "fan-out lane does not exist (the audience was split again); nothing to do")
+		return true, w.complete(ctx, tx, job)
+	}
+	if st.Lane.Done {
+		// The lane's last chunk committed but not the finish (a crash, or a
+		// lane that finished at the same time).
+		return true, w.finish(ctx, tx, job)
 	}
 
 	chunkSize := d.Config.Queues.FanoutChunk
 	if chunkSize <= 0 {
 		chunkSize = 1000
 	}
-	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, chunkSize, scopesOf(nf))
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, lane, chunkSize, scopesOf(nf))
 	if err != nil {
 		return false, err
 	}
@@ -180,7 +196,7 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 	if err := insertSendJobs(ctx, tx, res.PendingIDs, d.Config.Queues.SendBatch); err != nil {
 		return false, err
 	}
-	if m.done {
+	if res.Finished {
 		if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
 			return false, fmt.Errorf("complete fan-out job %d: %w", job.ID, err)
 		}
@@ -196,7 +212,79 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 	countTerminal(d.Metrics, chunk)
 	log.DebugContext(ctx, "fan-out chunk written", "recipients", len(m.recipients), "inbox", len(res.InboxIDs),
 		"deliveries", len(chunk.DeliveryIDs), "sends", len(res.PendingIDs), "done", m.done)
-	return m.done, nil
+	// A done lane that did not finish the notification goes round once more:
+	// the next step sees the lane done and runs the finish after this commit.
+	return res.Finished, nil
+}
+
+// normalize is lane 0's first transaction: the audience rewritten once
+// (stores.NormalizeAudience) and checked against max_recipients, the bulk
+// deliveries, the lanes and a job for each lane but 0. It reports whether the
+// job is finished (the notification was rejected).
+func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs], st *stores.FanoutState,
+	nf *config.Notifier, log *slog.Logger) (done bool, err error) {
+	d := w.Deps
+	// The share lock becomes an update lock: this transaction rewrites the row.
+	if err := stores.LockNotificationForUpdate(ctx, tx, st.ID); err != nil {
+		return false, err
+	}
+	audience, topics, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor)
+	if err != nil {
+		return false, err
+	}
+	if audience > nf.MaxRecipients {
+		return true, w.reject(ctx, tx, job, st, fmt.Sprintf(
+			"audience of %d recipients exceeds max_recipients %d", audience, nf.MaxRecipients))
+	}
+	st.Topics = topics
+	bounds, err := stores.LaneBounds(ctx, tx, st.ID, w.lanes(audience), nf.NotifyActor)
+	if err != nil {
+		return false, err
+	}
+	if err := stores.CreateLanes(ctx, tx, st.ID, bounds); err != nil {
+		return false, err
+	}
+	if len(bounds) > 0 {
+		params := make([]river.InsertManyParams, len(bounds))
+		for i := range bounds {
+			params[i] = river.InsertManyParams{Args: FanoutArgs{NotificationID: st.ID, Lane: i + 1}}
+		}
+		client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+		if err != nil {
+			return false, fmt.Errorf("enqueue fan-out lanes: %w", err)
+		}
+		if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+			return false, fmt.Errorf("enqueue %d fan-out lanes: %w", len(params), err)
+		}
+	}
+	if err := w.writeBulk(ctx, tx, st, nf); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	d.Metrics.Notification(st.Notifier, "accepted")
+	log.DebugContext(ctx, "fan-out started", "audience", audience, "lanes", len(bounds)+1)
+	return false, nil
+}
+
+// lanes is how many lanes an audience of n recipients is split into: one per
+// fan-out worker, up to the number of CPUs (the database's work per chunk is
+// what runs in parallel), and only when every lane gets at least two chunks.
+func (w *FanoutWorker) lanes(n int) int {
+	chunk := max(w.Deps.Config.Queues.FanoutChunk, 1)
+	l := min(max(w.Deps.Config.Queues.Fanout, 1), max(runtime.NumCPU(), 2))
+	return max(1, min(l, n/(2*chunk)))
+}
+
+// finish completes a lane whose chunks are all written: it marks the
+// notification fanned_out if every lane is done (the last lane to commit
+// sees them all) and completes the job, in tx.
+func (w *FanoutWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs]) error {
+	if _, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID); err != nil {
+		return err
+	}
+	return w.complete(ctx, tx, job)
 }
 
 func (w *FanoutWorker) complete(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs]) error {
@@ -251,7 +339,7 @@ func countTerminal(m *metrics.Metrics, c *stores.Chunk) {
 // webhook) and their send jobs in the normalisation transaction.
 func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier) error {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
-		Actor: st.Actor, Cursor: st.Cursor, InlinePos: st.InlinePos}
+		Actor: st.Actor, Lane: -1}
 	add := func(channel, status, why string) {
 		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())
 		c.DeliveryRecipients = append(c.DeliveryRecipients, "")
@@ -289,9 +377,10 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 // the rows to write.
 func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m merged) (*stores.Chunk, error) {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
-		Actor: st.Actor, Params: st.Params, Cursor: m.cursor, InlinePos: st.InlinePos + m.inlineTaken, Done: m.done}
+		Actor: st.Actor, Params: st.Params, Lane: st.Lane.Lane, Cursor: m.cursor,
+		InlinePos: st.Lane.InlinePos + m.inlineTaken, Done: m.done}
 	if m.cursor == nil {
-		c.Cursor = st.Cursor
+		c.Cursor = st.Lane.Cursor
 	}
 	addRow := func(r *mergedRecipient, channel string, mode notifyd.Mode, status notifyd.DeliveryStatus, why string) {
 		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())

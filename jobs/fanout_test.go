@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
@@ -51,9 +52,16 @@ var commentParams = map[string]any{"post_title": "Hello", "author_name": "Ada", 
 
 func waitStatus(t *testing.T, b *bundle, id, status string) {
 	t.Helper()
-	notifydtest.Eventually(t, 30*time.Second, "notification "+id+" to become "+status, func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) == 1
-	})
+	deadline := time.Now().Add(30 * time.Second)
+	for notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) != 1 {
+		if time.Now().After(deadline) {
+			rows, _ := b.pool.Query(context.Background(), `SELECT 'lane ' || lane || '/' || lanes || ' ' || coalesce(cursor, '-') || ' ' || inline_pos || '/' || inline_end || ' ' || done FROM notify_fanout_lanes WHERE notification_id = $1
+				UNION ALL SELECT 'job ' || id || ' ' || args::text || ' ' || state || ' ' || attempt || ' ' || errors::text FROM river_job WHERE kind = 'notify.fanout'`, id)
+			lines, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+			t.Fatalf("timed out: notification %s to become %s\n%s", id, status, strings.Join(lines, "\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
@@ -85,8 +93,13 @@ func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'created'`); n != 449 {
 		t.Fatalf("change-log rows = %d, want 449", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`); n != 1 {
-		t.Fatalf("completed fan-out jobs = %d, want 1", n)
+	// 449 recipients are more than two chunks for each of two lanes: lane 0's
+	// job split them and enqueued lane 1's.
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1 AND done AND lanes = 2`, res.ID); n != 2 {
+		t.Fatalf("done lanes = %d, want 2", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`); n != 2 {
+		t.Fatalf("completed fan-out jobs = %d, want 2 (one per lane)", n)
 	}
 }
 
@@ -233,15 +246,15 @@ func TestFanoutReplayIsExactlyOnce(t *testing.T) {
 	if err := b.pool.QueryRow(ctx, `SELECT string_agg(id::text || created_at::text || coalesce(read_at::text, '-'), ',' ORDER BY id) FROM notify_inbox`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.pool.Exec(ctx, `UPDATE notify_notifications SET status = 'pending', normalized = false, fanout_cursor = NULL, fanout_inline_pos = 0 WHERE id = $1`, res.ID); err != nil {
+	if _, err := b.pool.Exec(ctx, `UPDATE notify_notifications SET status = 'pending', normalized = false WHERE id = $1`, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, queue, state) VALUES (jsonb_build_object('notification_id', $1::text), 'notify.fanout', 25, 'fanout', 'available')`, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, b, res.ID, "fanned_out")
-	notifydtest.Eventually(t, 10*time.Second, "replayed job completes", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 2
+	notifydtest.Eventually(t, 10*time.Second, "replayed jobs complete (two lanes, twice)", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 4
 	})
 	var after string
 	if err := b.pool.QueryRow(ctx, `SELECT string_agg(id::text || created_at::text || coalesce(read_at::text, '-'), ',' ORDER BY id) FROM notify_inbox`).Scan(&after); err != nil {
@@ -315,4 +328,63 @@ func TestFanoutGivesUpAfterItsLastAttempt(t *testing.T) {
 	if err := b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil || !strings.Contains(reason, "gave up after 1 attempts") || !strings.Contains(reason, "on fire") {
 		t.Fatalf("error = %q (%v)", reason, err)
 	}
+}
+
+// An audience split into lanes — inline recipients and topic subscribers
+// overlapping across the split point — reaches each recipient once, with the
+// strongest reason, and the notification becomes fanned_out once, when the
+// last lane is done. A crash in each lane after its first chunk resumes from
+// the lane's cursor.
+func TestFanoutLanesSplitInlineAndTopicAudiences(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	// Inline user-00000..00299 (mentioned), topic subscribers user-00100..00499
+	// (subscribed): 500 recipients, 200 of them reached both ways.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO notify_subscriptions (topic, recipient, reason)
+		SELECT 'post-lanes', 'user-' || lpad(g::text, 5, '0'), 'subscribed' FROM generate_series(100, 499) g`); err != nil {
+		t.Fatal(err)
+	}
+	var steps atomic.Int32
+	b.deps.AfterFanoutStep = func(string) error {
+		if n := steps.Add(1); n == 3 || n == 5 {
+			return errors.New("simulated crash between chunks")
+		}
+		return nil
+	}
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "c-lanes",
+		Recipients: recipients(300, "mentioned"), Topics: []string{"post-lanes"}, Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "fanned_out")
+
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 500 {
+		t.Fatalf("inbox items = %d, want 500", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT recipient) FROM notify_inbox`); n != 500 {
+		t.Fatalf("distinct recipients = %d, want 500", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE reason = 'mentioned'`); n != 300 {
+		t.Fatalf("items with reason mentioned = %d, want 300 (the inline reason wins over subscribed)", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'created'`); n != 500 {
+		t.Fatalf("change-log rows = %d, want 500", n)
+	}
+	var lanes int
+	var bound string
+	if err := b.pool.QueryRow(ctx, `SELECT count(*), min(lo) FROM notify_fanout_lanes WHERE notification_id = $1 AND done`, res.ID).
+		Scan(&lanes, &bound); err != nil {
+		t.Fatal(err)
+	}
+	if lanes != 2 || bound <= "user-00100" || bound >= "user-00400" {
+		t.Fatalf("%d done lanes split at %q, want 2 split near the middle", lanes, bound)
+	}
+	if steps.Load() < 5 {
+		t.Fatalf("only %d steps ran; the crash points were not reached", steps.Load())
+	}
+	notifydtest.Eventually(t, 10*time.Second, "both lane jobs complete", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 2
+	})
 }

@@ -79,8 +79,9 @@ FOR UPDATE OF n`
 //
 //   - Notifications not yet fanned out (scheduled, pending — including one
 //     half-way through its fan-out) lose the recipient from their inline
-//     lists, so nothing is sent to them afterwards; fanout_inline_pos moves
-//     back by the entries removed from the part already written. Finished
+//     lists, so nothing is sent to them afterwards; each fan-out lane's inline
+//     positions move back by the entries removed before them (the statement
+//     reads the lists as they were before it). Finished
 //     notifications get the pseudonym in their inline list. An actor becomes
 //     the pseudonym everywhere.
 //   - Profile, inbox items, change-log rows, preferences, subscriptions and
@@ -103,13 +104,18 @@ WITH nt AS (
             THEN ARRAY(SELECT r.reason FROM unnest(n.recipients, n.reasons) WITH ORDINALITY AS r(rid, reason, ord)
                        WHERE r.rid <> $1 ORDER BY r.ord)
             ELSE n.reasons END,
-        fanout_inline_pos = CASE WHEN n.status IN ('scheduled', 'pending')
-            THEN n.fanout_inline_pos - (SELECT count(*) FROM unnest(n.recipients) WITH ORDINALITY AS r(rid, ord)
-                                        WHERE r.rid = $1 AND r.ord <= n.fanout_inline_pos)::int
-            ELSE n.fanout_inline_pos END,
         actor = CASE WHEN n.actor = $1 THEN $2 ELSE n.actor END,
         updated_at = now()
     WHERE n.recipients @> ARRAY[$1]::text[] OR n.actor = $1
+    RETURNING 1
+), lanes AS (
+    UPDATE notify_fanout_lanes l
+    SET inline_pos = l.inline_pos - (SELECT count(*) FROM unnest(n.recipients) WITH ORDINALITY AS r(rid, ord)
+                                     WHERE r.rid = $1 AND r.ord <= l.inline_pos)::int,
+        inline_end = l.inline_end - (SELECT count(*) FROM unnest(n.recipients) WITH ORDINALITY AS r(rid, ord)
+                                     WHERE r.rid = $1 AND r.ord <= l.inline_end)::int
+    FROM notify_notifications n
+    WHERE l.notification_id = n.id AND n.status IN ('scheduled', 'pending') AND n.recipients @> ARRAY[$1]::text[]
     RETURNING 1
 ), subs AS (
     DELETE FROM notify_subscriptions WHERE recipient = $1 RETURNING 1

@@ -81,13 +81,19 @@ func TestEraseRecipient(t *testing.T) {
 		nTopic  = "00000000-0000-7000-8000-000000000004"
 		nOthers = "00000000-0000-7000-8000-000000000005"
 	)
-	exec(t, tx, `INSERT INTO notify_notifications (id, notifier, key, actor, recipients, reasons, status, normalized, fanout_inline_pos)
-		VALUES ($1, 'n', 'erase-done', $6, ARRAY['erase-a', $6], ARRAY['author', 'mentioned'], 'fanned_out', true, 2),
-		       ($2, 'n', 'erase-half', NULL, ARRAY['erase-a', $6, 'erase-z'], ARRAY['r1', 'r2', 'r3'], 'pending', true, 2),
-		       ($3, 'n', 'erase-later', NULL, ARRAY[$6, 'erase-b', $6], ARRAY['r1', 'r2', 'r3'], 'scheduled', false, 0),
-		       ($4, 'n', 'erase-topic', NULL, '{}', '{}', 'pending', true, 0),
-		       ($5, 'n', 'erase-others', NULL, ARRAY['erase-a'], ARRAY['r1'], 'fanned_out', true, 1)`,
+	exec(t, tx, `INSERT INTO notify_notifications (id, notifier, key, actor, recipients, reasons, status, normalized)
+		VALUES ($1, 'n', 'erase-done', $6, ARRAY['erase-a', $6], ARRAY['author', 'mentioned'], 'fanned_out', true),
+		       ($2, 'n', 'erase-half', NULL, ARRAY['erase-a', $6, 'erase-z'], ARRAY['r1', 'r2', 'r3'], 'pending', true),
+		       ($3, 'n', 'erase-later', NULL, ARRAY[$6, 'erase-b', $6], ARRAY['r1', 'r2', 'r3'], 'scheduled', false),
+		       ($4, 'n', 'erase-topic', NULL, '{}', '{}', 'pending', true),
+		       ($5, 'n', 'erase-others', NULL, ARRAY['erase-a'], ARRAY['r1'], 'fanned_out', true)`,
 		nDone, nHalf, nLater, nTopic, nOthers, x)
+	// nHalf is fanned out in two lanes split before 'erase-y': lane 0 (erase-a
+	// and x) is written, lane 1 (erase-z) not yet.
+	exec(t, tx, `INSERT INTO notify_fanout_lanes (notification_id, lane, lanes, lo, hi, cursor, inline_pos, inline_end, done)
+		VALUES ($1, 0, 1, NULL, NULL, $3, 2, 2, true),
+		       ($2, 0, 2, NULL, 'erase-y', $3, 2, 2, true),
+		       ($2, 1, 2, 'erase-y', NULL, NULL, 2, 3, false)`, nDone, nHalf, x)
 	exec(t, tx, `UPDATE notify_notifications SET topics = ARRAY['erase-topic-1'] WHERE id = $1`, nTopic)
 
 	// The ledger: one row per status for x on nDone, y's row and a bulk row
@@ -176,23 +182,39 @@ func TestEraseRecipient(t *testing.T) {
 	type notif struct {
 		recipients, reasons []string
 		actor               *string
-		pos                 int
+		lanes               [][2]int // per lane: inline_pos, inline_end
 	}
 	read := func(id string) notif {
 		var n notif
-		if err := tx.QueryRow(ctx, `SELECT recipients, reasons, actor, fanout_inline_pos FROM notify_notifications WHERE id = $1`, id).
-			Scan(&n.recipients, &n.reasons, &n.actor, &n.pos); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT recipients, reasons, actor FROM notify_notifications WHERE id = $1`, id).
+			Scan(&n.recipients, &n.reasons, &n.actor); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := tx.Query(ctx, `SELECT inline_pos, inline_end FROM notify_fanout_lanes WHERE notification_id = $1 ORDER BY lane`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var l [2]int
+			if err := rows.Scan(&l[0], &l[1]); err != nil {
+				t.Fatal(err)
+			}
+			n.lanes = append(n.lanes, l)
+		}
+		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if n := read(nDone); !slices.Equal(n.recipients, []string{"erase-a", pseudo}) || n.actor == nil || *n.actor != pseudo || n.pos != 2 {
+	if n := read(nDone); !slices.Equal(n.recipients, []string{"erase-a", pseudo}) || n.actor == nil || *n.actor != pseudo ||
+		!slices.Equal(n.lanes, [][2]int{{2, 2}}) {
 		t.Fatalf("finished notification: %+v", n)
 	}
-	if n := read(nHalf); !slices.Equal(n.recipients, []string{"erase-a", "erase-z"}) || !slices.Equal(n.reasons, []string{"r1", "r3"}) || n.pos != 1 {
+	if n := read(nHalf); !slices.Equal(n.recipients, []string{"erase-a", "erase-z"}) || !slices.Equal(n.reasons, []string{"r1", "r3"}) ||
+		!slices.Equal(n.lanes, [][2]int{{1, 1}, {1, 2}}) {
 		t.Fatalf("half-way notification: %+v", n)
 	}
-	if n := read(nLater); !slices.Equal(n.recipients, []string{"erase-b"}) || !slices.Equal(n.reasons, []string{"r2"}) || n.pos != 0 {
+	if n := read(nLater); !slices.Equal(n.recipients, []string{"erase-b"}) || !slices.Equal(n.reasons, []string{"r2"}) || n.lanes != nil {
 		t.Fatalf("scheduled notification: %+v", n)
 	}
 

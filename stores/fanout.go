@@ -3,13 +3,16 @@ package stores
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// FanoutState is a notification as the fan-out job sees it, read under a row
-// lock so a concurrent cancel or a second worker waits for this chunk.
+// FanoutState is a notification as the fan-out job sees it, read under a
+// share lock (a cancel waits for the chunk; other lanes' chunks do not), with
+// the lane the job works on, locked for update.
 type FanoutState struct {
 	ID         string
 	Notifier   string
@@ -19,26 +22,73 @@ type FanoutState struct {
 	Params     json.RawMessage
 	Status     string
 	Normalized bool
-	Cursor     *string
-	InlinePos  int
+	// Lane is the job's lane; nil before normalisation.
+	Lane *FanoutLane
+}
+
+// FanoutLane is one lane's progress (sql/migrations/00003_fanout_lanes.sql).
+type FanoutLane struct {
+	Lane, Lanes int
+	Cursor      *string
+	InlinePos   int
+	Done        bool
 }
 
 const lockFanoutSQL = `
-SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized,
-       fanout_cursor, fanout_inline_pos
+SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized
 FROM notify_notifications
 WHERE id = $1
+FOR SHARE`
+
+const lockLaneSQL = `
+SELECT lane, lanes, cursor, inline_pos, done
+FROM notify_fanout_lanes
+WHERE notification_id = $1 AND lane = $2
 FOR UPDATE`
 
-// LockFanout reads notification id and locks its row until tx ends.
-func LockFanout(ctx context.Context, tx DB, id string) (*FanoutState, error) {
+// LockFanout reads notification id with a share lock and its lane with an
+// update lock, both until tx ends, in one round trip.
+func LockFanout(ctx context.Context, tx DB, id string, lane int) (*FanoutState, error) {
 	var s FanoutState
-	err := tx.QueryRow(ctx, lockFanoutSQL, id).Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params,
-		&s.Status, &s.Normalized, &s.Cursor, &s.InlinePos)
-	if err != nil {
-		return nil, notFound(err)
+	var found bool
+	b := &pgx.Batch{}
+	b.Queue(lockFanoutSQL, id).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params, &s.Status, &s.Normalized)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	b.Queue(lockLaneSQL, id, lane).QueryRow(func(row pgx.Row) error {
+		var l FanoutLane
+		err := row.Scan(&l.Lane, &l.Lanes, &l.Cursor, &l.InlinePos, &l.Done)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err == nil {
+			s.Lane = &l
+		}
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("lock fan-out of %s: %w", id, err)
+	}
+	if !found {
+		return nil, ErrNotFound
 	}
 	return &s, nil
+}
+
+const lockNotificationSQL = `SELECT 1 FROM notify_notifications WHERE id = $1 FOR UPDATE`
+
+// LockNotificationForUpdate takes the update lock on notification id (the
+// fan-out's normalisation rewrites the row).
+func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
+	if _, err := tx.Exec(ctx, lockNotificationSQL, id); err != nil {
+		return fmt.Errorf("lock notification %s: %w", id, err)
+	}
+	return nil
 }
 
 // normalizeAudienceSQL rewrites the inline recipients once, set-based: sorted
@@ -101,6 +151,88 @@ func RejectNotification(ctx context.Context, tx DB, id, reason string) error {
 	return err
 }
 
+// laneBoundsSQL splits a normalised notification's audience (inline
+// recipients and topic subscribers, deduplicated, the actor removed unless
+// $3) at the quantiles $2, in byte order.
+const laneBoundsSQL = `
+WITH n AS (
+    SELECT actor, recipients, topics FROM notify_notifications WHERE id = $1
+), a AS (
+    SELECT r.rid COLLATE "C" AS rid FROM n, unnest(n.recipients) AS r(rid)
+    UNION
+    SELECT s.recipient FROM n, notify_subscriptions s
+    WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
+)
+SELECT coalesce(percentile_disc($2::float8[]) WITHIN GROUP (ORDER BY a.rid), '{}') FROM a`
+
+// LaneBounds returns the recipient ids that split notification id's audience
+// into lanes ranges of about equal size: lanes-1 ids, ascending, without
+// duplicates (fewer when the audience is small).
+func LaneBounds(ctx context.Context, tx DB, id string, lanes int, notifyActor bool) ([]string, error) {
+	if lanes < 2 {
+		return nil, nil
+	}
+	q := make([]float64, lanes-1)
+	for i := range q {
+		q[i] = float64(i+1) / float64(lanes)
+	}
+	var bounds []string
+	if err := tx.QueryRow(ctx, laneBoundsSQL, id, q, notifyActor).Scan(&bounds); err != nil {
+		return nil, fmt.Errorf("split the audience of %s: %w", id, err)
+	}
+	return slices.Compact(bounds), nil
+}
+
+const deleteLanesSQL = `DELETE FROM notify_fanout_lanes WHERE notification_id = $1`
+
+// createLanesSQL gives notification $1 (without lanes) one lane per range the
+// ascending bounds $2 cut (lane 0 from the start, the last to the end), each
+// with the positions of its inline entries in the sorted inline list.
+const createLanesSQL = `
+WITH b AS (
+    SELECT (i - 1)::int AS lane, lo, lead(lo) OVER (ORDER BY i) AS hi
+    FROM unnest(ARRAY[NULL]::text[] || $2::text[]) WITH ORDINALITY AS b(lo, i)
+)
+INSERT INTO notify_fanout_lanes (notification_id, lane, lanes, lo, hi, inline_pos, inline_end)
+SELECT $1, b.lane, cardinality($2::text[]) + 1, b.lo, b.hi,
+       CASE WHEN b.lo IS NULL THEN 0
+            ELSE (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.lo COLLATE "C") END,
+       CASE WHEN b.hi IS NULL THEN cardinality(n.recipients)
+            ELSE (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.hi COLLATE "C") END
+FROM notify_notifications n, b
+WHERE n.id = $1`
+
+// CreateLanes gives normalised notification id one lane per range the
+// ascending bounds cut (none: a single lane), replacing any it had.
+func CreateLanes(ctx context.Context, tx DB, id string, bounds []string) error {
+	b := &pgx.Batch{}
+	b.Queue(deleteLanesSQL, id)
+	b.Queue(createLanesSQL, id, nonNil(bounds))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("create fan-out lanes of %s: %w", id, err)
+	}
+	return nil
+}
+
+// finishFanoutSQL marks notification $1 fanned out once all its lanes are
+// done.
+const finishFanoutSQL = `
+UPDATE notify_notifications SET status = 'fanned_out', updated_at = now()
+WHERE id = $1 AND status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM notify_fanout_lanes WHERE notification_id = $1 AND NOT done)`
+
+// FinishFanout marks notification id fanned out if every lane is done, and
+// reports whether it did. A lane whose last chunk could not tell (another
+// lane finished at the same time, uncommitted) calls it after committing:
+// of lanes finishing together, the last to commit sees all of them done.
+func FinishFanout(ctx context.Context, tx DB, id string) (bool, error) {
+	tag, err := tx.Exec(ctx, finishFanoutSQL, id)
+	if err != nil {
+		return false, fmt.Errorf("finish fan-out of %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // Candidate is one recipient the next fan-out chunk may reach, with what mode
 // resolution needs. Source is 0 for the inline list and i for the i-th topic.
 type Candidate struct {
@@ -116,29 +248,34 @@ type Candidate struct {
 	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
 }
 
-// fanoutCandidatesSQL reads the next window of each audience source: up to $2
-// inline entries past the inline position, and up to $2 subscribers of each
-// topic past the cursor (an index range scan per topic). The caller merges the
+// fanoutCandidatesSQL reads the next window of each audience source within
+// lane $4: up to $2 inline entries past the lane's inline position (not past
+// its end), and up to $2 subscribers of each topic past the lane's cursor and
+// below its upper bound (an index range scan per topic). The caller merges the
 // windows and takes what is complete (see jobs.mergeChunk). The inline window
 // is an array slice, so a chunk costs the same at the end of a million-entry
 // list as at its start; the LIMIT 1 in the profile lookup keeps the planner
 // from a merge join that scans the profiles from the first id on every chunk.
-// Profile, the
-// preference rules that can apply ($3: the scopes of this notifier) and active
-// mutes come along in the same statement: one read per chunk, no per-recipient
-// round trip.
+// Profile, the preference rules that can apply ($3: the scopes of this
+// notifier) and active mutes come along in the same statement: one read per
+// chunk, no per-recipient round trip.
 const fanoutCandidatesSQL = `
 WITH n AS (
-    SELECT recipients, reasons, topics, fanout_cursor, fanout_inline_pos FROM notify_notifications WHERE id = $1
+    SELECT nn.recipients, nn.reasons, nn.topics, l.cursor, l.lo, l.hi, l.inline_pos,
+           least(l.inline_pos + $2, l.inline_end) AS inline_to
+    FROM notify_notifications nn
+    JOIN notify_fanout_lanes l ON l.notification_id = nn.id AND l.lane = $4
+    WHERE nn.id = $1
 ), c AS (
     (SELECT 0 AS source, r.rid AS recipient, r.reason
-     FROM n, unnest(n.recipients[n.fanout_inline_pos + 1 : n.fanout_inline_pos + $2],
-                    n.reasons[n.fanout_inline_pos + 1 : n.fanout_inline_pos + $2]) AS r(rid, reason))
+     FROM n, unnest(n.recipients[n.inline_pos + 1 : n.inline_to],
+                    n.reasons[n.inline_pos + 1 : n.inline_to]) AS r(rid, reason))
     UNION ALL
     (SELECT t.idx::int AS source, s.recipient, s.reason
      FROM n, unnest(n.topics) WITH ORDINALITY AS t(topic, idx),
      LATERAL (SELECT sub.recipient, sub.reason FROM notify_subscriptions sub
-              WHERE sub.topic = t.topic AND sub.recipient > coalesce(n.fanout_cursor, '')
+              WHERE sub.topic = t.topic AND sub.recipient > coalesce(n.cursor, '')
+                AND sub.recipient >= coalesce(n.lo, '') AND (n.hi IS NULL OR sub.recipient < n.hi)
               ORDER BY sub.recipient
               LIMIT $2) s)
 )
@@ -152,9 +289,10 @@ SELECT c.source, c.recipient, c.reason,
 FROM c
 LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE p.id = c.recipient LIMIT 1) p ON true`
 
-// FanoutCandidates reads the next window of notification id's audience.
-func FanoutCandidates(ctx context.Context, tx DB, id string, window int, scopes []string) ([]Candidate, error) {
-	rows, err := tx.Query(ctx, fanoutCandidatesSQL, id, window, scopes)
+// FanoutCandidates reads the next window of lane lane of notification id's
+// audience.
+func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, scopes []string) ([]Candidate, error) {
+	rows, err := tx.Query(ctx, fanoutCandidatesSQL, id, window, scopes, lane)
 	if err != nil {
 		return nil, fmt.Errorf("fan-out candidates of %s: %w", id, err)
 	}
@@ -197,7 +335,9 @@ type Chunk struct {
 	DeliveryStatuses   []string
 	DeliveryErrors     []string
 
-	// Progress after this chunk.
+	// Progress of lane Lane after this chunk (Lane -1: no lane progress, as
+	// for the bulk rows written at normalisation). Done finishes the lane.
+	Lane      int
 	Cursor    *string
 	InlinePos int
 	Done      bool
@@ -211,12 +351,17 @@ type ChunkResult struct {
 	// Pending deliveries, which need send jobs.
 	PendingIDs      []string
 	PendingChannels []string
+	// Finished: the chunk finished its lane and every other lane was done
+	// already, so the notification is now fanned_out.
+	Finished bool
 }
 
-// writeChunkSQL writes a chunk's inbox items, delivery rows and the fan-out's
-// progress in one statement. ON CONFLICT DO NOTHING on both identities makes a
-// replay write nothing twice and move no timestamp; only what was inserted is
-// returned, so only new pending deliveries get send jobs.
+// writeChunkSQL writes a chunk's inbox items, delivery rows and its lane's
+// progress in one statement, and on the lane's last chunk marks the
+// notification fanned_out when the other lanes are done (as this statement
+// sees them: see FinishFanout). ON CONFLICT DO NOTHING on both identities
+// makes a replay write nothing twice and move no timestamp; only what was
+// inserted is returned, so only new pending deliveries get send jobs.
 const writeChunkSQL = `
 WITH inbox AS (
     INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
@@ -234,15 +379,22 @@ WITH inbox AS (
     ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING
     RETURNING id, channel, status
 ), progress AS (
+    UPDATE notify_fanout_lanes
+    SET cursor = $20, inline_pos = $21, done = $22
+    WHERE notification_id = $1 AND lane = $23
+    RETURNING 1
+), fin AS (
     UPDATE notify_notifications
-    SET fanout_cursor = $20, fanout_inline_pos = $21,
-        status = CASE WHEN $22 THEN 'fanned_out' ELSE status END, updated_at = now()
-    WHERE id = $1
+    SET status = 'fanned_out', updated_at = now()
+    WHERE id = $1 AND $22 AND status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM notify_fanout_lanes l WHERE l.notification_id = $1 AND l.lane <> $23 AND NOT l.done)
     RETURNING 1
 )
 SELECT 'i', id::text, recipient FROM inbox
 UNION ALL
-SELECT 'd', id::text, channel FROM dl WHERE status = 'pending'`
+SELECT 'd', id::text, channel FROM dl WHERE status = 'pending'
+UNION ALL
+SELECT 'f', '', '' FROM fin`
 
 // WriteChunk writes c in tx and reports what was new.
 func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
@@ -255,7 +407,7 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
 		nonNil(c.InboxIDs), nonNil(c.InboxRecipients), nonNil(c.InboxReasons),
 		nonNil(c.DeliveryIDs), nonNil(c.DeliveryRecipients), nonNil(c.DeliveryChannels), nonNil(c.DeliveryReasons),
 		nonNil(c.DeliveryModes), nonNil(c.DeliveryStatuses), nonNil(c.DeliveryErrors),
-		c.Cursor, c.InlinePos, c.Done)
+		c.Cursor, c.InlinePos, c.Done, c.Lane)
 	if err != nil {
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
 	}
@@ -266,12 +418,15 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
 		if err := rows.Scan(&kind, &id, &extra); err != nil {
 			return nil, err
 		}
-		if kind == "i" {
+		switch kind {
+		case "i":
 			res.InboxIDs = append(res.InboxIDs, id)
 			res.InboxRecipients = append(res.InboxRecipients, extra)
-		} else {
+		case "d":
 			res.PendingIDs = append(res.PendingIDs, id)
 			res.PendingChannels = append(res.PendingChannels, extra)
+		case "f":
+			res.Finished = true
 		}
 	}
 	if err := rows.Err(); err != nil {
