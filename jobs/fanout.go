@@ -228,18 +228,20 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 	if err := stores.LockNotificationForUpdate(ctx, tx, st.ID); err != nil {
 		return false, err
 	}
-	audience, topics, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor)
+	lanes := w.maxLanes()
+	aud, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor, lanes)
 	if err != nil {
 		return false, err
 	}
+	audience := aud.Size
 	if audience > nf.MaxRecipients {
 		return true, w.reject(ctx, tx, job, st, fmt.Sprintf(
 			"audience of %d recipients exceeds max_recipients %d", audience, nf.MaxRecipients))
 	}
-	st.Topics = topics
-	bounds, err := stores.LaneBounds(ctx, tx, st.ID, w.lanes(audience), nf.NotifyActor)
-	if err != nil {
-		return false, err
+	st.Topics = aud.Topics
+	var bounds []string
+	if audience >= 2*lanes*max(d.Config.Queues.FanoutChunk, 1) {
+		bounds = aud.Bounds
 	}
 	if err := stores.CreateLanes(ctx, tx, st.ID, bounds); err != nil {
 		return false, err
@@ -268,13 +270,11 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 	return false, nil
 }
 
-// lanes is how many lanes an audience of n recipients is split into: one per
-// fan-out worker, up to the number of CPUs (the database's work per chunk is
-// what runs in parallel), and only when every lane gets at least two chunks.
-func (w *FanoutWorker) lanes(n int) int {
-	chunk := max(w.Deps.Config.Queues.FanoutChunk, 1)
-	l := min(max(w.Deps.Config.Queues.Fanout, 1), max(runtime.NumCPU(), 2))
-	return max(1, min(l, n/(2*chunk)))
+// maxLanes is how many lanes a large audience is split into: one per fan-out
+// worker, up to the number of CPUs (the database's work per chunk is what
+// runs in parallel). An audience smaller than two chunks per lane gets one.
+func (w *FanoutWorker) maxLanes() int {
+	return min(max(w.Deps.Config.Queues.Fanout, 1), max(runtime.NumCPU(), 2))
 }
 
 // finish completes a lane whose chunks are all written: it marks the

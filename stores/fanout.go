@@ -94,8 +94,15 @@ func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
 // normalizeAudienceSQL rewrites the inline recipients once, set-based: sorted
 // by id in byte order, one entry per id with its strongest reason ($2 is the
 // configured precedence, strongest first; unknown reasons rank last), the actor
-// removed unless $3 (notify_actor) — and counts the whole audience (inline plus
-// topic subscribers, deduplicated) for the max_recipients check.
+// removed unless $3 (notify_actor). It returns the size of the whole audience
+// (inline plus topic subscribers, deduplicated) for the max_recipients check,
+// the topics, and the recipient ids at the quantiles $4 of the audience in
+// byte order: where to split it into lanes.
+//
+// One sort does the deduplication; the arrays are aggregated from it in that
+// order (a sorted subquery feeding a plain aggregate), not sorted twice more.
+// Without topics the audience is the inline list itself: counted and split by
+// position, with no union to hash and no second sort.
 const normalizeAudienceSQL = `
 WITH n AS (
     SELECT id, actor, recipients, reasons, topics FROM notify_notifications WHERE id = $1
@@ -105,16 +112,23 @@ WITH n AS (
     WHERE $3 OR n.actor IS NULL OR r.rid <> n.actor
     ORDER BY r.rid COLLATE "C", coalesce(array_position($2::text[], r.reason), 2147483647), r.reason
 ), agg AS (
-    SELECT coalesce(array_agg(rid ORDER BY rid COLLATE "C"), '{}') AS rids,
-           coalesce(array_agg(reason ORDER BY rid COLLATE "C"), '{}') AS rsns
-    FROM inl
+    SELECT coalesce(array_agg(s.rid), '{}') AS rids, coalesce(array_agg(s.reason), '{}') AS rsns
+    FROM (SELECT rid, reason FROM inl ORDER BY rid COLLATE "C") s
 ), cnt AS (
-    SELECT count(*) AS audience FROM (
+    SELECT cardinality(agg.rids)::bigint AS audience,
+           ARRAY(SELECT agg.rids[floor(q * cardinality(agg.rids))::int + 1] FROM unnest($4::float8[]) AS q) AS bounds
+    FROM n, agg
+    WHERE cardinality(n.topics) = 0
+    UNION ALL
+    SELECT count(*), coalesce(percentile_disc($4::float8[]) WITHIN GROUP (ORDER BY a.rid COLLATE "C"), '{}')
+    FROM n, LATERAL (
         SELECT rid FROM inl
         UNION
-        SELECT s.recipient FROM n, notify_subscriptions s
+        SELECT s.recipient FROM notify_subscriptions s
         WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
     ) a
+    WHERE cardinality(n.topics) > 0
+    GROUP BY n.id -- no row at all without topics (an aggregate without groups returns one)
 )
 UPDATE notify_notifications nn
 SET recipients = agg.rids, reasons = agg.rsns,
@@ -122,24 +136,42 @@ SET recipients = agg.rids, reasons = agg.rsns,
     normalized = true, status = 'pending', updated_at = now()
 FROM agg, cnt
 WHERE nn.id = $1
-RETURNING cnt.audience, nn.topics`
+RETURNING cnt.audience, nn.topics, cnt.bounds`
 
 const setNormalizeWorkMemSQL = `SET LOCAL work_mem = '64MB'`
 
+// Audience is a normalised notification's audience.
+type Audience struct {
+	// Size counts the distinct recipients, inline and through topics.
+	Size int
+	// Topics are the notification's topics, deduplicated.
+	Topics []string
+	// Bounds are the recipient ids at the quantiles NormalizeAudience was
+	// asked for, ascending and without duplicates.
+	Bounds []string
+}
+
 // NormalizeAudience prepares notification id for chunked fan-out and returns
-// the size of its audience and its (deduplicated) topics.
-func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool) (int, []string, error) {
-	// The dedupe sorts and the audience count of a large list spill to disk
+// its audience, with the recipient ids that cut it into lanes ranges of about
+// equal size (none for one lane).
+func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool, lanes int) (*Audience, error) {
+	// The dedupe sort and the audience count of a large list spill to disk
 	// at PostgreSQL's default work_mem; this transaction does nothing else.
 	if _, err := tx.Exec(ctx, setNormalizeWorkMemSQL); err != nil {
-		return 0, nil, fmt.Errorf("normalize audience of %s: %w", id, err)
+		return nil, fmt.Errorf("normalize audience of %s: %w", id, err)
 	}
-	var audience int
-	var topics []string
-	if err := tx.QueryRow(ctx, normalizeAudienceSQL, id, reasons, notifyActor).Scan(&audience, &topics); err != nil {
-		return 0, nil, fmt.Errorf("normalize audience of %s: %w", id, err)
+	q := make([]float64, max(lanes-1, 0))
+	for i := range q {
+		q[i] = float64(i+1) / float64(lanes)
 	}
-	return audience, topics, nil
+	var a Audience
+	var size int64
+	if err := tx.QueryRow(ctx, normalizeAudienceSQL, id, reasons, notifyActor, q).Scan(&size, &a.Topics, &a.Bounds); err != nil {
+		return nil, fmt.Errorf("normalize audience of %s: %w", id, err)
+	}
+	a.Size = int(size)
+	a.Bounds = slices.Compact(slices.DeleteFunc(a.Bounds, func(b string) bool { return b == "" }))
+	return &a, nil
 }
 
 const rejectNotificationSQL = `
@@ -149,38 +181,6 @@ UPDATE notify_notifications SET status = 'rejected', error = $2, updated_at = no
 func RejectNotification(ctx context.Context, tx DB, id, reason string) error {
 	_, err := tx.Exec(ctx, rejectNotificationSQL, id, reason)
 	return err
-}
-
-// laneBoundsSQL splits a normalised notification's audience (inline
-// recipients and topic subscribers, deduplicated, the actor removed unless
-// $3) at the quantiles $2, in byte order.
-const laneBoundsSQL = `
-WITH n AS (
-    SELECT actor, recipients, topics FROM notify_notifications WHERE id = $1
-), a AS (
-    SELECT r.rid COLLATE "C" AS rid FROM n, unnest(n.recipients) AS r(rid)
-    UNION
-    SELECT s.recipient FROM n, notify_subscriptions s
-    WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
-)
-SELECT coalesce(percentile_disc($2::float8[]) WITHIN GROUP (ORDER BY a.rid), '{}') FROM a`
-
-// LaneBounds returns the recipient ids that split notification id's audience
-// into lanes ranges of about equal size: lanes-1 ids, ascending, without
-// duplicates (fewer when the audience is small).
-func LaneBounds(ctx context.Context, tx DB, id string, lanes int, notifyActor bool) ([]string, error) {
-	if lanes < 2 {
-		return nil, nil
-	}
-	q := make([]float64, lanes-1)
-	for i := range q {
-		q[i] = float64(i+1) / float64(lanes)
-	}
-	var bounds []string
-	if err := tx.QueryRow(ctx, laneBoundsSQL, id, q, notifyActor).Scan(&bounds); err != nil {
-		return nil, fmt.Errorf("split the audience of %s: %w", id, err)
-	}
-	return slices.Compact(bounds), nil
 }
 
 const deleteLanesSQL = `DELETE FROM notify_fanout_lanes WHERE notification_id = $1`
