@@ -133,12 +133,12 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 	if err != nil {
 		return measurement{}, err
 	}
-	changes, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'created'`)
+	changes, err := count(ctx, pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes WHERE kind = 'created'`)
 	if err != nil {
 		return measurement{}, err
 	}
 	if inbox != n || changes != n {
-		return measurement{}, fmt.Errorf("fanned out, but %d inbox items and %d change-log rows for %d recipients", inbox, changes, n)
+		return measurement{}, fmt.Errorf("fanned out, but %d inbox items and %d change-log entries for %d recipients", inbox, changes, n)
 	}
 	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
 		note: fmt.Sprintf("%s, %.2fs, %s", note, elapsed.Seconds(), cpu)}, nil

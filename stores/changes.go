@@ -10,7 +10,8 @@ import (
 )
 
 // The inbox change log (notify_inbox_changes) is what the realtime stream
-// reads: one row per change to a recipient's inbox, numbered by seq. Writers
+// reads: one row per change to a recipient's inbox (or, for the items a
+// fan-out chunk created, one row for all their recipients), numbered by seq. Writers
 // insert under ChangeLogLock, so seq order is commit order: once a reader sees
 // row n, every row below n that will ever exist is visible too. That is what
 // lets a reader keep a single position ("everything up to seq n has been
@@ -21,8 +22,9 @@ type ChangeKind string
 
 // Change kinds, as stored in notify_inbox_changes.kind.
 const (
-	// ChangeCreated is a new inbox item. A created row names exactly one item
-	// (LogInboxCreated writes one row per item).
+	// ChangeCreated is a new inbox item. A created change names exactly one
+	// item (LogInboxCreated writes one row per item, or one row for many
+	// recipients that readers split into one change each).
 	ChangeCreated ChangeKind = "created"
 	// ChangeUpdated is a state change of one or more items; Data says which
 	// timestamp changed and to what ({"read_at": "..."}, {"read_at": null},
@@ -70,18 +72,34 @@ const (
 	MaxChangePage     = 5000
 )
 
-// The change-log reads. A created row is joined with the item it names,
-// within the same recipient (the recipient is the scope, not an
+// The change-log reads. A row naming many recipients (a fan-out chunk's
+// created items, recipient null) is read as one change per recipient asked
+// for, with the same seq: a chunk reaches each recipient once, so seq still
+// names one change of a recipient. A created change is joined with the item it
+// names, within the same recipient (the recipient is the scope, not an
 // optimisation); the item columns are those of the inbox page statements, in
-// the same order, so scanChanges reads them like scanInboxItems does.
+// the same order, so scanChanges reads them like scanInboxItems does. A page's
+// limit counts log rows, so a row is never split between two pages.
 const (
 	changesAfterSQL = `
-SELECT c.seq, c.recipient, c.kind, c.item_ids::text[], c.data, c.created_at,
+WITH c AS (
+    (SELECT c.seq, c.kind, c.item_ids, c.data, c.created_at
+     FROM notify_inbox_changes c
+     WHERE c.recipient = $1 AND c.seq > $2
+     ORDER BY c.seq
+     LIMIT $3)
+    UNION ALL
+    (SELECT c.seq, c.kind, ARRAY[c.item_ids[array_position(c.recipients, $1::text)]], c.data, c.created_at
+     FROM notify_inbox_changes c
+     WHERE c.recipient IS NULL AND c.seq > $2 AND c.recipients @> ARRAY[$1::text]
+     ORDER BY c.seq
+     LIMIT $3)
+)
+SELECT c.seq, $1::text, c.kind, c.item_ids::text[], c.data, c.created_at,
        i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
        i.created_at, i.seen_at, i.read_at, i.archived_at
-FROM notify_inbox_changes c
-LEFT JOIN notify_inbox i ON c.kind = 'created' AND i.id = c.item_ids[1] AND i.recipient = c.recipient
-WHERE c.recipient = $1 AND c.seq > $2
+FROM c
+LEFT JOIN notify_inbox i ON c.kind = 'created' AND i.id = c.item_ids[1] AND i.recipient = $1::text
 ORDER BY c.seq
 LIMIT $3`
 
@@ -89,14 +107,27 @@ LIMIT $3`
 	// recipient with a connected client. $2 is close to the head of the log,
 	// so walking the primary key from $2 touches only the newest rows.
 	changesAfterForSQL = `
-SELECT c.seq, c.recipient, c.kind, c.item_ids::text[], c.data, c.created_at,
+WITH c AS (
+    SELECT c.seq, c.recipient, c.recipients, c.kind, c.item_ids, c.data, c.created_at
+    FROM notify_inbox_changes c
+    WHERE c.seq > $2
+      AND (c.recipient = ANY($1::text[]) OR (c.recipient IS NULL AND c.recipients && $1::text[]))
+    ORDER BY c.seq
+    LIMIT $3
+), x AS (
+    SELECT c.seq, c.recipient, c.kind, c.item_ids, c.data, c.created_at
+    FROM c WHERE c.recipient IS NOT NULL
+    UNION ALL
+    SELECT c.seq, u.rid, c.kind, ARRAY[u.item], c.data, c.created_at
+    FROM c, unnest(c.recipients, c.item_ids) AS u(rid, item)
+    WHERE c.recipient IS NULL AND u.rid = ANY($1::text[])
+)
+SELECT x.seq, x.recipient, x.kind, x.item_ids::text[], x.data, x.created_at,
        i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
        i.created_at, i.seen_at, i.read_at, i.archived_at
-FROM notify_inbox_changes c
-LEFT JOIN notify_inbox i ON c.kind = 'created' AND i.id = c.item_ids[1] AND i.recipient = c.recipient
-WHERE c.recipient = ANY($1::text[]) AND c.seq > $2
-ORDER BY c.seq
-LIMIT $3`
+FROM x
+LEFT JOIN notify_inbox i ON x.kind = 'created' AND i.id = x.item_ids[1] AND i.recipient = x.recipient
+ORDER BY x.seq, x.recipient`
 
 	// maxChangeSeqSQL reads the newest committed seq. It is not the
 	// sequence's last value: that may belong to a transaction that has not
@@ -166,7 +197,7 @@ func changePageLimit(limit int) int {
 func scanChanges(rows pgx.Rows, after int64, limit int) (*ChangePage, error) {
 	defer rows.Close()
 	page := &ChangePage{Changes: []Change{}, Last: after}
-	n := 0
+	n := 0 // log rows read: changes of one row share its seq
 	for rows.Next() {
 		var (
 			c      Change
@@ -182,7 +213,9 @@ func scanChanges(rows pgx.Rows, after int64, limit int) (*ChangePage, error) {
 			&createdAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt); err != nil {
 			return nil, err
 		}
-		n++
+		if n == 0 || c.Seq != page.Last {
+			n++
+		}
 		page.Last = c.Seq
 		c.Kind = ChangeKind(kind)
 		c.CreatedAt = c.CreatedAt.UTC()

@@ -296,3 +296,73 @@ func TestCountInboxesAgreesWithCountInbox(t *testing.T) {
 		t.Fatalf("no recipients: %v, %v", empty, err)
 	}
 }
+
+// Items of distinct recipients (a fan-out chunk's) are logged as one row
+// naming them all; every reader sees one change per recipient with that row's
+// seq, and a page's limit counts log rows, so a shared row is never split.
+func TestSharedCreatedRowReadsAsOneChangePerRecipient(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	a, b, c := "chg-shared-a", "chg-shared-b", "chg-shared-c"
+	first := chgCreate(t, tx, "s1", a, b, c)
+	second := chgCreate(t, tx, "s2", c, a)
+	if n := countRows(t, tx, `SELECT count(*) FROM notify_inbox_changes WHERE recipient IS NULL AND recipients && ARRAY[$1, $2, $3]`, a, b, c); n != 2 {
+		t.Fatalf("%d shared rows, want 2 (one per call)", n)
+	}
+
+	for _, tc := range []struct {
+		recipient string
+		items     []string
+	}{{a, []string{first[0], second[1]}}, {b, []string{first[1]}}, {c, []string{first[2], second[0]}}} {
+		page, err := stores.ChangesAfter(ctx, tx, tc.recipient, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ch := range page.Changes {
+			if ch.Recipient != tc.recipient || ch.Kind != stores.ChangeCreated || ch.Item == nil || len(ch.ItemIDs) != 1 ||
+				ch.ItemIDs[0] != ch.Item.ID {
+				t.Fatalf("%s: change %+v", tc.recipient, ch)
+			}
+			got = append(got, ch.Item.ID)
+		}
+		if !slices.Equal(got, tc.items) || page.More {
+			t.Fatalf("%s: items %v (more %v), want %v", tc.recipient, got, page.More, tc.items)
+		}
+	}
+
+	// The hub's read: both recipients' changes of the first row, then (limit
+	// 1 log row) the second row on the next page.
+	page, err := stores.ChangesAfterFor(ctx, tx, []string{a, c}, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Changes) != 2 || !page.More || page.Changes[0].Seq != page.Changes[1].Seq || page.Last != page.Changes[0].Seq ||
+		page.Changes[0].Item.ID != first[0] || page.Changes[1].Item.ID != first[2] {
+		t.Fatalf("first page: %+v more %v last %d", page.Changes, page.More, page.Last)
+	}
+	next, err := stores.ChangesAfterFor(ctx, tx, []string{a, c}, page.Last, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Changes) != 2 || next.Changes[0].Item.ID != second[1] || next.Changes[1].Item.ID != second[0] {
+		t.Fatalf("second page: %+v", next.Changes)
+	}
+
+	// Erasing b takes b's entry out of the shared row and leaves the others.
+	e, err := stores.EraseRecipient(ctx, tx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Changes != 1 {
+		t.Fatalf("erasure removed %d change-log entries, want 1", e.Changes)
+	}
+	if n := countRows(t, tx, `SELECT count(*) FROM notify_inbox_changes WHERE recipients @> ARRAY[$1]`, b); n != 0 {
+		t.Fatalf("%d rows still name the erased recipient", n)
+	}
+	after, err := stores.ChangesAfter(ctx, tx, c, 0, 0)
+	if err != nil || len(after.Changes) != 2 || after.Changes[0].Item.ID != first[2] {
+		t.Fatalf("after the erasure, c's changes %+v (%v)", after.Changes, err)
+	}
+}

@@ -27,7 +27,9 @@ func ErasedID(id string) string {
 type Erasure struct {
 	// Profile reports whether a notify_recipients row was deleted.
 	Profile bool
-	// Inbox and Changes count the deleted inbox items and change-log rows.
+	// Inbox and Changes count the deleted inbox items and change-log
+	// entries (rows of their own, and rows shared with other recipients
+	// that named them).
 	Inbox   int
 	Changes int
 	// Preferences, Subscriptions and Mutes count the deleted settings rows.
@@ -85,7 +87,8 @@ FOR UPDATE OF n`
 //     notifications get the pseudonym in their inline list. An actor becomes
 //     the pseudonym everywhere.
 //   - Profile, inbox items, change-log rows, preferences, subscriptions and
-//     mutes are deleted.
+//     mutes are deleted; a change-log row shared with other recipients (a
+//     fan-out chunk's) loses the recipient's entry.
 //   - Delivery rows are kept for the audit trail with the pseudonym as
 //     recipient and last_error cleared (it may quote an address). Unsent rows
 //     become cancelled (digest_pending: digest_dropped) with last_error
@@ -127,6 +130,14 @@ WITH nt AS (
     DELETE FROM notify_inbox WHERE recipient = $1 RETURNING 1
 ), changes AS (
     DELETE FROM notify_inbox_changes WHERE recipient = $1 RETURNING 1
+), shared_changes AS (
+    UPDATE notify_inbox_changes c
+    SET recipients = ARRAY(SELECT u.rid FROM unnest(c.recipients, c.item_ids) WITH ORDINALITY AS u(rid, item, ord)
+                           WHERE u.rid <> $1 ORDER BY u.ord),
+        item_ids = ARRAY(SELECT u.item FROM unnest(c.recipients, c.item_ids) WITH ORDINALITY AS u(rid, item, ord)
+                         WHERE u.rid <> $1 ORDER BY u.ord)
+    WHERE c.recipient IS NULL AND c.recipients @> ARRAY[$1]::text[]
+    RETURNING 1
 ), profile AS (
     DELETE FROM notify_recipients WHERE id = $1 RETURNING 1
 ), twins AS (
@@ -156,7 +167,7 @@ WITH nt AS (
     RETURNING coalesce(d.last_error = 'recipient erased', false) AS unsent
 )
 SELECT (SELECT count(*) FROM profile) > 0,
-       (SELECT count(*) FROM inbox), (SELECT count(*) FROM changes),
+       (SELECT count(*) FROM inbox), (SELECT count(*) FROM changes) + (SELECT count(*) FROM shared_changes),
        (SELECT count(*) FROM prefs), (SELECT count(*) FROM subs), (SELECT count(*) FROM mutes),
        (SELECT count(*) FROM dl) + (SELECT count(*) FROM twins),
        (SELECT count(*) FROM dl WHERE unsent) + (SELECT count(*) FROM twins WHERE unsent),

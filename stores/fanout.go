@@ -442,21 +442,53 @@ SELECT u.recipient, 'created', ARRAY[u.id::uuid]
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, recipient, ord)
 ORDER BY u.ord`
 
-// LogInboxCreated appends change-log rows for new inbox items and wakes the
-// stream hubs. It takes ChangeLogLock: call it as the last statement before
-// COMMIT.
+// logCreatedManySQL appends one "created" change naming many items, each of a
+// different recipient (sql/migrations/00004_change_log_chunks.sql).
+const logCreatedManySQL = `
+INSERT INTO notify_inbox_changes (recipients, kind, item_ids)
+VALUES ($2::text[], 'created', $1::text[]::uuid[])`
+
+// LogInboxCreated appends the change log's record of new inbox items and wakes
+// the stream hubs: one row naming them all when their recipients are distinct
+// (a fan-out chunk's are), one row per item otherwise. It takes ChangeLogLock:
+// call it as the last statement before COMMIT.
 func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	sql := logCreatedSQL
+	if len(ids) > 1 && distinct(recipients) {
+		sql = logCreatedManySQL
+	}
 	b := &pgx.Batch{}
 	b.Queue(lockChangeLogSQL, ChangeLogLock)
-	b.Queue(logCreatedSQL, ids, recipients)
+	b.Queue(sql, ids, recipients)
 	b.Queue(notifyInboxSQL)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("log inbox changes: %w", err)
 	}
 	return nil
+}
+
+// distinct reports whether no string occurs twice in s (sorted input, as a
+// fan-out chunk's, is checked without allocating).
+func distinct(s []string) bool {
+	if slices.IsSorted(s) {
+		for i := 1; i < len(s); i++ {
+			if s[i] == s[i-1] {
+				return false
+			}
+		}
+		return true
+	}
+	seen := make(map[string]struct{}, len(s))
+	for _, v := range s {
+		if _, dup := seen[v]; dup {
+			return false
+		}
+		seen[v] = struct{}{}
+	}
+	return true
 }
 
 func nonNil(s []string) []string {

@@ -729,7 +729,7 @@ func TestSlowClientIsDroppedOthersKeepReceiving(t *testing.T) {
 		got = append(got, it.ID)
 	}
 	if len(got) >= len(sent) || !slices.Equal(got, sent[:len(got)]) {
-		t.Fatalf("slow client got %d items, not a strict prefix of the %d sent", len(got), len(sent))
+		t.Fatalf("slow client got %d items, not a strict prefix of the %d sent:\n got %v\nsent %v", len(got), len(sent), got, sent)
 	}
 	if hub.Clients() != 1 {
 		t.Fatalf("%d clients, want the fast one", hub.Clients())
