@@ -382,8 +382,11 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 	if m.cursor == nil {
 		c.Cursor = st.Lane.Cursor
 	}
+	n := len(m.recipients)
+	ids := uuidv7.Batch{Size: n + 16}
+	c.InboxIDs, c.InboxRecipients, c.InboxReasons = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	addRow := func(r *mergedRecipient, channel string, mode notifyd.Mode, status notifyd.DeliveryStatus, why string) {
-		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())
+		c.DeliveryIDs = append(c.DeliveryIDs, ids.Next())
 		c.DeliveryRecipients = append(c.DeliveryRecipients, r.ID)
 		c.DeliveryChannels = append(c.DeliveryChannels, channel)
 		c.DeliveryReasons = append(c.DeliveryReasons, r.Reason)
@@ -410,7 +413,7 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 				continue
 			}
 			if ch == channels.InApp {
-				c.InboxIDs = append(c.InboxIDs, uuidv7.String())
+				c.InboxIDs = append(c.InboxIDs, ids.Next())
 				c.InboxRecipients = append(c.InboxRecipients, r.ID)
 				c.InboxReasons = append(c.InboxReasons, r.Reason)
 				continue
@@ -538,8 +541,11 @@ func mergeChunk(cands []stores.Candidate, window, topics int, reasonRank func(st
 			boundary = &b
 		}
 	}
-	m := merged{done: boundary == nil}
+	m := merged{done: boundary == nil, recipients: make([]mergedRecipient, 0, len(cands))}
 	byID := make(map[string]int, len(cands))
+	// Most recipients come from one source: their Sources share this slab
+	// (capacity 1 each, so a second source copies out instead of clobbering).
+	slab := make([]int, len(cands))
 	var maxID string
 	for _, c := range cands {
 		if boundary != nil && c.Recipient > *boundary {
@@ -560,8 +566,10 @@ func mergeChunk(cands []stores.Candidate, window, topics int, reasonRank func(st
 			}
 			continue
 		}
-		byID[c.Recipient] = len(m.recipients)
-		m.recipients = append(m.recipients, mergedRecipient{Candidate: c, ID: c.Recipient, Sources: []int{c.Source}, rank: rank})
+		i := len(m.recipients)
+		byID[c.Recipient] = i
+		slab[i] = c.Source
+		m.recipients = append(m.recipients, mergedRecipient{Candidate: c, ID: c.Recipient, Sources: slab[i : i+1 : i+1], rank: rank})
 	}
 	slices.SortFunc(m.recipients, func(a, b mergedRecipient) int { return strings.Compare(a.ID, b.ID) })
 	if boundary != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -361,7 +362,9 @@ type ChunkResult struct {
 // notification fanned_out when the other lanes are done (as this statement
 // sees them: see FinishFanout). ON CONFLICT DO NOTHING on both identities
 // makes a replay write nothing twice and move no timestamp; only what was
-// inserted is returned, so only new pending deliveries get send jobs.
+// inserted is returned, so only new pending deliveries get send jobs. Inbox
+// items are returned only when some were skipped: normally every one is new,
+// and the caller has their ids already.
 const writeChunkSQL = `
 WITH inbox AS (
     INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
@@ -390,7 +393,9 @@ WITH inbox AS (
       AND NOT EXISTS (SELECT 1 FROM notify_fanout_lanes l WHERE l.notification_id = $1 AND l.lane <> $23 AND NOT l.done)
     RETURNING 1
 )
-SELECT 'i', id::text, recipient FROM inbox
+SELECT 'n', count(*)::text, '' FROM inbox
+UNION ALL
+SELECT 'i', id::text, recipient FROM inbox WHERE (SELECT count(*) FROM inbox) < cardinality($10::text[])
 UNION ALL
 SELECT 'd', id::text, channel FROM dl WHERE status = 'pending'
 UNION ALL
@@ -413,12 +418,17 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
 	}
 	defer rows.Close()
 	res := &ChunkResult{}
+	inserted := -1
 	for rows.Next() {
 		var kind, id, extra string
 		if err := rows.Scan(&kind, &id, &extra); err != nil {
 			return nil, err
 		}
 		switch kind {
+		case "n":
+			if inserted, err = strconv.Atoi(id); err != nil {
+				return nil, fmt.Errorf("write fan-out chunk of %s: inbox count %q", c.NotificationID, id)
+			}
 		case "i":
 			res.InboxIDs = append(res.InboxIDs, id)
 			res.InboxRecipients = append(res.InboxRecipients, extra)
@@ -431,6 +441,10 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk) (*ChunkResult, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
+	}
+	if inserted == len(c.InboxIDs) {
+		// None skipped: every item is new.
+		res.InboxIDs, res.InboxRecipients = c.InboxIDs, c.InboxRecipients
 	}
 	return res, nil
 }

@@ -4,6 +4,7 @@
 package uuidv7
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -23,6 +24,14 @@ func New() [16]byte {
 	_, _ = rand.Read(u[:]) // crypto/rand.Read never fails (Go 1.24+)
 	ms := time.Now().UnixMilli()
 	mu.Lock()
+	stamp(&u, ms)
+	mu.Unlock()
+	return u
+}
+
+// stamp writes the timestamp and the monotonic counter into u, whose other
+// bits are random, and sets the version and variant. mu must be held.
+func stamp(u *[16]byte, ms int64) {
 	if ms <= lastMS {
 		sequence++
 		if sequence > 0x0fff { // counter exhausted: borrow the next millisecond
@@ -35,7 +44,6 @@ func New() [16]byte {
 		sequence = uint16(binary.BigEndian.Uint16(u[6:8]) & 0x03ff) // random start, room to count up
 	}
 	seq := sequence
-	mu.Unlock()
 	u[0] = byte(ms >> 40)
 	u[1] = byte(ms >> 32)
 	u[2] = byte(ms >> 24)
@@ -45,7 +53,50 @@ func New() [16]byte {
 	u[6] = 0x70 | byte(seq>>8)&0x0f
 	u[7] = byte(seq)
 	u[8] = 0x80 | u[8]&0x3f // RFC 4122 variant
-	return u
+}
+
+// Strings returns n new UUIDv7s in canonical form, as String would one after
+// another, with one read of randomness and one allocation for all their text:
+// what a fan-out chunk needs for a thousand rows.
+func Strings(n int) []string {
+	if n <= 0 {
+		return nil
+	}
+	raw := make([]byte, 16*n)
+	_, _ = rand.Read(raw)
+	text := make([]byte, 36*n)
+	ms := time.Now().UnixMilli()
+	mu.Lock()
+	for i := range n {
+		stamp((*[16]byte)(raw[16*i:16*i+16]), ms)
+	}
+	mu.Unlock()
+	for i := range n {
+		formatTo(text[36*i:36*i+36], (*[16]byte)(raw[16*i:16*i+16]))
+	}
+	all := string(text)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = all[36*i : 36*i+36]
+	}
+	return out
+}
+
+// Batch hands out UUIDv7 strings made Size at a time (Strings). The zero
+// value makes them 256 at a time. Not safe for concurrent use.
+type Batch struct {
+	Size int
+	ids  []string
+}
+
+// Next returns the next id.
+func (b *Batch) Next() string {
+	if len(b.ids) == 0 {
+		b.ids = Strings(cmp.Or(b.Size, 256))
+	}
+	id := b.ids[0]
+	b.ids = b.ids[1:]
+	return id
 }
 
 // String returns a new UUIDv7 in its canonical 36-character form.
@@ -54,6 +105,11 @@ func String() string { return Format(New()) }
 // Format renders u as xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
 func Format(u [16]byte) string {
 	var b [36]byte
+	formatTo(b[:], &u)
+	return string(b[:])
+}
+
+func formatTo(b []byte, u *[16]byte) {
 	hex.Encode(b[0:8], u[0:4])
 	b[8] = '-'
 	hex.Encode(b[9:13], u[4:6])
@@ -63,7 +119,6 @@ func Format(u [16]byte) string {
 	hex.Encode(b[19:23], u[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
-	return string(b[:])
 }
 
 // Valid reports whether s is a UUID (any version) in its canonical

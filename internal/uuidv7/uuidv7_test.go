@@ -2,6 +2,7 @@ package uuidv7
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +56,22 @@ func TestFloorOrdersBeforeLaterIDs(t *testing.T) {
 	}
 	if got, want := Floor(time.UnixMilli(0x0190_b8a4_0000)), "0190b8a4-0000-0000-0000-000000000000"; got != want {
 		t.Fatalf("Floor = %s, want %s", got, want)
+	}
+}
+
+func TestStringsAreValidDistinctAndOrdered(t *testing.T) {
+	ids := Strings(3000) // more than one millisecond's counter may hold
+	var b Batch
+	ids = append(ids, b.Next(), b.Next(), String())
+	for i, id := range ids {
+		if !Valid(id) || id[14] != '7' || !strings.ContainsAny(id[19:20], "89ab") {
+			t.Fatalf("id %d %q is not a UUIDv7", i, id)
+		}
+		if i > 0 && !(ids[i-1] < id) {
+			t.Fatalf("id %d %s does not sort after %s", i, id, ids[i-1])
+		}
+	}
+	if Strings(0) != nil {
+		t.Fatal("Strings(0) made ids")
 	}
 }
