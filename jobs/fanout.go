@@ -179,7 +179,9 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 	if chunkSize <= 0 {
 		chunkSize = 1000
 	}
-	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, lane, chunkSize, scopesOf(nf))
+	// Profiles address email and webhook deliveries; in_app needs none.
+	profiles := nf.Channels.Email != nil || nf.Channels.Webhook != nil
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, lane, chunkSize, scopesOf(nf), profiles)
 	if err != nil {
 		return false, err
 	}

@@ -257,9 +257,10 @@ type Candidate struct {
 // is an array slice, so a chunk costs the same at the end of a million-entry
 // list as at its start; the LIMIT 1 in the profile lookup keeps the planner
 // from a merge join that scans the profiles from the first id on every chunk.
-// Profile, the preference rules that can apply ($3: the scopes of this
-// notifier) and active mutes come along in the same statement: one read per
-// chunk, no per-recipient round trip.
+// Profile (only with $5: an in_app-only notifier addresses nobody by it), the
+// preference rules that can apply ($3: the scopes of this notifier) and
+// active mutes come along in the same statement: one read per chunk, no
+// per-recipient round trip.
 const fanoutCandidatesSQL = `
 WITH n AS (
     SELECT nn.recipients, nn.reasons, nn.topics, l.cursor, l.lo, l.hi, l.inline_pos,
@@ -288,12 +289,13 @@ SELECT c.source, c.recipient, c.reason,
        ARRAY(SELECT m.target FROM notify_mutes m
              WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > now()))
 FROM c
-LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE p.id = c.recipient LIMIT 1) p ON true`
+LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE $5 AND p.id = c.recipient LIMIT 1) p ON true`
 
 // FanoutCandidates reads the next window of lane lane of notification id's
-// audience.
-func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, scopes []string) ([]Candidate, error) {
-	rows, err := tx.Query(ctx, fanoutCandidatesSQL, id, window, scopes, lane)
+// audience; with profiles, each candidate's profile fields too (left empty
+// otherwise).
+func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, scopes []string, profiles bool) ([]Candidate, error) {
+	rows, err := tx.Query(ctx, fanoutCandidatesSQL, id, window, scopes, lane, profiles)
 	if err != nil {
 		return nil, fmt.Errorf("fan-out candidates of %s: %w", id, err)
 	}
