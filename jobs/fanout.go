@@ -89,6 +89,9 @@ func (w *FanoutWorker) Work(ctx context.Context, job *river.Job[FanoutArgs]) err
 
 func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) error {
 	yieldAt := time.Now().Add(w.Deps.maxRun())
+	// Chunks are written unguarded (see stores.WriteChunk) until one meets
+	// rows that exist already.
+	guarded := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -98,7 +101,15 @@ func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) err
 			// cursor at once, so no run outlives River's rescue window.
 			return river.JobSnooze(time.Millisecond)
 		}
-		done, err := w.step(ctx, job)
+		done, err := w.step(ctx, job, guarded)
+		if errors.Is(err, stores.ErrChunkConflict) && !guarded {
+			// Rows of this chunk exist already (a replayed fan-out): from
+			// here on, write guarded, skipping what exists.
+			w.Deps.logger().InfoContext(ctx, "fan-out chunk met rows written before; writing guarded",
+				"notification_id", job.Args.NotificationID, "lane", job.Args.Lane, "err", err)
+			guarded = true
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -115,7 +126,7 @@ func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) err
 
 // step runs one transaction: normalisation, or one chunk of the job's lane.
 // It reports whether the job is finished (and completed in that transaction).
-func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (done bool, err error) {
+func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], guarded bool) (done bool, err error) {
 	d := w.Deps
 	id, lane := job.Args.NotificationID, job.Args.Lane
 	log := d.logger().With("notification_id", id, "lane", lane, "job_id", job.ID)
@@ -191,7 +202,7 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs]) (do
 		return false, err
 	}
 	chunk.Title, chunk.Body, chunk.URL = title, body, url
-	res, err := stores.WriteChunk(ctx, tx, chunk)
+	res, err := stores.WriteChunk(ctx, tx, chunk, guarded)
 	if err != nil {
 		return false, err
 	}
@@ -368,7 +379,7 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 	if len(c.DeliveryIDs) == 0 {
 		return nil
 	}
-	res, err := stores.WriteChunk(ctx, tx, c)
+	res, err := stores.WriteChunk(ctx, tx, c, true)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package stores_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +62,16 @@ func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
 	var status string
 	if err := pool.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE notification_id = $1`, nid).Scan(&status); err != nil || status != "cancelled" {
 		t.Fatalf("delivery status %q (%v), want cancelled", status, err)
+	}
+}
+
+// The unguarded chunk statement is the guarded one without its two ON
+// CONFLICT clauses, nothing else.
+func TestWriteChunkFreshSQLDropsOnlyTheGuards(t *testing.T) {
+	fresh, guarded := stores.WriteChunkSQLs()
+	if strings.Contains(fresh, "ON CONFLICT") || strings.Count(guarded, "ON CONFLICT") != 2 ||
+		len(guarded)-len(fresh) != len("    ON CONFLICT (recipient, notifier, key) DO NOTHING\n")+
+			len("    ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING\n") {
+		t.Fatalf("fresh statement:\n%s", fresh)
 	}
 }

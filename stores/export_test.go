@@ -1,0 +1,4 @@
+package stores
+
+// WriteChunkSQLs exposes the two chunk statements to the external tests.
+func WriteChunkSQLs() (fresh, guarded string) { return writeChunkFreshSQL, writeChunkSQL }
