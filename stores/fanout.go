@@ -105,7 +105,11 @@ func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
 // One sort does the deduplication; the arrays are aggregated from it in that
 // order (a sorted subquery feeding a plain aggregate), not sorted twice more.
 // Without topics the audience is the inline list itself: counted and split by
-// position, with no union to hash and no second sort.
+// position, with no union to hash and no second sort; a single topic without
+// inline recipients is counted and split along its subscription index. Only
+// a mix of sources is deduplicated (a hashed union) and sorted for the split. A list that was sorted
+// and deduplicated already keeps its stored value: the new row version points
+// at the same TOAST data instead of writing a copy.
 const normalizeAudienceSQL = `
 WITH n AS (
     SELECT id, actor, recipients, reasons, topics FROM notify_notifications WHERE id = $1
@@ -123,18 +127,35 @@ WITH n AS (
     FROM n, agg
     WHERE cardinality(n.topics) = 0
     UNION ALL
-    SELECT count(*), coalesce(percentile_disc($4::float8[]) WITHIN GROUP (ORDER BY a.rid COLLATE "C"), '{}')
-    FROM n, LATERAL (
-        SELECT rid FROM inl
-        UNION
-        SELECT s.recipient FROM notify_subscriptions s
-        WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
-    ) a
-    WHERE cardinality(n.topics) > 0
-    GROUP BY n.id -- no row at all without topics (an aggregate without groups returns one)
+    SELECT t.audience,
+           ARRAY(SELECT (SELECT s.recipient FROM notify_subscriptions s
+                         WHERE s.topic = n.topics[1] AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
+                         ORDER BY s.recipient OFFSET floor(q * t.audience)::bigint LIMIT 1)
+                 FROM unnest($4::float8[]) AS q)
+    FROM n, agg, LATERAL (
+        SELECT count(*) AS audience FROM notify_subscriptions s
+        WHERE s.topic = n.topics[1] AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
+    ) t
+    WHERE cardinality(n.topics) = 1 AND cardinality(agg.rids) = 0
+    UNION ALL
+    SELECT u.audience, u.bounds
+    FROM (
+        SELECT count(*) AS audience,
+               coalesce(percentile_disc($4::float8[]) WITHIN GROUP (ORDER BY a.rid COLLATE "C"), '{}') AS bounds
+        FROM n, agg, LATERAL (
+            SELECT rid FROM inl
+            UNION
+            SELECT s.recipient FROM notify_subscriptions s
+            WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
+        ) a
+        -- Repeated here so that the union is not even read when not needed.
+        WHERE cardinality(n.topics) > 1 OR (cardinality(n.topics) = 1 AND cardinality(agg.rids) > 0)
+    ) u, n, agg
+    WHERE cardinality(n.topics) > 1 OR (cardinality(n.topics) = 1 AND cardinality(agg.rids) > 0)
 )
 UPDATE notify_notifications nn
-SET recipients = agg.rids, reasons = agg.rsns,
+SET recipients = CASE WHEN nn.recipients = agg.rids THEN nn.recipients ELSE agg.rids END,
+    reasons = CASE WHEN nn.reasons = agg.rsns THEN nn.reasons ELSE agg.rsns END,
     topics = ARRAY(SELECT DISTINCT t FROM unnest(nn.topics) t ORDER BY t),
     normalized = true, status = 'pending', updated_at = now()
 FROM agg, cnt
