@@ -33,7 +33,7 @@ func (c *Config) setDefaults() {
 		Maintenance:       2,
 		FetchCooldown:     Duration(5 * time.Millisecond),
 		FetchPollInterval: Duration(50 * time.Millisecond),
-		FanoutChunk:       1000,
+		FanoutChunk:       2000,
 		SendBatch:         50,
 	}
 	c.Reasons = append([]string(nil), defaultReasons...)
