@@ -29,7 +29,7 @@ func (c *Config) setDefaults() {
 	c.Queues = Queues{
 		Fanout:            4,
 		Send:              50,
-		Digest:            64,
+		Digest:            128,
 		Maintenance:       2,
 		FetchCooldown:     Duration(5 * time.Millisecond),
 		FetchPollInterval: Duration(50 * time.Millisecond),

@@ -173,12 +173,13 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 
 // digestGroupMax is the most digests one grouped claim or settle statement
 // carries.
-const digestGroupMax = 64
+const digestGroupMax = 128
 
-// digestGroupSlots is how many grouped claims (and settles) may run at once:
-// two let PostgreSQL work on two batches with two connections while the
-// workers of a third batch send.
-const digestGroupSlots = 2
+// digestGroupSlots is how many grouped claims (and settles) may run at once.
+// One of each: with many workers the batches grow instead (measured: a second
+// slot halves the batch size and costs more database time per digest than it
+// saves in waiting).
+const digestGroupSlots = 1
 
 // digestGroups coalesce the claims of new digests and the terminal settles of
 // digest jobs running at the same time into one statement each (see group):

@@ -33,10 +33,10 @@ func OpenPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 		// Send workers hold a connection only to claim and settle, never across
 		// a provider call: a quarter of them is plenty. Digest workers share
 		// grouped claims and settles (one of each in flight) and claim alone
-		// only to resend: an eighth of them, plus the two. Two replicas with
-		// the defaults (39 each, plus LISTEN connections) fit PostgreSQL's
-		// default max_connections of 100.
-		pc.MaxConns = int32(min(100, 10+q.Fanout+2+(q.Digest+7)/8+q.Maintenance+(q.Send+3)/4))
+		// only to resend: a sixteenth of them, plus the two. Two replicas
+		// with the defaults (39 each, plus LISTEN connections) fit
+		// PostgreSQL's default max_connections of 100.
+		pc.MaxConns = int32(min(100, 10+q.Fanout+2+(q.Digest+15)/16+q.Maintenance+(q.Send+3)/4))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
