@@ -215,3 +215,23 @@ func TestBulkWebhookAndSlack(t *testing.T) {
 		t.Fatalf("per-recipient webhook rows unavailable = %d, want 3", n)
 	}
 }
+
+// A notification to a topic nobody subscribes to has an empty audience: it
+// fans out to its Slack post and nothing else.
+func TestEmptyAudienceStillPostsToSlack(t *testing.T) {
+	t.Parallel()
+	slackRcv := newReceiver(t)
+	b := setupWebhook(t, true, "", slackRcv.URL+"/services/T/B/X")
+	res, err := b.client.Send(context.Background(), notifyd.Notification{Notifier: "build.failed", Key: "b-nobody",
+		Topics: []string{"builds-nobody-watches"}, Params: map[string]any{"build": "#7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nid := res.ID
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, nid, "fanned_out")
+	b.waitChannel(t, nid, "", "slack", "sent")
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND recipient IS NOT NULL`, nid); n != 0 {
+		t.Fatalf("%d per-recipient rows for a notification without recipients", n)
+	}
+}

@@ -75,3 +75,21 @@ func TestWriteChunkFreshSQLDropsOnlyTheGuards(t *testing.T) {
 		t.Fatalf("fresh statement:\n%s", fresh)
 	}
 }
+
+// Normalising an empty audience (a notification for bulk channels only)
+// gives no split points, even when lanes are asked for.
+func TestNormalizeEmptyAudience(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	const nid = "01900000-0000-7000-8000-00000000e001"
+	if _, err := tx.Exec(t.Context(), `INSERT INTO notify_notifications (id, notifier, key, status) VALUES ($1, 'n', 'empty', 'pending')`, nid); err != nil {
+		t.Fatal(err)
+	}
+	a, err := stores.NormalizeAudience(t.Context(), tx, nid, nil, false, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Size != 0 || len(a.Bounds) != 0 {
+		t.Fatalf("empty audience: %+v", a)
+	}
+}

@@ -160,7 +160,7 @@ SET recipients = CASE WHEN nn.recipients = agg.rids THEN nn.recipients ELSE agg.
     normalized = true, status = 'pending', updated_at = now()
 FROM agg, cnt
 WHERE nn.id = $1
-RETURNING cnt.audience, nn.topics, cnt.bounds`
+RETURNING cnt.audience, nn.topics, array_remove(cnt.bounds, NULL)`
 
 const setNormalizeWorkMemSQL = `SET LOCAL work_mem = '64MB'`
 
