@@ -428,7 +428,8 @@ WITH s AS (
         claimed_at = NULL,
         updated_at = $5
     FROM s
-    WHERE d.digest_id = s.digest_id AND d.status = 'digest_sending' AND d.claimed_at = s.claimed_at
+    WHERE d.digest_id = ANY($1::text[]::uuid[]) -- an index condition: the join alone scans every digest in flight
+      AND d.digest_id = s.digest_id AND d.status = 'digest_sending' AND d.claimed_at = s.claimed_at
     RETURNING s.ord
 )
 SELECT ord, count(*) FROM settled GROUP BY ord`
