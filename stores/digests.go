@@ -127,57 +127,10 @@ type DigestItem struct {
 	URL        string
 }
 
-// claimDigestSQL claims a recipient's fresh digest rows created before the due
-// instant $2 for the new digest $3 at time $4, and returns the first $5 of them
-// for the email, each with the total, in one statement.
-//
-// The rows are locked in (created_at, id) order, so concurrent claims of one
-// recipient queue up on the first row instead of deadlocking; a claim that
-// waited re-checks each row and skips it, because the winner moved it out of
-// digest_pending. Rows whose notification is cancelled become digest_dropped
-// here: a cancel reads the delivery rows its own statement's snapshot sees and
-// can miss one that a concurrent fan-out chunk committed meanwhile.
-const claimDigestSQL = `
-WITH locked AS (
-    SELECT d.id, n.status = 'cancelled' AS cancelled, n.params
-    FROM notify_deliveries d
-    JOIN notify_notifications n ON n.id = d.notification_id
-    WHERE d.recipient = $1 AND d.status = 'digest_pending' AND d.digest_id IS NULL AND d.created_at < $2
-    ORDER BY d.created_at, d.id
-    FOR UPDATE OF d
-), claimed AS (
-    UPDATE notify_deliveries d
-    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
-        digest_id = CASE WHEN l.cancelled THEN NULL ELSE $3::uuid END,
-        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE $2::timestamptz END,
-        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
-        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
-        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
-        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
-        next_attempt_at = NULL,
-        updated_at = $4
-    FROM locked l
-    WHERE d.id = l.id
-    RETURNING d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
-              d.digest_due_at, d.attempts, l.params
-), held AS (
-    SELECT c.*, count(*) OVER () AS total
-    FROM claimed c
-    WHERE c.status = 'digest_sending'
-    ORDER BY c.created_at, c.id
-    LIMIT $5
-)
-SELECT h.total, h.claimed_at, h.digest_due_at, h.attempts,
-       h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
-       i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
-FROM held h
-LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
-ORDER BY h.created_at, h.id`
-
-// reclaimDigestSQL is claimDigestSQL for the existing digest $2 of recipient
-// $1, at time $3, returning the first $4 rows: it claims all of that digest's
-// rows still digest_pending, whatever their age, and leaves their digest_id
-// and digest_due_at as they are.
+// reclaimDigestSQL claims, like claimDigestsSQL, the rows of the existing
+// digest $2 of recipient $1, at time $3, returning the first $4 rows: all of
+// that digest's rows still digest_pending, whatever their age, keeping their
+// digest_id and digest_due_at.
 const reclaimDigestSQL = `
 WITH locked AS (
     SELECT d.id, n.status = 'cancelled' AS cancelled, n.params
@@ -216,15 +169,19 @@ ORDER BY h.created_at, h.id`
 // ClaimDigest claims the rows req names and reads what the email needs. The
 // claim and the profile read go to the server in one round trip: a pipelined
 // batch ends in a single Sync, so on a pool or a connection the two run as
-// one implicit transaction (inside a pgx.Tx, as part of it).
+// one implicit transaction (inside a pgx.Tx, as part of it). A new digest is
+// claimed as a group of one (ClaimDigests).
 func ClaimDigest(ctx context.Context, db DB, req DigestClaimRequest) (*ClaimedDigest, error) {
-	sql, args := claimDigestSQL, []any{req.Recipient, req.DueAt, req.DigestID, req.Now, max(req.MaxItems, 1)}
-	if req.Resend {
-		sql, args = reclaimDigestSQL, []any{req.Recipient, req.DigestID, req.Now, max(req.MaxItems, 1)}
+	if !req.Resend {
+		out, err := ClaimDigests(ctx, db, []DigestClaimRequest{req})
+		if err != nil {
+			return nil, err
+		}
+		return out[0], nil
 	}
 	out := &ClaimedDigest{}
 	b := &pgx.Batch{}
-	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+	b.Queue(reclaimDigestSQL, req.Recipient, req.DigestID, req.Now, max(req.MaxItems, 1)).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var it DigestItem
 			if err := rows.Scan(&out.Count, &out.ClaimedAt, &out.DueAt, &out.Attempts,
@@ -250,17 +207,20 @@ func ClaimDigest(ctx context.Context, db DB, req DigestClaimRequest) (*ClaimedDi
 	return out, nil
 }
 
-// claimDigestsSQL is claimDigestSQL for many new digests at once: request
-// k (1-based, in $1..$3 order) claims recipient $1[k]'s fresh rows created
-// before $2[k] under the new digest id $3[k], at time $4, and gets the first
-// $5 of them back, each row tagged with k and its digest's total.
+// claimDigestsSQL claims new digests, one per request: request k (1-based,
+// in $1..$3 order) claims recipient $1[k]'s fresh rows created before $2[k]
+// under the new digest id $3[k], at time $4, and gets the first $5 of them
+// back (for the email), each row tagged with k and its digest's total.
 //
 // A row is offered to one request only (the first that asks for its
 // recipient): two jobs of one recipient in the same batch split the rows as
 // they would one after the other. Rows are locked in (recipient, created_at,
-// id) order, the order the single claim uses for one recipient, so
-// concurrent claims queue up instead of deadlocking; a row another claim took
-// meanwhile fails the re-check on its new version and is skipped.
+// id) order, so concurrent claims of one recipient queue up on its first row
+// instead of deadlocking; a claim that waited re-checks each row on its new
+// version and skips it, because the winner moved it out of digest_pending.
+// Rows whose notification is cancelled become digest_dropped here: a cancel
+// reads the delivery rows its own statement's snapshot sees and can miss one
+// that a concurrent fan-out chunk committed meanwhile.
 const claimDigestsSQL = `
 WITH req AS (
     SELECT r.recipient, r.due_at, r.digest_id::uuid AS digest_id, r.ord
