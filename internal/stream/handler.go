@@ -147,6 +147,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fresh starts a stream without a position at the head of the log and
 // returns the position.
 func (h *handler) fresh(ctx context.Context, s *sse, recipient string) (int64, error) {
+	return h.atHead(ctx, s, recipient, false)
+}
+
+// atHead moves the stream to the head of the log: with reset, an event tells
+// the client to reload first; then the counts as of the head.
+func (h *handler) atHead(ctx context.Context, s *sse, recipient string, reset bool) (int64, error) {
 	head, err := stores.MaxChangeSeq(ctx, h.hub.pool)
 	if err != nil {
 		return 0, err
@@ -156,6 +162,9 @@ func (h *handler) fresh(ctx context.Context, s *sse, recipient string) (int64, e
 		return 0, err
 	}
 	s.start()
+	if reset {
+		s.event(head, "reset", []byte("{}"))
+	}
 	s.counts(head, counts)
 	return head, s.flush()
 }
@@ -219,18 +228,7 @@ func trimmedPast(pos, oldest int64) bool {
 
 // reset tells the client to reload and continues from the head of the log.
 func (h *handler) reset(ctx context.Context, s *sse, recipient string) (int64, error) {
-	head, err := stores.MaxChangeSeq(ctx, h.hub.pool)
-	if err != nil {
-		return 0, err
-	}
-	counts, err := stores.CountInbox(ctx, h.hub.pool, recipient)
-	if err != nil {
-		return 0, err
-	}
-	s.start()
-	s.event(head, "reset", []byte("{}"))
-	s.counts(head, counts)
-	return head, s.flush()
+	return h.atHead(ctx, s, recipient, true)
 }
 
 // live forwards the Hub's batches newer than last until the stream ends.
