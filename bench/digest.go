@@ -113,16 +113,11 @@ func measureDigest(ctx context.Context, h *harness, recipients, perRecipient int
 		return measurement{}, err
 	}
 	defer sink.Close()
-	db, err := h.freshDB(ctx, "digest")
+	db, pool, closeDB, err := h.openDB(ctx, "digest", 4)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, 4)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL, SMTPPort: sink.Port()})
 	if err != nil {
 		return measurement{}, err

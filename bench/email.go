@@ -50,16 +50,11 @@ func measureEmail(ctx context.Context, h *harness, n int) (measurement, error) {
 		return measurement{}, err
 	}
 	defer sink.Close()
-	db, err := h.freshDB(ctx, "email")
+	db, pool, closeDB, err := h.openDB(ctx, "email", 4)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, 4)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	if err := insertRecipients(ctx, pool, n); err != nil {
 		return measurement{}, err
 	}

@@ -48,16 +48,11 @@ func runEnqueue(ctx context.Context, h *harness, n, conc int) []Result {
 }
 
 func measureEnqueue(ctx context.Context, h *harness, variant string, n, conc int) (measurement, error) {
-	db, err := h.freshDB(ctx, "enqueue_"+variant)
+	db, pool, closeDB, err := h.openDB(ctx, "enqueue_"+variant, int32(conc+2))
 	if err != nil {
 		return measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, int32(conc+2))
-	if err != nil {
-		return measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	if _, err := pool.Exec(ctx, `CREATE TABLE bench_app (id int PRIMARY KEY, counter bigint NOT NULL DEFAULT 0)`); err != nil {
 		return measurement{}, err
 	}

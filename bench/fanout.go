@@ -69,16 +69,11 @@ func runFanout(ctx context.Context, h *harness, n, naiveN int) []Result {
 // measureFanout times one in_app fan-out to n recipients by the real daemon,
 // from the COMMIT of SendTx to the notification's status fanned_out.
 func measureFanout(ctx context.Context, h *harness, mode string, n int) (measurement, error) {
-	db, err := h.freshDB(ctx, "fanout_"+mode)
+	db, pool, closeDB, err := h.openDB(ctx, "fanout_"+mode, 4)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, 4)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	// Profiles exist in a real deployment: the candidates query joins them.
 	if err := insertRecipients(ctx, pool, n); err != nil {
 		return measurement{}, err
@@ -157,16 +152,11 @@ FROM generate_series(1, $1) g`
 // measureRawInsert is baseline (a): the raw Postgres limit for n inbox rows.
 // It runs twice (truncating between) and keeps the faster run.
 func measureRawInsert(ctx context.Context, h *harness, n int) (measurement, error) {
-	db, err := h.freshDB(ctx, "raw_insert")
+	_, pool, closeDB, err := h.openDB(ctx, "raw_insert", 2)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, 2)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	if _, err := pool.Exec(ctx, `CREATE TABLE bench_inbox (LIKE notify_inbox INCLUDING ALL)`); err != nil {
 		return measurement{}, err
 	}

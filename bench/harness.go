@@ -143,6 +143,19 @@ func (db *scenarioDB) drop() {
 	}
 }
 
+// openDB is freshDB with a pool of at most maxConns connections on the new
+// database; closeDB closes the pool and drops the database.
+func (h *harness) openDB(ctx context.Context, label string, maxConns int32) (db *scenarioDB, pool *pgxpool.Pool, closeDB func(), err error) {
+	if db, err = h.freshDB(ctx, label); err != nil {
+		return nil, nil, nil, err
+	}
+	if pool, err = db.pool(ctx, maxConns); err != nil {
+		db.drop()
+		return nil, nil, nil, err
+	}
+	return db, pool, func() { pool.Close(); db.drop() }, nil
+}
+
 // pool opens a pool on the database with at most maxConns connections.
 func (db *scenarioDB) pool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(db.URL)

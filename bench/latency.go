@@ -49,16 +49,11 @@ func quantile(sorted []time.Duration, q float64) float64 {
 }
 
 func measureLatency(ctx context.Context, h *harness, n int, rate float64) ([]time.Duration, measurement, error) {
-	db, err := h.freshDB(ctx, "latency")
+	db, pool, closeDB, err := h.openDB(ctx, "latency", 4)
 	if err != nil {
 		return nil, measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, 4)
-	if err != nil {
-		return nil, measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL})
 	if err != nil {
 		return nil, measurement{}, err

@@ -72,16 +72,11 @@ func buildDaemon(ctx context.Context, dir string) (string, error) {
 }
 
 func measureRSS(ctx context.Context, h *harness, bin, mode string, n int) (measurement, error) {
-	db, err := h.freshDB(ctx, "rss_"+mode)
+	db, pool, closeDB, err := h.openDB(ctx, "rss_"+mode, 4)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer db.drop()
-	pool, err := db.pool(ctx, 4)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer pool.Close()
+	defer closeDB()
 	if err := insertRecipients(ctx, pool, n); err != nil {
 		return measurement{}, err
 	}
