@@ -108,6 +108,22 @@ func (s *stage) addSlot(ctx context.Context, name string, c daemonConfig) (*slot
 	return sl, nil
 }
 
+// oneDaemon sets up the common case: a single daemon "a" with config c,
+// profiles (with email addresses) for recipients 0..profiles-1, started.
+func (s *stage) oneDaemon(ctx context.Context, c daemonConfig, profiles int) (*slot, error) {
+	sl, err := s.addSlot(ctx, "a", c)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.profiles(ctx, profiles, nil); err != nil {
+		return nil, err
+	}
+	if err := s.start(ctx, sl); err != nil {
+		return nil, err
+	}
+	return sl, nil
+}
+
 // start starts the slot's daemon and waits until it is ready.
 func (s *stage) start(ctx context.Context, sl *slot) error {
 	s.mu.Lock()

@@ -43,14 +43,8 @@ func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	defer s.close()
 	n := scaled(e, 20000)
-	sl, err := s.addSlot(ctx, "a", daemonConfig{fanoutChunk: 1000, send: chaosSend, sendBatch: chaosSendBatch})
+	sl, err := s.oneDaemon(ctx, daemonConfig{fanoutChunk: 1000, send: chaosSend, sendBatch: chaosSendBatch}, n)
 	if err != nil {
-		return err
-	}
-	if err := s.profiles(ctx, n, nil); err != nil {
-		return err
-	}
-	if err := s.start(ctx, sl); err != nil {
 		return err
 	}
 	go s.rescueLoop(ctx)
@@ -123,14 +117,8 @@ func runPGRestart(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	defer s.close()
 	n := scaled(e, 6000)
-	sl, err := s.addSlot(ctx, "a", daemonConfig{fanoutChunk: 250, send: chaosSend, sendBatch: chaosSendBatch})
+	sl, err := s.oneDaemon(ctx, daemonConfig{fanoutChunk: 250, send: chaosSend, sendBatch: chaosSendBatch}, n)
 	if err != nil {
-		return err
-	}
-	if err := s.profiles(ctx, n, nil); err != nil {
-		return err
-	}
-	if err := s.start(ctx, sl); err != nil {
 		return err
 	}
 	daemon := sl.proc
@@ -212,14 +200,8 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 	defer s.close()
 	n := scaled(e, 2000)
 	outage := time.Duration(float64(time.Minute) * e.opts.scale)
-	sl, err := s.addSlot(ctx, "a", daemonConfig{fanoutChunk: 1000, send: chaosSend, sendBatch: chaosSendBatch})
+	sl, err := s.oneDaemon(ctx, daemonConfig{fanoutChunk: 1000, send: chaosSend, sendBatch: chaosSendBatch}, n+50)
 	if err != nil {
-		return err
-	}
-	if err := s.profiles(ctx, n+50, nil); err != nil {
-		return err
-	}
-	if err := s.start(ctx, sl); err != nil {
 		return err
 	}
 	go s.rescueLoop(ctx)
@@ -458,14 +440,8 @@ func runCancel(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	defer s.close()
 	n := scaled(e, 20000)
-	sl, err := s.addSlot(ctx, "a", daemonConfig{fanoutChunk: 500, send: chaosSend, sendBatch: chaosSendBatch})
+	sl, err := s.oneDaemon(ctx, daemonConfig{fanoutChunk: 500, send: chaosSend, sendBatch: chaosSendBatch}, n)
 	if err != nil {
-		return err
-	}
-	if err := s.profiles(ctx, n, nil); err != nil {
-		return err
-	}
-	if err := s.start(ctx, sl); err != nil {
 		return err
 	}
 	go s.rescueLoop(ctx)
