@@ -95,7 +95,7 @@ func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
 	}
 	// 449 recipients are more than two chunks for each of two lanes: lane 0's
 	// job split them and enqueued lane 1's.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1 AND done AND lanes = 2`, res.ID); n != 2 {
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1 AND done`, res.ID); n != 2 {
 		t.Fatalf("done lanes = %d, want 2", n)
 	}
 	// A lane that finished first completes its job after the other one

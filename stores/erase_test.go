@@ -90,10 +90,10 @@ func TestEraseRecipient(t *testing.T) {
 		nDone, nHalf, nLater, nTopic, nOthers, x)
 	// nHalf is fanned out in two lanes split before 'erase-y': lane 0 (erase-a
 	// and x) is written, lane 1 (erase-z) not yet.
-	exec(t, tx, `INSERT INTO notify_fanout_lanes (notification_id, lane, lanes, lo, hi, cursor, inline_pos, inline_end, done)
-		VALUES ($1, 0, 1, NULL, NULL, $3, 2, 2, true),
-		       ($2, 0, 2, NULL, 'erase-y', $3, 2, 2, true),
-		       ($2, 1, 2, 'erase-y', NULL, NULL, 2, 3, false)`, nDone, nHalf, x)
+	exec(t, tx, `INSERT INTO notify_fanout_lanes (notification_id, lane, lo, hi, cursor, inline_pos, inline_end, done)
+		VALUES ($1, 0, NULL, NULL, $3, 2, 2, true),
+		       ($2, 0, NULL, 'erase-y', $3, 2, 2, true),
+		       ($2, 1, 'erase-y', NULL, NULL, 2, 3, false)`, nDone, nHalf, x)
 	exec(t, tx, `UPDATE notify_notifications SET topics = ARRAY['erase-topic-1'] WHERE id = $1`, nTopic)
 
 	// The ledger: one row per status for x on nDone, y's row and a bulk row

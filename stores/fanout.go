@@ -31,10 +31,10 @@ type FanoutState struct {
 
 // FanoutLane is one lane's progress (sql/migrations/00003_fanout_lanes.sql).
 type FanoutLane struct {
-	Lane, Lanes int
-	Cursor      *string
-	InlinePos   int
-	Done        bool
+	Lane      int
+	Cursor    *string
+	InlinePos int
+	Done      bool
 }
 
 const lockFanoutSQL = `
@@ -44,7 +44,7 @@ WHERE id = $1
 FOR SHARE`
 
 const lockLaneSQL = `
-SELECT lane, lanes, cursor, inline_pos, done
+SELECT lane, cursor, inline_pos, done
 FROM notify_fanout_lanes
 WHERE notification_id = $1 AND lane = $2
 FOR UPDATE`
@@ -65,7 +65,7 @@ func LockFanout(ctx context.Context, tx DB, id string, lane int) (*FanoutState, 
 	})
 	b.Queue(lockLaneSQL, id, lane).QueryRow(func(row pgx.Row) error {
 		var l FanoutLane
-		err := row.Scan(&l.Lane, &l.Lanes, &l.Cursor, &l.InlinePos, &l.Done)
+		err := row.Scan(&l.Lane, &l.Cursor, &l.InlinePos, &l.Done)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -217,8 +217,8 @@ WITH b AS (
     SELECT (i - 1)::int AS lane, lo, lead(lo) OVER (ORDER BY i) AS hi
     FROM unnest(ARRAY[NULL]::text[] || $2::text[]) WITH ORDINALITY AS b(lo, i)
 )
-INSERT INTO notify_fanout_lanes (notification_id, lane, lanes, lo, hi, inline_pos, inline_end)
-SELECT $1, b.lane, cardinality($2::text[]) + 1, b.lo, b.hi,
+INSERT INTO notify_fanout_lanes (notification_id, lane, lo, hi, inline_pos, inline_end)
+SELECT $1, b.lane, b.lo, b.hi,
        CASE WHEN b.lo IS NULL THEN 0
             ELSE (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.lo COLLATE "C") END,
        CASE WHEN b.hi IS NULL THEN cardinality(n.recipients)

@@ -13,7 +13,6 @@
 CREATE TABLE notify_fanout_lanes (
     notification_id uuid NOT NULL,
     lane            integer NOT NULL,
-    lanes           integer NOT NULL,          -- how many lanes the notification has
     lo              text COLLATE "C",
     hi              text COLLATE "C",
     cursor          text COLLATE "C",
@@ -24,8 +23,8 @@ CREATE TABLE notify_fanout_lanes (
 );
 
 -- Fan-outs under way when this migration runs continue as one lane.
-INSERT INTO notify_fanout_lanes (notification_id, lane, lanes, cursor, inline_pos, inline_end)
-SELECT id, 0, 1, fanout_cursor, fanout_inline_pos, cardinality(recipients)
+INSERT INTO notify_fanout_lanes (notification_id, lane, cursor, inline_pos, inline_end)
+SELECT id, 0, fanout_cursor, fanout_inline_pos, cardinality(recipients)
 FROM notify_notifications
 WHERE normalized AND status = 'pending';
 
@@ -35,5 +34,6 @@ ALTER TABLE notify_notifications DROP COLUMN fanout_cursor, DROP COLUMN fanout_i
 ALTER TABLE notify_notifications ADD COLUMN fanout_cursor text COLLATE "C",
                                  ADD COLUMN fanout_inline_pos integer NOT NULL DEFAULT 0;
 UPDATE notify_notifications n SET fanout_cursor = l.cursor, fanout_inline_pos = l.inline_pos
-FROM notify_fanout_lanes l WHERE l.notification_id = n.id AND l.lane = 0 AND l.lanes = 1;
+FROM notify_fanout_lanes l WHERE l.notification_id = n.id AND l.lane = 0
+  AND NOT EXISTS (SELECT 1 FROM notify_fanout_lanes o WHERE o.notification_id = n.id AND o.lane > 0);
 DROP TABLE notify_fanout_lanes;
