@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -130,6 +131,13 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 func (s *Server) jsonMux(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, pattern := mux.Handler(r)
+		if reflect.TypeOf(h) == redirectHandlerType && strings.HasPrefix(r.URL.Path, "/v1/") {
+			// The mux redirects to a {rest...} route's empty remainder
+			// (DELETE /v1/notifications/x -> /x/, a cancel without its key)
+			// or to a cleaned path; the API answers neither with a redirect.
+			WriteError(w, r, notFoundError("no route for %s %s", r.Method, r.URL.Path))
+			return
+		}
 		if pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
@@ -158,6 +166,9 @@ func (s *Server) jsonMux(mux *http.ServeMux) http.Handler {
 		}
 	})
 }
+
+// redirectHandlerType is the type of the mux's redirects.
+var redirectHandlerType = reflect.TypeOf(http.RedirectHandler("/", http.StatusTemporaryRedirect))
 
 // recorder captures what the mux's fallback handlers write (a few bytes).
 type recorder struct {

@@ -239,6 +239,19 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 		t.Fatalf("Allow %q, want GET listed", allow)
 	}
 	expect(t, b.do(t, "GET", "/v1/notifications", adminToken, nil), 405, httpapi.CodeMethodNotAllowed)
+
+	// A cancel without a key is no route, not the mux's redirect to the
+	// {key...} route's empty remainder.
+	req, err := http.NewRequestWithContext(t.Context(), "DELETE", b.srv.URL+"/v1/notifications/comment.created", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	r = rawRequest(t, b, req)
+	expect(t, r, 404, httpapi.CodeNotFound)
+	if loc := r.header.Get("Location"); loc != "" {
+		t.Fatalf("answered with Location %q", loc)
+	}
 }
 
 func TestExtraRoutes(t *testing.T) {
