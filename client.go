@@ -117,7 +117,9 @@ func (c *Client) Cancel(ctx context.Context, notifier, key string) (int, error) 
 
 // prepare validates n and turns it into the row SendTx writes. Inline
 // recipients are sorted by id (byte order, the fan-out's cursor order);
-// duplicates are kept and collapse to the strongest reason at fan-out.
+// duplicates are kept and collapse to the strongest reason at fan-out (the
+// reason precedence is the daemon's config). A list without duplicates is
+// marked sorted, and the fan-out does not sort it again.
 func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 	if err := checkText("notifier", n.Notifier, 255); err != nil {
 		return stores.NewNotification{}, err
@@ -153,6 +155,7 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 	slices.Sort(topics)
 	topics = slices.Compact(topics)
 	slices.SortStableFunc(rs, func(a, b Recipient) int { return strings.Compare(a.ID, b.ID) })
+	distinct := countDistinct(rs)
 
 	params := n.Params
 	if params == nil {
@@ -177,21 +180,22 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 		if err := nf.ValidateParams(decoded); err != nil {
 			return stores.NewNotification{}, err
 		}
-		if distinct := countDistinct(rs); distinct > nf.MaxRecipients {
+		if distinct > nf.MaxRecipients {
 			return stores.NewNotification{}, fmt.Errorf("%w: %d inline recipients, notifier %s allows %d",
 				ErrTooManyRecipients, distinct, n.Notifier, nf.MaxRecipients)
 		}
 	}
 	row := stores.NewNotification{
-		ID:         uuidv7.String(),
-		Notifier:   n.Notifier,
-		Key:        n.Key,
-		Actor:      n.Actor,
-		Recipients: make([]string, len(rs)),
-		Reasons:    make([]string, len(rs)),
-		Topics:     topics,
-		Params:     raw,
-		SendAt:     n.SendAt,
+		ID:           uuidv7.String(),
+		Notifier:     n.Notifier,
+		Key:          n.Key,
+		Actor:        n.Actor,
+		Recipients:   make([]string, len(rs)),
+		Reasons:      make([]string, len(rs)),
+		Topics:       topics,
+		InlineSorted: distinct == len(rs),
+		Params:       raw,
+		SendAt:       n.SendAt,
 	}
 	for i, r := range rs {
 		row.Recipients[i], row.Reasons[i] = r.ID, r.Reason

@@ -3,6 +3,7 @@ package notifyd_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -199,5 +200,40 @@ func TestRecipientToken(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond) // exp has second precision
 	if _, err := notifyd.ParseRecipientToken("s3cret", expired); err == nil {
 		t.Fatal("an expired token was accepted")
+	}
+}
+
+// SendTx writes the inline list sorted by id in byte order, and marks it
+// sorted (the fan-out keeps it as written) only when no id is listed twice:
+// a repeated id waits for the fan-out to keep its strongest reason.
+func TestSendTxSortsTheInlineList(t *testing.T) {
+	t.Parallel()
+	pool, client := setup(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		key        string
+		recipients []notifyd.Recipient
+		ids        []string
+		sorted     bool
+	}{
+		{"distinct", []notifyd.Recipient{{ID: "u3"}, {ID: "U2"}, {ID: "u10"}}, []string{"U2", "u10", "u3"}, true},
+		{"repeated", []notifyd.Recipient{{ID: "u3"}, {ID: "u2", Reason: "author"}, {ID: "u3", Reason: "assigned"}},
+			[]string{"u2", "u3", "u3"}, false},
+	} {
+		n := hello
+		n.Key, n.Recipients = c.key, c.recipients
+		res, err := client.Send(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		var sorted bool
+		if err := pool.QueryRow(ctx, `SELECT recipients, inline_sorted FROM notify_notifications WHERE id = $1`, res.ID).
+			Scan(&ids, &sorted); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ids, c.ids) || sorted != c.sorted {
+			t.Errorf("%s: stored %v (sorted %v), want %v (sorted %v)", c.key, ids, sorted, c.ids, c.sorted)
+		}
 	}
 }

@@ -103,24 +103,30 @@ func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
 // byte order: where to split it into lanes.
 //
 // One sort does the deduplication; the arrays are aggregated from it in that
-// order (a sorted subquery feeding a plain aggregate), not sorted twice more.
+// order, not sorted again. A list SendTx marked sorted (no id twice) is kept
+// as it is, not sorted again, unless the actor must be taken out of it.
 // Without topics the audience is the inline list itself: counted and split by
 // position, with no union to hash and no second sort; a single topic without
 // inline recipients is counted and split along its subscription index. Only
-// a mix of sources is deduplicated (a hashed union) and sorted for the split. A list that was sorted
-// and deduplicated already keeps its stored value: the new row version points
-// at the same TOAST data instead of writing a copy.
+// a mix of sources is deduplicated (a hashed union) and sorted for the split.
+// A list that was sorted and deduplicated already keeps its stored value: the
+// new row version points at the same TOAST data instead of writing a copy.
 const normalizeAudienceSQL = `
 WITH n AS (
-    SELECT id, actor, recipients, reasons, topics FROM notify_notifications WHERE id = $1
+    SELECT id, actor, recipients, reasons, topics,
+           inline_sorted AND ($3 OR actor IS NULL OR actor <> ALL(recipients)) AS kept
+    FROM notify_notifications WHERE id = $1
 ), inl AS (
     SELECT DISTINCT ON (r.rid COLLATE "C") r.rid, r.reason
     FROM n, unnest(n.recipients, n.reasons) AS r(rid, reason)
-    WHERE $3 OR n.actor IS NULL OR r.rid <> n.actor
+    WHERE NOT n.kept AND ($3 OR n.actor IS NULL OR r.rid <> n.actor)
     ORDER BY r.rid COLLATE "C", coalesce(array_position($2::text[], r.reason), 2147483647), r.reason
 ), agg AS (
-    SELECT coalesce(array_agg(s.rid), '{}') AS rids, coalesce(array_agg(s.reason), '{}') AS rsns
+    SELECT n.recipients AS rids, n.reasons AS rsns FROM n WHERE n.kept
+    UNION ALL
+    SELECT coalesce(array_agg(s.rid), '{}'), coalesce(array_agg(s.reason), '{}')
     FROM (SELECT rid, reason FROM inl ORDER BY rid COLLATE "C") s
+    HAVING NOT (SELECT kept FROM n)
 ), cnt AS (
     SELECT cardinality(agg.rids)::bigint AS audience,
            ARRAY(SELECT agg.rids[floor(q * cardinality(agg.rids))::int + 1] FROM unnest($4::float8[]) AS q) AS bounds
@@ -143,7 +149,7 @@ WITH n AS (
         SELECT count(*) AS audience,
                coalesce(percentile_disc($4::float8[]) WITHIN GROUP (ORDER BY a.rid COLLATE "C"), '{}') AS bounds
         FROM n, agg, LATERAL (
-            SELECT rid FROM inl
+            SELECT unnest(agg.rids) AS rid
             UNION
             SELECT s.recipient FROM notify_subscriptions s
             WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
@@ -154,11 +160,11 @@ WITH n AS (
     WHERE cardinality(n.topics) > 1 OR (cardinality(n.topics) = 1 AND cardinality(agg.rids) > 0)
 )
 UPDATE notify_notifications nn
-SET recipients = CASE WHEN nn.recipients = agg.rids THEN nn.recipients ELSE agg.rids END,
-    reasons = CASE WHEN nn.reasons = agg.rsns THEN nn.reasons ELSE agg.rsns END,
+SET recipients = CASE WHEN n.kept OR nn.recipients = agg.rids THEN nn.recipients ELSE agg.rids END,
+    reasons = CASE WHEN n.kept OR nn.reasons = agg.rsns THEN nn.reasons ELSE agg.rsns END,
     topics = ARRAY(SELECT DISTINCT t FROM unnest(nn.topics) t ORDER BY t),
     normalized = true, status = 'pending', updated_at = now()
-FROM agg, cnt
+FROM n, agg, cnt
 WHERE nn.id = $1
 RETURNING cnt.audience, nn.topics, array_remove(cnt.bounds, NULL)`
 

@@ -20,8 +20,11 @@ type NewNotification struct {
 	Recipients []string
 	Reasons    []string // parallel to Recipients
 	Topics     []string
-	Params     json.RawMessage // a JSON object; nil is {}
-	SendAt     time.Time       // zero: fan out now
+	// InlineSorted promises that Recipients are sorted by id in byte order
+	// with no id twice: the fan-out then keeps the list as written.
+	InlineSorted bool
+	Params       json.RawMessage // a JSON object; nil is {}
+	SendAt       time.Time       // zero: fan out now
 	// FanoutQueue and FanoutMaxAttempts describe the River job inserted with it.
 	FanoutQueue string
 }
@@ -36,9 +39,10 @@ type NewNotification struct {
 // its next poll.
 const insertNotificationSQL = `
 WITH ins AS (
-    INSERT INTO notify_notifications (id, notifier, key, actor, recipients, reasons, topics, params, send_at, status)
+    INSERT INTO notify_notifications (id, notifier, key, actor, recipients, reasons, topics, params, send_at, status,
+                                      inline_sorted)
     VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7, coalesce($8::jsonb, '{}'), $9,
-            CASE WHEN $9::timestamptz > now() THEN 'scheduled' ELSE 'pending' END)
+            CASE WHEN $9::timestamptz > now() THEN 'scheduled' ELSE 'pending' END, $11)
     ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
     RETURNING id, (xmax = 0) AS inserted
 ), job AS (
@@ -85,7 +89,7 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 	}
 	var woke int64
 	err = db.QueryRow(ctx, insertNotificationSQL, n.ID, n.Notifier, n.Key, n.Actor, recipients, reasons,
-		topics, params, sendAt, queue).Scan(&id, &duplicate, &woke)
+		topics, params, sendAt, queue, n.InlineSorted).Scan(&id, &duplicate, &woke)
 	if err != nil {
 		return "", false, fmt.Errorf("insert notification %s/%s: %w", n.Notifier, n.Key, err)
 	}
