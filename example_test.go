@@ -2,6 +2,7 @@ package notifyd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -152,4 +153,37 @@ func ExampleClient_SubscribeTx() {
 	// reason: want one word of letters, digits, '-', '_' or '.', at most 64 bytes
 	// removed: true
 	// <nil>
+}
+
+// PutRecipientTx writes a recipient's profile in the application's own
+// transaction: the account and the address notifications reach commit
+// together. A profile that breaks a rule is refused before anything is
+// written; EraseRecipient is the right to erasure.
+func ExampleClient_PutRecipientTx() {
+	pool, _, cleanup := pgtest.ExampleDB()
+	defer cleanup()
+	ctx := context.Background()
+	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{})
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// ... INSERT the user's account ...
+		return client.PutRecipientTx(ctx, tx, "u2", notifyd.Profile{Email: "ada@example.com", Name: "Ada",
+			Timezone: "Europe/Paris", Data: map[string]any{"plan": "pro"}})
+	})
+	fmt.Println(err)
+	p, err := client.GetRecipient(ctx, "u2")
+	fmt.Println(p.Email, p.Timezone, p.Data["plan"], err)
+
+	err = client.PutRecipient(ctx, "u2", notifyd.Profile{Email: "Ada <ada@example.com>"})
+	fmt.Println(err)
+
+	e, err := client.EraseRecipient(ctx, "u2")
+	fmt.Println("profile erased:", e.Profile, err)
+	_, err = client.GetRecipient(ctx, "u2")
+	fmt.Println(errors.Is(err, notifyd.ErrRecipientNotFound))
+	// Output:
+	// <nil>
+	// ada@example.com Europe/Paris pro <nil>
+	// email: want a bare email address such as ada@example.com
+	// profile erased: true <nil>
+	// true
 }

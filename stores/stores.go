@@ -27,6 +27,23 @@ type DB interface {
 // recipient-scoped lookup, belongs to somebody else).
 var ErrNotFound = errors.New("not found")
 
+// RetryDeadlock runs fn (a whole transaction) again, up to 3 times in all,
+// when PostgreSQL aborted it as a deadlock victim. A mark locks item rows and
+// then the change-log lock; a cancel takes the change-log lock first and then
+// item rows; an erasure locks inbox and ledger rows that both also lock. The
+// victim has rolled back cleanly, so running it again is safe.
+func RetryDeadlock(fn func() error) error {
+	var err error
+	for range 3 {
+		err = fn()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+	}
+	return err
+}
+
 // ChangeLogLock is the transaction-scoped advisory lock every writer of
 // notify_inbox_changes takes immediately before inserting its rows and holds
 // until commit. Sequence values are therefore handed out in commit order, which

@@ -4,8 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -41,18 +40,8 @@ func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err := checkPathText("id", id); err != nil {
 		return err
 	}
-	var e *stores.Erasure
-	// The erasure locks many rows (inbox, ledger) that cancel and retention
-	// also lock, in another order; a deadlock victim rolled back whole and
-	// runs again.
-	err := retryDeadlock(func() error {
-		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-			var err error
-			e, err = stores.EraseRecipient(r.Context(), tx, id)
-			return err
-		})
-	})
-	if errors.Is(err, stores.ErrNotFound) {
+	e, err := s.client.EraseRecipient(r.Context(), id)
+	if errors.Is(err, notifyd.ErrRecipientNotFound) {
 		return notFoundError("nothing of recipient %q exists", id)
 	}
 	if err != nil {

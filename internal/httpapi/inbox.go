@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/notifyd/notifyd/stores"
 )
@@ -212,7 +210,7 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 		}
 	}
 	var changed []string
-	err := retryDeadlock(func() error {
+	err := stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 			var err error
 			changed, err = stores.MarkInbox(r.Context(), tx, m)
@@ -224,21 +222,4 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 	}
 	WriteJSON(w, http.StatusOK, markResponse{Marked: len(changed)})
 	return nil
-}
-
-// retryDeadlock runs fn (a whole transaction) again, up to 3 times in all,
-// when PostgreSQL aborted it as a deadlock victim. A mark locks item rows and
-// then the change-log lock; CancelTx takes the change-log lock first and then
-// item rows, so the two can deadlock. The victim has rolled back cleanly, so
-// running it again is safe.
-func retryDeadlock(fn func() error) error {
-	var err error
-	for range 3 {
-		err = fn()
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
-			return err
-		}
-	}
-	return err
 }

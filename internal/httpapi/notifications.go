@@ -170,7 +170,7 @@ func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	var n int
-	err := retryDeadlock(func() error {
+	err := stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 			var err error
 			n, err = s.client.CancelTx(r.Context(), tx, notifier, key)

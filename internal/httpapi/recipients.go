@@ -3,15 +3,11 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/mail"
-	"net/url"
-	"regexp"
 	"strings"
-	"time"
 	"unicode/utf8"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -33,17 +29,6 @@ type profileRequest struct {
 	CreatedAt     json.RawMessage `json:"created_at"`
 	UpdatedAt     json.RawMessage `json:"updated_at"`
 }
-
-// Profile field limits.
-const (
-	maxEmail      = 254
-	maxName       = 255
-	maxLocale     = 35
-	maxTimezone   = 64
-	maxWebhookURL = 2048
-)
-
-var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
 
 func (s *Server) putRecipient(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
@@ -71,22 +56,19 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	if req.ID != nil && *req.ID != id {
 		return p, invalidField("id", "does not match the id in the path")
 	}
-	var err error
-	if p.Email, err = optional("email", req.Email, maxEmail, checkEmail); err != nil {
+	// The rules are the Go API's (notifyd.Profile.Validate); a value that
+	// breaks one is a 422 invalid_request, like every other rule of the
+	// API, and malformed JSON stays a 400.
+	fields := notifyd.Profile{Email: text(req.Email), Name: text(req.Name), Locale: text(req.Locale),
+		Timezone: text(req.Timezone), WebhookURL: text(req.WebhookURL)}
+	var inputErr *notifyd.InputError
+	if err := fields.Validate(); errors.As(err, &inputErr) {
+		return p, invalidField(inputErr.Field, inputErr.Message)
+	} else if err != nil {
 		return p, err
 	}
-	if p.Name, err = optional("name", req.Name, maxName, nil); err != nil {
-		return p, err
-	}
-	if p.Locale, err = optional("locale", req.Locale, maxLocale, checkLocale); err != nil {
-		return p, err
-	}
-	if p.Timezone, err = optional("timezone", req.Timezone, maxTimezone, checkTimezone); err != nil {
-		return p, err
-	}
-	if p.WebhookURL, err = optional("webhook_url", req.WebhookURL, maxWebhookURL, checkWebhookURL); err != nil {
-		return p, err
-	}
+	p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL = given(req.Email), given(req.Name), given(req.Locale),
+		given(req.Timezone), given(req.WebhookURL)
 	data, err := decodeObject("data", req.Data)
 	if err != nil {
 		return p, err
@@ -99,57 +81,20 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	return p, nil
 }
 
-// optional validates an optional text field: nil or "" is absent (nil). A
-// well-formed value that breaks a rule (too long, not an address, an unknown
-// time zone) is a 422 invalid_request, like every other rule of the API;
-// malformed JSON stays a 400.
-func optional(field string, v *string, limit int, check func(string) string) (*string, error) {
+// text is an optional field's value: "" when absent or null.
+func text(v *string) string {
+	if v == nil {
+		return ""
+	}
+	return *v
+}
+
+// given is an optional field as stored: nil when absent, null or "".
+func given(v *string) *string {
 	if v == nil || *v == "" {
-		return nil, nil
+		return nil
 	}
-	if len(*v) > limit {
-		return nil, invalidField(field, fmt.Sprintf("longer than %d bytes", limit))
-	}
-	if check != nil {
-		if msg := check(*v); msg != "" {
-			return nil, invalidField(field, msg)
-		}
-	}
-	return v, nil
-}
-
-func checkEmail(s string) string {
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s {
-		return "want a bare email address such as ada@example.com"
-	}
-	return ""
-}
-
-func checkLocale(s string) string {
-	if !localeRE.MatchString(s) {
-		return "want a BCP 47 language tag such as en or pt-BR"
-	}
-	return ""
-}
-
-func checkTimezone(s string) string {
-	// "Local" would mean the daemon's own zone, which differs per replica.
-	if s == "Local" {
-		return "want an IANA time zone such as Europe/Paris"
-	}
-	if _, err := time.LoadLocation(s); err != nil {
-		return "unknown time zone; want an IANA name such as Europe/Paris"
-	}
-	return ""
-}
-
-func checkWebhookURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return "want an absolute http or https URL"
-	}
-	return ""
+	return v
 }
 
 // checkPathText validates a text id taken from the path: 1 to 255 bytes of

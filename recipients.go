@@ -1,0 +1,229 @@
+package notifyd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/stores"
+)
+
+// ErrRecipientNotFound is returned by GetRecipient for an id without a
+// profile, and by EraseRecipient when nothing of the id exists.
+var ErrRecipientNotFound = errors.New("recipient not found")
+
+// Profile is a recipient's profile, as PUT /v1/recipients/{id} takes it: what
+// channels need to reach them (Email, WebhookURL), what templates may use
+// (Name, Locale, Data) and the time zone their digests are scheduled in. An
+// empty field is not set.
+type Profile struct {
+	Email      string
+	Name       string
+	Locale     string // a BCP 47 tag: "en", "pt-BR"
+	Timezone   string // an IANA name: "Europe/Paris"
+	WebhookURL string // an absolute http or https URL
+	// Data is a JSON object for the application's own use (templates see it
+	// as .Data); nil is {}.
+	Data map[string]any
+
+	// Set by GetRecipient; PutRecipientTx ignores them.
+	//
+	// WebhookGoneAt is when the webhook endpoint answered 410 Gone: no
+	// webhook goes to WebhookURL until a different one is written.
+	WebhookGoneAt *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Profile field limits, in bytes.
+const (
+	maxEmail      = 254
+	maxName       = 255
+	maxLocale     = 35
+	maxTimezone   = 64
+	maxWebhookURL = 2048
+)
+
+var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
+
+// Validate checks p as the HTTP API does and returns the first field that
+// breaks a rule as an *InputError (Field is the JSON name: "email",
+// "webhook_url", ...).
+func (p Profile) Validate() error {
+	for _, f := range []struct {
+		name, value string
+		limit       int
+		check       func(string) string
+	}{
+		{"email", p.Email, maxEmail, checkEmail},
+		{"name", p.Name, maxName, nil},
+		{"locale", p.Locale, maxLocale, checkLocale},
+		{"timezone", p.Timezone, maxTimezone, checkTimezone},
+		{"webhook_url", p.WebhookURL, maxWebhookURL, checkWebhookURL},
+	} {
+		if f.value == "" {
+			continue
+		}
+		if err := checkText(f.name, f.value, f.limit); err != nil {
+			return err
+		}
+		if f.check != nil {
+			if msg := f.check(f.value); msg != "" {
+				return &InputError{Field: f.name, Message: msg}
+			}
+		}
+	}
+	_, err := p.data()
+	return err
+}
+
+// data is p.Data as the jsonb it is stored as.
+func (p Profile) data() (json.RawMessage, error) {
+	if p.Data == nil {
+		return json.RawMessage("{}"), nil
+	}
+	raw, err := json.Marshal(p.Data)
+	if err != nil {
+		return nil, &InputError{Field: "data", Message: "not JSON-encodable: " + err.Error()}
+	}
+	// jsonb has no place for a NUL character in a string.
+	if bytes.Contains(raw, []byte(`\u0000`)) {
+		return nil, &InputError{Field: "data", Message: "contains a NUL character"}
+	}
+	return raw, nil
+}
+
+func checkEmail(s string) string {
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != s {
+		return "want a bare email address such as ada@example.com"
+	}
+	return ""
+}
+
+func checkLocale(s string) string {
+	if !localeRE.MatchString(s) {
+		return "want a BCP 47 language tag such as en or pt-BR"
+	}
+	return ""
+}
+
+func checkTimezone(s string) string {
+	// "Local" would mean the daemon's own zone, which differs per replica.
+	if s == "Local" {
+		return "want an IANA time zone such as Europe/Paris"
+	}
+	if _, err := time.LoadLocation(s); err != nil {
+		return "unknown time zone; want an IANA name such as Europe/Paris"
+	}
+	return ""
+}
+
+func checkWebhookURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return "want an absolute http or https URL"
+	}
+	return ""
+}
+
+// PutRecipientTx creates recipient id's profile or replaces it with p (a
+// field left empty is cleared) inside tx, so that a profile commits with the
+// application's own write (the user row a signup inserts). A profile that
+// fails Validate is refused with an *InputError and nothing is written.
+func (c *Client) PutRecipientTx(ctx context.Context, tx pgx.Tx, id string, p Profile) error {
+	return putRecipient(ctx, tx, id, p)
+}
+
+// PutRecipient is PutRecipientTx in a transaction of its own.
+func (c *Client) PutRecipient(ctx context.Context, id string, p Profile) error {
+	return putRecipient(ctx, c.pool, id, p)
+}
+
+func putRecipient(ctx context.Context, db stores.DB, id string, p Profile) error {
+	if err := checkText("id", id, 255); err != nil {
+		return err
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	data, err := p.data()
+	if err != nil {
+		return err
+	}
+	_, err = stores.PutRecipient(ctx, db, stores.RecipientProfile{ID: id, Email: optional(p.Email),
+		Name: optional(p.Name), Locale: optional(p.Locale), Timezone: optional(p.Timezone),
+		WebhookURL: optional(p.WebhookURL), Data: data})
+	return err
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// GetRecipient reads recipient id's profile; ErrRecipientNotFound when there
+// is none.
+func (c *Client) GetRecipient(ctx context.Context, id string) (Profile, error) {
+	if err := checkText("id", id, 255); err != nil {
+		return Profile{}, err
+	}
+	sp, err := stores.GetRecipient(ctx, c.pool, id)
+	if errors.Is(err, stores.ErrNotFound) {
+		return Profile{}, fmt.Errorf("%w: %q", ErrRecipientNotFound, id)
+	}
+	if err != nil {
+		return Profile{}, err
+	}
+	p := Profile{WebhookGoneAt: sp.WebhookGoneAt, CreatedAt: sp.CreatedAt, UpdatedAt: sp.UpdatedAt}
+	for _, f := range []struct {
+		dst *string
+		src *string
+	}{{&p.Email, sp.Email}, {&p.Name, sp.Name}, {&p.Locale, sp.Locale}, {&p.Timezone, sp.Timezone},
+		{&p.WebhookURL, sp.WebhookURL}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	if err := json.Unmarshal(sp.Data, &p.Data); err != nil {
+		return Profile{}, fmt.Errorf("recipient %q: data: %w", id, err)
+	}
+	return p, nil
+}
+
+// EraseRecipient erases recipient id (the right to erasure) in a transaction
+// of its own, as DELETE /v1/recipients/{id} does: the profile, inbox,
+// settings and change log are deleted, the ledger rows kept under a
+// pseudonym (stores.ErasedID) and what was unsent cancelled. See
+// stores.EraseRecipient for exactly what is reached. ErrRecipientNotFound
+// when nothing of id existed.
+func (c *Client) EraseRecipient(ctx context.Context, id string) (*stores.Erasure, error) {
+	if err := checkText("id", id, 255); err != nil {
+		return nil, err
+	}
+	var e *stores.Erasure
+	// The erasure locks many rows (inbox, ledger) that cancel and retention
+	// also lock, in another order; a deadlock victim rolled back whole and
+	// runs again.
+	err := stores.RetryDeadlock(func() error {
+		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+			var err error
+			e, err = stores.EraseRecipient(ctx, tx, id)
+			return err
+		})
+	})
+	if errors.Is(err, stores.ErrNotFound) {
+		return nil, fmt.Errorf("%w: nothing of %q exists", ErrRecipientNotFound, id)
+	}
+	return e, err
+}
