@@ -182,8 +182,14 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 	}
 	if st.Lane.Done {
 		// The lane's last chunk committed but not the finish (a crash, or a
-		// lane that finished at the same time).
-		return true, w.finish(ctx, tx, job)
+		// lane that finished at the same time). The share lock goes first:
+		// two lanes finishing at once would each hold one while waiting for
+		// the other's to update the row, a deadlock PostgreSQL breaks only
+		// after deadlock_timeout (a second).
+		if err := tx.Rollback(ctx); err != nil {
+			return false, err
+		}
+		return true, w.finishAlone(ctx, job)
 	}
 
 	chunkSize := d.Config.Queues.FanoutChunk
@@ -290,10 +296,17 @@ func (w *FanoutWorker) maxLanes() int {
 	return min(max(w.Deps.Config.Queues.Fanout, 1), max(runtime.NumCPU(), 2))
 }
 
-// finish completes a lane whose chunks are all written: it marks the
-// notification fanned_out if every lane is done (the last lane to commit
-// sees them all) and completes the job, in tx.
-func (w *FanoutWorker) finish(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs]) error {
+// finishAlone completes a lane whose chunks are all written, in a
+// transaction of its own that takes no lock before its update: it marks the
+// notification fanned_out if every lane is done (of lanes finishing together,
+// the last to commit sees them all; a second finisher waits for the first's
+// update and then finds the notification fanned_out) and completes the job.
+func (w *FanoutWorker) finishAlone(ctx context.Context, job *river.Job[FanoutArgs]) error {
+	tx, err := w.Deps.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/notifyd/notifyd/internal/notifydtest"
 	"github.com/notifyd/notifyd/internal/pgtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/stores"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -55,7 +56,7 @@ func waitStatus(t *testing.T, b *bundle, id, status string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) != 1 {
 		if time.Now().After(deadline) {
-			rows, _ := b.pool.Query(context.Background(), `SELECT 'lane ' || lane || '/' || lanes || ' ' || coalesce(cursor, '-') || ' ' || inline_pos || '/' || inline_end || ' ' || done FROM notify_fanout_lanes WHERE notification_id = $1
+			rows, _ := b.pool.Query(context.Background(), `SELECT 'lane ' || lane || ' ' || coalesce(cursor, '-') || ' ' || inline_pos || '/' || inline_end || ' ' || done FROM notify_fanout_lanes WHERE notification_id = $1
 				UNION ALL SELECT 'job ' || id || ' ' || args::text || ' ' || state || ' ' || attempt || ' ' || errors::text FROM river_job WHERE kind = 'notify.fanout'`, id)
 			lines, _ := pgx.CollectRows(rows, pgx.RowTo[string])
 			t.Fatalf("timed out: notification %s to become %s\n%s", id, status, strings.Join(lines, "\n"))
@@ -389,4 +390,58 @@ func TestFanoutLanesSplitInlineAndTopicAudiences(t *testing.T) {
 	notifydtest.Eventually(t, 10*time.Second, "both lane jobs complete", func() bool {
 		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 2
 	})
+}
+
+// Two lanes whose last chunks commit together both go round once more to
+// finish the notification. The finish holds no share lock on the
+// notification while it updates it: here the other lane's finish holds one
+// (a transaction of the test's) and then updates the row itself. Holding
+// one as well, the lane's finish would deadlock with it, and PostgreSQL
+// would abort one of the two after deadlock_timeout.
+func TestFanoutLanesFinishingTogether(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const id = "01900000-0000-7000-8000-0000000f1415"
+	for _, sql := range []string{`
+INSERT INTO notify_notifications (id, notifier, key, params, status, normalized)
+VALUES ($1, 'comment.created', 'c-finish', '{"post_title": "Hello", "author_name": "Ada"}', 'pending', true)`, `
+INSERT INTO notify_fanout_lanes (notification_id, lane, lo, hi, inline_pos, inline_end, done)
+VALUES ($1, 0, NULL, 'm', 0, 0, true), ($1, 1, 'm', NULL, 0, 0, true)`, `
+INSERT INTO river_job (args, kind, max_attempts, priority, queue, state)
+VALUES (jsonb_build_object('notification_id', $1::text, 'lane', 1), 'notify.fanout', 25, 1, 'fanout', 'available')`} {
+		if _, err := b.pool.Exec(ctx, sql, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `SELECT 1 FROM notify_notifications WHERE id = $1 FOR SHARE`, id); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	notifydtest.Eventually(t, 10*time.Second, "the lane's finish to wait for the row", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE notify_notifications SET status = ''fanned_out''%'`) == 1
+	})
+	start := time.Now()
+	finished, err := stores.FinishFanout(ctx, other, id)
+	if err != nil || !finished {
+		t.Fatalf("the other lane's finish: %v, %v (after %v)", finished, err, time.Since(start))
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the lane's job to complete", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 1
+	})
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND attempt = 1 AND errors IS NULL`); n != 1 {
+		t.Fatalf("the lane's job failed on its way (a deadlock?): %d clean jobs", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id); n != 1 {
+		t.Fatal("the notification is not fanned_out")
+	}
 }
