@@ -102,9 +102,9 @@ func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
 // the topics, and the recipient ids at the quantiles $4 of the audience in
 // byte order: where to split it into lanes.
 //
-// One sort does the deduplication; the arrays are aggregated from it in that
-// order, not sorted again. A list SendTx marked sorted (no id twice) is kept
-// as it is, not sorted again, unless the actor must be taken out of it.
+// One sort does the deduplication, and the arrays are aggregated in its
+// order. A list SendTx marked sorted (no id twice) is kept as it is, without
+// that sort, unless the actor must be taken out of it.
 // Without topics the audience is the inline list itself: counted and split by
 // position, with no union to hash and no second sort; a single topic without
 // inline recipients is counted and split along its subscription index. Only
