@@ -47,7 +47,7 @@ func TestNormalizeInlineList(t *testing.T) {
 			want: want{ids: slices.Delete(slices.Clone(ids), 3, 4), reasons: why[1:], bounds: all.bounds}},
 		{name: "marked, actor not listed", sorted: true, actor: "x", ids: ids, why: why, want: all},
 		{name: "unsorted with a duplicate", ids: append([]string{"u0999", "u0007"}, ids...),
-			why: append([]string{"mentioned", "assigned"}, why...),
+			why:  append([]string{"mentioned", "assigned"}, why...),
 			want: want{ids: ids, reasons: slices.Concat(why[:7], []string{"assigned"}, why[8:]), bounds: all.bounds}},
 		{name: "marked, with a topic", sorted: true, ids: ids[:500], why: why[:500], topics: []string{"t"},
 			// A mixed audience is split by percentile_disc over the union.
