@@ -290,8 +290,8 @@ func (s *stage) send(ctx context.Context, sl *slot, key string, ids []string) (s
 	return s.sendAs(ctx, sl, notifierName, key, ids)
 }
 
-// sendAs posts a notification of notifier to ids through the API of sl and
-// returns its id.
+// sendAs posts a notification of notifier to ids through the API of sl,
+// counts it in the scenario's result, and returns its id.
 func (s *stage) sendAs(ctx context.Context, sl *slot, notifier, key string, ids []string) (string, error) {
 	body, err := json.Marshal(map[string]any{"notifier": notifier, "key": key, "recipients": ids,
 		"params": map[string]any{"n": 1}})
@@ -309,6 +309,9 @@ func (s *stage) sendAs(ctx context.Context, sl *slot, notifier, key string, ids 
 	if err := json.Unmarshal(resp, &out); err != nil {
 		return "", err
 	}
+	s.mu.Lock()
+	s.r.notifications++
+	s.mu.Unlock()
 	return out.ID, nil
 }
 

@@ -53,7 +53,6 @@ func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	r.notifications = 1
 	s.logf("sent %s to %d recipients", id, n)
 
 	done := func(snap *snapshot) bool {
@@ -127,7 +126,6 @@ func runPGRestart(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	r.notifications = 1
 
 	// First restart while the fan-out is writing chunks, the second while
 	// emails are going out.
@@ -212,7 +210,6 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	r.notifications = 1
 	if !sleep(ctx, outage) {
 		return ctx.Err()
 	}
@@ -252,7 +249,6 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	r.notifications = 2
 	_, ok = s.waitFor(ctx, idB, keyB, verifyReserve, func(snap *snapshot) bool {
 		return done(snap) && len(snap.rows) == 50
 	})
@@ -343,7 +339,6 @@ func runReplicas(ctx context.Context, e *env, r *result, seed uint64) error {
 		}
 		digestIDs = append(digestIDs, did)
 	}
-	r.notifications = 1 + len(digestKeys)
 	done := func(snap *snapshot) bool {
 		return snap.final() && snap.nonTerminal == 0 && len(snap.rows) == 2*n && snap.inboxIDs == n
 	}
@@ -450,7 +445,6 @@ func runCancel(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	r.notifications = 1
 	// Wait for the fan-out to be a few chunks in, and still going.
 	before, ok := s.waitFor(ctx, id, key, 2*time.Minute, func(snap *snapshot) bool { return len(snap.rows) >= 1500 })
 	if !ok {
