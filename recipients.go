@@ -58,6 +58,15 @@ var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
 // breaks a rule as an *InputError (Field is the JSON name: "email",
 // "webhook_url", ...).
 func (p Profile) Validate() error {
+	if err := p.validateText(); err != nil {
+		return err
+	}
+	_, err := p.data()
+	return err
+}
+
+// validateText checks the text fields.
+func (p Profile) validateText() error {
 	for _, f := range []struct {
 		name, value string
 		limit       int
@@ -81,8 +90,7 @@ func (p Profile) Validate() error {
 			}
 		}
 	}
-	_, err := p.data()
-	return err
+	return nil
 }
 
 // data is p.Data as the jsonb it is stored as.
@@ -152,7 +160,8 @@ func putRecipient(ctx context.Context, db stores.DB, id string, p Profile) error
 	if err := checkText("id", id, 255); err != nil {
 		return err
 	}
-	if err := p.Validate(); err != nil {
+	// Validate, with the data encoded once.
+	if err := p.validateText(); err != nil {
 		return err
 	}
 	data, err := p.data()
