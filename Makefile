@@ -6,7 +6,12 @@ GO ?= go
 # FUZZ lists fuzz targets that `make test` runs briefly after the tests, as
 # package:FuzzName pairs, e.g. FUZZ = ./config:FuzzLoad ./channels/webhook:FuzzSign
 FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams .:FuzzPreferenceRules ./internal/httpapi:FuzzInboxCursor ./internal/httpapi:FuzzKeyCursor ./channels/email:FuzzEmailTemplates
-FUZZTIME ?= 10s
+# FUZZTIME is an execution count (Nx), not a duration: with a duration Go
+# 1.26's fuzz coordinator can report a spurious "context deadline exceeded"
+# failure when the deadline fires while a worker is mid-input (go.dev/issue/75804,
+# fixed in Go 1.27). A count has no deadline to race. 50000 inputs take 5-15 s
+# per target on 2 cores; override with e.g. FUZZTIME=30s for a longer local run.
+FUZZTIME ?= 50000x
 
 .PHONY: test fuzz run bench chaos build vet fmt
 
