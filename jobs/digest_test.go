@@ -721,4 +721,29 @@ func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'digest_sent' AND recipient = 'u1'`); n != 3 {
 		t.Fatalf("%d of u1's rows digest_sent, want 3", n)
 	}
+
+	// Each settlement's own status and error land on its own rows: u2's
+	// digest fails (listed after one whose claim is already settled), and
+	// u1's rows keep what they had.
+	held, err = stores.SettleDigests(context.Background(), b.pool, []stores.DigestSettlement{
+		{DigestID: reqs[0].DigestID, ClaimedAt: got[0].ClaimedAt, Status: "digest_sent", Error: "not this one"},
+		{DigestID: reqs[1].DigestID, ClaimedAt: got[1].ClaimedAt, Status: "digest_failed", Error: "550 no such user"},
+	}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held[0] != 0 || held[1] != 3 {
+		t.Fatalf("settled %v rows, want [0 3] (the first digest was settled already)", held)
+	}
+	for _, c := range []struct{ recipient, status, lastError string }{
+		{"u1", "digest_sent", ""},
+		{"u2", "digest_failed", "550 no such user"},
+	} {
+		n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
+			WHERE recipient = $1 AND status = $2 AND coalesce(last_error, '') = $3 AND settled_at IS NOT NULL AND claimed_at IS NULL`,
+			c.recipient, c.status, c.lastError)
+		if n != 3 {
+			t.Fatalf("%d of %s's rows are %s with last_error %q, want 3", n, c.recipient, c.status, c.lastError)
+		}
+	}
 }
