@@ -1,0 +1,83 @@
+package stores_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// The settles must reach their rows through the primary key (deliveries) or
+// the digest-in-flight index (digests), whatever the statistics say. The
+// state that once misled the planner: notify_deliveries analyzed while
+// nothing was in flight, then thousands of rows in flight (an email burst).
+// With a plain `status = 'sending'` the generic plan read every row in
+// flight through notify_deliveries_retry_idx for a settle of a few.
+func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	const nid = "01900000-0000-7000-8000-00000000d001"
+	exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k', 'fanned_out', true)`, nid)
+	exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, digest_id)
+		SELECT ('01900000-0000-7000-8000-' || lpad(to_hex(i), 12, '0'))::uuid, $1, 'n', 'k', 'u' || i,
+		       CASE WHEN i % 2 = 0 THEN 'email' ELSE 'webhook' END, CASE WHEN i % 3 = 0 THEN 'digest' ELSE 'immediate' END,
+		       CASE WHEN i % 3 = 0 THEN 'digest_sent' ELSE 'sent' END,
+		       CASE WHEN i % 3 = 0 THEN gen_random_uuid() END
+		FROM generate_series(1, 6000) i`, nid)
+	exec(t, pool, `ANALYZE notify_deliveries`)
+	exec(t, pool, `UPDATE notify_deliveries SET claimed_at = now(),
+		status = CASE WHEN mode = 'digest' THEN 'digest_sending' ELSE 'sending' END`)
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	deliveries, digests := stores.SettleSQLs()
+	// A generic plan, as a prepared statement gets after its fifth run.
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	ids := `'{01900000-0000-7000-8000-000000000001,01900000-0000-7000-8000-000000000002}'`
+	times := `'{2026-01-01T00:00:00Z,2026-01-01T00:00:00Z}'`
+	for _, c := range []struct {
+		name, sql, args, want string
+	}{
+		{"settleSQL", deliveries,
+			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}'`, ids, times),
+			"notify_deliveries_pkey"},
+		{"settleDigestsSQL", digests,
+			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now()`, ids, times),
+			"notify_deliveries_digest_flight_idx"},
+	} {
+		if _, err := conn.Exec(ctx, `PREPARE plan_test AS `+c.sql); err != nil {
+			t.Fatalf("%s: prepare: %v", c.name, err)
+		}
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_test(`+c.args+`)`)
+		if err != nil {
+			t.Fatalf("%s: explain: %v", c.name, err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: explain: %v", c.name, err)
+		}
+		if _, err := conn.Exec(ctx, `DEALLOCATE plan_test`); err != nil {
+			t.Fatal(err)
+		}
+		p := plan.String()
+		if !strings.Contains(p, c.want) || strings.Contains(p, "notify_deliveries_retry_idx") || strings.Contains(p, "Seq Scan on notify_deliveries") {
+			t.Errorf("%s: the generic plan should reach the rows through %s only:\n%s", c.name, c.want, p)
+		}
+	}
+}
