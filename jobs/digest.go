@@ -123,8 +123,9 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	s, retryIn := w.outcome(claim, digestID, sendErr)
 	// Settle in a fresh context: the send happened, the ledger must say so
 	// even while the daemon is shutting down; like a send batch's settle it
-	// is retried while the claim is ours (a lost settle means a resend).
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.lease()/2)
+	// is retried, or waits for a row lock, for settleBudget (a lost settle
+	// means a resend).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.settleBudget())
 	defer cancel()
 	var held int64
 	err = retrySettle(sctx, func() error {

@@ -138,9 +138,10 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 
 	// Settle in a fresh context: the sends happened, the ledger must say so
 	// even while the daemon is shutting down. A failed settle (the database
-	// restarting) is retried while the claim is still ours: giving up would
-	// leave the batch `sending` for the sweep to send again.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.lease()/2)
+	// restarting) is retried, and a settle waiting for a row lock waits, for
+	// settleBudget: giving up would leave the batch `sending` for the sweep to
+	// send again.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.settleBudget())
 	defer cancel()
 	err = retrySettle(sctx, func() error {
 		return pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
@@ -176,6 +177,23 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 // retrySettle runs settle until it succeeds or ctx ends, backing off from
 // 100 ms to 5 s. Send and digest settles only match rows still held by their
 // claim, so running one again is safe.
+// settleBudget is how long a worker keeps trying to record the outcome of
+// what it sent: as long as its sends may take (the job's Timeout), so the two
+// together stay inside River's rescue window.
+//
+// Waiting is always safe. The settle only touches rows still held by its
+// claim token, and the sweep re-drives with SKIP LOCKED, so a settle either
+// records the truth or updates nothing. Giving up is what loses an outcome:
+// the rows stay claimed, the sweep re-drives them after the lease, and what
+// was sent is sent again (or, for a notification cancelled meanwhile,
+// recorded as cancelled although it went out). A row lock can outlast a
+// short budget: a cancel's UPDATE that meets a row a claim has just moved to
+// `sending` locks the new version before re-checking its WHERE, skips it,
+// and keeps the lock until the cancel commits. With the settle bounded by
+// half the lease (2.5 s at chaos's 5 s lease) a slow cancel cost ten sent
+// emails their `sent`.
+func (d *Deps) settleBudget() time.Duration { return d.RescueAfter() / 2 }
+
 func retrySettle(ctx context.Context, settle func() error) error {
 	wait := 100 * time.Millisecond
 	for {

@@ -17,9 +17,11 @@ import (
 	"github.com/notifyd/notifyd/stores"
 )
 
-// emailConfig is BaseConfig plus an email channel on the test SMTP server and
-// a notifier that emails.
-func emailConfig(port int, extra string) string {
+// emailConfig is BaseConfig plus an email channel on the test SMTP server
+// (sends time out after 400ms) and a notifier that emails.
+func emailConfig(port int, extra string) string { return emailConfigTimeout(port, "400ms", extra) }
+
+func emailConfigTimeout(port int, timeout, extra string) string {
 	return notifydtest.BaseConfig + fmt.Sprintf(`
   invoice.paid:
     category: billing
@@ -34,8 +36,8 @@ channels:
   email:
     from: "Acme <notify@acme.test>"
     smtp: {host: 127.0.0.1, port: %d, tls: none}
-    timeout: 400ms
-%s`, port, extra)
+    timeout: %s
+%s`, port, timeout, extra)
 }
 
 type emailBundle struct {
@@ -45,9 +47,14 @@ type emailBundle struct {
 
 func setupEmail(t *testing.T, extra string) *emailBundle {
 	t.Helper()
+	return setupEmailTimeout(t, "400ms", extra)
+}
+
+func setupEmailTimeout(t *testing.T, timeout, extra string) *emailBundle {
+	t.Helper()
 	b := setup(t)
 	srv := smtptest.Start(t)
-	b.cfg = notifydtest.Config(t, emailConfig(srv.Port(), extra))
+	b.cfg = notifydtest.Config(t, emailConfigTimeout(srv.Port(), timeout, extra))
 	b.deps.Config = b.cfg
 	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
 	if err != nil {
@@ -397,5 +404,49 @@ func TestCancelDuringAFailingSendIsNotRetried(t *testing.T) {
 	time.Sleep(600 * time.Millisecond) // a retry (100ms backoff here) would have run by now
 	if d2 := b.delivery(t, id, "u1"); d2.status != "cancelled" || d2.attempts != d.attempts || b.smtp.Count() != 0 {
 		t.Fatalf("after the cancel: %+v, %d messages received", d2, b.smtp.Count())
+	}
+}
+
+// A settle that meets a row lock waits it out and records `sent`, instead of
+// giving up and leaving the row claimed for the sweep to re-drive and send
+// again (or, had the notification been cancelled meanwhile, to record as
+// cancelled although it went out). The lock here stands in for a cancel's,
+// which keeps rows it skipped locked until it commits
+// (stores.TestCancelKeepsALockOnARowItSkipped); it is held 2.5 s past the
+// send, where the settle used to give up after half the 2 s lease.
+func TestSettleWaitsOutARowLock(t *testing.T) {
+	t.Parallel()
+	b := setupEmailTimeout(t, "5s", "retry: {lease: 2s}\n")
+	b.profile(t, "u1", "u1@example.test")
+	b.smtp.HangNext(1, time.Second) // the message is in flight for a second
+	id := b.send(t, "inv-locked", "u1")
+	notifydtest.StartWorkers(t, b.deps)
+	d := b.waitDelivery(t, id, "u1", "sending")
+
+	ctx := context.Background()
+	lock, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	var status string
+	if err := lock.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE id = $1 FOR UPDATE`, d.id).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "sending" {
+		t.Fatalf("the row was %s when the lock was taken: the send finished before the test could hold its row", status)
+	}
+	locked := time.Now()
+	notifydtest.Eventually(t, 10*time.Second, "the message arrives", func() bool { return b.smtp.Count() == 1 })
+	time.Sleep(time.Until(locked.Add(time.Second + 2500*time.Millisecond)))
+	if got := b.delivery(t, id, "u1"); got.status != "sending" {
+		t.Fatalf("while the row was locked its status became %s", got.status)
+	}
+	if err := lock.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := b.waitDelivery(t, id, "u1", "sent")
+	if got.attempts != 1 || b.smtp.Count() != 1 {
+		t.Fatalf("after the lock: %+v, %d messages received, want sent after one attempt and one message", got, b.smtp.Count())
 	}
 }

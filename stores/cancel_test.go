@@ -93,3 +93,82 @@ func TestNormalizeEmptyAudience(t *testing.T) {
 		t.Fatalf("empty audience: %+v", a)
 	}
 }
+
+// A cancel whose withdrawal meets a row that a concurrent claim has just moved
+// to `sending` leaves the row as it is, but PostgreSQL keeps the row locked
+// until the cancel commits: an UPDATE in READ COMMITTED locks the newest
+// version of a concurrently updated row before it re-checks its WHERE. The
+// settle of that row waits for the cancel, however long it takes; this is
+// why a worker's settle budget is generous (jobs.Deps.settleBudget and
+// TestSettleWaitsOutARowLock).
+func TestCancelKeepsALockOnARowItSkipped(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	const nid = "01900000-0000-7000-8000-00000000c101"
+	const did = "01900000-0000-7000-8000-00000000c102"
+	exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k2', 'fanned_out', true)`, nid)
+	exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
+		VALUES ($1, $2, 'n', 'k2', 'u1', 'email', 'immediate', 'pending')`, did, nid)
+
+	// A send job's claim, not yet committed.
+	claim, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claim.Rollback(ctx)
+	if c, err := stores.ClaimDeliveries(ctx, claim, []string{did}, time.Now()); err != nil || len(c) != 1 {
+		t.Fatalf("claim: %d rows, %v", len(c), err)
+	}
+	// The cancel's withdrawal waits on the claimed row.
+	cancel, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel.Rollback(ctx)
+	var pid int
+	if err := cancel.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := stores.CancelNotification(ctx, cancel, "n", "k2")
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancel never waited on the claimed row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := claim.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The cancel (still open) skipped the row: it is `sending`, as claimed ...
+	var status string
+	if err := cancel.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE id = $1`, did).Scan(&status); err != nil || status != "sending" {
+		t.Fatalf("status %q (%v) inside the cancel, want sending", status, err)
+	}
+	// ... and still holds it: a settle would wait for the cancel to commit.
+	_, err = pool.Exec(ctx, `SELECT 1 FROM notify_deliveries WHERE id = $1 FOR UPDATE NOWAIT`, did)
+	if err == nil || !strings.Contains(err.Error(), "55P03") {
+		t.Fatalf("locking the row next to the open cancel: %v, want lock_not_available (55P03)", err)
+	}
+	if err := cancel.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT 1 FROM notify_deliveries WHERE id = $1 FOR UPDATE NOWAIT`, did); err != nil {
+		t.Fatalf("after the cancel committed: %v", err)
+	}
+}
