@@ -172,3 +172,78 @@ func TestCancelKeepsALockOnARowItSkipped(t *testing.T) {
 		t.Fatalf("after the cancel committed: %v", err)
 	}
 }
+
+// A settle that starts while a cancel is in progress waits for it and sees
+// the notification cancelled: a temporary failure settles `cancelled`, not
+// `failed`, so nothing is claimable once the cancel has returned.
+func TestSettleDuringACancelSeesIt(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	const nid = "01900000-0000-7000-8000-00000000c201"
+	const did = "01900000-0000-7000-8000-00000000c202"
+	exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k3', 'fanned_out', true)`, nid)
+	exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
+		VALUES ($1, $2, 'n', 'k3', 'u1', 'email', 'immediate', 'pending')`, did, nid)
+	claimed, err := stores.ClaimDeliveries(ctx, pool, []string{did}, time.Now())
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %d rows, %v", len(claimed), err)
+	}
+
+	// The cancel has done its work (the claimed row is left to its settle)
+	// but not committed.
+	cancel, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel.Rollback(ctx)
+	if _, err := stores.CancelNotification(ctx, cancel, "n", "k3"); err != nil {
+		t.Fatal(err)
+	}
+	// The send failed temporarily; its settle starts now.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	next := time.Now().Add(time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		_, err := stores.SettleDeliveries(ctx, conn, []stores.Settlement{{ID: did, ClaimedAt: claimed[0].ClaimedAt,
+			Status: "failed", Error: "451 try again later", NextAttemptAt: &next}}, time.Now())
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the settle did not wait for the cancel in progress (err %v)", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the settle never waited for the cancel")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cancel.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	if err := pool.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE id = $1`, did).Scan(&status); err != nil || status != "cancelled" {
+		t.Fatalf("status %q (%v) after the cancel and the settle, want cancelled", status, err)
+	}
+}

@@ -37,7 +37,7 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	deliveries, digests := stores.SettleSQLs()
+	deliveries, deliveriesRetry, digests := stores.SettleSQLs()
 	// A generic plan, as a prepared statement gets after its fifth run.
 	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
@@ -49,6 +49,9 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 	}{
 		{"settleSQL", deliveries,
 			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}'`, ids, times),
+			"notify_deliveries_pkey"},
+		{"settleRetrySQL", deliveriesRetry,
+			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}'`, ids, times),
 			"notify_deliveries_pkey"},
 		{"settleDigestsSQL", digests,
 			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now()`, ids, times),
