@@ -105,11 +105,8 @@ func TestCancelKeepsALockOnARowItSkipped(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	ctx := context.Background()
-	const nid = "01900000-0000-7000-8000-00000000c101"
 	const did = "01900000-0000-7000-8000-00000000c102"
-	exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k2', 'fanned_out', true)`, nid)
-	exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
-		VALUES ($1, $2, 'n', 'k2', 'u1', 'email', 'immediate', 'pending')`, did, nid)
+	pendingEmail(t, pool, "01900000-0000-7000-8000-00000000c101", did, "k2")
 
 	// A send job's claim, not yet committed.
 	claim, err := pool.Begin(ctx)
@@ -126,29 +123,13 @@ func TestCancelKeepsALockOnARowItSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel.Rollback(ctx)
-	var pid int
-	if err := cancel.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := backendPID(t, cancel)
 	done := make(chan error, 1)
 	go func() {
 		_, err := stores.CancelNotification(ctx, cancel, "n", "k2")
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting bool
-		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cancel never waited on the claimed row")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLock(t, pool, pid, "the cancel", done)
 	if err := claim.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +161,8 @@ func TestSettleDuringACancelSeesIt(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	ctx := context.Background()
-	const nid = "01900000-0000-7000-8000-00000000c201"
 	const did = "01900000-0000-7000-8000-00000000c202"
-	exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k3', 'fanned_out', true)`, nid)
-	exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
-		VALUES ($1, $2, 'n', 'k3', 'u1', 'email', 'immediate', 'pending')`, did, nid)
+	pendingEmail(t, pool, "01900000-0000-7000-8000-00000000c201", did, "k3")
 	claimed, err := stores.ClaimDeliveries(ctx, pool, []string{did}, time.Now())
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %d rows, %v", len(claimed), err)
@@ -206,10 +184,7 @@ func TestSettleDuringACancelSeesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	var pid int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := backendPID(t, conn)
 	next := time.Now().Add(time.Minute)
 	done := make(chan error, 1)
 	go func() {
@@ -217,25 +192,7 @@ func TestSettleDuringACancelSeesIt(t *testing.T) {
 			Status: "failed", Error: "451 try again later", NextAttemptAt: &next}}, time.Now())
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting bool
-		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the settle did not wait for the cancel in progress (err %v)", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the settle never waited for the cancel")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitForLock(t, pool, pid, "the settle", done)
 	if err := cancel.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -245,5 +202,49 @@ func TestSettleDuringACancelSeesIt(t *testing.T) {
 	var status string
 	if err := pool.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE id = $1`, did).Scan(&status); err != nil || status != "cancelled" {
 		t.Fatalf("status %q (%v) after the cancel and the settle, want cancelled", status, err)
+	}
+}
+
+// pendingEmail writes a notification (notifier n, the given key) with one
+// pending email delivery.
+func pendingEmail(t *testing.T, db stores.DB, nid, did, key string) {
+	t.Helper()
+	exec(t, db, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', $2, 'fanned_out', true)`, nid, key)
+	exec(t, db, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
+		VALUES ($1, $2, 'n', $3, 'u1', 'email', 'immediate', 'pending')`, did, nid, key)
+}
+
+func backendPID(t *testing.T, db stores.DB) int {
+	t.Helper()
+	var pid int
+	if err := db.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// waitForLock waits until backend pid, running what's statement, waits for a
+// lock. The statement reports on done when it finishes: finishing first means
+// it did not wait.
+func waitForLock(t *testing.T, db stores.DB, pid int, what string, done <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := db.QueryRow(context.Background(), `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s finished without waiting for a lock (err %v)", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never waited for a lock", what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
