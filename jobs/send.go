@@ -174,16 +174,14 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 	return nil
 }
 
-// retrySettle runs settle until it succeeds or ctx ends, backing off from
-// 100 ms to 5 s. Send and digest settles only match rows still held by their
-// claim, so running one again is safe.
 // settleBudget is how long a worker keeps trying to record the outcome of
 // what it sent: as long as its sends may take (the job's Timeout), so the two
 // together stay inside River's rescue window.
 //
 // Waiting is always safe. The settle only touches rows still held by its
-// claim token, and the sweep re-drives with SKIP LOCKED, so a settle either
-// records the truth or updates nothing. Giving up is what loses an outcome:
+// claim token, and the sweeps take a claim back only under the row's lock
+// (the retry sweep skips locked rows, the digest sweep waits and re-checks),
+// so a settle either records the truth or updates nothing. Giving up is what loses an outcome:
 // the rows stay claimed, the sweep re-drives them after the lease, and what
 // was sent is sent again (or, for a notification cancelled meanwhile,
 // recorded as cancelled although it went out). A row lock can outlast a
@@ -194,6 +192,9 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 // emails their `sent`.
 func (d *Deps) settleBudget() time.Duration { return d.RescueAfter() / 2 }
 
+// retrySettle runs settle until it succeeds or ctx ends, backing off from
+// 100 ms to 5 s. Send and digest settles only match rows still held by their
+// claim, so running one again is safe.
 func retrySettle(ctx context.Context, settle func() error) error {
 	wait := 100 * time.Millisecond
 	for {
