@@ -418,7 +418,8 @@ func TestSettleWaitsOutARowLock(t *testing.T) {
 	t.Parallel()
 	b := setupEmailTimeout(t, "5s", "retry: {lease: 2s}\n")
 	b.profile(t, "u1", "u1@example.test")
-	b.smtp.HangNext(1, time.Second) // the message is in flight for a second
+	const inFlight = 3 * time.Second // time to take the lock while the message is in flight
+	b.smtp.HangNext(1, inFlight)
 	id := b.send(t, "inv-locked", "u1")
 	notifydtest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "sending")
@@ -438,7 +439,7 @@ func TestSettleWaitsOutARowLock(t *testing.T) {
 	}
 	locked := time.Now()
 	notifydtest.Eventually(t, 10*time.Second, "the message arrives", func() bool { return b.smtp.Count() == 1 })
-	time.Sleep(time.Until(locked.Add(time.Second + 2500*time.Millisecond)))
+	time.Sleep(time.Until(locked.Add(inFlight + 2500*time.Millisecond)))
 	if got := b.delivery(t, id, "u1"); got.status != "sending" {
 		t.Fatalf("while the row was locked its status became %s", got.status)
 	}
