@@ -127,8 +127,22 @@ type DigestItem struct {
 	URL        string
 }
 
+// claimDigestRowsSQL is the claim of digest rows locked as l (with
+// l.cancelled) at time $4, shared by the claim of new digests and the
+// re-claim of an existing one: a row of a cancelled notification becomes
+// digest_dropped, any other digest_sending with the claim token, one attempt
+// more. The new-digest claim also stamps the digest id and due instant.
+const claimDigestRowsSQL = `
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
+        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
+        next_attempt_at = NULL,
+        updated_at = $4`
+
 // reclaimDigestSQL claims, like claimDigestsSQL, the rows of the existing
-// digest $2 of recipient $1, at time $3, returning the first $4 rows: all of
+// digest $2 of recipient $1, at time $4, returning the first $3 rows: all of
 // that digest's rows still digest_pending, whatever their age, keeping their
 // digest_id and digest_due_at.
 const reclaimDigestSQL = `
@@ -140,14 +154,7 @@ WITH locked AS (
     ORDER BY d.created_at, d.id
     FOR UPDATE OF d
 ), claimed AS (
-    UPDATE notify_deliveries d
-    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
-        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
-        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
-        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $3::timestamptz END,
-        settled_at = CASE WHEN l.cancelled THEN $3::timestamptz END,
-        next_attempt_at = NULL,
-        updated_at = $3
+    UPDATE notify_deliveries d` + claimDigestRowsSQL + `
     FROM locked l
     WHERE d.id = l.id
     RETURNING d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
@@ -157,7 +164,7 @@ WITH locked AS (
     FROM claimed c
     WHERE c.status = 'digest_sending'
     ORDER BY c.created_at, c.id
-    LIMIT $4
+    LIMIT $3
 )
 SELECT h.total, h.claimed_at, coalesce(h.digest_due_at, h.created_at), h.attempts,
        h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
@@ -181,7 +188,7 @@ func ClaimDigest(ctx context.Context, db DB, req DigestClaimRequest) (*ClaimedDi
 	}
 	out := &ClaimedDigest{}
 	b := &pgx.Batch{}
-	b.Queue(reclaimDigestSQL, req.Recipient, req.DigestID, req.Now, max(req.MaxItems, 1)).Query(func(rows pgx.Rows) error {
+	b.Queue(reclaimDigestSQL, req.Recipient, req.DigestID, max(req.MaxItems, 1), req.Now).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var it DigestItem
 			if err := rows.Scan(&out.Count, &out.ClaimedAt, &out.DueAt, &out.Attempts,
@@ -240,16 +247,9 @@ WITH req AS (
     ORDER BY d.recipient, d.created_at, d.id
     FOR UPDATE OF d
 ), claimed AS (
-    UPDATE notify_deliveries d
-    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
+    UPDATE notify_deliveries d` + claimDigestRowsSQL + `,
         digest_id = CASE WHEN l.cancelled THEN NULL ELSE l.digest_id END,
-        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE l.due_at END,
-        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
-        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
-        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
-        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
-        next_attempt_at = NULL,
-        updated_at = $4
+        digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE l.due_at END
     FROM locked l
     WHERE d.id = l.id
     RETURNING l.ord, d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
