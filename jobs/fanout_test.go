@@ -101,9 +101,7 @@ func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
 	}
 	// A lane that finished first completes its job after the other one
 	// marked the notification fanned_out.
-	notifydtest.Eventually(t, 10*time.Second, "both lane jobs to complete", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 2
-	})
+	waitFanoutJobsCompleted(t, b, 2)
 }
 
 func TestFanoutReasonPrecedenceAndTopics(t *testing.T) {
@@ -256,9 +254,7 @@ func TestFanoutReplayIsExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitStatus(t, b, res.ID, "fanned_out")
-	notifydtest.Eventually(t, 10*time.Second, "replayed jobs complete (two lanes, twice)", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 4
-	})
+	waitFanoutJobsCompleted(t, b, 4)
 	var after string
 	if err := b.pool.QueryRow(ctx, `SELECT string_agg(id::text || created_at::text || coalesce(read_at::text, '-'), ',' ORDER BY id) FROM notify_inbox`).Scan(&after); err != nil {
 		t.Fatal(err)
@@ -387,9 +383,7 @@ func TestFanoutLanesSplitInlineAndTopicAudiences(t *testing.T) {
 	if steps.Load() < 5 {
 		t.Fatalf("only %d steps ran; the crash points were not reached", steps.Load())
 	}
-	notifydtest.Eventually(t, 10*time.Second, "both lane jobs complete", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 2
-	})
+	waitFanoutJobsCompleted(t, b, 2)
 }
 
 // Two lanes whose last chunks commit together both go round once more to
@@ -435,13 +429,20 @@ VALUES (jsonb_build_object('notification_id', $1::text, 'lane', 1), 'notify.fano
 	if err := other.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 10*time.Second, "the lane's job to complete", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == 1
-	})
+	waitFanoutJobsCompleted(t, b, 1)
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND attempt = 1 AND errors IS NULL`); n != 1 {
 		t.Fatalf("the lane's job failed on its way (a deadlock?): %d clean jobs", n)
 	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id); n != 1 {
 		t.Fatal("the notification is not fanned_out")
 	}
+}
+
+// waitFanoutJobsCompleted waits until n notify.fanout jobs (the notification's
+// first job and its lane jobs) have completed.
+func waitFanoutJobsCompleted(t *testing.T, b *bundle, n int) {
+	t.Helper()
+	notifydtest.Eventually(t, 10*time.Second, fmt.Sprintf("%d fan-out jobs to complete", n), func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == n
+	})
 }
