@@ -1,5 +1,5 @@
 # notifyd developer tasks. `make test` needs nothing but Go and the PostgreSQL
-# server programs: it starts a throwaway cluster (internal/tools/withpg).
+# server programs: it starts a throwaway cluster (internal/testing/withpg).
 
 GO ?= go
 
@@ -21,9 +21,9 @@ FUZZMINIMIZE ?= 500x
 .PHONY: test fuzz run bench chaos build vet fmt
 
 test:
-	$(GO) run ./internal/tools/withpg -- $(GO) test -count=1 -timeout 9m ./...
+	$(GO) run ./internal/testing/withpg -- $(GO) test -count=1 -timeout 9m ./...
 ifneq ($(strip $(FUZZ)),)
-	$(GO) run ./internal/tools/withpg -- $(MAKE) --no-print-directory fuzz
+	$(GO) run ./internal/testing/withpg -- $(MAKE) --no-print-directory fuzz
 endif
 
 # fuzz runs each FUZZ target for FUZZTIME (go test fuzzes one package and one

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd/internal/daemon"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
 )
@@ -66,7 +66,7 @@ func runDigest(ctx context.Context, h *harness, recipients, perRecipient int, im
 
 // digestKindsBuilt reports whether the daemon's workers include the digest
 // kinds: River refuses to insert a kind no worker is registered for.
-func digestKindsBuilt(ctx context.Context, d *daemon.Daemon) (bool, error) {
+func digestKindsBuilt(ctx context.Context, d *server.Daemon) (bool, error) {
 	tx, err := d.Pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -125,7 +125,7 @@ func measureDigest(ctx context.Context, h *harness, recipients, perRecipient int
 	// A clock a day ahead: every recipient's digest (schedule 08:00 in their
 	// zone, rows two days old) is past due when the sweep looks.
 	clock := func() time.Time { return time.Now().Add(24 * time.Hour) }
-	d, err := daemon.New(ctx, cfg, daemon.Options{NoHTTP: true, Clock: clock, Logger: h.logger, DrainTimeout: 5 * time.Second})
+	d, err := server.New(ctx, cfg, server.Options{NoHTTP: true, Clock: clock, Logger: h.logger, DrainTimeout: 5 * time.Second})
 	if err != nil {
 		return measurement{}, err
 	}

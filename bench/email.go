@@ -10,8 +10,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/daemon"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
 )
 
@@ -65,7 +65,7 @@ func measureEmail(ctx context.Context, h *harness, n int) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
-	d, err := startDaemon(ctx, cfg, daemon.Options{NoHTTP: true}, h.logger)
+	d, err := startDaemon(ctx, cfg, server.Options{NoHTTP: true}, h.logger)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -163,7 +163,7 @@ func measureNoop(ctx context.Context, h *harness, n int) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return measurement{}, err
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
 )
@@ -96,7 +96,7 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 	if err != nil {
 		return measurement{}, err
 	}
-	d, err := startDaemon(ctx, cfg, daemon.Options{NoHTTP: true}, h.logger)
+	d, err := startDaemon(ctx, cfg, server.Options{NoHTTP: true}, h.logger)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -232,7 +232,7 @@ func measureNaive(ctx context.Context, h *harness, n int) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
-	pool, err := daemon.OpenPool(ctx, cfg) // the daemon's pool sizing
+	pool, err := server.OpenPool(ctx, cfg) // the daemon's pool sizing
 	if err != nil {
 		return measurement{}, err
 	}

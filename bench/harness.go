@@ -16,12 +16,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/notifyd/notifyd/internal/pgcluster"
+	"github.com/notifyd/notifyd/internal/testing/pgcluster"
 	"github.com/notifyd/notifyd/stores"
 )
 
 // templateDB is the migrated database every scenario database is cloned from
-// (CREATE DATABASE ... TEMPLATE), the way internal/pgtest does it for tests.
+// (CREATE DATABASE ... TEMPLATE), the way internal/testing/pgtest does it for tests.
 const templateDB = "bench_template"
 
 // harness is the private PostgreSQL server of one bench run and the

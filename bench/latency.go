@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/server"
 )
 
 // latencyRecipient is the one recipient whose stream is watched.
@@ -62,7 +62,7 @@ func measureLatency(ctx context.Context, h *harness, n int, rate float64) ([]tim
 	if err != nil {
 		return nil, measurement{}, err
 	}
-	d, err := startDaemon(ctx, cfg, daemon.Options{Listener: ln}, h.logger)
+	d, err := startDaemon(ctx, cfg, server.Options{Listener: ln}, h.logger)
 	if err != nil {
 		ln.Close()
 		return nil, measurement{}, err

@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it measures notifyd against SPEC §14 and
 // prints one table.
 //
-// It starts its own private PostgreSQL (internal/pgcluster, tuned: fsync,
+// It starts its own private PostgreSQL (internal/testing/pgcluster, tuned: fsync,
 // synchronous_commit and full_page_writes off — the settings are printed),
 // migrates a template database, and runs every scenario in a fresh database
 // cloned from it, each next to a baseline measured in the same run:
@@ -21,7 +21,7 @@
 //	rss      peak RSS (VmHWM) of a `notifyd run` subprocess fanning out to a
 //	         topic with -rss-n subscribers and to -rss-inline-n inline recipients
 //
-// The daemon under test is assembled by internal/daemon, as `notifyd run`
+// The daemon under test is assembled by server, as `notifyd run`
 // does, with notifyd's default queue settings. Results go to stdout and to
 // -out (bench/results.json). -only=name,... runs a subset; -profile DIR
 // writes CPU profiles, pg_stat_statements and auto_explain plans (see

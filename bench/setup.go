@@ -13,7 +13,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/server"
 )
 
 // Notifiers the scenarios send. Their queues, fetch settings, chunk and batch
@@ -124,22 +124,22 @@ func loadConfig(o configOptions) (*config.Config, error) {
 	return cfg, nil
 }
 
-// runningDaemon is a daemon.Daemon running in this process.
+// runningDaemon is a server.Daemon running in this process.
 type runningDaemon struct {
-	*daemon.Daemon
+	*server.Daemon
 	cancel context.CancelFunc
 	done   chan error
 }
 
-// startDaemon assembles notifyd exactly as `notifyd run` does (internal/daemon:
+// startDaemon assembles notifyd exactly as `notifyd run` does (server:
 // pool, channels, jobs.NewRiverClient with every worker, HTTP API unless
 // opts.NoHTTP) and starts it.
-func startDaemon(ctx context.Context, cfg *config.Config, opts daemon.Options, logger *slog.Logger) (*runningDaemon, error) {
+func startDaemon(ctx context.Context, cfg *config.Config, opts server.Options, logger *slog.Logger) (*runningDaemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = logger
 	}
 	opts.DrainTimeout = 5 * time.Second
-	d, err := daemon.New(ctx, cfg, opts)
+	d, err := server.New(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func startDaemon(ctx context.Context, cfg *config.Config, opts daemon.Options, l
 }
 
 // runDaemon starts an assembled daemon.
-func runDaemon(d *daemon.Daemon) *runningDaemon {
+func runDaemon(d *server.Daemon) *runningDaemon {
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &runningDaemon{Daemon: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(rctx) }()

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 )
 
 func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
-	"github.com/notifyd/notifyd/internal/notifydtest"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )

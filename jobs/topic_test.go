@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 )
 
 // A topic with 100k subscribers fans out completely, one inbox item each, in

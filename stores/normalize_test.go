@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
 )
 

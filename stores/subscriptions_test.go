@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
 )
 

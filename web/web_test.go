@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/web"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/pgcluster"
+	"github.com/notifyd/notifyd/internal/testing/pgcluster"
 	"github.com/notifyd/notifyd/stores"
 )
 

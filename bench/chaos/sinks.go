@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels/webhook"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // receipts is what a sink accepted: the delivery id of every accepted

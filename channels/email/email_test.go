@@ -14,7 +14,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 var fixedNow = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)

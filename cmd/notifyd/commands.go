@@ -14,7 +14,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -50,7 +50,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: newLogger(c.main, lvl)})
+	d, err := server.New(ctx, cfg, server.Options{Logger: newLogger(c.main, lvl)})
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}

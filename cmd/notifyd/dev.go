@@ -18,10 +18,10 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/daemon"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/pgcluster"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/web"
 )
@@ -91,7 +91,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	}
 	cfg.Channels.Email.SMTP = config.SMTP{Host: mailbox.Host(), Port: mailbox.Port(), TLS: "none"}
 
-	pool, err := daemon.OpenPool(ctx, cfg)
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	page := &devPage{mailbox: mailbox}
 	var tok string // minted below; the demo page reads it per request
 	send := &devSender{cfg: cfg, recipient: "u2"}
-	d, err := daemon.New(ctx, cfg, daemon.Options{Logger: logger, Listener: ln,
+	d, err := server.New(ctx, cfg, server.Options{Logger: logger, Listener: ln,
 		Routes: map[string]http.Handler{"GET /dev/{$}": page,
 			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return tok }, Recipient: "u2", SendURL: "/dev/send"}),
 			"POST /dev/send": send,

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/pgtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the command writing while the test reads.

@@ -6,7 +6,7 @@ package httpapi_test
 //   - TestOpenAPIDocument: it is served as embedded, is OpenAPI 3.1.0, every
 //     schema compiles, every $ref resolves, every operation is complete.
 //   - TestOpenAPIRoutes: the routes registered in server.go's routes() and by
-//     the daemon (internal/daemon: the stream, /metrics, River UI), read from
+//     the daemon (server: the stream, /metrics, River UI), read from
 //     the source with go/parser, are exactly the documented operations; and
 //     every documented operation is answered by a running daemon, which never
 //     gives the mux's "no route" 404 or 405 for it.
@@ -46,10 +46,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/daemon"
-	"github.com/notifyd/notifyd/internal/notifydtest"
-	"github.com/notifyd/notifyd/internal/pgtest"
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // docURL is the base URI of the document in the schema compiler; it never
@@ -297,7 +297,7 @@ func registeredPatterns(t testing.TB) []string {
 		t.Fatalf("server.go: found %d routes in routes(): has it changed shape?", len(patterns))
 	}
 
-	files, err := filepath.Glob(filepath.Join("..", "daemon", "*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "server", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func registeredPatterns(t testing.TB) []string {
 		daemonPatterns = append(daemonPatterns, collect(f, "d.API")...)
 	}
 	if len(daemonPatterns) == 0 {
-		t.Fatal("internal/daemon: no d.API.Handle routes found")
+		t.Fatal("server: no d.API.Handle routes found")
 	}
 	return append(patterns, daemonPatterns...)
 }
@@ -392,7 +392,7 @@ func startDaemon(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.New(context.Background(), cfg, daemon.Options{Listener: ln, Logger: notifydtest.Logger(),
+	d, err := server.New(context.Background(), cfg, server.Options{Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
 )
 

@@ -2,7 +2,7 @@
 // the channels, the River client with every worker, and the HTTP API. The
 // `notifyd run` and `notifyd dev` commands, the end-to-end tests and the
 // benchmarks all start notifyd through it, so they exercise the same wiring.
-package daemon
+package server
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/stream"
+	"github.com/notifyd/notifyd/internal/httpapi/stream"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/smtptest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 const multipartMsg = "From: Acme <notify@acme.test>\r\n" +
