@@ -75,6 +75,7 @@ func parseWith(path string, data []byte, lookup func(string) (string, bool)) (*C
 		c.Notifiers = map[string]*Notifier{}
 	}
 	c.validate(el)
+	c.lines = el.lines
 	if err := el.err(); err != nil {
 		return nil, err
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -58,7 +58,7 @@ func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
 	url := emptyDB(t)
 	cfg := notifydtest.Config(t, "")
 	cfg.Database.URL = url
-	_, err := server.New(context.Background(), cfg, server.Options{NoHTTP: true})
+	_, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true})
 	if err == nil || !strings.Contains(err.Error(), "notifyd migrate") {
 		t.Fatalf("server.New on an unmigrated database = %v, want a refusal naming `notifyd migrate`", err)
 	}
@@ -87,7 +87,7 @@ func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
 	if err := stores.CheckMigrations(context.Background(), pool, ""); err != nil {
 		t.Fatalf("after migrate: %v", err)
 	}
-	d, err := server.New(context.Background(), cfg, server.Options{NoHTTP: true})
+	d, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true})
 	if err != nil {
 		t.Fatalf("server.New after migrate: %v", err)
 	}
@@ -113,7 +113,7 @@ channels:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), cfg, server.Options{Listener: ln, Logger: notifydtest.Logger()})
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,14 +8,16 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -50,7 +52,10 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	d, err := server.New(ctx, cfg, server.Options{Logger: newLogger(c.main, lvl)})
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(server.DefaultGCPercent)
+	}
+	d, err := server.New(ctx, server.Options{Config: cfg, Logger: newLogger(c.main, lvl)})
 	if err != nil {
 		return err
 	}
@@ -77,7 +82,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), newLogger(c.main, slog.LevelInfo)); err != nil {
+	if err := server.Migrate(ctx, cfg, pool, newLogger(c.main, slog.LevelInfo)); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.main.Stdout, "migrations are up to date")
@@ -96,6 +101,9 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
+		return err
+	}
+	if err := server.Check(cfg); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.main.Stdout, "%s: ok (%d notifiers)\n", path, len(cfg.Notifiers))

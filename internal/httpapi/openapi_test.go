@@ -46,10 +46,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
 )
 
 // docURL is the base URI of the document in the schema compiler; it never
@@ -392,7 +392,7 @@ func startDaemon(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), cfg, server.Options{Listener: ln, Logger: notifydtest.Logger(),
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
