@@ -229,22 +229,47 @@ type Set struct {
 // channel reports are returned together as a *config.Errors, each with its
 // file and line. Close releases what the channels hold.
 func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() time.Time) (*Set, error) {
+	problems := cfg.NewProblems()
+	s, errs := r.open(cfg, problems, logger, clock)
+	if err := problems.Err(); err != nil {
+		errs = append([]error{err}, errs...)
+	}
+	if len(errs) > 0 {
+		s.Close()
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// Check opens every channel on cfg and closes them again, reporting every
+// problem through p: what config.LoadWith calls so that `notifyd check`
+// lists the channels' problems in line order with the rest of the file's.
+func (r *Registry) Check(cfg *config.Config, p *config.Problems) {
+	s, errs := r.open(cfg, p, nil, nil)
+	_ = s.Close()
+	for _, err := range errs {
+		p.Add(nil, "", "%v", err)
+	}
+}
+
+func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *slog.Logger, clock func() time.Time) (*Set, []error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if clock == nil {
 		clock = time.Now
 	}
-	problems := cfg.NewProblems()
 	known := strings.Join(r.Names(), ", ")
-	for name, sec := range cfg.Channels {
+	for _, name := range sortedKeys(cfg.Channels) {
 		if _, ok := r.byName[name]; !ok {
-			problems.Add(sec, "", "unknown channel %q (registered: %s)", name, known)
+			problems.Add(cfg.Channels[name], "", "unknown channel %q (registered: %s)", name, known)
 		}
 	}
 	perChannel := map[string]map[string]*config.NotifierChannel{}
 	for _, nname := range cfg.NotifierNames() {
-		for cname, nc := range cfg.Notifiers[nname].Channels {
+		nf := cfg.Notifiers[nname]
+		for _, cname := range sortedKeys(nf.Channels) {
+			nc := nf.Channels[cname]
 			p, ok := r.Lookup(cname)
 			if !ok {
 				problems.Add(nc.Section, "", "unknown channel %q (registered: %s)", cname, known)
@@ -287,14 +312,16 @@ func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() ti
 			errs = append(errs, err)
 		}
 	}
-	if err := problems.Err(); err != nil {
-		errs = append([]error{err}, errs...)
+	return s, errs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	if len(errs) > 0 {
-		s.Close()
-		return nil, errors.Join(errs...)
-	}
-	return s, nil
+	slices.Sort(keys)
+	return keys
 }
 
 // add files an opened channel under what its plugin declares.

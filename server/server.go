@@ -191,19 +191,16 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Check opens every channel (the built-in ones, then extra) on cfg without
-// connecting anywhere, and returns every problem in the channels' sections
-// with its file and line: what `notifyd check` reports after config.Load.
-func Check(cfg *config.Config, extra ...channels.Plugin) error {
+// LoadConfig loads the config file at path (config.Load) and checks the
+// channels' sections against the built-in channels and extra, so that every
+// problem in the file, the channels' included, is reported at once in line
+// order ("file:line: key.path: message"): what `notifyd check` prints.
+func LoadConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
 	reg, err := builtin.Registry(extra...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	set, err := reg.Open(cfg, nil, nil)
-	if err != nil {
-		return err
-	}
-	return set.Close()
+	return config.LoadWith(path, reg.Check)
 }
 
 // Addr is the HTTP API's listening address ("" when it does not listen).

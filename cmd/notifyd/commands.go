@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
@@ -48,7 +47,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -73,7 +72,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -99,11 +98,8 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
-		return err
-	}
-	if err := server.Check(cfg); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.main.Stdout, "%s: ok (%d notifiers)\n", path, len(cfg.Notifiers))
@@ -143,7 +139,7 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 		}
 		n.SendAt = t
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -177,7 +173,7 @@ func (c *TokenCommand) Run(_ context.Context, args []string) error {
 	if recipient == "" {
 		return errors.New("-recipient is required")
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -207,7 +203,7 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -277,7 +273,7 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	if since <= 0 || limit <= 0 {
 		return errors.New("-since and -limit must be positive")
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := newLogger(c.main, lvl)
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}

@@ -25,10 +25,10 @@ import (
 	"github.com/notifyd/notifyd/stores"
 )
 
-// secretsFile keeps the dev admin token and token secret in the dev
+// SecretsFile keeps the dev admin token and token secret in the dev
 // directory, so they stay the same between runs (an app you point at the dev
 // daemon keeps working). It is created 0600 on first run.
-const secretsFile = "dev-secrets.json"
+const SecretsFile = "dev-secrets.json"
 
 // Secrets are the dev admin token and recipient-token secret.
 type Secrets struct {
@@ -39,7 +39,7 @@ type Secrets struct {
 // LoadSecrets reads the dev secrets kept in dir, or makes and keeps new
 // ones.
 func LoadSecrets(dir string) (Secrets, error) {
-	p := filepath.Join(dir, secretsFile)
+	p := filepath.Join(dir, SecretsFile)
 	var s Secrets
 	if b, err := os.ReadFile(p); err == nil {
 		if err := json.Unmarshal(b, &s); err == nil && s.AdminToken != "" && s.TokenSecret != "" {

@@ -238,13 +238,13 @@ func mediaType(contentType string) string {
 // --- routes, as the source registers them ---
 
 // registeredPatterns returns the ServeMux patterns of server.go's routes()
-// (s.mux.Handle calls) and of the daemon's d.API.Handle calls. Every pattern
+// (s.mux.Handle calls) and of the server's s.api.Handle calls. Every pattern
 // must be a string literal: a computed one makes this test fail until it
 // learns to read it.
 func registeredPatterns(t testing.TB) []string {
 	t.Helper()
 	fset := token.NewFileSet()
-	// receiver renders the expression a method is called on: "s.mux", "d.API".
+	// receiver renders the expression a method is called on: "s.mux", "s.api".
 	var receiver func(e ast.Expr) string
 	receiver = func(e ast.Expr) string {
 		switch x := e.(type) {
@@ -310,10 +310,10 @@ func registeredPatterns(t testing.TB) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		daemonPatterns = append(daemonPatterns, collect(f, "d.API")...)
+		daemonPatterns = append(daemonPatterns, collect(f, "s.api")...)
 	}
 	if len(daemonPatterns) == 0 {
-		t.Fatal("server: no d.API.Handle routes found")
+		t.Fatal("server: no s.api.Handle routes found")
 	}
 	return append(patterns, daemonPatterns...)
 }
@@ -397,7 +397,7 @@ func startDaemon(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(d.API.Handler())
+	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(srv.Close) // after the daemon stopped: its hub ends the open streams
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -421,7 +421,7 @@ func startDaemon(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	return &bundle{pool: d.Pool, cfg: cfg, srv: srv}
+	return &bundle{pool: d.Pool(), cfg: cfg, srv: srv}
 }
 
 // noRoute reports whether r is the mux's own answer for a request no route
