@@ -75,6 +75,11 @@ type Setup struct {
 	Logger *slog.Logger
 	// Clock returns the current time (never nil); tests inject one.
 	Clock func() time.Time
+	// Checking is true when the file is only being checked (`notifyd check`,
+	// server.LoadConfig), not opened to run: a value that is normally
+	// taken from the environment, such as a secret, may be missing then
+	// without being a problem; the daemon refuses to start without it.
+	Checking bool
 }
 
 // NotifierNames returns the names of the notifiers that use the channel, sorted.
@@ -230,7 +235,7 @@ type Set struct {
 // file and line. Close releases what the channels hold.
 func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() time.Time) (*Set, error) {
 	problems := cfg.NewProblems()
-	s, errs := r.open(cfg, problems, logger, clock)
+	s, errs := r.open(cfg, problems, logger, clock, false)
 	if err := problems.Err(); err != nil {
 		errs = append([]error{err}, errs...)
 	}
@@ -245,14 +250,16 @@ func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() ti
 // problem through p: what config.LoadWith calls so that `notifyd check`
 // lists the channels' problems in line order with the rest of the file's.
 func (r *Registry) Check(cfg *config.Config, p *config.Problems) {
-	s, errs := r.open(cfg, p, nil, nil)
+	s, errs := r.open(cfg, p, nil, nil, true)
 	_ = s.Close()
 	for _, err := range errs {
 		p.Add(nil, "", "%v", err)
 	}
 }
 
-func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *slog.Logger, clock func() time.Time) (*Set, []error) {
+func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *slog.Logger, clock func() time.Time,
+	checking bool,
+) (*Set, []error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -297,7 +304,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 			sec = emptySection(p.Name)
 		}
 		v, err := p.Open(&Setup{Config: cfg, Section: sec, Notifiers: perChannel[p.Name], Problems: problems,
-			Logger: logger.With("channel", p.Name), Clock: clock})
+			Logger: logger.With("channel", p.Name), Clock: clock, Checking: checking})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("channels.%s: %w", p.Name, err))
 			continue

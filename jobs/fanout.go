@@ -149,25 +149,10 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		return true, w.complete(ctx, tx, job)
 	}
 
-	nf, ok := d.Config.Notifier(st.Notifier)
-	if !ok {
-		return true, w.reject(ctx, tx, job, st, fmt.Sprintf("unknown notifier %q", st.Notifier))
+	nf, item, reason := w.resolve(st)
+	if reason != "" {
+		return true, w.reject(ctx, tx, job, st, reason)
 	}
-	params, err := decodeParams(st.Params)
-	if err == nil {
-		err = nf.ValidateParams(params)
-	}
-	if err != nil {
-		return true, w.reject(ctx, tx, job, st, "invalid params: "+err.Error())
-	}
-	var item channels.InboxItem
-	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
-		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
-			// Deterministic: retrying renders the same error.
-			return true, w.reject(ctx, tx, job, st, inbox+" templates do not render: "+err.Error())
-		}
-	}
-
 	if !st.Normalized {
 		if lane != 0 {
 			return false, fmt.Errorf("fan-out lane %d of %s before its normalisation", lane, id)
@@ -191,13 +176,47 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		}
 		return true, w.finishAlone(ctx, job)
 	}
+	return w.writeChunk(ctx, tx, job, st, nf, item, guarded, log)
+}
 
+// resolve finds the notification's notifier, checks its params against the
+// notifier's schema and renders its inbox item. A non-empty reason rejects
+// the notification: each is deterministic, so retrying cannot help.
+func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, item channels.InboxItem, reason string) {
+	d := w.Deps
+	nf, ok := d.Config.Notifier(st.Notifier)
+	if !ok {
+		return nil, item, fmt.Sprintf("unknown notifier %q", st.Notifier)
+	}
+	params, err := decodeParams(st.Params)
+	if err == nil {
+		err = nf.ValidateParams(params)
+	}
+	if err != nil {
+		return nil, item, "invalid params: " + err.Error()
+	}
+	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
+		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
+			return nil, item, inbox + " templates do not render: " + err.Error()
+		}
+	}
+	return nf, item, ""
+}
+
+// writeChunk is one chunk of the lane in tx: the next recipients (inline
+// and topic subscribers, merged), each one's mode per channel, their inbox
+// items, delivery rows and send jobs, and the lane's cursor, committed
+// together. It reports whether the job is finished.
+func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs], st *stores.FanoutState,
+	nf *config.Notifier, item channels.InboxItem, guarded bool, log *slog.Logger,
+) (done bool, err error) {
+	d := w.Deps
 	chunkSize := d.Config.Queues.FanoutChunk
 	if chunkSize <= 0 {
 		chunkSize = 1000
 	}
 	profiles := d.needsProfiles(nf)
-	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, lane, chunkSize, scopesOf(nf), profiles)
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles)
 	if err != nil {
 		return false, err
 	}

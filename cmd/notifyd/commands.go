@@ -16,6 +16,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -220,7 +221,7 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("notification %s/%s: %w", notifier, key, err)
 		}
 	}
-	n, err := stores.GetNotification(ctx, pool, id, limit)
+	n, err := stores.GetNotification(ctx, pool, id, limit, builtin.MustRegistry().Inbox())
 	if err != nil {
 		return fmt.Errorf("notification %s: %w", id, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/internal/testing/pgcluster"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
@@ -68,28 +67,12 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	if cfg.HTTP.TokenSecret == "" {
 		cfg.HTTP.TokenSecret = secrets.TokenSecret
 	}
-	if wh, ok := cfg.Channels["webhook"]; ok {
-		if _, set := wh.Value("secret"); !set {
-			if cfg.Channels["webhook"], err = wh.With("", map[string]any{"secret": "dev-webhook-secret"}); err != nil {
-				return err
-			}
-		}
-	}
-
 	mailbox, err := smtptest.New("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("start the dev SMTP server: %w", err)
 	}
 	defer mailbox.Close()
-	// Email goes to the capturing server whatever the config says.
-	smtp := map[string]any{"smtp.host": mailbox.Host(), "smtp.port": mailbox.Port(), "smtp.tls": "none"}
-	if _, ok := cfg.Channels["email"].Value("from"); !ok {
-		smtp["from"] = "notifyd dev <dev@notifyd.test>"
-	}
-	if cfg.Channels == nil {
-		cfg.Channels = config.Channels{}
-	}
-	if cfg.Channels["email"], err = cfg.Channels["email"].With("channels.email", smtp); err != nil {
+	if err := devmode.Configure(cfg, mailbox); err != nil {
 		return err
 	}
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/email"
+	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
@@ -62,6 +64,34 @@ func RandomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Configure points the email channel at the capturing SMTP server whatever
+// the config says (with a sender address when it has none), and gives a
+// configured webhook channel without a secret a fixed dev secret.
+func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
+	if cfg.Channels == nil {
+		cfg.Channels = config.Channels{}
+	}
+	if wh, ok := cfg.Channels[webhook.Name]; ok {
+		if _, set := wh.Value("secret"); !set {
+			sec, err := wh.With("", map[string]any{"secret": "dev-webhook-secret"})
+			if err != nil {
+				return err
+			}
+			cfg.Channels[webhook.Name] = sec
+		}
+	}
+	smtp := map[string]any{"smtp.host": mailbox.Host(), "smtp.port": mailbox.Port(), "smtp.tls": "none"}
+	if _, ok := cfg.Channels[email.Name].Value("from"); !ok {
+		smtp["from"] = "notifyd dev <dev@notifyd.test>"
+	}
+	sec, err := cfg.Channels[email.Name].With("channels."+email.Name, smtp)
+	if err != nil {
+		return err
+	}
+	cfg.Channels[email.Name] = sec
+	return nil
 }
 
 // Page is GET /dev/: the captured emails, newest first, and the delivery

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/notifyd/notifyd/channels"
 )
@@ -47,7 +48,21 @@ func openAPIFor(reg *channels.Registry) ([]byte, error) {
 	if err := set(per, "EffectiveNotifier", "properties", "channels", "propertyNames"); err != nil {
 		return nil, err
 	}
+	var original map[string]any
+	_ = json.Unmarshal(openAPIDocument, &original)
+	if reflect.DeepEqual(jsonRound(doc), original) {
+		return openAPIDocument, nil // the built-in channels: the document as written
+	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// jsonRound returns v as encoding/json decodes its encoding ([]string
+// becomes []any), so it compares with a decoded document.
+func jsonRound(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
 }
 
 func dig(v any, path ...string) any {

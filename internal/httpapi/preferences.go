@@ -31,6 +31,7 @@ const maxPreferenceRules = 200
 type preferencesRequest struct {
 	Rules     *[]json.RawMessage `json:"rules"`
 	Effective json.RawMessage    `json:"effective"`
+	Channels  json.RawMessage    `json:"channels"`
 }
 
 // preferencesResponse is what GET and PUT of preferences answer.
