@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 )
 
 // The digest job kinds (SPEC §5). The bench does not import their args types

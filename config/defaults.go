@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Defaults, as documented on the Config fields and in SPEC §11.
+// Defaults, as documented on the Config fields and in config.example.yaml.
 const (
 	defaultSchema      = "public"
 	defaultListen      = "127.0.0.1:8080"

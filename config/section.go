@@ -179,10 +179,14 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 func (p *Problems) HTTPURL(s *Section, key, u string) { httpURL(p.el, join(s.Path(), key), u) }
 
 // Positive reports a problem at key within s unless d is positive.
-func (p *Problems) Positive(s *Section, key string, d Duration) { positive(p.el, join(s.Path(), key), d) }
+func (p *Problems) Positive(s *Section, key string, d Duration) {
+	positive(p.el, join(s.Path(), key), d)
+}
 
 // Mode reports a problem at key within s unless got is one of want.
-func (p *Problems) Mode(s *Section, key, got string, want ...string) { mode(p.el, join(s.Path(), key), got, want...) }
+func (p *Problems) Mode(s *Section, key, got string, want ...string) {
+	mode(p.el, join(s.Path(), key), got, want...)
+}
 
 // RenderText renders a template parsed by Problems.Text with params as its
 // dot, the way notifier templates see params (nil is {}; json.Number values

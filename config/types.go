@@ -1,4 +1,5 @@
-// Package config loads and validates notifyd's YAML configuration (SPEC §11).
+// Package config loads and validates notifyd's YAML configuration (the
+// README's "Configuration"; config.example.yaml documents every key).
 //
 // Load expands ${VAR} from the environment, rejects unknown keys, and validates
 // every value; each error names the file, the key path and the line. A loaded
@@ -105,7 +106,7 @@ type Retry struct {
 	SweepCron cron.Schedule `yaml:"-"`
 }
 
-// Digest configures email digests (SPEC §9).
+// Digest configures digests (the README's "Digests").
 type Digest struct {
 	Schedule string `yaml:"schedule"` // per recipient, in their timezone; default "0 8 * * *"
 	Sweep    string `yaml:"sweep"`    // default "CRON_TZ=UTC */5 * * * *"

@@ -16,7 +16,7 @@ import (
 )
 
 var (
-	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 	// channelNameRE is what a channel name may be: it appears in URLs, in
 	// preference rules and in the ledger.
 	channelNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)

@@ -1,5 +1,5 @@
 // Package jobs holds notifyd's River job kinds and their workers: the fan-out,
-// the sends, the digests and the periodic sweeps (SPEC §5).
+// the sends, the digests and the periodic sweeps (docs/architecture.md).
 //
 // Every worker takes its dependencies from a *Deps built once by the daemon;
 // nothing here reads globals or the environment.

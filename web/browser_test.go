@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/web"
 )
 

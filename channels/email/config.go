@@ -1,7 +1,7 @@
 package email
 
 import (
-		htmltemplate "html/template"
+	htmltemplate "html/template"
 	netmail "net/mail"
 	"regexp"
 	"slices"

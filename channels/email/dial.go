@@ -13,7 +13,6 @@ import (
 
 	"github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
-
 )
 
 // dialer returns the function that opens one pooled connection: TCP (and TLS

@@ -65,4 +65,3 @@ func open(s *channels.Setup) (any, error) {
 	}
 	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
 }
-

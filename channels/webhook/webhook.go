@@ -91,11 +91,11 @@ type Options struct {
 
 // Sender posts signed webhooks. It is safe for concurrent use.
 type Sender struct {
-	keys      [][]byte // main secret first, then the rotation secrets
-	urls      map[string]string // notifier-level (bulk) destinations by notifier
-	client    *http.Client
-	logger    *slog.Logger
-	clock     func() time.Time
+	keys   [][]byte          // main secret first, then the rotation secrets
+	urls   map[string]string // notifier-level (bulk) destinations by notifier
+	client *http.Client
+	logger *slog.Logger
+	clock  func() time.Time
 }
 
 // New returns a Sender for the webhook channel configured by cfg, posting bulk
@@ -112,10 +112,10 @@ func New(cfg *Config, urls map[string]string, opts Options) (*Sender, error) {
 		return nil, errors.New("webhook: channels.webhook.secret is required")
 	}
 	s := &Sender{
-		urls:      urls,
-		client:    opts.Client,
-		logger:    opts.Logger,
-		clock:     opts.Clock,
+		urls:   urls,
+		client: opts.Client,
+		logger: opts.Logger,
+		clock:  opts.Clock,
 	}
 	for i, secret := range append([]string{cfg.Secret}, cfg.Secrets...) {
 		key, err := secretKey(secret)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )

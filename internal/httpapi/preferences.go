@@ -15,7 +15,7 @@ import (
 )
 
 // CodeInvalidPreferences is the 422 of a PUT of preferences whose rules break
-// a rule of SPEC §7 (bad scope, channel or mode; digest on a channel that
+// a preference rule (bad scope, channel or mode; digest on a channel that
 // cannot digest; a duplicate (scope, channel); too many rules). Each detail
 // names the field ("rules[3].mode"). Nothing is written.
 const CodeInvalidPreferences = "invalid_preferences"
