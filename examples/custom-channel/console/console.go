@@ -83,20 +83,13 @@ type Channel struct {
 
 func open(s *channels.Setup) (any, error) {
 	p := s.Problems
-	notifiers := map[string]*Templates{}
-	for _, name := range s.NotifierNames() {
-		sec := s.Notifiers[name].Section
-		t := &Templates{}
-		if !p.Decode(sec, t) {
-			continue
-		}
+	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
 		if t.Text == "" {
-			p.Add(sec, "text", "must be set")
+			p.Add(n.Section, "text", "must be set")
 		}
-		t.text = p.Text(sec, "text", t.Text)
-		p.RenderCheck(sec, "text", t.text, config.TemplateParams(s.Config.Notifiers[name].ExampleParams()))
-		notifiers[name] = t
-	}
+		t.text = p.Text(n.Section, "text", t.Text)
+		p.RenderCheck(n.Section, "text", t.text, n.Example)
+	})
 	if s.Section.Empty() {
 		return nil, nil // not configured: console deliveries are unavailable
 	}
