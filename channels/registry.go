@@ -254,7 +254,16 @@ type Set struct {
 	// Inbox renders in-app items; nil when no inbox channel is registered.
 	Inbox InboxChannel
 
+	opened  map[string]any // every configured channel by name, as Open returned it
 	closers []io.Closer
+}
+
+// Opened returns the configured channel named name as its Plugin's Open
+// returned it (for optional interfaces such as Previewer), and whether it is
+// configured.
+func (s *Set) Opened(name string) (any, bool) {
+	v, ok := s.opened[name]
+	return v, ok
 }
 
 // Open checks the config's channel sections against the registry and opens
@@ -265,6 +274,22 @@ type Set struct {
 func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() time.Time) (*Set, error) {
 	problems := cfg.NewProblems()
 	s, errs := r.open(cfg, problems, logger, clock, false)
+	if err := problems.Err(); err != nil {
+		errs = append([]error{err}, errs...)
+	}
+	if len(errs) > 0 {
+		s.Close()
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// OpenToCheck is Open as `notifyd check` sees the file (Setup.Checking):
+// for tools that render without sending, such as `notifyd preview`, which
+// must work while a secret is still left to the environment.
+func (r *Registry) OpenToCheck(cfg *config.Config) (*Set, error) {
+	problems := cfg.NewProblems()
+	s, errs := r.open(cfg, problems, nil, nil, true)
 	if err := problems.Err(); err != nil {
 		errs = append([]error{err}, errs...)
 	}
@@ -325,7 +350,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 		}
 	}
 	s := &Set{Registry: r, Channels: map[string]Channel{}, Bulk: map[string]BulkChannel{},
-		Digests: map[string]DigestChannel{}}
+		Digests: map[string]DigestChannel{}, opened: map[string]any{}}
 	var errs []error
 	for _, p := range r.plugins {
 		sec := cfg.Channels[p.Name]
@@ -341,6 +366,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 		if v == nil {
 			continue
 		}
+		s.opened[p.Name] = v
 		if c, ok := v.(io.Closer); ok {
 			s.closers = append(s.closers, c)
 		}

@@ -32,6 +32,7 @@ var Plugin = channels.Plugin{
 var (
 	_ channels.Channel       = (*Sender)(nil)
 	_ channels.DigestChannel = (*Sender)(nil)
+	_ channels.Previewer     = (*Sender)(nil)
 )
 
 // Config is the channels.email section. Without it email deliveries are

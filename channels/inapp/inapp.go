@@ -34,6 +34,7 @@ var Plugin = channels.Plugin{
 var (
 	_ channels.Channel      = (*Inbox)(nil)
 	_ channels.InboxChannel = (*Inbox)(nil)
+	_ channels.Previewer    = (*Inbox)(nil)
 )
 
 // Templates is a notifier's in_app section (text/template over params).
@@ -98,4 +99,13 @@ func (in *Inbox) RenderInbox(notifier string, params map[string]any) (channels.I
 		return channels.InboxItem{}, err
 	}
 	return it, nil
+}
+
+// Preview renders the item the notifier's inbox would show for params.
+func (in *Inbox) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
+	it, err := in.RenderInbox(notifier, params)
+	if err != nil {
+		return nil, err
+	}
+	return []channels.Part{{Name: "title", Value: it.Title}, {Name: "body", Value: it.Body}, {Name: "url", Value: it.URL}}, nil
 }
