@@ -12,8 +12,6 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/email"
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -116,8 +114,8 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		return nil // nothing pending (taken by another job, or dropped): no email
 	}
 
-	msg := email.DigestMessage{DeliveryID: digestID, Recipient: digestRecipient(a.Recipient, claim.Profile),
-		Data: config.DigestData{Items: w.items(ctx, claim.Items), Count: claim.Count}}
+	msg := channels.Digest{ID: digestID, Recipient: digestRecipient(a.Recipient, claim.Profile),
+		Items: w.items(ctx, claim.Items), Count: claim.Count, Attempt: claim.Attempts}
 	sendErr := d.Digests.SendDigest(ctx, msg)
 
 	s, retryIn := w.outcome(claim, digestID, sendErr)
@@ -255,14 +253,14 @@ func (w *DigestWorker) outcome(claim *stores.ClaimedDigest, digestID string, sen
 // items turns the claimed rows into what the digest templates list. An item
 // shows what the recipient's inbox showed for it; without an inbox item (in_app
 // turned off) its texts are rendered from the notifier's in_app templates.
-func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem) []config.DigestItem {
-	out := make([]config.DigestItem, len(rows))
+func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem) []channels.DigestItem {
+	out := make([]channels.DigestItem, len(rows))
 	for i, r := range rows {
 		params, err := decodeParams(r.Params)
 		if err != nil {
 			params = map[string]any{}
 		}
-		it := config.DigestItem{Notifier: r.Notifier, Key: r.Key, Category: r.Category, Reason: r.Reason,
+		it := channels.DigestItem{Notifier: r.Notifier, Key: r.Key, Category: r.Category, Reason: r.Reason,
 			Title: r.Title, Body: r.Body, URL: r.URL, Params: params, CreatedAt: r.CreatedAt}
 		if nf, ok := w.Deps.Config.Notifier(r.Notifier); ok && !r.HasInbox {
 			it.Category = nf.Category

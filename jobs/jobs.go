@@ -6,7 +6,6 @@
 package jobs
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
 )
@@ -27,11 +25,6 @@ const (
 	QueueMaintenance = "maintenance"
 )
 
-// DigestSender sends one recipient's digest email. *email.Sender implements it.
-type DigestSender interface {
-	SendDigest(ctx context.Context, d email.DigestMessage) error
-}
-
 // Deps is what the workers need.
 type Deps struct {
 	Pool   *pgxpool.Pool
@@ -42,9 +35,10 @@ type Deps struct {
 	Channels map[string]channels.Channel
 	// Bulk are the configured bulk channels by name (slack, webhook).
 	Bulk map[string]channels.BulkChannel
-	// Digests sends digest emails; nil when email is not configured (digest
-	// rows are then never written: fan-out marks email unavailable).
-	Digests DigestSender
+	// Digests sends digest emails (the email channel, which implements
+	// channels.DigestChannel); nil when email is not configured (digest rows
+	// are then never written: fan-out marks email unavailable).
+	Digests channels.DigestChannel
 	Logger  *slog.Logger
 	// Clock returns the current time; tests inject one. Nil means time.Now.
 	Clock func() time.Time

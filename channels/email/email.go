@@ -96,7 +96,11 @@ import (
 	"github.com/notifyd/notifyd/config"
 )
 
-var _ channels.Channel = (*Sender)(nil)
+// Sender is a per-recipient channel that can also send digests.
+var (
+	_ channels.Channel       = (*Sender)(nil)
+	_ channels.DigestChannel = (*Sender)(nil)
+)
 
 // DefaultPoolSize is the number of SMTP connections a Sender opens at most when
 // Options.PoolSize is zero.
