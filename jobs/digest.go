@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // Digests are race-free by construction, not by timing:
 //
 //   - The sweep enqueues each (recipient, oldest pending row) at most once:
-//     sweeps take turns under an advisory lock, page by page, and skip what a
+//     sweeps take turns under an advisory lock and skip what an unfinished
 //     notify.digest job carries already, so two sweeps at the same moment, a
 //     doubled run after a leader change, or a run while the last one's jobs
 //     still wait in the queue enqueue a recipient's digest once between them.
@@ -76,7 +77,7 @@ type DigestRef struct {
 func (DigestArgs) Kind() string { return "notify.digest" }
 
 // InsertOpts puts digests on their own queue. The jobs are not unique: the
-// sweep skips digests a job carries already (stores.DigestsEnqueued), and the
+// sweep skips digests a job carries already (stores.EnqueuedDigests), and the
 // claim keeps a recipient in two jobs to one digest.
 func (DigestArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueDigest, MaxAttempts: 25}
@@ -587,8 +588,9 @@ func (w *DigestSweepWorker) Work(ctx context.Context, job *river.Job[DigestSweep
 // jobs to resend them. Then it reads every recipient with fresh digest rows,
 // a page at a time in recipient order, works out in Go whether their digest
 // is due (DigestDue: cron runs Go-side, in their zone) and enqueues the due
-// ones that no job carries yet, in notify.digest jobs of up to DigestBatch
-// recipients, each page in one transaction under the sweep lock.
+// ones that no unfinished job carries yet, in notify.digest jobs of up to
+// DigestBatch recipients, each page in one transaction. The whole run holds
+// the sweep lock (stores.LockDigestSweep), on one connection.
 //
 // It is data-driven: a missed run is caught up by the next, and a doubled or
 // concurrent run enqueues nothing twice (see DigestRef.OldestID).
@@ -602,23 +604,41 @@ func (d *Deps) DigestSweep(ctx context.Context, client *river.Client[pgx.Tx]) (i
 	if dg.ScheduleCron == nil {
 		return n, errors.New("digest sweep: digest.schedule is not parsed (config not loaded through config.Load)")
 	}
+	conn, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		return n, fmt.Errorf("digest sweep: %w", err)
+	}
+	defer conn.Release()
+	unlock, err := stores.LockDigestSweep(ctx, conn.Conn())
+	if err != nil {
+		return n, fmt.Errorf("digest sweep: %w", err)
+	}
+	defer unlock()
+	// What the queue holds already: normally nothing, as the queue drains
+	// between sweeps; after a backlog, or a concurrent sweep that held the
+	// lock before this one, the digests its jobs carry.
+	enqueued := digestSet{}
+	if err := stores.EnqueuedDigests(ctx, conn, QueueDigest, enqueued.add); err != nil {
+		return n, fmt.Errorf("digest sweep: %w", err)
+	}
+
 	zones := map[string]*time.Location{}
 	after := ""
 	var jobs int
 	for {
 		var page []stores.DigestCandidate
-		var enqueued, inserted int
-		err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
-			enqueued, inserted = 0, 0
-			if err := stores.LockDigestSweep(ctx, tx); err != nil {
-				return err
-			}
+		var due []DigestRef
+		var params []river.InsertManyParams
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var err error
 			if page, err = stores.DigestCandidates(ctx, tx, after, DigestSweepBatch); err != nil {
 				return err
 			}
-			var due []DigestRef
+			due = due[:0]
 			for _, c := range page {
+				if enqueued.has(c.Recipient, c.OldestID) {
+					continue
+				}
 				loc, ok := zones[c.Timezone]
 				if !ok {
 					loc = DigestLocation(c.Timezone, dg.Location)
@@ -628,21 +648,19 @@ func (d *Deps) DigestSweep(ctx context.Context, client *river.Client[pgx.Tx]) (i
 					due = append(due, DigestRef{Recipient: c.Recipient, DueAt: instant, OldestID: c.OldestID})
 				}
 			}
-			if due, err = d.notEnqueued(ctx, tx, due); err != nil || len(due) == 0 {
-				return err
+			if params = digestJobs(due, nil); len(params) == 0 {
+				return nil
 			}
-			params := digestJobs(due, nil)
 			if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
 				return fmt.Errorf("enqueue %d digests: %w", len(due), err)
 			}
-			enqueued, inserted = len(due), len(params)
 			return nil
 		})
 		if err != nil {
 			return n, fmt.Errorf("digest sweep: %w", err)
 		}
-		n += enqueued
-		jobs += inserted
+		n += len(due)
+		jobs += len(params)
 		if len(page) < DigestSweepBatch {
 			break
 		}
@@ -654,29 +672,25 @@ func (d *Deps) DigestSweep(ctx context.Context, client *river.Client[pgx.Tx]) (i
 	return n, nil
 }
 
-// notEnqueued drops from due the digests a notify.digest job carries
-// already (one the previous sweep enqueued that has not run yet, or a
-// concurrent sweep's: the sweep lock makes it commit first).
-func (d *Deps) notEnqueued(ctx context.Context, tx pgx.Tx, due []DigestRef) ([]DigestRef, error) {
-	if len(due) == 0 {
-		return nil, nil
-	}
-	recipients := make([]string, len(due))
-	oldest := make([]string, len(due))
-	for i, r := range due {
-		recipients[i], oldest[i] = r.Recipient, r.OldestID
-	}
-	enqueued, err := stores.DigestsEnqueued(ctx, tx, recipients, oldest)
-	if err != nil {
-		return nil, err
-	}
-	out := due[:0]
-	for i, r := range due {
-		if !enqueued[i] {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+// digestSet holds the new digests, by recipient and oldest fresh row, that
+// the queue carries already. It keeps a 64-bit hash of each, so that a
+// backlog of a million costs megabytes, not the ids; a collision (as likely
+// as none at all) only leaves one recipient's digest to the next sweep.
+type digestSet map[uint64]struct{}
+
+func digestKey(recipient, oldestID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(recipient))
+	h.Write([]byte{0})
+	h.Write([]byte(oldestID))
+	return h.Sum64()
+}
+
+func (s digestSet) add(recipient, oldestID string) { s[digestKey(recipient, oldestID)] = struct{}{} }
+
+func (s digestSet) has(recipient, oldestID string) bool {
+	_, ok := s[digestKey(recipient, oldestID)]
+	return ok
 }
 
 // redriveDigests takes back stuck and orphaned digests (one bounded batch; the

@@ -72,72 +72,75 @@ func DigestCandidates(ctx context.Context, db DB, after string, limit int) ([]Di
 	return out, nil
 }
 
-// DigestSweepLock is the transaction-scoped advisory lock each page of a
-// digest sweep holds from before it reads its candidates until it commits the
-// jobs it enqueued (LockDigestSweep). Two sweeps at once (a doubled periodic
-// run after a leader change, or an operator's) then take turns page by page,
-// and the second sees the first's jobs (DigestsEnqueued).
+// DigestSweepLock is the session advisory lock a digest sweep holds for its
+// whole run (LockDigestSweep). Two sweeps at once (a doubled periodic run
+// after a leader change, or an operator's) then take turns, and the second
+// finds the first's jobs (EnqueuedDigests). A killed sweep's session ends and
+// releases it.
 const DigestSweepLock = 7345
 
-const lockDigestSweepSQL = `SELECT pg_advisory_xact_lock($1)`
+const (
+	lockDigestSweepSQL   = `SELECT pg_advisory_lock($1)`
+	unlockDigestSweepSQL = `SELECT pg_advisory_unlock($1)`
+)
 
-// LockDigestSweep takes DigestSweepLock in tx, waiting for a concurrent
-// sweep's page to commit.
-func LockDigestSweep(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, lockDigestSweepSQL, int64(DigestSweepLock)); err != nil {
-		return fmt.Errorf("lock digest sweep: %w", err)
+// LockDigestSweep waits for DigestSweepLock on conn and returns the function
+// that releases it. The unlock runs even when ctx has ended; if it fails, it
+// closes conn, so that a pool never hands out a connection that still holds
+// the lock.
+func LockDigestSweep(ctx context.Context, conn *pgx.Conn) (unlock func(), err error) {
+	if _, err := conn.Exec(ctx, lockDigestSweepSQL, int64(DigestSweepLock)); err != nil {
+		return nil, fmt.Errorf("lock digest sweep: %w", err)
 	}
-	return nil
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, unlockDigestSweepSQL, int64(DigestSweepLock)); err != nil {
+			_ = conn.Close(uctx)
+		}
+	}, nil
 }
 
-// digestsEnqueuedSQL returns the 1-based positions of the new digests
-// (recipient $1[k] with oldest fresh row $2[k]) that a notify.digest job
-// carries already, in any state but cancelled and discarded: River's own
-// notion of a live or done job. A job carries a digest in its "digests" list
-// (jobs.DigestArgs) or, written before jobs carried batches, as its top-level
-// recipient and oldest_id. Each probe is a containment test that the GIN
-// index on river_job.args answers (river_job_args_index).
-const digestsEnqueuedSQL = `
-SELECT r.ord
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(recipient, oldest_id, ord)
-WHERE EXISTS (
-    SELECT 1 FROM river_job j
-    WHERE (j.args @> jsonb_build_object('digests', jsonb_build_array(
-                         jsonb_build_object('recipient', r.recipient, 'oldest_id', r.oldest_id)))
-           OR j.args @> jsonb_build_object('recipient', r.recipient, 'oldest_id', r.oldest_id))
-      AND j.kind = 'notify.digest'
-      AND j.state NOT IN ('cancelled', 'discarded')
-)`
+// enqueuedDigestsSQL reads the new digests (no digest_id: recipient and oldest
+// fresh row) that notify.digest jobs on queue $1 carry and have not finished:
+// available, pending, retryable, running or scheduled, reached through
+// River's fetching index on (state, queue). A job carries its digests in its
+// "digests" list (jobs.DigestArgs) or, written before jobs carried batches,
+// as its top-level recipient and oldest_id. Finished jobs are left out: a
+// completed job's claims took its digests' rows, so they are no longer
+// fresh, and a discarded or cancelled job's digests must be enqueued again.
+const enqueuedDigestsSQL = `
+SELECT e->>'recipient', e->>'oldest_id'
+FROM river_job j
+CROSS JOIN LATERAL jsonb_array_elements(
+    coalesce(j.args->'digests', '[]'::jsonb)
+    || CASE WHEN j.args ? 'recipient' THEN jsonb_build_array(j.args) ELSE '[]'::jsonb END) e
+WHERE j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+  AND j.queue = $1
+  AND j.kind = 'notify.digest'
+  AND coalesce(e->>'digest_id', '') = ''
+  AND coalesce(e->>'oldest_id', '') <> ''`
 
-// DigestsEnqueued reports, for each new digest (recipients[k] with the oldest
-// fresh row oldestIDs[k], as DigestCandidates returned them), whether a
-// notify.digest job carries it already. The sweep enqueues the others.
-func DigestsEnqueued(ctx context.Context, db DB, recipients, oldestIDs []string) ([]bool, error) {
-	out := make([]bool, len(recipients))
-	if len(recipients) == 0 {
-		return out, nil
-	}
-	if len(oldestIDs) != len(recipients) {
-		return nil, fmt.Errorf("digests enqueued: %d recipients, %d oldest rows", len(recipients), len(oldestIDs))
-	}
-	rows, err := db.Query(ctx, digestsEnqueuedSQL, recipients, oldestIDs)
+// EnqueuedDigests calls fn with the recipient and oldest fresh row id of
+// every new digest that an unfinished notify.digest job on queue carries, as
+// the rows stream in. The digest sweep skips those.
+func EnqueuedDigests(ctx context.Context, db DB, queue string, fn func(recipient, oldestID string)) error {
+	rows, err := db.Query(ctx, enqueuedDigestsSQL, queue)
 	if err != nil {
-		return nil, fmt.Errorf("read enqueued digests: %w", err)
+		return fmt.Errorf("read enqueued digests: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var ord int
-		if err := rows.Scan(&ord); err != nil {
-			return nil, err
+		var r, o string
+		if err := rows.Scan(&r, &o); err != nil {
+			return fmt.Errorf("read enqueued digests: %w", err)
 		}
-		if ord >= 1 && ord <= len(out) {
-			out[ord-1] = true
-		}
+		fn(r, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read enqueued digests: %w", err)
+		return fmt.Errorf("read enqueued digests: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // DigestClaimRequest says which rows a digest job claims.
