@@ -107,10 +107,10 @@ func (w *DigestWorker) Timeout(*river.Job[DigestArgs]) time.Duration {
 
 // Work sends a batch of digests in three steps:
 //
-//  1. claim: one round trip (one implicit transaction) claims every digest's
-//     rows (rows of cancelled notifications become digest_dropped) and reads
-//     the first digest.max_items of each with their inbox texts, and the
-//     profiles;
+//  1. claim: one round trip (one implicit transaction, shared with the jobs
+//     claiming at the same time) claims every digest's rows (rows of
+//     cancelled notifications become digest_dropped) and reads the first
+//     digest.max_items of each with their inbox texts, and the profiles;
 //  2. send each digest, one after the other, with no transaction open, and
 //     settle it as soon as its channel answered: digest_sent or digest_failed
 //     (permanent failure, or temporary past retry.max_age), in a statement
@@ -128,15 +128,15 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	if d.Digests == nil {
 		return errors.New("notify.digest: email is not configured (channels.email is absent), so the digest cannot be sent; its rows stay digest_pending")
 	}
+	// A quarter of the lease after the claim, stop attempting: the last send
+	// then has until the job's Timeout (half the lease) to finish and the
+	// batch is settled long before the sweep would take its claims back. The
+	// rest is given back untried.
+	budget := time.Now().Add(d.lease() / 4)
 	reqs, claims, err := w.claim(ctx, job.Args.refs())
 	if err != nil || len(reqs) == 0 {
 		return err
 	}
-	// Past a quarter of the lease, stop attempting: the last send then has
-	// until the job's Timeout (half the lease) to finish and the batch is
-	// settled long before the sweep would take its claims back. The rest is
-	// given back untried.
-	budget := time.Now().Add(d.lease() / 4)
 	var retries []digestRetry
 	var limited time.Duration // once the channel rate-limits, the rest wait too
 	for i, claim := range claims {
@@ -187,7 +187,7 @@ func (w *DigestWorker) claim(ctx context.Context, refs []DigestRef) ([]stores.Di
 			reqs[i].DigestID = ids[i]
 		}
 	}
-	claims, err := stores.ClaimDigests(ctx, d.Pool, reqs)
+	claims, err := d.digestGroups().claims.do(reqs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -354,28 +354,58 @@ func digestJobs(refs []DigestRef, opts *river.InsertOpts) []river.InsertManyPara
 // digestGroupMax is the most digests one grouped settle statement carries.
 const digestGroupMax = 128
 
-// digestGroupSlots is how many grouped settles may run at once. One: with
-// many workers the batches grow instead (measured: a second slot halves the
-// batch size and costs more database time per digest than it saves in
-// waiting).
+// digestClaimGroupMax is the most jobs whose claims one grouped claim
+// statement carries: up to 4 × DigestBatch digests.
+const digestClaimGroupMax = 4
+
+// digestGroupSlots is how many grouped claims, and how many grouped settles,
+// may run at once. One of each: with many workers the batches grow instead
+// (measured: a second settle slot halves the batch size and costs more
+// database time per digest than it saves in waiting). Claims of batches
+// running side by side were worse still: each moves every row it claims to
+// a new tuple version, and concurrent claims of a freshly written table all
+// extend it at once, queueing on the relation's extension lock and its last
+// page.
 const digestGroupSlots = 1
 
-// digestGroups coalesce the terminal settles of digests sent at the same
-// time by different jobs into one statement (see group): each job settles a
-// digest as soon as it is sent, so that a crash leaves at most one sent digest
+// digestGroups coalesce the claims of digest jobs starting at the same time
+// into one statement, and the terminal settles of digests sent at the same
+// time by different jobs into another (see group). Each job settles a digest
+// as soon as it is sent, so that a crash leaves at most one sent digest
 // unsettled, and alone that would be a round trip and a transaction per
 // digest.
 type digestGroups struct {
+	claims  *group[[]stores.DigestClaimRequest, []*stores.ClaimedDigest]
 	settles *group[stores.DigestSettlement, int64]
 }
 
 func (d *Deps) digestGroups() *digestGroups {
 	d.digestOnce.Do(func() {
+		// A grouped statement runs for every job in it, so no single job's
+		// context bounds it; the claim's lease does.
+		bounded := func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), d.lease()/2)
+		}
 		d.digest = &digestGroups{
+			claims: newGroup(digestClaimGroupMax, digestGroupSlots, func(batches [][]stores.DigestClaimRequest) ([][]*stores.ClaimedDigest, error) {
+				ctx, cancel := bounded()
+				defer cancel()
+				var all []stores.DigestClaimRequest
+				for _, b := range batches {
+					all = append(all, b...)
+				}
+				claimed, err := stores.ClaimDigests(ctx, d.Pool, all)
+				if err != nil {
+					return nil, err
+				}
+				out := make([][]*stores.ClaimedDigest, len(batches))
+				for i, b := range batches {
+					out[i], claimed = claimed[:len(b):len(b)], claimed[len(b):]
+				}
+				return out, nil
+			}),
 			settles: newGroup(digestGroupMax, digestGroupSlots, func(ss []stores.DigestSettlement) ([]int64, error) {
-				// A grouped statement runs for every job in it, so no single
-				// job's context bounds it; the claim's lease does.
-				ctx, cancel := context.WithTimeout(context.Background(), d.lease()/2)
+				ctx, cancel := bounded()
 				defer cancel()
 				return stores.SettleDigests(ctx, d.Pool, ss, d.now())
 			}),

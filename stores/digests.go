@@ -357,7 +357,7 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 				var c ClaimedDigest
 				var it DigestItem
 				if err := rows.Scan(&ord, &c.Count, &c.ClaimedAt, &c.DueAt, &c.Attempts,
-					&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
+					&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, (*[]byte)(&it.Params),
 					&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
 					return err
 				}
