@@ -326,7 +326,7 @@ func (w *DigestWorker) record(ctx context.Context, log *slog.Logger, claim *stor
 		d.Metrics.Delivery(channels.Email, s.Status, int(held))
 		log.DebugContext(ctx, "digest sent")
 	case s.Status == string(notifyd.StatusDigestPending) && sendErr == nil:
-		d.Metrics.DigestRun("deferred")
+		d.Metrics.DigestRun("retried")
 		log.DebugContext(ctx, "digest not attempted (batch out of time, stopping, or rate limited); resend scheduled",
 			"next_attempt_at", s.NextAttemptAt)
 	case s.Status == string(notifyd.StatusDigestPending):
