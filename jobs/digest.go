@@ -141,7 +141,6 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	var limited time.Duration // once the channel rate-limits, the rest wait too
 	for i, claim := range claims {
 		req := reqs[i]
-		log := d.logger().With("recipient", req.Recipient, "digest_id", req.DigestID, "job_id", job.ID)
 		if claim.Count == 0 {
 			d.Metrics.DigestRun("empty")
 			continue // nothing pending (taken by another job, or dropped): no email
@@ -161,8 +160,11 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		}
 		held, err := w.settle(ctx, s)
 		if err != nil {
+			// The rest of the batch stays claimed: the sweep takes it back
+			// after the lease.
 			return fmt.Errorf("settle digest %s of %s: %w", req.DigestID, req.Recipient, err)
 		}
+		log := d.logger().With("recipient", req.Recipient, "digest_id", req.DigestID, "job_id", job.ID)
 		w.record(ctx, log, claim, s, held, sendErr)
 	}
 	return w.settleRetries(ctx, job, retries)
