@@ -23,6 +23,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
 	"github.com/notifyd/notifyd/jobs"
@@ -96,6 +97,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Daemon, error)
 		if errors.Is(err, stores.ErrPendingMigrations) {
 			return nil, fmt.Errorf("%w; run `notifyd migrate -config %s` first", err, cfg.Path)
 		}
+		return nil, err
+	}
+	if err := catalog.Publish(ctx, pool, cfg, logger); err != nil {
+		d.Close()
 		return nil, err
 	}
 	d.Deps = &jobs.Deps{Pool: pool, Config: cfg, Logger: logger, Clock: opts.Clock}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
@@ -77,7 +78,11 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), newLogger(c.main, slog.LevelInfo)); err != nil {
+	logger := newLogger(c.main, slog.LevelInfo)
+	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger); err != nil {
+		return err
+	}
+	if err := catalog.Sync(ctx, pool, cfg, logger); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.main.Stdout, "migrations are up to date")
