@@ -15,10 +15,10 @@
 --
 -- The bodies are PL/pgSQL: their plans are cached per connection, and they
 -- are bound when first called, so they may name river_job, which River's
--- migrations create after this file runs on a fresh database. Each function
--- runs with the search_path pinned to the schema it was created in, so a
--- caller whose search_path does not reach notifyd's schema can call it
--- schema-qualified and its tables still resolve there.
+-- migrations create after this file runs on a fresh database. The public
+-- functions run with the search_path pinned to the schema they were created
+-- in, so a caller whose search_path does not reach notifyd's schema can call
+-- them schema-qualified and their tables still resolve there.
 
 -- +goose Up
 
@@ -152,6 +152,11 @@ $$;
 -- Malformed input and a notifier the daemon has not published raise SQLSTATE
 -- 22023 naming the field, and write nothing. Params are checked against the
 -- notifier's schema at fan-out (a failing notification becomes rejected).
+--
+-- The checks are the Go API's (SendTx), in its order, with its words. Each
+-- list is read in one pass that also tells whether every entry is valid;
+-- only when one is not does a second query find the first bad entry and say
+-- what is wrong with it, so a valid send pays for one query per list.
 -- +goose StatementBegin
 CREATE FUNCTION notify_send(notifier text, key text, recipients jsonb DEFAULT '[]', params jsonb DEFAULT '{}',
                             topics text[] DEFAULT '{}', actor text DEFAULT NULL,
@@ -164,88 +169,109 @@ DECLARE
     v_recipients jsonb := coalesce(notify_send.recipients, '[]');
     v_topics text[] := coalesce(notify_send.topics, '{}');
     v_params jsonb := coalesce(notify_send.params, '{}');
-    v_ids text[];
-    v_reasons text[];
-    v_distinct integer;
+    v_ids text[] := '{}';
+    v_reasons text[] := '{}';
+    v_distinct integer := 0;
+    v_ok boolean;
     v_field text;
     v_message text;
     v_max integer;
 BEGIN
-    PERFORM notify_check_text('notifier', notify_send.notifier, 255);
-    PERFORM notify_check_text('key', notify_send.key, 255);
-    IF notify_send.actor <> '' THEN
-        PERFORM notify_check_text('actor', notify_send.actor, 255);
+    IF notify_send.notifier IS NULL OR notify_send.notifier = '' THEN
+        PERFORM notify_input_error('notifier', 'is required');
+    ELSIF octet_length(notify_send.notifier) > 255 THEN
+        PERFORM notify_input_error('notifier', 'longer than 255 bytes');
+    END IF;
+    IF notify_send.key IS NULL OR notify_send.key = '' THEN
+        PERFORM notify_input_error('key', 'is required');
+    ELSIF octet_length(notify_send.key) > 255 THEN
+        PERFORM notify_input_error('key', 'longer than 255 bytes');
+    END IF;
+    IF octet_length(notify_send.actor) > 255 THEN
+        PERFORM notify_input_error('actor', 'longer than 255 bytes');
     END IF;
     IF jsonb_typeof(v_recipients) = 'null' THEN
         v_recipients := '[]';
     ELSIF jsonb_typeof(v_recipients) <> 'array' THEN
-        PERFORM notify_input_error('recipients', format('want a JSON array, got JSON %s', jsonb_typeof(v_recipients)));
+        PERFORM notify_input_error('recipients', 'want a JSON array, got JSON ' || jsonb_typeof(v_recipients));
     END IF;
     IF jsonb_array_length(v_recipients) = 0 AND cardinality(v_topics) = 0 THEN
         PERFORM notify_input_error('recipients', 'give at least one recipient or topic');
     END IF;
 
-    -- One pass over the list: the first malformed entry, and the ids and
-    -- reasons sorted by id in byte order (stable: an id given twice keeps its
-    -- entries in the order given), as SendTx sorts them.
-    SELECT (array_agg(r.field ORDER BY r.ord) FILTER (WHERE r.field IS NOT NULL))[1],
-           (array_agg(r.message ORDER BY r.ord) FILTER (WHERE r.field IS NOT NULL))[1],
-           coalesce(array_agg(r.rid ORDER BY r.rid COLLATE "C", r.ord), '{}'),
-           coalesce(array_agg(r.reason ORDER BY r.rid COLLATE "C", r.ord), '{}'),
-           count(DISTINCT r.rid COLLATE "C")
-    INTO v_field, v_message, v_ids, v_reasons, v_distinct
-    FROM (
-        SELECT e.ord, x.rid, x.reason,
-               CASE WHEN c.problem IS NULL THEN NULL
-                    ELSE format('recipients[%s]', e.ord - 1) || c.sub END AS field,
-               c.problem AS message
+    IF jsonb_array_length(v_recipients) > 0 THEN
+        -- The ids and reasons sorted by id in byte order (stable: an id given
+        -- twice keeps its entries in the order given), as SendTx sorts them.
+        SELECT coalesce(bool_and(coalesce(CASE jsonb_typeof(e.v)
+                   WHEN 'string' THEN octet_length(e.v #>> '{}') BETWEEN 1 AND 255
+                   WHEN 'object' THEN e.v - 'id' - 'reason' = '{}'
+                       AND jsonb_typeof(e.v -> 'id') = 'string' AND octet_length(e.v ->> 'id') BETWEEN 1 AND 255
+                       AND coalesce(jsonb_typeof(e.v -> 'reason'), 'null') IN ('string', 'null')
+                       AND coalesce(octet_length(e.v ->> 'reason'), 0) <= 64
+                   ELSE false END, false)), true),
+               array_agg(x.rid ORDER BY x.rid COLLATE "C", e.ord),
+               array_agg(coalesce(nullif(x.reason, ''), 'direct') ORDER BY x.rid COLLATE "C", e.ord),
+               count(DISTINCT x.rid COLLATE "C")
+        INTO v_ok, v_ids, v_reasons, v_distinct
         FROM jsonb_array_elements(v_recipients) WITH ORDINALITY AS e(v, ord)
-        CROSS JOIN LATERAL (
-            SELECT CASE jsonb_typeof(e.v) WHEN 'string' THEN e.v #>> '{}' WHEN 'object' THEN e.v ->> 'id' END AS rid,
-                   CASE WHEN jsonb_typeof(e.v) = 'object' THEN nullif(e.v ->> 'reason', '') END AS given_reason,
-                   (SELECT k FROM jsonb_object_keys(CASE WHEN jsonb_typeof(e.v) = 'object' THEN e.v END) AS k
-                    WHERE k NOT IN ('id', 'reason') ORDER BY k LIMIT 1) AS unknown_key
-        ) g
-        CROSS JOIN LATERAL (SELECT g.rid, coalesce(g.given_reason, 'direct') AS reason) x
-        CROSS JOIN LATERAL (
-            SELECT CASE
-                WHEN jsonb_typeof(e.v) NOT IN ('string', 'object') THEN ''
-                WHEN g.unknown_key IS NOT NULL THEN '.' || g.unknown_key
-                WHEN jsonb_typeof(e.v -> 'id') NOT IN ('string', 'null') THEN '.id'
-                WHEN jsonb_typeof(e.v -> 'reason') NOT IN ('string', 'null') THEN '.reason'
-                WHEN coalesce(g.rid, '') = '' OR octet_length(g.rid) > 255 THEN '.id'
-                WHEN octet_length(x.reason) > 64 THEN '.reason'
-            END AS sub,
-            CASE
-                WHEN jsonb_typeof(e.v) NOT IN ('string', 'object') THEN
-                    'want a recipient id (string) or an object {"id", "reason"}'
-                WHEN g.unknown_key IS NOT NULL THEN 'unknown field'
-                WHEN jsonb_typeof(e.v -> 'id') NOT IN ('string', 'null') THEN
-                    'want a string, got JSON ' || jsonb_typeof(e.v -> 'id')
-                WHEN jsonb_typeof(e.v -> 'reason') NOT IN ('string', 'null') THEN
-                    'want a string, got JSON ' || jsonb_typeof(e.v -> 'reason')
-                WHEN coalesce(g.rid, '') = '' THEN 'is required'
-                WHEN octet_length(g.rid) > 255 THEN 'longer than 255 bytes'
-                WHEN octet_length(x.reason) > 64 THEN 'longer than 64 bytes'
-            END AS problem
-        ) c
-    ) r;
-    IF v_field IS NOT NULL THEN
-        PERFORM notify_input_error(v_field, v_message);
+        CROSS JOIN LATERAL (SELECT coalesce(e.v ->> 'id', e.v #>> '{}') AS rid,
+                                   CASE WHEN jsonb_typeof(e.v) = 'object' THEN e.v ->> 'reason' END AS reason) x;
+        IF NOT v_ok THEN
+            -- The first bad entry, and what the HTTP API would say of it.
+            SELECT format('recipients[%s]', e.ord - 1) || c.sub, c.problem INTO v_field, v_message
+            FROM jsonb_array_elements(v_recipients) WITH ORDINALITY AS e(v, ord)
+            CROSS JOIN LATERAL (
+                SELECT CASE jsonb_typeof(e.v) WHEN 'string' THEN e.v #>> '{}' WHEN 'object' THEN e.v ->> 'id' END AS rid,
+                       CASE WHEN jsonb_typeof(e.v) = 'object' THEN nullif(e.v ->> 'reason', '') END AS reason,
+                       (SELECT min(k COLLATE "C") FROM jsonb_object_keys(CASE WHEN jsonb_typeof(e.v) = 'object' THEN e.v END) AS k
+                        WHERE k NOT IN ('id', 'reason')) AS unknown_key
+            ) g
+            CROSS JOIN LATERAL (
+                SELECT CASE
+                    WHEN jsonb_typeof(e.v) NOT IN ('string', 'object') THEN ''
+                    WHEN g.unknown_key IS NOT NULL THEN '.' || g.unknown_key
+                    WHEN jsonb_typeof(e.v -> 'id') NOT IN ('string', 'null') THEN '.id'
+                    WHEN jsonb_typeof(e.v -> 'reason') NOT IN ('string', 'null') THEN '.reason'
+                    WHEN coalesce(g.rid, '') = '' OR octet_length(g.rid) > 255 THEN '.id'
+                    WHEN octet_length(g.reason) > 64 THEN '.reason'
+                END AS sub,
+                CASE
+                    WHEN jsonb_typeof(e.v) NOT IN ('string', 'object') THEN
+                        'want a recipient id (string) or an object {"id", "reason"}'
+                    WHEN g.unknown_key IS NOT NULL THEN 'unknown field'
+                    WHEN jsonb_typeof(e.v -> 'id') NOT IN ('string', 'null') THEN
+                        'want a string, got JSON ' || jsonb_typeof(e.v -> 'id')
+                    WHEN jsonb_typeof(e.v -> 'reason') NOT IN ('string', 'null') THEN
+                        'want a string, got JSON ' || jsonb_typeof(e.v -> 'reason')
+                    WHEN coalesce(g.rid, '') = '' THEN 'is required'
+                    WHEN octet_length(g.rid) > 255 THEN 'longer than 255 bytes'
+                    WHEN octet_length(g.reason) > 64 THEN 'longer than 64 bytes'
+                END AS problem
+            ) c
+            WHERE c.problem IS NOT NULL
+            ORDER BY e.ord
+            LIMIT 1;
+            PERFORM notify_input_error(v_field, v_message);
+        END IF;
     END IF;
 
-    SELECT (array_agg(format('topics[%s]', t.ord - 1) ORDER BY t.ord)
-                FILTER (WHERE coalesce(t.topic, '') = '' OR octet_length(t.topic) > 255))[1],
-           (array_agg(CASE WHEN coalesce(t.topic, '') = '' THEN 'is required' ELSE 'longer than 255 bytes' END
-                      ORDER BY t.ord) FILTER (WHERE coalesce(t.topic, '') = '' OR octet_length(t.topic) > 255))[1]
-    INTO v_field, v_message
-    FROM unnest(v_topics) WITH ORDINALITY AS t(topic, ord);
-    IF v_field IS NOT NULL THEN
-        PERFORM notify_input_error(v_field, v_message);
+    IF cardinality(v_topics) > 0 THEN
+        -- Sorted in byte order, each topic once, as SendTx stores them.
+        SELECT coalesce(bool_and(coalesce(octet_length(t.topic), 0) BETWEEN 1 AND 255), false),
+               array_agg(DISTINCT t.topic COLLATE "C" ORDER BY t.topic COLLATE "C")
+        INTO v_ok, v_topics
+        FROM unnest(v_topics) AS t(topic);
+        IF NOT v_ok THEN
+            SELECT format('topics[%s]', t.ord - 1),
+                   CASE WHEN coalesce(t.topic, '') = '' THEN 'is required' ELSE 'longer than 255 bytes' END
+            INTO v_field, v_message
+            FROM unnest(notify_send.topics) WITH ORDINALITY AS t(topic, ord)
+            WHERE coalesce(octet_length(t.topic), 0) NOT BETWEEN 1 AND 255
+            ORDER BY t.ord
+            LIMIT 1;
+            PERFORM notify_input_error(v_field, v_message);
+        END IF;
     END IF;
-    -- Sorted in byte order, each topic once, as SendTx stores them.
-    SELECT coalesce(array_agg(DISTINCT t COLLATE "C" ORDER BY t COLLATE "C"), '{}') INTO v_topics
-    FROM unnest(v_topics) AS t;
 
     IF jsonb_typeof(v_params) = 'null' THEN
         v_params := '{}';
@@ -385,18 +411,19 @@ END
 $$;
 -- +goose StatementEnd
 
--- Pin every function's search_path to the schema it lives in (the one these
--- tables were created in), then pg_temp last so a temporary table never
--- shadows one of notifyd's.
+-- Pin the public functions' search_path to the schema they live in (the one
+-- these tables were created in), then pg_temp last so a temporary table never
+-- shadows one of notifyd's: an application calls them schema-qualified
+-- whatever its own search_path. The helpers they call inherit it.
+-- notify_enqueue is not pinned: SendTx calls it through a pool whose
+-- search_path reaches notifyd's schema, and pinning costs a configuration
+-- change on every call.
 -- +goose StatementBegin
 DO $$
 DECLARE
     f text;
 BEGIN
     FOREACH f IN ARRAY ARRAY[
-        'notify_input_error(text, text)',
-        'notify_check_text(text, text, integer)',
-        'notify_enqueue(uuid, text, text, text, text[], text[], text[], jsonb, timestamptz, boolean)',
         'notify_send(text, text, jsonb, jsonb, text[], text, timestamptz)',
         'notify_cancel(text, text)',
         'notify_subscribe(text, text, text)',
