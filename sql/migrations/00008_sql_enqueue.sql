@@ -173,6 +173,8 @@ DECLARE
     v_reasons text[] := '{}';
     v_distinct integer := 0;
     v_ok boolean;
+    v_entry jsonb;
+    v_result record;
     v_field text;
     v_message text;
     v_max integer;
@@ -199,7 +201,14 @@ BEGIN
         PERFORM notify_input_error('recipients', 'give at least one recipient or topic');
     END IF;
 
-    IF jsonb_array_length(v_recipients) > 0 THEN
+    v_entry := v_recipients -> 0;
+    IF jsonb_array_length(v_recipients) = 1 AND jsonb_typeof(v_entry) = 'string'
+       AND octet_length(v_entry #>> '{}') BETWEEN 1 AND 255 THEN
+        -- The common case, one recipient id, without a query.
+        v_ids := ARRAY[v_entry #>> '{}'];
+        v_reasons := '{direct}';
+        v_distinct := 1;
+    ELSIF jsonb_array_length(v_recipients) > 0 THEN
         -- The ids and reasons sorted by id in byte order (stable: an id given
         -- twice keeps its entries in the order given), as SendTx sorts them.
         SELECT coalesce(bool_and(coalesce(CASE jsonb_typeof(e.v)
@@ -255,7 +264,9 @@ BEGIN
         END IF;
     END IF;
 
-    IF cardinality(v_topics) > 0 THEN
+    IF cardinality(v_topics) = 1 AND octet_length(v_topics[1]) BETWEEN 1 AND 255 THEN
+        NULL; -- one valid topic: nothing to sort
+    ELSIF cardinality(v_topics) > 0 THEN
         -- Sorted in byte order, each topic once, as SendTx stores them.
         SELECT coalesce(bool_and(coalesce(octet_length(t.topic), 0) BETWEEN 1 AND 255), false),
                array_agg(DISTINCT t.topic COLLATE "C" ORDER BY t.topic COLLATE "C")
@@ -290,10 +301,13 @@ BEGIN
             notify_send.notifier, v_max USING ERRCODE = '22023', COLUMN = 'recipients';
     END IF;
 
-    RETURN QUERY
-    SELECT e.id, e.duplicate
-    FROM notify_enqueue(notify_uuidv7(), notify_send.notifier, notify_send.key, notify_send.actor, v_ids,
-                        v_reasons, v_topics, v_params, notify_send.send_at, v_distinct = cardinality(v_ids)) AS e;
+    -- An assignment, not a query: PL/pgSQL evaluates it without starting an
+    -- executor.
+    v_result := notify_enqueue(notify_uuidv7(), notify_send.notifier, notify_send.key, notify_send.actor, v_ids,
+                               v_reasons, v_topics, v_params, notify_send.send_at, v_distinct = cardinality(v_ids));
+    id := v_result.id;
+    duplicate := v_result.duplicate;
+    RETURN NEXT;
 END
 $$;
 -- +goose StatementEnd
