@@ -9,7 +9,11 @@
 // notify_deliveries ledger.
 package notifyd
 
-import "time"
+import (
+	"time"
+
+	"github.com/notifyd/notifyd/notifytype"
+)
 
 // Notification is one occurrence of a notifier ("user 42 commented on post 9").
 // Its identity is (Notifier, Key): sending the same pair again, at any later
@@ -59,57 +63,54 @@ type SendResult struct {
 }
 
 // Mode is a recipient's resolved posture for a channel.
-type Mode string
+type Mode = notifytype.Mode
 
-// Modes. in_app knows only ModeImmediate and ModeOff; ModeDigest is email-only.
+// Modes. A channel that cannot digest (every built-in one but email) reads
+// ModeDigest as ModeImmediate.
 const (
-	ModeImmediate Mode = "immediate"
-	ModeDigest    Mode = "digest"
-	ModeOff       Mode = "off"
+	ModeImmediate = notifytype.ModeImmediate
+	ModeDigest    = notifytype.ModeDigest
+	ModeOff       = notifytype.ModeOff
 )
 
 // NotificationStatus is the lifecycle state of a notification.
-type NotificationStatus string
+type NotificationStatus = notifytype.NotificationStatus
 
 // Notification statuses.
 const (
-	NotificationScheduled NotificationStatus = "scheduled" // send_at in the future
-	NotificationPending   NotificationStatus = "pending"   // waiting for or in fan-out
-	NotificationFannedOut NotificationStatus = "fanned_out"
-	NotificationCancelled NotificationStatus = "cancelled"
-	NotificationRejected  NotificationStatus = "rejected" // invalid at fan-out; error says why
+	NotificationScheduled = notifytype.NotificationScheduled // send_at in the future
+	NotificationPending   = notifytype.NotificationPending   // waiting for or in fan-out
+	NotificationFannedOut = notifytype.NotificationFannedOut
+	NotificationCancelled = notifytype.NotificationCancelled
+	NotificationRejected  = notifytype.NotificationRejected // invalid at fan-out; error says why
 )
 
 // DeliveryStatus is the state of one row of the delivery ledger.
-type DeliveryStatus string
+type DeliveryStatus = notifytype.DeliveryStatus
 
-// Delivery statuses. Pending, Sending, Failed, RateLimited and DigestPending are
-// on the way; the rest are terminal. A status this version does not know, read
-// back from the database, is treated as not sent: it never suppresses a send.
+// Delivery statuses (see notifytype for what each means). A status this
+// version does not know, read back from the database, is treated as not sent:
+// it never suppresses a send.
 const (
-	StatusPending       DeliveryStatus = "pending"
-	StatusSending       DeliveryStatus = "sending" // claimed by a send job
-	StatusFailed        DeliveryStatus = "failed"  // a temporary failure; a retry is scheduled
-	StatusRateLimited   DeliveryStatus = "rate_limited"
-	StatusSent          DeliveryStatus = "sent"
-	StatusRefused       DeliveryStatus = "refused"     // permanent failure
-	StatusExpired       DeliveryStatus = "expired"     // retried past retry.max_age
-	StatusUnavailable   DeliveryStatus = "unavailable" // channel not configured or no address
-	StatusSkipped       DeliveryStatus = "skipped"     // preference off or muted
-	StatusCancelled     DeliveryStatus = "cancelled"
-	StatusDigestPending DeliveryStatus = "digest_pending"
-	StatusDigestSending DeliveryStatus = "digest_sending" // claimed by a digest job
-	StatusDigestSent    DeliveryStatus = "digest_sent"
-	StatusDigestFailed  DeliveryStatus = "digest_failed"
-	StatusDigestDropped DeliveryStatus = "digest_dropped"
+	StatusPending       = notifytype.StatusPending
+	StatusSending       = notifytype.StatusSending
+	StatusFailed        = notifytype.StatusFailed
+	StatusRateLimited   = notifytype.StatusRateLimited
+	StatusSent          = notifytype.StatusSent
+	StatusRefused       = notifytype.StatusRefused
+	StatusExpired       = notifytype.StatusExpired
+	StatusUnavailable   = notifytype.StatusUnavailable
+	StatusSkipped       = notifytype.StatusSkipped
+	StatusCancelled     = notifytype.StatusCancelled
+	StatusDigestPending = notifytype.StatusDigestPending
+	StatusDigestSending = notifytype.StatusDigestSending
+	StatusDigestSent    = notifytype.StatusDigestSent
+	StatusDigestFailed  = notifytype.StatusDigestFailed
+	StatusDigestDropped = notifytype.StatusDigestDropped
 )
 
-// Terminal reports whether s is a final status. Unknown statuses are not terminal.
-func (s DeliveryStatus) Terminal() bool {
-	switch s {
-	case StatusSent, StatusRefused, StatusExpired, StatusUnavailable, StatusSkipped,
-		StatusCancelled, StatusDigestSent, StatusDigestFailed, StatusDigestDropped:
-		return true
-	}
-	return false
-}
+// Rule is one preference rule of a recipient: Scope "*", "category:<c>" or
+// "notifier:<n>", Channel "*" or a registered per-recipient channel, Mode
+// immediate, digest or off. The most specific scope wins (notifier > category
+// > *), then the most specific channel.
+type Rule = notifytype.Rule

@@ -210,13 +210,29 @@ func (c *Client) GetRecipient(ctx context.Context, id string) (Profile, error) {
 	return p, nil
 }
 
+// Erasure reports what EraseRecipient removed.
+type Erasure struct {
+	// Profile reports whether a profile was deleted.
+	Profile bool
+	// Inbox and Changes count the deleted inbox items and change-log entries.
+	Inbox, Changes int
+	// Preferences, Subscriptions and Mutes count the deleted settings.
+	Preferences, Subscriptions, Mutes int
+	// Deliveries counts the recipient's ledger rows, all now kept under a
+	// pseudonym; Cancelled is how many of them were still unsent and are
+	// now cancelled (digest_dropped for digest rows).
+	Deliveries, Cancelled int
+	// Notifications counts notifications whose inline recipients or actor
+	// named the recipient.
+	Notifications int
+}
+
 // EraseRecipient erases recipient id (the right to erasure) in a transaction
 // of its own, as DELETE /v1/recipients/{id} does: the profile, inbox,
 // settings and change log are deleted, the ledger rows kept under a
-// pseudonym (stores.ErasedID) and what was unsent cancelled. See
-// stores.EraseRecipient for exactly what is reached. ErrRecipientNotFound
-// when nothing of id existed.
-func (c *Client) EraseRecipient(ctx context.Context, id string) (*stores.Erasure, error) {
+// pseudonym and what was unsent cancelled (README, "Erasing a recipient").
+// ErrRecipientNotFound when nothing of id existed.
+func (c *Client) EraseRecipient(ctx context.Context, id string) (*Erasure, error) {
 	if err := checkText("id", id, 255); err != nil {
 		return nil, err
 	}
@@ -234,5 +250,10 @@ func (c *Client) EraseRecipient(ctx context.Context, id string) (*stores.Erasure
 	if errors.Is(err, stores.ErrNotFound) {
 		return nil, fmt.Errorf("%w: nothing of %q exists", ErrRecipientNotFound, id)
 	}
-	return e, err
+	if err != nil {
+		return nil, err
+	}
+	return &Erasure{Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes, Preferences: e.Preferences,
+		Subscriptions: e.Subscriptions, Mutes: e.Mutes, Deliveries: e.Deliveries, Cancelled: e.Cancelled,
+		Notifications: e.Notifications}, nil
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 )
 
 // The digest job kinds (SPEC §5). The bench does not import their args types
@@ -66,14 +66,14 @@ func runDigest(ctx context.Context, h *harness, recipients, perRecipient int, im
 
 // digestKindsBuilt reports whether the daemon's workers include the digest
 // kinds: River refuses to insert a kind no worker is registered for.
-func digestKindsBuilt(ctx context.Context, d *server.Daemon) (bool, error) {
-	tx, err := d.Pool.Begin(ctx)
+func digestKindsBuilt(ctx context.Context, d *server.Server) (bool, error) {
+	tx, err := d.Pool().Begin(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback(ctx)
 	for _, args := range []river.JobArgs{digestSweepProbe{}, digestProbe{}} {
-		_, err := d.River.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: jobs.QueueDigest})
+		_, err := d.River().InsertTx(ctx, tx, args, &river.InsertOpts{Queue: jobs.QueueDigest})
 		var unknown *river.UnknownJobKindError
 		if errors.As(err, &unknown) {
 			return false, nil
@@ -125,7 +125,7 @@ func measureDigest(ctx context.Context, h *harness, recipients, perRecipient int
 	// A clock a day ahead: every recipient's digest (schedule 08:00 in their
 	// zone, rows two days old) is past due when the sweep looks.
 	clock := func() time.Time { return time.Now().Add(24 * time.Hour) }
-	d, err := server.New(ctx, cfg, server.Options{NoHTTP: true, Clock: clock, Logger: h.logger, DrainTimeout: 5 * time.Second})
+	d, err := server.New(ctx, server.Options{Config: cfg, NoHTTP: true, Clock: clock, Logger: h.logger, DrainTimeout: 5 * time.Second})
 	if err != nil {
 		return measurement{}, err
 	}
@@ -159,7 +159,7 @@ func measureDigest(ctx context.Context, h *harness, recipients, perRecipient int
 	// the clock starts when the daemon does).
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// The maintenance queue, where the periodic sweep runs.
-		_, err := d.River.InsertTx(ctx, tx, digestSweepProbe{}, &river.InsertOpts{Queue: jobs.QueueMaintenance})
+		_, err := d.River().InsertTx(ctx, tx, digestSweepProbe{}, &river.InsertOpts{Queue: jobs.QueueMaintenance})
 		return err
 	}); err != nil {
 		d.Close()

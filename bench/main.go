@@ -39,10 +39,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/notifyd/notifyd/server"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +79,11 @@ func main() {
 }
 
 func run() int {
+	// The daemon under test runs with the collector target `notifyd run`
+	// sets (server.New itself sets none).
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(server.DefaultGCPercent)
+	}
 	var o options
 	flag.IntVar(&o.fanoutN, "fanout-n", 100_000, "recipients of the fan-out scenario (and rows of the raw baseline)")
 	flag.IntVar(&o.naiveN, "naive-n", 0, "jobs of the naive fan-out baseline (0: -fanout-n)")

@@ -124,9 +124,9 @@ func loadConfig(o configOptions) (*config.Config, error) {
 	return cfg, nil
 }
 
-// runningDaemon is a server.Daemon running in this process.
+// runningDaemon is a server.Server running in this process.
 type runningDaemon struct {
-	*server.Daemon
+	*server.Server
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -139,7 +139,8 @@ func startDaemon(ctx context.Context, cfg *config.Config, opts server.Options, l
 		opts.Logger = logger
 	}
 	opts.DrainTimeout = 5 * time.Second
-	d, err := server.New(ctx, cfg, opts)
+	opts.Config = cfg
+	d, err := server.New(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -147,9 +148,9 @@ func startDaemon(ctx context.Context, cfg *config.Config, opts server.Options, l
 }
 
 // runDaemon starts an assembled daemon.
-func runDaemon(d *server.Daemon) *runningDaemon {
+func runDaemon(d *server.Server) *runningDaemon {
 	rctx, cancel := context.WithCancel(context.Background())
-	r := &runningDaemon{Daemon: d, cancel: cancel, done: make(chan error, 1)}
+	r := &runningDaemon{Server: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- d.Run(rctx) }()
 	return r
 }

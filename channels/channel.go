@@ -13,14 +13,6 @@ import (
 	"time"
 )
 
-// Names of the built-in channels, as they appear in config and in the ledger.
-const (
-	InApp   = "in_app"
-	Email   = "email"
-	Webhook = "webhook"
-	Slack   = "slack"
-)
-
 // Recipient is the profile of the person a per-recipient message is for. Every
 // field but ID may be empty; a channel reports what it needs through Addressable.
 type Recipient struct {
@@ -31,6 +23,33 @@ type Recipient struct {
 	Timezone   string         `json:"timezone,omitempty"`
 	WebhookURL string         `json:"webhook_url,omitempty"`
 	Data       map[string]any `json:"data,omitempty"`
+}
+
+// Address returns the profile field a Plugin's Address names: "email",
+// "webhook_url", "name", "locale" or "timezone"; "" for any other name.
+func (r Recipient) Address(field string) string {
+	switch field {
+	case "email":
+		return r.Email
+	case "webhook_url":
+		return r.WebhookURL
+	case "name":
+		return r.Name
+	case "locale":
+		return r.Locale
+	case "timezone":
+		return r.Timezone
+	}
+	return ""
+}
+
+// MissingAddress is the reason recorded on the `unavailable` delivery of a
+// recipient whose profile lacks the field a Plugin's Address names.
+func MissingAddress(field string) string {
+	if field == "email" {
+		return "recipient has no email address"
+	}
+	return "recipient has no " + field
 }
 
 // Message is one delivery handed to a channel. DeliveryID is the ledger row's id
@@ -53,13 +72,15 @@ type Message struct {
 	Attempt int
 }
 
-// Channel delivers one message per recipient.
+// Channel delivers one message per recipient. A per-recipient Plugin's Open
+// returns one.
 type Channel interface {
 	// Name is the channel's name in config and in the ledger ("email").
 	Name() string
 	// Addressable reports whether the recipient can be reached on this channel for
 	// the notifier; a non-nil error is the reason recorded on an `unavailable`
-	// delivery at fan-out time (for example "recipient has no email address").
+	// delivery at fan-out time (for example "webhook_url is not an https URL").
+	// The fan-out asks only about recipients that have the Plugin's Address.
 	Addressable(notifier string, r Recipient) error
 	// Send delivers msg. It is called outside any database transaction. The
 	// returned error is classified with Classify: wrap it with Temporary,

@@ -79,7 +79,7 @@ func startDaemon(t *testing.T) string {
 	_, url := pgtest.NewDBURL(t)
 	cfg := notifydtest.Config(t, "")
 	cfg.Database.URL = url
-	d, err := server.New(context.Background(), cfg, server.Options{NoHTTP: true, Logger: notifydtest.Logger()})
+	d, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true, Logger: notifydtest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,32 @@ func Parse(path string, data []byte) (*Config, error) {
 	return parseWith(path, data, os.LookupEnv)
 }
 
+// Checker checks the parts of a parsed config that belong to plug-ins (the
+// channels' sections), reporting every problem through p.
+// channels.Registry.Check is one.
+type Checker func(c *Config, p *Problems)
+
+// LoadWith is Load followed by check, with check's problems merged into
+// Load's in line order: one run reports everything wrong with the file.
+// check runs only on a file that parsed as YAML.
+func LoadWith(path string, check Checker) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return ParseWith(path, data, check)
+}
+
+// ParseWith is Parse followed by check (see LoadWith).
+func ParseWith(path string, data []byte, check Checker) (*Config, error) {
+	return parseCheck(path, data, os.LookupEnv, check)
+}
+
 func parseWith(path string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	return parseCheck(path, data, lookup, nil)
+}
+
+func parseCheck(path string, data []byte, lookup func(string) (string, bool), check Checker) (*Config, error) {
 	el := newErrorList(path)
 	c := &Config{}
 	c.setDefaults()
@@ -75,6 +100,10 @@ func parseWith(path string, data []byte, lookup func(string) (string, bool)) (*C
 		c.Notifiers = map[string]*Notifier{}
 	}
 	c.validate(el)
+	c.lines = el.lines
+	if check != nil {
+		check(c, &Problems{el: el})
+	}
 	if err := el.err(); err != nil {
 		return nil, err
 	}

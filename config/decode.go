@@ -18,6 +18,22 @@ import (
 // left out keeps it.
 type defaulter interface{ setDefaults() }
 
+// Defaulter is implemented by a channel's config types that have defaults
+// (see Problems.Decode): SetDefaults is called on a freshly allocated value
+// before the file's keys are decoded into it, so a key written in the file
+// wins and a key left out keeps its default.
+type Defaulter interface{ SetDefaults() }
+
+// setDefaults calls the value's defaulter, if it has one.
+func setDefaults(v any) {
+	switch df := v.(type) {
+	case defaulter:
+		df.setDefaults()
+	case Defaulter:
+		df.SetDefaults()
+	}
+}
+
 // decoder decodes a yaml.Node tree into Go values by reflection, following the
 // `yaml` struct tags. It never stops at the first problem: every mistake is
 // added to errs with its key path and line, and decoding goes on with the rest.
@@ -31,15 +47,16 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // was: an unset ${VAR} or an empty key keeps the default.
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	n = resolveAlias(n)
+	if d.decodeSection(n, path, v) {
+		return
+	}
 	if isNull(n) {
 		return
 	}
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
-			if df, ok := v.Interface().(defaulter); ok {
-				df.setDefaults()
-			}
+			setDefaults(v.Interface())
 		}
 		d.decode(n, path, v.Elem())
 		return
@@ -135,9 +152,7 @@ func (d *decoder) decodeMap(n *yaml.Node, path string, v reflect.Value) {
 			if e.Kind() == reflect.Pointer && e.IsNil() {
 				// `name:` with nothing under it is an entry with every default.
 				e.Set(reflect.New(e.Type().Elem()))
-				if df, ok := e.Interface().(defaulter); ok {
-					df.setDefaults()
-				}
+				setDefaults(e.Interface())
 			}
 		}
 		m.SetMapIndex(reflect.ValueOf(p.key.Value).Convert(v.Type().Key()), e)

@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Defaults, as documented on the Config fields and in SPEC §11.
+// Defaults, as documented on the Config fields and in config.example.yaml.
 const (
 	defaultSchema      = "public"
 	defaultListen      = "127.0.0.1:8080"
@@ -54,21 +54,4 @@ func (c *Config) setDefaults() {
 	}
 }
 
-func (e *Email) setDefaults() {
-	e.SMTP.TLS = "none"
-	e.Timeout = Duration(30 * time.Second)
-}
-
-func (w *Webhook) setDefaults() { w.Timeout = Duration(10 * time.Second) }
-
-func (s *Slack) setDefaults() { s.Timeout = Duration(10 * time.Second) }
-
 func (n *Notifier) setDefaults() { n.MaxRecipients = defaultMaxRecips }
-
-func (t *InAppTemplates) setDefaults() { t.Default = modeImmediate }
-
-func (t *WebhookTemplates) setDefaults() { t.Default = modeOff }
-
-// EmailTemplates has no setDefaults: the same type is used for locale
-// variants, which must not carry a default mode. validate fills in
-// "immediate" for a notifier's top-level email templates.

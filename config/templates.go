@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/notifyd/notifyd/channels"
 	htmltemplate "html/template"
 	"math/big"
 	"strings"
@@ -58,9 +57,16 @@ var textFuncs = template.FuncMap{
 // validation can parse and render templates that use it.
 const recipientFunc = "recipient"
 
-func exampleRecipient() channels.Recipient {
-	return channels.Recipient{ID: "example", Email: "example@example.test", Name: "Example Person", Locale: "en",
-		Timezone: "UTC"}
+// exampleProfile has the fields of a recipient's profile as a channel's
+// templates see them (channels.Recipient), for rendering at check time.
+type exampleProfile struct {
+	ID, Email, Name, Locale, Timezone, WebhookURL string
+	Data                                          map[string]any
+}
+
+func exampleRecipient() exampleProfile {
+	return exampleProfile{ID: "example", Email: "example@example.test", Name: "Example Person", Locale: "en",
+		Timezone: "UTC", Data: map[string]any{}}
 }
 
 // parseText parses a text/template named name with missingkey=zero. An empty
@@ -221,87 +227,6 @@ func floatNumbers(v any) any {
 		return s
 	}
 	return v
-}
-
-// RenderInApp renders the notifier's in_app title, body and url with params as
-// the templates' dot (nil params are {}; json.Number values are read as
-// float64, see the package doc). Empty templates render "". It fails when the
-// notifier has no in_app channel or a template fails to execute; a missing
-// param is not a failure: it renders as "".
-func (n *Notifier) RenderInApp(params map[string]any) (title, body, url string, err error) {
-	t := n.Channels.InApp
-	if t == nil {
-		return "", "", "", fmt.Errorf("notifier %q has no in_app channel", n.Name)
-	}
-	data := dot(params)
-	if title, err = execText(t.TitleTmpl, data); err != nil {
-		return "", "", "", err
-	}
-	if body, err = execText(t.BodyTmpl, data); err != nil {
-		return "", "", "", err
-	}
-	if url, err = execText(t.URLTmpl, data); err != nil {
-		return "", "", "", err
-	}
-	return title, body, url, nil
-}
-
-// EmailFor returns the email templates for a recipient locale: the variant
-// whose key equals locale (case-insensitive, "_" read as "-"), else the variant
-// for its language ("pt" for "pt-BR"), else the notifier's default templates.
-// It returns nil when the notifier has no email channel.
-func (n *Notifier) EmailFor(locale string) *EmailTemplates {
-	t := n.Channels.Email
-	if t == nil {
-		return nil
-	}
-	want := normLocale(locale)
-	if want == "" || len(t.Locales) == 0 {
-		return t
-	}
-	lang, _, _ := strings.Cut(want, "-")
-	var byLang *EmailTemplates
-	for k, v := range t.Locales {
-		switch normLocale(k) {
-		case want:
-			return v
-		case lang:
-			byLang = v
-		}
-	}
-	if byLang != nil {
-		return byLang
-	}
-	return t
-}
-
-func normLocale(s string) string {
-	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", "-"))
-}
-
-// Render renders an email's subject, text and html with params as the dot. A
-// part whose template is empty renders "" (an email without an html part, say).
-func (t *EmailTemplates) Render(params map[string]any) (subject, text, html string, err error) {
-	data := dot(params)
-	if subject, err = execText(t.SubjectTmpl, data); err != nil {
-		return "", "", "", err
-	}
-	if text, err = execText(t.TextTmpl, data); err != nil {
-		return "", "", "", err
-	}
-	if html, err = execHTML(t.HTMLTmpl, data); err != nil {
-		return "", "", "", err
-	}
-	return subject, text, html, nil
-}
-
-// RenderSlack renders the notifier's slack text with params as the dot. It
-// fails when the notifier has no slack channel.
-func (n *Notifier) RenderSlack(params map[string]any) (string, error) {
-	if n.Channels.Slack == nil {
-		return "", fmt.Errorf("notifier %q has no slack channel", n.Name)
-	}
-	return execText(n.Channels.Slack.TextTmpl, dot(params))
 }
 
 // Render renders the digest subject, text and html for data. html is "" when

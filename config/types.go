@@ -1,4 +1,5 @@
-// Package config loads and validates notifyd's YAML configuration (SPEC §11).
+// Package config loads and validates notifyd's YAML configuration (the
+// README's "Configuration"; config.example.yaml documents every key).
 //
 // Load expands ${VAR} from the environment, rejects unknown keys, and validates
 // every value; each error names the file, the key path and the line. A loaded
@@ -39,6 +40,10 @@ type Config struct {
 
 	// Path is the file the config was loaded from ("" when parsed from bytes).
 	Path string `yaml:"-"`
+
+	// lines maps every key path of the file to its line, for the problems
+	// the channels report about their sections (NewProblems).
+	lines map[string]int
 }
 
 // Database says where notifyd keeps its tables and River's.
@@ -82,55 +87,11 @@ type Queues struct {
 	SendBatch int `yaml:"send_batch"`
 }
 
-// Channels configures the delivery channels. A nil channel is not configured:
-// its deliveries are `unavailable` at fan-out time.
-type Channels struct {
-	Email   *Email   `yaml:"email"`
-	Webhook *Webhook `yaml:"webhook"`
-	Slack   *Slack   `yaml:"slack"`
-}
-
-// Email configures the SMTP channel.
-type Email struct {
-	From string `yaml:"from"`
-	SMTP SMTP   `yaml:"smtp"`
-	// Rate is messages per second per replica; 0 is unlimited.
-	Rate float64 `yaml:"rate"`
-	// ListUnsubscribe, when set, is rendered (text/template, with .Recipient and
-	// .Notifier) into a List-Unsubscribe header.
-	ListUnsubscribe string `yaml:"list_unsubscribe"`
-	// Timeout bounds one SMTP conversation (dial to QUIT of one message). Default 30s.
-	Timeout Duration `yaml:"timeout"`
-
-	// ListUnsubscribeTmpl is ListUnsubscribe parsed (missingkey=zero), set by
-	// Load; nil when ListUnsubscribe is empty.
-	ListUnsubscribeTmpl *template.Template `yaml:"-"`
-}
-
-// SMTP is the mail server email is handed to.
-type SMTP struct {
-	Host     string `yaml:"host"`
-	Port     int    `yaml:"port"`
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
-	TLS      string `yaml:"tls"` // none | starttls | tls; default none
-}
-
-// Webhook configures the webhook channel.
-type Webhook struct {
-	// Secret signs payloads (Standard Webhooks). It may be "whsec_<base64>" or raw
-	// text. Secrets lists extra secrets that are also signed with while one rotates.
-	Secret       string   `yaml:"secret"`
-	Secrets      []string `yaml:"secrets"`
-	Timeout      Duration `yaml:"timeout"`       // default 10s
-	AllowPrivate bool     `yaml:"allow_private"` // allow loopback/private/link-local destinations
-}
-
-// Slack configures the Slack channel (URLs are per notifier).
-type Slack struct {
-	Timeout      Duration `yaml:"timeout"` // default 10s
-	AllowPrivate bool     `yaml:"allow_private"`
-}
+// Channels holds the channels' sections of the file (channels.<name>) by
+// channel name, undecoded: each registered channel decodes its own (see
+// Section). A channel without a section is not configured, and its deliveries
+// are `unavailable` at fan-out time, unless the channel needs no config.
+type Channels map[string]*Section
 
 // Retry bounds how long a failing delivery is retried.
 type Retry struct {
@@ -145,7 +106,7 @@ type Retry struct {
 	SweepCron cron.Schedule `yaml:"-"`
 }
 
-// Digest configures email digests (SPEC §9).
+// Digest configures digests (the README's "Digests").
 type Digest struct {
 	Schedule string `yaml:"schedule"` // per recipient, in their timezone; default "0 8 * * *"
 	Sweep    string `yaml:"sweep"`    // default "CRON_TZ=UTC */5 * * * *"
@@ -201,61 +162,26 @@ type Notifier struct {
 
 	// Schema is Params compiled, set by Load (nil when Params is nil).
 	Schema *jsonschema.Schema `yaml:"-"`
+
+	// example is what ExampleParams returns, set by Load.
+	example map[string]any
 }
 
-// NotifierChannels holds a notifier's per-channel templates and default modes.
-// A nil channel is not used by the notifier.
-type NotifierChannels struct {
-	InApp   *InAppTemplates   `yaml:"in_app"`
-	Email   *EmailTemplates   `yaml:"email"`
-	Webhook *WebhookTemplates `yaml:"webhook"`
-	Slack   *SlackTemplates   `yaml:"slack"`
-}
+// NotifierChannels holds a notifier's sections per channel
+// (notifiers.<n>.channels.<name>). A channel without a section is not used by
+// the notifier.
+type NotifierChannels map[string]*NotifierChannel
 
-// InAppTemplates render the inbox item (text/template over params).
-type InAppTemplates struct {
-	Default string `yaml:"default"` // immediate | off; default immediate
-	Title   string `yaml:"title"`
-	Body    string `yaml:"body"`
-	URL     string `yaml:"url"`
-
-	// Parsed forms, set by Load; each is nil when its source is empty (and
-	// renders as "" through Notifier.RenderInApp).
-	TitleTmpl, BodyTmpl, URLTmpl *template.Template `yaml:"-"`
-}
-
-// EmailTemplates render an email. Locales maps a locale ("fr", "pt-BR") to
-// variants; a recipient's locale picks the exact match, then its language, then
-// the default templates.
-type EmailTemplates struct {
-	Default string                     `yaml:"default"` // immediate | digest | off; default immediate
-	Subject string                     `yaml:"subject"`
-	Text    string                     `yaml:"text"`
-	HTML    string                     `yaml:"html"`
-	Locales map[string]*EmailTemplates `yaml:"locales"`
-
-	// Parsed forms, set by Load; the dot is the params object. TextTmpl or
-	// HTMLTmpl is nil when that part is not configured (at least one is set).
-	SubjectTmpl *template.Template     `yaml:"-"`
-	TextTmpl    *template.Template     `yaml:"-"`
-	HTMLTmpl    *htmltemplate.Template `yaml:"-"`
-}
-
-// WebhookTemplates configure the webhook channel for a notifier. With URL set the
-// notifier also sends one bulk webhook per notification to it; per-recipient
-// webhooks go to each recipient's profile webhook_url.
-type WebhookTemplates struct {
-	Default string `yaml:"default"` // immediate | off (per-recipient); default off
-	URL     string `yaml:"url"`     // notifier-level (bulk) destination, optional
-}
-
-// SlackTemplates configure the bulk Slack message.
-type SlackTemplates struct {
-	WebhookURL string `yaml:"webhook_url"`
-	Text       string `yaml:"text"`
-
-	// TextTmpl is Text parsed, set by Load; the dot is the params object.
-	TextTmpl *template.Template `yaml:"-"`
+// NotifierChannel is one notifier's section for one channel. The key
+// `default`, the notifier's mode on the channel before any preference, is
+// read by notifyd itself; every other key belongs to the channel, which
+// decodes Section (its templates, a destination URL).
+type NotifierChannel struct {
+	// Default is the `default` key: immediate, digest or off, as the channel
+	// allows; "" means the channel's own default.
+	Default string
+	// Section is the rest of the mapping, for the channel to decode.
+	Section *Section
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("72h").

@@ -1,11 +1,9 @@
 package config
 
 import (
-	"encoding/base64"
 	"fmt"
 	htmltemplate "html/template"
 	"net"
-	"net/mail"
 	"net/url"
 	"regexp"
 	"slices"
@@ -17,16 +15,11 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// Channel modes (SPEC §2).
-const (
-	modeImmediate = "immediate"
-	modeDigest    = "digest"
-	modeOff       = "off"
-)
-
 var (
-	identRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$`)
+	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	// channelNameRE is what a channel name may be: it appears in URLs, in
+	// preference rules and in the ledger.
+	channelNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 )
 
 // validate checks every value, fills in defaults that depend on other values,
@@ -112,55 +105,9 @@ func (c *Config) validateReasons(el *errorList) {
 }
 
 func (c *Config) validateChannels(el *errorList) {
-	if e := c.Channels.Email; e != nil {
-		if e.From == "" {
-			el.add("channels.email.from", "must be set (a sender address such as \"Acme <notify@acme.test>\")")
-		} else if _, err := mail.ParseAddress(e.From); err != nil {
-			el.add("channels.email.from", "invalid address %q: %v", e.From, err)
-		}
-		if e.SMTP.Host == "" {
-			el.add("channels.email.smtp.host", "must be set")
-		}
-		if e.SMTP.Port < 1 || e.SMTP.Port > 65535 {
-			if e.SMTP.Port == 0 {
-				el.add("channels.email.smtp.port", "must be set")
-			} else {
-				el.add("channels.email.smtp.port", "must be between 1 and 65535, got %d", e.SMTP.Port)
-			}
-		}
-		switch e.SMTP.TLS {
-		case "none", "starttls", "tls":
-		default:
-			el.add("channels.email.smtp.tls", "unknown tls mode %q (want none, starttls or tls)", e.SMTP.TLS)
-		}
-		if e.Rate < 0 {
-			el.add("channels.email.rate", "must not be negative (0 is unlimited), got %v", e.Rate)
-		}
-		positive(el, "channels.email.timeout", e.Timeout)
-		e.ListUnsubscribeTmpl = textTmpl(el, "channels.email.list_unsubscribe", e.ListUnsubscribe)
-	}
-	if w := c.Channels.Webhook; w != nil {
-		webhookSecret(el, "channels.webhook.secret", w.Secret)
-		for i, s := range w.Secrets {
-			p := fmt.Sprintf("channels.webhook.secrets[%d]", i)
-			if s == "" {
-				el.add(p, "must not be empty")
-			}
-			webhookSecret(el, p, s)
-		}
-		positive(el, "channels.webhook.timeout", w.Timeout)
-	}
-	if s := c.Channels.Slack; s != nil {
-		positive(el, "channels.slack.timeout", s.Timeout)
-	}
-}
-
-// webhookSecret checks that a "whsec_" secret carries base64, as Standard
-// Webhooks defines it. Any other text is used as raw key bytes.
-func webhookSecret(el *errorList, path, s string) {
-	if rest, ok := strings.CutPrefix(s, "whsec_"); ok {
-		if _, err := base64.StdEncoding.DecodeString(rest); err != nil || rest == "" {
-			el.add(path, "a whsec_ secret must be followed by base64")
+	for _, name := range sortedKeys(c.Channels) {
+		if !channelNameRE.MatchString(name) {
+			el.add(join("channels", name), "invalid channel name %q (want lower-case letters, digits and _)", name)
 		}
 	}
 }
@@ -239,80 +186,12 @@ func (n *Notifier) validate(el *errorList, path string) {
 		}
 	}
 
-	ch := &n.Channels
-	cp := join(path, "channels")
-	if t := ch.InApp; t != nil {
-		p := join(cp, "in_app")
-		mode(el, join(p, "default"), t.Default, modeImmediate, modeOff)
-		if t.Title == "" {
-			el.add(join(p, "title"), "must be set (every inbox item has a title)")
-		}
-		t.TitleTmpl = textTmpl(el, join(p, "title"), t.Title)
-		t.BodyTmpl = textTmpl(el, join(p, "body"), t.Body)
-		t.URLTmpl = textTmpl(el, join(p, "url"), t.URL)
-		renderCheck(el, join(p, "title"), t.TitleTmpl, example)
-		renderCheck(el, join(p, "body"), t.BodyTmpl, example)
-		renderCheck(el, join(p, "url"), t.URLTmpl, example)
-	}
-	if t := ch.Email; t != nil {
-		p := join(cp, "email")
-		if t.Default == "" && !el.has(join(p, "default")) {
-			t.Default = modeImmediate
-		}
-		mode(el, join(p, "default"), t.Default, modeImmediate, modeDigest, modeOff)
-		t.compile(el, p, example)
-		for _, loc := range sortedKeys(t.Locales) {
-			v := t.Locales[loc]
-			lp := join(join(p, "locales"), loc)
-			if !localeRE.MatchString(loc) {
-				el.add(lp, "invalid locale %q (want a language tag such as fr or pt-BR)", loc)
-			}
-			if v.Default != "" {
-				el.add(join(lp, "default"), "a locale variant has no mode of its own (set default on the email channel)")
-			}
-			if len(v.Locales) > 0 {
-				el.add(join(lp, "locales"), "locale variants do not nest")
-			}
-			v.compile(el, lp, example)
+	n.example = example
+	for _, name := range sortedKeys(n.Channels) {
+		if !channelNameRE.MatchString(name) {
+			el.add(join(join(path, "channels"), name), "invalid channel name %q (want lower-case letters, digits and _)", name)
 		}
 	}
-	if t := ch.Webhook; t != nil {
-		p := join(cp, "webhook")
-		mode(el, join(p, "default"), t.Default, modeImmediate, modeOff)
-		if t.URL != "" {
-			httpURL(el, join(p, "url"), t.URL)
-		}
-	}
-	if t := ch.Slack; t != nil {
-		p := join(cp, "slack")
-		if t.WebhookURL == "" {
-			el.add(join(p, "webhook_url"), "must be set (a Slack incoming-webhook URL)")
-		} else {
-			httpURL(el, join(p, "webhook_url"), t.WebhookURL)
-		}
-		if t.Text == "" {
-			el.add(join(p, "text"), "must be set")
-		}
-		t.TextTmpl = textTmpl(el, join(p, "text"), t.Text)
-		renderCheck(el, join(p, "text"), t.TextTmpl, example)
-	}
-}
-
-// compile parses and test-renders one set of email templates (the default or
-// a locale variant) at key path p.
-func (t *EmailTemplates) compile(el *errorList, p string, example map[string]any) {
-	if t.Subject == "" {
-		el.add(join(p, "subject"), "must be set")
-	}
-	if t.Text == "" && t.HTML == "" {
-		el.add(join(p, "text"), "text or html must be set")
-	}
-	t.SubjectTmpl = textTmpl(el, join(p, "subject"), t.Subject)
-	t.TextTmpl = textTmpl(el, join(p, "text"), t.Text)
-	t.HTMLTmpl = htmlTmpl(el, join(p, "html"), t.HTML)
-	renderCheck(el, join(p, "subject"), t.SubjectTmpl, example)
-	renderCheck(el, join(p, "text"), t.TextTmpl, example)
-	renderHTMLCheck(el, join(p, "html"), t.HTMLTmpl, example)
 }
 
 func textTmpl(el *errorList, path, src string) *template.Template {

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/notifytype"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
@@ -116,7 +115,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 		return nil // nothing pending (taken by another job, or dropped): no email
 	}
 
-	msg := email.DigestMessage{DeliveryID: digestID, Recipient: digestRecipient(a.Recipient, claim.Profile),
+	msg := channels.Digest{DeliveryID: digestID, Recipient: digestRecipient(a.Recipient, claim.Profile),
 		Data: config.DigestData{Items: w.items(ctx, claim.Items), Count: claim.Count}}
 	sendErr := d.Digests.SendDigest(ctx, msg)
 
@@ -129,7 +128,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	defer cancel()
 	var held int64
 	err = retrySettle(sctx, func() error {
-		if s.Status != string(notifyd.StatusDigestPending) {
+		if s.Status != string(notifytype.StatusDigestPending) {
 			var err error
 			held, err = d.digestGroups().settles.do(s)
 			return err
@@ -159,14 +158,14 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 			"err", errString(sendErr))
 	case sendErr == nil:
 		d.Metrics.DigestRun("sent")
-		d.Metrics.Delivery(channels.Email, s.Status, int(held))
+		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
 		log.DebugContext(ctx, "digest sent")
-	case s.Status == string(notifyd.StatusDigestPending):
+	case s.Status == string(notifytype.StatusDigestPending):
 		d.Metrics.DigestRun("retried")
 		log.InfoContext(ctx, "digest failed, retry scheduled", "err", sendErr, "retry_in", retryIn)
 	default:
 		d.Metrics.DigestRun("failed")
-		d.Metrics.Delivery(channels.Email, s.Status, int(held))
+		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
 		log.WarnContext(ctx, "digest failed", "err", sendErr)
 	}
 	return nil
@@ -222,7 +221,7 @@ func (w *DigestWorker) outcome(claim *stores.ClaimedDigest, digestID string, sen
 	d := w.Deps
 	s := stores.DigestSettlement{DigestID: digestID, ClaimedAt: claim.ClaimedAt}
 	if sendErr == nil {
-		s.Status = string(notifyd.StatusDigestSent)
+		s.Status = string(notifytype.StatusDigestSent)
 		return s, 0
 	}
 	msg := sendErr.Error()
@@ -230,25 +229,25 @@ func (w *DigestWorker) outcome(claim *stores.ClaimedDigest, digestID string, sen
 	kind, after := channels.Classify(sendErr)
 	switch kind {
 	case channels.KindPermanent, channels.KindGone:
-		s.Status, s.Error = string(notifyd.StatusDigestFailed), msg
+		s.Status, s.Error = string(notifytype.StatusDigestFailed), msg
 		return s, 0
 	case channels.KindRateLimited:
 		if after <= 0 {
 			after = time.Second
 		}
 		next := now.Add(after)
-		s.Status, s.NextAttemptAt, s.Refund = string(notifyd.StatusDigestPending), &next, true
+		s.Status, s.NextAttemptAt, s.Refund = string(notifytype.StatusDigestPending), &next, true
 		return s, after
 	}
 	wait := d.retryWait(claim.Attempts, after)
 	maxAge := d.maxAge()
 	next := now.Add(wait)
 	if next.Sub(claim.DueAt) > maxAge {
-		s.Status = string(notifyd.StatusDigestFailed)
+		s.Status = string(notifytype.StatusDigestFailed)
 		s.Error = fmt.Sprintf("expired after %d attempts over %s; last error: %s", claim.Attempts, maxAge, msg)
 		return s, 0
 	}
-	s.Status, s.Error, s.NextAttemptAt = string(notifyd.StatusDigestPending), msg, &next
+	s.Status, s.Error, s.NextAttemptAt = string(notifytype.StatusDigestPending), msg, &next
 	return s, wait
 }
 
@@ -266,11 +265,13 @@ func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem) []co
 			Title: r.Title, Body: r.Body, URL: r.URL, Params: params, CreatedAt: r.CreatedAt}
 		if nf, ok := w.Deps.Config.Notifier(r.Notifier); ok && !r.HasInbox {
 			it.Category = nf.Category
-			if nf.Channels.InApp != nil {
-				if it.Title, it.Body, it.URL, err = nf.RenderInApp(params); err != nil {
-					w.Deps.logger().WarnContext(ctx, "digest item: in_app templates failed; listed by notifier name",
+			if w.Deps.Inbox != nil && channels.Uses(nf, w.Deps.Registry.Inbox()) {
+				item, err := w.Deps.Inbox.RenderInbox(nf.Name, params)
+				if err != nil {
+					w.Deps.logger().WarnContext(ctx, "digest item: inbox templates failed; listed by notifier name",
 						"delivery_id", r.DeliveryID, "err", err)
 				}
+				it.Title, it.Body, it.URL = item.Title, item.Body, item.URL
 			}
 		}
 		if it.Title == "" {

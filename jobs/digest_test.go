@@ -16,8 +16,6 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
@@ -69,15 +67,10 @@ func setupDigest(t *testing.T, extra string) *digestBundle {
 	b := &digestBundle{emailBundle: &emailBundle{bundle: setup(t), smtp: smtptest.Start(t)}}
 	b.cfg = notifydtest.Config(t, digestConfig(b.smtp.Port(), extra))
 	b.deps.Config = b.cfg
-	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
-	b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
-	b.deps.Digests = sender
+	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	b.deps.Clock = func() time.Time { return time.Now().Add(time.Duration(b.offset.Load())) }
+	var err error
 	if b.client, err = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg}); err != nil {
 		t.Fatal(err)
 	}

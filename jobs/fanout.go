@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/notifytype"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
@@ -144,30 +144,15 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 	if err != nil {
 		return false, err
 	}
-	switch notifyd.NotificationStatus(st.Status) {
-	case notifyd.NotificationCancelled, notifyd.NotificationRejected, notifyd.NotificationFannedOut:
+	switch notifytype.NotificationStatus(st.Status) {
+	case notifytype.NotificationCancelled, notifytype.NotificationRejected, notifytype.NotificationFannedOut:
 		return true, w.complete(ctx, tx, job)
 	}
 
-	nf, ok := d.Config.Notifier(st.Notifier)
-	if !ok {
-		return true, w.reject(ctx, tx, job, st, fmt.Sprintf("unknown notifier %q", st.Notifier))
+	nf, item, reason := w.resolve(st)
+	if reason != "" {
+		return true, w.reject(ctx, tx, job, st, reason)
 	}
-	params, err := decodeParams(st.Params)
-	if err == nil {
-		err = nf.ValidateParams(params)
-	}
-	if err != nil {
-		return true, w.reject(ctx, tx, job, st, "invalid params: "+err.Error())
-	}
-	var title, body, url string
-	if nf.Channels.InApp != nil {
-		if title, body, url, err = nf.RenderInApp(params); err != nil {
-			// Deterministic: retrying renders the same error.
-			return true, w.reject(ctx, tx, job, st, "in_app templates do not render: "+err.Error())
-		}
-	}
-
 	if !st.Normalized {
 		if lane != 0 {
 			return false, fmt.Errorf("fan-out lane %d of %s before its normalisation", lane, id)
@@ -191,14 +176,47 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		}
 		return true, w.finishAlone(ctx, job)
 	}
+	return w.writeChunk(ctx, tx, job, st, nf, item, guarded, log)
+}
 
+// resolve finds the notification's notifier, checks its params against the
+// notifier's schema and renders its inbox item. A non-empty reason rejects
+// the notification: each is deterministic, so retrying cannot help.
+func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, item channels.InboxItem, reason string) {
+	d := w.Deps
+	nf, ok := d.Config.Notifier(st.Notifier)
+	if !ok {
+		return nil, item, fmt.Sprintf("unknown notifier %q", st.Notifier)
+	}
+	params, err := decodeParams(st.Params)
+	if err == nil {
+		err = nf.ValidateParams(params)
+	}
+	if err != nil {
+		return nil, item, "invalid params: " + err.Error()
+	}
+	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
+		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
+			return nil, item, inbox + " templates do not render: " + err.Error()
+		}
+	}
+	return nf, item, ""
+}
+
+// writeChunk is one chunk of the lane in tx: the next recipients (inline
+// and topic subscribers, merged), each one's mode per channel, their inbox
+// items, delivery rows and send jobs, and the lane's cursor, committed
+// together. It reports whether the job is finished.
+func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs], st *stores.FanoutState,
+	nf *config.Notifier, item channels.InboxItem, guarded bool, log *slog.Logger,
+) (done bool, err error) {
+	d := w.Deps
 	chunkSize := d.Config.Queues.FanoutChunk
 	if chunkSize <= 0 {
 		chunkSize = 1000
 	}
-	// Profiles address email and webhook deliveries; in_app needs none.
-	profiles := nf.Channels.Email != nil || nf.Channels.Webhook != nil
-	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, lane, chunkSize, scopesOf(nf), profiles)
+	profiles := d.needsProfiles(nf)
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles)
 	if err != nil {
 		return false, err
 	}
@@ -207,7 +225,7 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 	if err != nil {
 		return false, err
 	}
-	chunk.Title, chunk.Body, chunk.URL = title, body, url
+	chunk.Title, chunk.Body, chunk.URL = item.Title, item.Body, item.URL
 	res, err := stores.WriteChunk(ctx, tx, chunk, guarded)
 	if err != nil {
 		return false, err
@@ -355,7 +373,7 @@ func countTerminal(m *metrics.Metrics, c *stores.Chunk) {
 		return
 	}
 	for i, status := range c.DeliveryStatuses {
-		if notifyd.DeliveryStatus(status).Terminal() {
+		if notifytype.DeliveryStatus(status).Terminal() {
 			m.Delivery(c.DeliveryChannels[i], status, 1)
 		}
 	}
@@ -371,23 +389,23 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 		c.DeliveryRecipients = append(c.DeliveryRecipients, "")
 		c.DeliveryChannels = append(c.DeliveryChannels, channel)
 		c.DeliveryReasons = append(c.DeliveryReasons, "")
-		c.DeliveryModes = append(c.DeliveryModes, string(notifyd.ModeImmediate))
+		c.DeliveryModes = append(c.DeliveryModes, string(notifytype.ModeImmediate))
 		c.DeliveryStatuses = append(c.DeliveryStatuses, status)
 		c.DeliveryErrors = append(c.DeliveryErrors, why)
 	}
-	if nf.Channels.Slack != nil {
-		if b, ok := w.Deps.Bulk[channels.Slack]; ok && b.Configured(nf.Name) {
-			add(channels.Slack, string(notifyd.StatusPending), "")
-		} else {
-			add(channels.Slack, string(notifyd.StatusUnavailable), "slack channel is not configured")
+	for _, p := range w.Deps.Registry.Plugins() {
+		if !p.Bulk || !channels.Uses(nf, p.Name) {
+			continue
 		}
-	}
-	if nf.Channels.Webhook != nil && nf.Channels.Webhook.URL != "" {
-		if b, ok := w.Deps.Bulk[channels.Webhook]; ok && b.Configured(nf.Name) {
-			add(channels.Webhook, string(notifyd.StatusPending), "")
-		} else {
-			add(channels.Webhook, string(notifyd.StatusUnavailable), "webhook channel is not configured")
+		b, ok := w.Deps.Bulk[p.Name]
+		switch {
+		case ok && b.Configured(nf.Name):
+			add(p.Name, string(notifytype.StatusPending), "")
+		case !ok && !p.PerRecipient:
+			add(p.Name, string(notifytype.StatusUnavailable), p.Name+" channel is not configured")
 		}
+		// A channel that is per-recipient too and has no bulk destination
+		// for this notifier sends only per-recipient messages.
 	}
 	if len(c.DeliveryIDs) == 0 {
 		return nil
@@ -411,7 +429,7 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 	n := len(m.recipients)
 	ids := uuidv7.Batch{Size: n + 16}
 	c.InboxIDs, c.InboxRecipients, c.InboxReasons = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
-	addRow := func(r *mergedRecipient, channel string, mode notifyd.Mode, status notifyd.DeliveryStatus, why string) {
+	addRow := func(r *mergedRecipient, channel string, mode notifytype.Mode, status notifytype.DeliveryStatus, why string) {
 		c.DeliveryIDs = append(c.DeliveryIDs, ids.Next())
 		c.DeliveryRecipients = append(c.DeliveryRecipients, r.ID)
 		c.DeliveryChannels = append(c.DeliveryChannels, channel)
@@ -419,6 +437,13 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 		c.DeliveryModes = append(c.DeliveryModes, string(mode))
 		c.DeliveryStatuses = append(c.DeliveryStatuses, string(status))
 		c.DeliveryErrors = append(c.DeliveryErrors, why)
+	}
+	reg := w.Deps.Registry
+	var perRecipient []channels.Plugin
+	for _, p := range reg.Plugins() {
+		if p.PerRecipient {
+			perRecipient = append(perRecipient, p)
+		}
 	}
 	for i := range m.recipients {
 		r := &m.recipients[i]
@@ -430,15 +455,16 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 			return nil, fmt.Errorf("preferences of %s: %w", r.ID, err)
 		}
 		muted := isMuted(nf.Name, st.Topics, r)
-		for _, ch := range notifyd.PerRecipientChannels {
-			res := notifyd.Resolve(nf, ch, rules, muted)
-			if res.Mode == notifyd.ModeOff {
+		for _, p := range perRecipient {
+			ch := p.Name
+			res := reg.Resolve(nf, ch, rules, muted)
+			if res.Mode == notifytype.ModeOff {
 				if res.Why != "default" {
-					addRow(r, ch, notifyd.ModeOff, notifyd.StatusSkipped, offReason(res.Why))
+					addRow(r, ch, notifytype.ModeOff, notifytype.StatusSkipped, offReason(res.Why))
 				}
 				continue
 			}
-			if ch == channels.InApp {
+			if p.Inbox {
 				c.InboxIDs = append(c.InboxIDs, ids.Next())
 				c.InboxRecipients = append(c.InboxRecipients, r.ID)
 				c.InboxReasons = append(c.InboxReasons, r.Reason)
@@ -446,21 +472,37 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 			}
 			sender, ok := w.Deps.Channels[ch]
 			if !ok {
-				addRow(r, ch, res.Mode, notifyd.StatusUnavailable, ch+" channel is not configured")
+				addRow(r, ch, res.Mode, notifytype.StatusUnavailable, ch+" channel is not configured")
 				continue
 			}
-			if err := sender.Addressable(nf.Name, r.profile()); err != nil {
-				addRow(r, ch, res.Mode, notifyd.StatusUnavailable, err.Error())
+			profile := r.profile()
+			if p.Address != "" && profile.Address(p.Address) == "" {
+				addRow(r, ch, res.Mode, notifytype.StatusUnavailable, channels.MissingAddress(p.Address))
 				continue
 			}
-			if res.Mode == notifyd.ModeDigest {
-				addRow(r, ch, res.Mode, notifyd.StatusDigestPending, "")
+			if err := sender.Addressable(nf.Name, profile); err != nil {
+				addRow(r, ch, res.Mode, notifytype.StatusUnavailable, err.Error())
 				continue
 			}
-			addRow(r, ch, res.Mode, notifyd.StatusPending, "")
+			if res.Mode == notifytype.ModeDigest {
+				addRow(r, ch, res.Mode, notifytype.StatusDigestPending, "")
+				continue
+			}
+			addRow(r, ch, res.Mode, notifytype.StatusPending, "")
 		}
 	}
 	return c, nil
+}
+
+// needsProfiles reports whether the fan-out of nf reads recipients'
+// profiles: only a channel that sends (not the inbox) uses them.
+func (d *Deps) needsProfiles(nf *config.Notifier) bool {
+	for _, p := range d.Registry.Plugins() {
+		if p.PerRecipient && !p.Inbox && channels.Uses(nf, p.Name) {
+			return true
+		}
+	}
+	return false
 }
 
 func offReason(why string) string {
@@ -510,7 +552,7 @@ func decodeParams(raw json.RawMessage) (map[string]any, error) {
 	return params, nil
 }
 
-func decodeRules(raw json.RawMessage) ([]notifyd.Rule, error) {
+func decodeRules(raw json.RawMessage) ([]notifytype.Rule, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -518,9 +560,9 @@ func decodeRules(raw json.RawMessage) ([]notifyd.Rule, error) {
 	if err := json.Unmarshal(raw, &triples); err != nil {
 		return nil, err
 	}
-	rules := make([]notifyd.Rule, len(triples))
+	rules := make([]notifytype.Rule, len(triples))
 	for i, t := range triples {
-		rules[i] = notifyd.Rule{Scope: t[0], Channel: t[1], Mode: notifyd.Mode(t[2])}
+		rules[i] = notifytype.Rule{Scope: t[0], Channel: t[1], Mode: notifytype.Mode(t[2])}
 	}
 	return rules, nil
 }

@@ -37,8 +37,8 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bundle{pool: pool, cfg: cfg, client: client,
-		deps: &jobs.Deps{Pool: pool, Config: cfg, Logger: notifydtest.Logger()}}
+	deps := &jobs.Deps{Pool: pool, Config: cfg, Logger: notifydtest.Logger()}
+	return &bundle{pool: pool, cfg: cfg, client: client, deps: notifydtest.Wire(deps, notifydtest.Channels(t, cfg))}
 }
 
 func recipients(n int, reason string) []notifyd.Recipient {
@@ -293,6 +293,7 @@ func TestFanoutRejectsTemplatesThatDoNotRender(t *testing.T) {
       in_app: {title: "{{.user.name}}"}
 `)
 	b.deps.Config = cfg
+	notifydtest.Wire(b.deps, notifydtest.Channels(t, cfg))
 	client, _ := notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: cfg})
 	// {{.user.name}} with user a string cannot render.
 	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "deep.field", Key: "k",

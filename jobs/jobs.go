@@ -1,12 +1,11 @@
 // Package jobs holds notifyd's River job kinds and their workers: the fan-out,
-// the sends, the digests and the periodic sweeps (SPEC §5).
+// the sends, the digests and the periodic sweeps (docs/architecture.md).
 //
 // Every worker takes its dependencies from a *Deps built once by the daemon;
 // nothing here reads globals or the environment.
 package jobs
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
 )
@@ -27,23 +25,27 @@ const (
 	QueueMaintenance = "maintenance"
 )
 
-// DigestSender sends one recipient's digest email. *email.Sender implements it.
-type DigestSender interface {
-	SendDigest(ctx context.Context, d email.DigestMessage) error
-}
+// DigestSender sends one recipient's digest: the channel that digests.
+type DigestSender = channels.DigestChannel
 
 // Deps is what the workers need.
 type Deps struct {
 	Pool   *pgxpool.Pool
 	Config *config.Config
-	// Channels are the configured per-recipient channels by name (email,
-	// webhook). A channel missing here is not configured: its deliveries are
+	// Registry is every registered channel: the fan-out resolves each
+	// recipient's mode on each of its per-recipient channels.
+	Registry *channels.Registry
+	// Inbox renders in-app items (nil: no inbox channel is registered).
+	Inbox channels.InboxChannel
+	// Channels are the configured per-recipient channels by name. A
+	// registered channel missing here is not configured: its deliveries are
 	// unavailable at fan-out time.
 	Channels map[string]channels.Channel
-	// Bulk are the configured bulk channels by name (slack, webhook).
+	// Bulk are the configured bulk channels by name.
 	Bulk map[string]channels.BulkChannel
-	// Digests sends digest emails; nil when email is not configured (digest
-	// rows are then never written: fan-out marks email unavailable).
+	// Digests sends digests; nil when the channel that digests is not
+	// configured (digest rows are then never written: the fan-out marks that
+	// channel unavailable).
 	Digests DigestSender
 	Logger  *slog.Logger
 	// Clock returns the current time; tests inject one. Nil means time.Now.

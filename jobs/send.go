@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/notifytype"
 	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -91,7 +91,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 		}
 		if ctx.Err() != nil || time.Now().After(budget) {
 			at := d.now()
-			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusFailed),
+			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed),
 				NextAttemptAt: &at, Refund: true})
 			retryIDs, retryAt = append(retryIDs, c.ID), append(retryAt, at)
 			continue
@@ -105,7 +105,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 		}
 		d.Metrics.Send(c.Channel, outcome, time.Since(started))
 		if sendErr == nil {
-			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusSent), Terminal: true})
+			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusSent), Terminal: true})
 			log.DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
 			continue
 		}
@@ -113,7 +113,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 		msg := sendErr.Error()
 		switch kind {
 		case channels.KindPermanent, channels.KindGone:
-			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusRefused),
+			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRefused),
 				Error: msg, Terminal: true})
 			if kind == channels.KindGone && c.Recipient != nil {
 				gone = append(gone, *c.Recipient)
@@ -213,7 +213,7 @@ func retrySettle(ctx context.Context, settle func() error) error {
 
 func (w *SendWorker) rateLimited(c *stores.Claimed, after time.Duration) stores.Settlement {
 	at := w.Deps.now().Add(after)
-	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusRateLimited),
+	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRateLimited),
 		NextAttemptAt: &at, Refund: true}
 }
 
@@ -223,10 +223,10 @@ func (w *SendWorker) failed(c *stores.Claimed, msg string, after time.Duration) 
 	maxAge := w.Deps.maxAge()
 	next := w.Deps.now().Add(w.Deps.retryWait(c.Attempts, after))
 	if next.Sub(c.CreatedAt) > maxAge {
-		return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusExpired),
+		return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusExpired),
 			Error: fmt.Sprintf("expired after %d attempts over %s; last error: %s", c.Attempts, maxAge, msg), Terminal: true}
 	}
-	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusFailed), Error: msg, NextAttemptAt: &next}
+	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed), Error: msg, NextAttemptAt: &next}
 }
 
 // maxRateWait is how long a send waits in-process for the channel's rate

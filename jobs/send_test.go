@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
@@ -56,12 +54,7 @@ func setupEmailTimeout(t *testing.T, timeout, extra string) *emailBundle {
 	srv := smtptest.Start(t)
 	b.cfg = notifydtest.Config(t, emailConfigTimeout(srv.Port(), timeout, extra))
 	b.deps.Config = b.cfg
-	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sender.Close() })
-	b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
+	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	var err2 error
 	b.client, err2 = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
@@ -291,6 +284,7 @@ func TestEmailUnavailableQueuesNothing(t *testing.T) {
 	// A daemon without channels.email: every email delivery is unavailable.
 	b2 := setup(t)
 	cfg := notifydtest.Config(t, strings.Split(emailConfig(1, ""), "channels:\n  email:")[0])
+	notifydtest.Wire(b2.deps, notifydtest.Channels(t, cfg))
 	b2.deps.Config = cfg
 	client, _ := notifyd.NewClient(b2.pool, notifyd.ClientConfig{Config: cfg})
 	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "invoice.paid", Key: "k",
@@ -324,13 +318,12 @@ func TestEmailRateLimitWaitsOrSnoozesWithoutSpendingAttempts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupEmail(t, "")
-			b.cfg.Channels.Email.Rate = tc.rate
-			sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
+			sec, err := b.cfg.Channels["email"].With("", map[string]any{"rate": tc.rate})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { sender.Close() })
-			b.deps.Channels = map[string]channels.Channel{channels.Email: sender}
+			b.cfg.Channels["email"] = sec
+			notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 			var ids []string
 			for i := range tc.n {
 				id := fmt.Sprintf("r%d", i)

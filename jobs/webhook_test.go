@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/slack"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 )
@@ -80,16 +78,7 @@ channels:
 	}
 	b.cfg = notifydtest.Config(t, yaml)
 	b.deps.Config = b.cfg
-	wh, err := webhook.New(b.cfg.Channels.Webhook, b.cfg.Notifiers, webhook.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl, err := slack.New(b.cfg.Channels.Slack, b.cfg.Notifiers, slack.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.deps.Channels = map[string]channels.Channel{channels.Webhook: wh}
-	b.deps.Bulk = map[string]channels.BulkChannel{channels.Webhook: wh, channels.Slack: sl}
+	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	b.client, _ = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
 	return b

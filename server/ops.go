@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 
@@ -28,33 +27,23 @@ func newMetrics(streamClients func() int) (*prometheus.Registry, *metrics.Metric
 // mountOps adds /metrics (open, for scrapers on a private network), the inbox
 // web components at /ui/ (code, not data: open), and River UI at /riverui/
 // (behind the admin token, Basic or Bearer).
-func (d *Daemon) mountOps(reg *prometheus.Registry) error {
-	d.API.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	d.API.Handle("GET /ui/{file}", web.Handler())
+func (s *Server) mountOps(reg *prometheus.Registry) error {
+	s.api.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	s.api.Handle("GET /ui/{file}", web.Handler())
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
-		Endpoints: riverui.NewEndpoints[pgx.Tx](d.River, nil),
-		Logger:    d.logger,
+		Endpoints: riverui.NewEndpoints[pgx.Tx](s.river, nil),
+		Logger:    s.logger,
 		Prefix:    "/riverui",
 	})
 	if err != nil {
 		return fmt.Errorf("river ui: %w", err)
 	}
-	d.riverUI = ui
+	s.riverUI = ui
 	// The browser sends Basic credentials by itself, so River UI's API must
 	// refuse cross-site requests (CSRF): a page an admin happens to visit must
 	// not be able to cancel or retry jobs.
 	csrf := http.NewCrossOriginProtection()
-	d.API.Handle("/riverui/", d.API.RequireAdminBrowser(csrf.Handler(ui)))
-	d.API.Handle("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently))
-	return nil
-}
-
-func (d *Daemon) startRiverUI(ctx context.Context) error {
-	if d.riverUI == nil {
-		return nil
-	}
-	if err := d.riverUI.Start(ctx); err != nil {
-		return fmt.Errorf("river ui: %w", err)
-	}
+	s.api.Handle("/riverui/", s.api.RequireAdminBrowser(csrf.Handler(ui)))
+	s.api.Handle("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently))
 	return nil
 }

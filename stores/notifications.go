@@ -118,8 +118,8 @@ type Notification struct {
 }
 
 // Delivery is one ledger row as reported by GET /v1/notifications/{id}. The
-// in_app channel's record is the inbox item itself, reported with status "sent"
-// (or "skipped" when the recipient turned in_app off).
+// inbox channel's record is the inbox item itself, reported with status
+// "sent" (or a "skipped" row when the recipient turned the inbox off).
 type Delivery struct {
 	ID        string    `json:"id"`
 	Recipient *string   `json:"recipient"`
@@ -137,14 +137,14 @@ SELECT id::text, notifier, key, actor, status, error, params, topics, send_at, c
 FROM notify_notifications
 WHERE id = $1`
 
-// listDeliveriesSQL reports ledger rows and, for in_app, the inbox items (which
-// are the in_app ledger) in one ordered list.
+// listDeliveriesSQL reports ledger rows and the inbox items (the inbox
+// channel's ledger, reported under its name, $3) in one ordered list.
 const listDeliveriesSQL = `
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at
 FROM notify_deliveries
 WHERE notification_id = $1
 UNION ALL
-SELECT i.id::text, i.recipient, 'in_app', i.reason, 'immediate', 'sent', 1, NULL, i.created_at
+SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at
 FROM notify_inbox i
 JOIN notify_notifications n ON n.notifier = i.notifier AND n.key = i.key
 WHERE n.id = $1
@@ -152,8 +152,9 @@ ORDER BY 2 NULLS FIRST, 3
 LIMIT $2`
 
 // GetNotification reads a notification with up to maxDeliveries ledger rows
-// (ordered by recipient, then channel). A malformed id is ErrNotFound.
-func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int) (*Notification, error) {
+// (ordered by recipient, then channel), its inbox items among them as
+// deliveries of the channel named inbox. A malformed id is ErrNotFound.
+func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, inbox string) (*Notification, error) {
 	if !uuidv7.Valid(id) {
 		return nil, ErrNotFound
 	}
@@ -163,7 +164,7 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int) (
 	if err != nil {
 		return nil, notFound(err)
 	}
-	rows, err := db.Query(ctx, listDeliveriesSQL, id, maxDeliveries)
+	rows, err := db.Query(ctx, listDeliveriesSQL, id, maxDeliveries, inbox)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries of %s: %w", id, err)
 	}

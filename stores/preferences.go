@@ -20,10 +20,10 @@ const RecipientLockClass = 7344
 
 const lockRecipientSQL = `SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`
 
-// PreferenceRule is one stored preference rule of a recipient (SPEC §7): Scope
+// PreferenceRule is one stored preference rule of a recipient: Scope
 // is "*", "category:<c>" or "notifier:<n>", Channel "*" or a channel name,
 // Mode immediate, digest or off. Validation is the caller's
-// (notifyd.Rule.Validate); the database stores what it is given.
+// (notifytype.Rule.Validate); the database stores what it is given.
 type PreferenceRule struct {
 	Scope   string `json:"scope"`
 	Channel string `json:"channel"`

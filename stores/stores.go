@@ -55,7 +55,8 @@ const ChangeLogLock = 7343
 // unsettledStatuses are the delivery statuses a cancel may withdraw and a claim
 // may take: everything except a live claim (sending) and the terminal statuses.
 // It is written as the list of statuses that must NOT be touched, so a status
-// this version does not know is treated as not sent (SPEC §4).
+// this version does not know is treated as not sent: it never suppresses a
+// send.
 var protectedStatuses = []string{
 	"sending", "digest_sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
 	"digest_pending", "digest_sent", "digest_failed", "digest_dropped",

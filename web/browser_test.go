@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/web"
 )
 
@@ -124,7 +124,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(ctx, cfg, server.Options{Listener: ln, Logger: notifydtest.Logger(),
+	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second,
 		Routes: map[string]http.Handler{ // the daemon serves /ui/ itself
 			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),

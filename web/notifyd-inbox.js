@@ -7,7 +7,7 @@
 // Attributes (each is also a property of the same name, camelCased):
 //   endpoint    notifyd's base URL ("https://notify.example.test", or with a
 //               path prefix). Empty or absent: the page's own origin.
-//   token       the recipient token (SPEC §8), minted by your backend. Sent as
+//   token       the recipient token, minted by your backend. Sent as
 //               "Authorization: Bearer" on every request and as ?access_token=
 //               on the stream (EventSource cannot set headers). Without it the
 //               element shows the bell and does nothing else.

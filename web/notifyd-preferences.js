@@ -41,17 +41,15 @@ import { NotifydError, request } from "./notifyd-api.js";
 
 export { NotifydError };
 
-const CHANNEL_ORDER = ["in_app", "email", "webhook"];
-// Default texts for channels and modes, and the table's own words. labels
-// overrides any of them; notifiers and categories show their names.
-const CHANNEL_TEXT = { in_app: "In-app", email: "Email", webhook: "Webhook", slack: "Slack" };
+// The columns are the daemon's registered per-recipient channels, in the
+// order GET /v1/preferences lists them ("channels"), each offering the modes
+// listed there: a channel a program registers itself shows up with no change
+// here. Default texts for the built-in channels and for modes, and the
+// table's own words; labels overrides any of them, and any other channel
+// shows its name.
+const CHANNEL_TEXT = { in_app: "In-app", email: "Email", webhook: "Webhook" };
 const MODE_TEXT = { immediate: "Immediately", digest: "Digest", off: "Off" };
 const UI_TEXT = { notification: "Notification", other: "Other", required: "required", muted: "muted" };
-
-function channelRank(c) {
-  const i = CHANNEL_ORDER.indexOf(c);
-  return i < 0 ? CHANNEL_ORDER.length : i;
-}
 
 const STYLE = `
 :host { display: block; font: var(--notifyd-font, 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif); color: var(--notifyd-color, #1f2328); }
@@ -83,6 +81,7 @@ export class NotifydPreferences extends HTMLElement {
   #els = null;
   #rules = [];
   #effective = {};
+  #channels = []; // [{name, modes}] from the API, in display order
   #labels = {};
   #gen = 0;
   #abort = null;
@@ -179,6 +178,7 @@ export class NotifydPreferences extends HTMLElement {
     if (!this.token) {
       this.#rules = [];
       this.#effective = {};
+      this.#channels = [];
       this.#render();
       this.#setStatus("");
       return;
@@ -231,6 +231,7 @@ export class NotifydPreferences extends HTMLElement {
   #accept(data) {
     this.#rules = Array.isArray(data && data.rules) ? data.rules.map((r) => ({ scope: r.scope, channel: r.channel, mode: r.mode })) : [];
     this.#effective = (data && data.effective) || {};
+    this.#channels = Array.isArray(data && data.channels) ? data.channels : [];
     this.#render();
   }
 
@@ -254,9 +255,8 @@ export class NotifydPreferences extends HTMLElement {
     const table = this.#els.table;
     for (const tb of table.querySelectorAll("tbody")) tb.remove();
     const names = Object.keys(this.#effective);
-    const channels = [...new Set(names.flatMap((n) => Object.keys(this.#effective[n].channels || {})))].sort(
-      (a, b) => channelRank(a) - channelRank(b) || (a < b ? -1 : a > b ? 1 : 0),
-    );
+    const used = new Set(names.flatMap((n) => Object.keys(this.#effective[n].channels || {})));
+    const channels = this.#channels.map((c) => c.name).filter((c) => used.has(c));
     const head = document.createElement("tr");
     const corner = document.createElement("th");
     corner.scope = "col";
@@ -338,7 +338,8 @@ export class NotifydPreferences extends HTMLElement {
       sel.dataset.channel = c;
       sel.dataset.initial = mode;
       sel.setAttribute("aria-label", `${this.#text(name)}: ${this.#text(c, CHANNEL_TEXT)}`);
-      const modes = c === "email" ? ["immediate", "digest", "off"] : ["immediate", "off"];
+      const info = this.#channels.find((x) => x.name === c);
+      const modes = info && Array.isArray(info.modes) ? [...info.modes] : ["immediate", "off"];
       if (!modes.includes(mode)) modes.push(mode);
       for (const m of modes) {
         const opt = document.createElement("option");

@@ -165,9 +165,9 @@ func (s *scriptedServer) serve(c net.Conn, n int) {
 
 func scriptedSender(t *testing.T, srv *scriptedServer, timeout time.Duration) *email.Sender {
 	t.Helper()
-	s, err := email.New(&config.Email{
+	s, err := email.New(&email.Config{
 		From:    "Acme <notify@acme.test>",
-		SMTP:    config.SMTP{Host: "127.0.0.1", Port: srv.ln.Addr().(*net.TCPAddr).Port, TLS: "none"},
+		SMTP:    email.SMTP{Host: "127.0.0.1", Port: srv.ln.Addr().(*net.TCPAddr).Port, TLS: "none"},
 		Timeout: config.Duration(timeout),
 	}, nil, testNotifiers(), email.Options{PoolSize: 1})
 	if err != nil {

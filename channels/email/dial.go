@@ -13,8 +13,6 @@ import (
 
 	"github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
-
-	"github.com/notifyd/notifyd/channels"
 )
 
 // dialer returns the function that opens one pooled connection: TCP (and TLS
@@ -112,7 +110,7 @@ func (s *Sender) dialer(tlsConfig *tls.Config) (func(context.Context) (*conn, er
 			}
 			return nil, fmt.Errorf("connect to smtp server %s: %w", addr, err)
 		}
-		s.log.Debug("smtp connection opened", "channel", channels.Email, "addr", addr)
+		s.log.Debug("smtp connection opened", "channel", Name, "addr", addr)
 		return &conn{mc: mc, sc: sc, raw: raw}, nil
 	}, nil
 }

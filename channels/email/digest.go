@@ -10,25 +10,14 @@ import (
 	"github.com/notifyd/notifyd/config"
 )
 
-// DigestMessage is one recipient's digest email (SPEC §9).
-type DigestMessage struct {
-	// DeliveryID is the digest's own id: the email's Message-ID is derived from
-	// it, as for a notification's delivery id, so a retried digest carries the
-	// same Message-ID.
-	DeliveryID string
-	Recipient  channels.Recipient
-	// Data is what the digest templates render. Items are oldest first; when
-	// there are more than digest.max_items, SendDigest renders the first
-	// max_items and counts the rest in More. A zero Count reads as len(Items).
-	// Data.Recipient is replaced by Recipient.
-	Data config.DigestData
-}
+// DigestMessage is one recipient's digest email.
+type DigestMessage = channels.Digest
 
 // SendDigest renders the digest templates for d and sends the email, with the
 // same connections, rate limit, timeout and error classification as Send. It
 // fails (permanently) when New got no digest config, when d has no items, or
 // when the recipient has no valid email address.
-func (s *Sender) SendDigest(ctx context.Context, d DigestMessage) error {
+func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 	if s.digest == nil {
 		return channels.Permanent(errors.New("email: digest templates are not configured"))
 	}

@@ -19,7 +19,7 @@
 // The recipient's locale picks the templates: the variant for the exact locale
 // ("pt-BR", case-insensitive, "_" read as "-"), else the variant for its
 // language ("pt"), else the notifier's default templates; a variant is used as
-// a whole (config.Notifier.EmailFor).
+// a whole (Templates.For).
 //
 // Digest templates (SendDigest) have a config.DigestData as the dot: .Items
 // (oldest first, at most digest.max_items), .Count, .More (how many were left
@@ -43,7 +43,7 @@
 // with a text/plain body, a text/html body, or both as multipart/alternative.
 // The Message-ID depends only on the delivery id, so every retry of a delivery
 // carries the same one and a receiver can drop the rare duplicate (notifyd
-// sends at least once; SPEC §3.4).
+// sends at least once).
 //
 // # Connections
 //
@@ -96,8 +96,6 @@ import (
 	"github.com/notifyd/notifyd/config"
 )
 
-var _ channels.Channel = (*Sender)(nil)
-
 // DefaultPoolSize is the number of SMTP connections a Sender opens at most when
 // Options.PoolSize is zero.
 const DefaultPoolSize = 8
@@ -133,7 +131,7 @@ type ListUnsubscribeData struct {
 // Sender is the email channel. It is safe for concurrent use; Close releases
 // its connections.
 type Sender struct {
-	cfg       *config.Email
+	cfg       *Config
 	from      *netmail.Address
 	domain    string
 	timeout   time.Duration
@@ -147,8 +145,8 @@ type Sender struct {
 }
 
 type notifierTemplates struct {
-	n    *config.Notifier
-	sets map[*config.EmailTemplates]*tmplSet // the default and each locale variant
+	t    *Templates
+	sets map[*Templates]*tmplSet // the default and each locale variant
 }
 
 type digestTemplates struct {
@@ -158,10 +156,11 @@ type digestTemplates struct {
 
 // New builds an email Sender from the channels.email config, the digest
 // config (nil when digests are not used: SendDigest then fails) and the
-// notifiers (only those with email templates are sendable). Compiled templates
-// set by config.Load are used; a config built by hand may leave them nil and
-// New parses the sources. New does not connect: the first send dials.
-func New(cfg *config.Email, digest *config.Digest, notifiers map[string]*config.Notifier, opts Options) (*Sender, error) {
+// notifiers' email templates by notifier name (only those notifiers are
+// sendable). Templates checked by the registry are used as compiled; a
+// config built in code may leave them uncompiled and New parses the sources.
+// New does not connect: the first send dials.
+func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, opts Options) (*Sender, error) {
 	if cfg == nil {
 		return nil, errors.New("email: channels.email is not configured")
 	}
@@ -191,29 +190,22 @@ func New(cfg *config.Email, digest *config.Digest, notifiers map[string]*config.
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	for name, n := range notifiers {
-		if n == nil || n.Channels.Email == nil {
+	for name, t := range notifiers {
+		if t == nil {
 			continue
 		}
-		nt := &notifierTemplates{n: n, sets: make(map[*config.EmailTemplates]*tmplSet)}
+		nt := &notifierTemplates{t: t, sets: make(map[*Templates]*tmplSet)}
 		p := "notifiers." + name + ".channels.email"
-		if nt.sets[n.Channels.Email], err = emailSet(p, n.Channels.Email); err != nil {
+		if nt.sets[t], err = emailSet(p, t); err != nil {
 			return nil, fmt.Errorf("email: %w", err)
 		}
-		for loc, v := range n.Channels.Email.Locales {
+		for loc, v := range t.Locales {
 			if v == nil {
 				continue
 			}
 			if nt.sets[v], err = emailSet(p+".locales."+loc, v); err != nil {
 				return nil, fmt.Errorf("email: %w", err)
 			}
-		}
-		if n.Name == "" {
-			// EmailFor and error messages use the name; a hand-built config may
-			// only have it as the map key.
-			cp := *n
-			cp.Name = name
-			nt.n = &cp
 		}
 		s.notifiers[name] = nt
 	}
@@ -225,8 +217,7 @@ func New(cfg *config.Email, digest *config.Digest, notifiers map[string]*config.
 		}
 		s.digest = &digestTemplates{maxItems: digest.MaxItems, set: set}
 	}
-	s.listUnsub = cfg.ListUnsubscribeTmpl
-	if s.listUnsub == nil && cfg.ListUnsubscribe != "" {
+	if cfg.ListUnsubscribe != "" {
 		s.listUnsub, err = template.New("channels.email.list_unsubscribe").Option("missingkey=zero").Parse(cfg.ListUnsubscribe)
 		if err != nil {
 			return nil, fmt.Errorf("email: parse channels.email.list_unsubscribe: %w", err)
@@ -249,12 +240,12 @@ func New(cfg *config.Email, digest *config.Digest, notifiers map[string]*config.
 	return s, nil
 }
 
-func emailSet(path string, t *config.EmailTemplates) (*tmplSet, error) {
-	return newTmplSet(path, t.Subject, t.Text, t.HTML, t.SubjectTmpl, t.TextTmpl, t.HTMLTmpl)
+func emailSet(path string, t *Templates) (*tmplSet, error) {
+	return newTmplSet(path, t.Subject, t.Text, t.HTML, t.subjectT, t.textT, t.htmlT)
 }
 
 // Name returns "email".
-func (s *Sender) Name() string { return channels.Email }
+func (s *Sender) Name() string { return Name }
 
 // Addressable reports whether r can get the notifier's email: the notifier must
 // have email templates and r a valid email address ("recipient has no email
@@ -293,7 +284,7 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("email to recipient %s: %w", r.ID, err))
 	}
-	set := nt.sets[nt.n.EmailFor(r.Locale)]
+	set := nt.sets[nt.t.For(r.Locale)]
 	subject, text, html, err := set.renderEmail(r, msg.Params)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
@@ -387,7 +378,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 		if attempt == 1 && c.reused && beforeData(err) && ctx.Err() == nil {
 			// The server most likely dropped its other idle connections too
 			// (a restart, an idle timeout): dial afresh rather than try them.
-			s.log.Debug("smtp connection was dead, redialling", "channel", channels.Email, "err", err)
+			s.log.Debug("smtp connection was dead, redialling", "channel", Name, "err", err)
 			s.pool.dropIdle()
 			continue
 		}

@@ -19,27 +19,44 @@ import (
 
 var fixedNow = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func testNotifiers() map[string]*config.Notifier {
-	return map[string]*config.Notifier{
-		"comment.created": {Channels: config.NotifierChannels{Email: &config.EmailTemplates{
+func testNotifiers() map[string]*email.Templates {
+	return map[string]*email.Templates{
+		"comment.created": {
 			Subject: "New comment on {{.post_title}}",
 			Text:    "Hi {{recipient.Name}}, {{.author_name}} wrote: {{.body}}",
 			HTML:    "<p>Hi {{recipient.Name}}, {{.author_name}} wrote: {{.body}}</p>",
-			Locales: map[string]*config.EmailTemplates{
+			Locales: map[string]*email.Templates{
 				"fr":    {Subject: "Nouveau commentaire sur {{.post_title}}", Text: "Bonjour {{recipient.Name}}"},
 				"pt-BR": {Subject: "Novo comentário em {{.post_title}}", Text: "Olá {{recipient.Name}}"},
 			},
-		}}},
-		"text.only": {Channels: config.NotifierChannels{Email: &config.EmailTemplates{
+		},
+		"text.only": {
 			Subject: "Plain {{.n}}",
 			Text:    "just text {{.n}}",
-		}}},
-		"broken": {Channels: config.NotifierChannels{Email: &config.EmailTemplates{
+		},
+		"broken": {
 			Subject: "Broken",
 			Text:    "{{index .missing 3}}",
-		}}},
-		"inbox.only": {Channels: config.NotifierChannels{InApp: &config.InAppTemplates{Title: "x"}}},
+		},
 	}
+}
+
+// openSender opens the email channel on a parsed config, as the daemon does.
+func openSender(t *testing.T, c *config.Config) *email.Sender {
+	t.Helper()
+	reg, err := channels.NewRegistry(email.Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := reg.Open(c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := set.Channels[email.Name].(*email.Sender)
+	if !ok {
+		t.Fatalf("email channel not configured: %v", set.Channels)
+	}
+	return s
 }
 
 func testDigest() *config.Digest {
@@ -54,17 +71,17 @@ func testDigest() *config.Digest {
 type bundle struct {
 	srv    *smtptest.Server
 	sender *email.Sender
-	cfg    *config.Email
+	cfg    *email.Config
 }
 
-type setupOpt func(*config.Email, *email.Options)
+type setupOpt func(*email.Config, *email.Options)
 
 func setup(t *testing.T, srvOpts []smtptest.Option, opts ...setupOpt) bundle {
 	t.Helper()
 	srv := smtptest.Start(t, srvOpts...)
-	cfg := &config.Email{
+	cfg := &email.Config{
 		From:    "Acme <notify@acme.test>",
-		SMTP:    config.SMTP{Host: srv.Host(), Port: srv.Port(), TLS: "none"},
+		SMTP:    email.SMTP{Host: srv.Host(), Port: srv.Port(), TLS: "none"},
 		Timeout: config.Duration(5 * time.Second),
 	}
 	o := email.Options{Clock: func() time.Time { return fixedNow }}
@@ -278,7 +295,7 @@ func TestSMTPReplyClassification(t *testing.T) {
 func TestHungServerTimesOutWithoutBlockingOthers(t *testing.T) {
 	t.Parallel()
 	const timeout = 1500 * time.Millisecond
-	b := setup(t, nil, func(c *config.Email, o *email.Options) {
+	b := setup(t, nil, func(c *email.Config, o *email.Options) {
 		c.Timeout = config.Duration(timeout)
 		o.PoolSize = 2
 	})
@@ -346,7 +363,7 @@ func TestContextCancelInterruptsHungSend(t *testing.T) {
 func TestConnectionReuse(t *testing.T) {
 	t.Parallel()
 	const poolSize, total, workers = 4, 200, 16
-	b := setup(t, nil, func(_ *config.Email, o *email.Options) { o.PoolSize = poolSize })
+	b := setup(t, nil, func(_ *email.Config, o *email.Options) { o.PoolSize = poolSize })
 	var wg sync.WaitGroup
 	errs := make(chan error, total)
 	next := make(chan int, total)
@@ -422,7 +439,7 @@ func TestStaleIdleConnectionIsRedialled(t *testing.T) {
 
 func TestRateLimited(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *config.Email, _ *email.Options) { c.Rate = 1 })
+	b := setup(t, nil, func(c *email.Config, _ *email.Options) { c.Rate = 1 })
 	ctx := context.Background()
 	if err := b.sender.Send(ctx, msg("d-1", ann())); err != nil {
 		t.Fatal(err)
@@ -461,7 +478,7 @@ func TestAddressable(t *testing.T) {
 			t.Errorf("%s %+v: err %v, want %q", tt.notifier, tt.r, err, tt.want)
 		}
 	}
-	if got := b.sender.Name(); got != channels.Email {
+	if got := b.sender.Name(); got != email.Name {
 		t.Errorf("Name = %q", got)
 	}
 }
@@ -488,7 +505,7 @@ func TestPermanentWithoutContacting(t *testing.T) {
 
 func TestListUnsubscribe(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, func(c *config.Email, _ *email.Options) {
+	b := setup(t, nil, func(c *email.Config, _ *email.Options) {
 		c.ListUnsubscribe = "mailto:unsub@acme.test?subject={{.Recipient.ID}}, https://acme.test/u/{{.Recipient.ID}}?n={{.Notifier}}"
 	})
 	if err := b.sender.Send(context.Background(), msg("d-1", ann())); err != nil {
@@ -585,7 +602,7 @@ func TestSendAfterCloseFails(t *testing.T) {
 func TestAuthOverSTARTTLS(t *testing.T) {
 	t.Parallel()
 	b := setup(t, []smtptest.Option{smtptest.WithAuth("mailer", "s3cret"), smtptest.WithSTARTTLS()},
-		func(c *config.Email, o *email.Options) {
+		func(c *email.Config, o *email.Options) {
 			c.SMTP.TLS, c.SMTP.Username, c.SMTP.Password = "starttls", "mailer", "s3cret"
 		})
 	// The certificate is for 127.0.0.1; trust it.
@@ -621,9 +638,9 @@ func TestAuthOverSTARTTLS(t *testing.T) {
 func TestImplicitTLSWithAuth(t *testing.T) {
 	t.Parallel()
 	srv := smtptest.Start(t, smtptest.WithImplicitTLS(), smtptest.WithAuth("mailer", "pw"))
-	cfg := &config.Email{
+	cfg := &email.Config{
 		From: "notify@acme.test",
-		SMTP: config.SMTP{Host: srv.Host(), Port: srv.Port(), TLS: "tls", Username: "mailer", Password: "pw"},
+		SMTP: email.SMTP{Host: srv.Host(), Port: srv.Port(), TLS: "tls", Username: "mailer", Password: "pw"},
 	}
 	s, err := email.New(cfg, nil, testNotifiers(), email.Options{TLSConfig: srv.ClientTLSConfig()})
 	if err != nil {
@@ -671,10 +688,7 @@ notifiers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := email.New(c.Channels.Email, &c.Digest, c.Notifiers, email.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSender(t, c)
 	defer s.Close()
 	ctx := context.Background()
 	if err := s.Send(ctx, msg("d-1", ann())); err != nil {
@@ -736,9 +750,9 @@ func TestSilentServerTimesOutInHandshake(t *testing.T) {
 	})
 	addr := ln.Addr().(*net.TCPAddr)
 	const timeout = 300 * time.Millisecond
-	s, err := email.New(&config.Email{
+	s, err := email.New(&email.Config{
 		From:    "notify@acme.test",
-		SMTP:    config.SMTP{Host: "127.0.0.1", Port: addr.Port},
+		SMTP:    email.SMTP{Host: "127.0.0.1", Port: addr.Port},
 		Timeout: config.Duration(timeout),
 	}, nil, testNotifiers(), email.Options{})
 	if err != nil {
@@ -761,9 +775,9 @@ func TestSilentServerTimesOutInHandshake(t *testing.T) {
 // BenchmarkSend measures sends through the pool into a discarding sink.
 func BenchmarkSend(b *testing.B) {
 	srv := smtptest.Start(b, smtptest.WithDiscard())
-	s, err := email.New(&config.Email{
+	s, err := email.New(&email.Config{
 		From: "Acme <notify@acme.test>",
-		SMTP: config.SMTP{Host: srv.Host(), Port: srv.Port()},
+		SMTP: email.SMTP{Host: srv.Host(), Port: srv.Port()},
 	}, nil, testNotifiers(), email.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -69,12 +69,17 @@ func FuzzEmailTemplates(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s, err := New(cfg.Channels.Email, &cfg.Digest, cfg.Notifiers, Options{})
+	reg, err := channels.NewRegistry(Plugin)
 	if err != nil {
 		f.Fatal(err)
 	}
+	opened, err := reg.Open(cfg, nil, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := opened.Channels[Name].(*Sender)
 	nt := s.notifiers["comment.created"]
-	set := nt.sets[nt.n.Channels.Email]
+	set := nt.sets[nt.t]
 	wantTags := strings.Count(templateSource, "<")
 	f.Fuzz(func(t *testing.T, paramsJSON, name string) {
 		var params map[string]any

@@ -142,9 +142,16 @@ func (s *tmplSet) renderEmail(r channels.Recipient, params map[string]any) (subj
 		return "", "", "", err
 	}
 	defer s.put(b)
-	t := config.EmailTemplates{SubjectTmpl: b.subject, TextTmpl: b.text, HTMLTmpl: b.html}
-	subject, text, html, err = t.Render(params)
-	return cleanSubject(subject), text, html, err
+	if subject, err = config.RenderText(b.subject, params); err != nil {
+		return "", "", "", err
+	}
+	if text, err = config.RenderText(b.text, params); err != nil {
+		return "", "", "", err
+	}
+	if html, err = config.RenderHTML(b.html, params); err != nil {
+		return "", "", "", err
+	}
+	return cleanSubject(subject), text, html, nil
 }
 
 // renderDigest renders the set with data as the dot.

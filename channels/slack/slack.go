@@ -28,7 +28,6 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
-	"github.com/notifyd/notifyd/config"
 )
 
 var _ channels.BulkChannel = (*Sender)(nil)
@@ -61,14 +60,14 @@ type dest struct {
 	text *template.Template
 }
 
-// New returns a Sender for the notifiers that have a Slack webhook_url. A nil
-// cfg means the defaults: a 10 s timeout and private destinations refused. A
-// notifier's TextTmpl is used when set (config.Load sets it); otherwise its Text
-// is parsed here. New fails when a notifier with a webhook_url has an invalid
+// New returns a Sender for the notifiers (by name) that have a Slack
+// webhook_url. A nil cfg means the defaults: a 10 s timeout and private
+// destinations refused. A notifier's text template checked by the registry is
+// used as compiled; otherwise its Text is parsed here. New fails when a notifier with a webhook_url has an invalid
 // URL, no text, or text that does not parse, naming the notifier.
-func New(cfg *config.Slack, notifiers map[string]*config.Notifier, opts Options) (*Sender, error) {
+func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, error) {
 	if cfg == nil {
-		cfg = &config.Slack{}
+		cfg = &Config{}
 	}
 	s := &Sender{
 		dests:  make(map[string]dest),
@@ -76,22 +75,21 @@ func New(cfg *config.Slack, notifiers map[string]*config.Notifier, opts Options)
 		logger: opts.Logger,
 		clock:  opts.Clock,
 	}
-	for name, n := range notifiers {
-		if n == nil || n.Channels.Slack == nil || n.Channels.Slack.WebhookURL == "" {
+	for name, st := range notifiers {
+		if st == nil || st.WebhookURL == "" {
 			continue
 		}
-		st := n.Channels.Slack
 		if err := safehttp.CheckURL(st.WebhookURL); err != nil {
 			return nil, fmt.Errorf("slack: notifiers.%s.channels.slack.webhook_url: %w", name, err)
 		}
-		tmpl := st.TextTmpl
+		tmpl := st.text
 		if tmpl == nil {
 			if strings.TrimSpace(st.Text) == "" {
 				return nil, fmt.Errorf("slack: notifiers.%s.channels.slack.text is empty", name)
 			}
 			var err error
-			// The options config.Load uses; Load's template also prints a
-			// missing param as "" rather than "<no value>", so prefer it.
+			// The options the registry's parse uses; its template also prints
+			// a missing param as "" rather than "<no value>", so prefer it.
 			tmpl, err = template.New(name).Option("missingkey=zero").Parse(st.Text)
 			if err != nil {
 				return nil, fmt.Errorf("slack: notifiers.%s.channels.slack.text: %w", name, err)
@@ -116,7 +114,7 @@ func New(cfg *config.Slack, notifiers map[string]*config.Notifier, opts Options)
 }
 
 // Name returns "slack".
-func (s *Sender) Name() string { return channels.Slack }
+func (s *Sender) Name() string { return Name }
 
 // Configured reports whether notifier has a Slack webhook_url.
 func (s *Sender) Configured(notifier string) bool {
@@ -157,7 +155,7 @@ func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
 	redacted := safehttp.Redact(d.url, false)
 	err = safehttp.Deliver(s.client, req, "POST "+redacted, s.clock)
 	attrs := []any{
-		slog.String("channel", channels.Slack),
+		slog.String("channel", Name),
 		slog.String("delivery_id", msg.DeliveryID),
 		slog.String("notification_id", msg.NotificationID),
 		slog.String("notifier", msg.Notifier),

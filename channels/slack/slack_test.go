@@ -60,20 +60,20 @@ func (r *receiver) got() []received {
 
 const tokenPath = "/services/T000/B000/XXXXSECRET"
 
-func notifiers(url string) map[string]*config.Notifier {
-	return map[string]*config.Notifier{
-		"comment.created": {Channels: config.NotifierChannels{Slack: &config.SlackTemplates{
+func notifiers(url string) map[string]*Templates {
+	return map[string]*Templates{
+		"comment.created": {
 			WebhookURL: url + tokenPath,
 			Text:       "{{.author_name}} commented on *{{.post_title}}* <{{.url}}|open>",
-		}}},
-		"precompiled": {Channels: config.NotifierChannels{Slack: &config.SlackTemplates{
+		},
+		"precompiled": {
 			WebhookURL: url + tokenPath,
-			Text:       "ignored: TextTmpl wins",
-			TextTmpl:   template.Must(template.New("p").Parse("compiled {{.n}}")),
-		}}},
+			Text:       "ignored: the compiled template wins",
+			text:       template.Must(template.New("p").Parse("compiled {{.n}}")),
+		},
 		"no.slack":  {},
-		"no.url":    {Channels: config.NotifierChannels{Slack: &config.SlackTemplates{Text: "x"}}},
-		"bad.param": {Channels: config.NotifierChannels{Slack: &config.SlackTemplates{WebhookURL: url + tokenPath, Text: "{{.x.y}}"}}},
+		"no.url":    {Text: "x"},
+		"bad.param": {WebhookURL: url + tokenPath, Text: "{{.x.y}}"},
 	}
 }
 
@@ -94,7 +94,7 @@ func message(notifier string, params map[string]any) channels.Message {
 func TestSendBulkPostsRenderedText(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, nil)
-	s, err := New(&config.Slack{AllowPrivate: true}, notifiers(rcv.URL), Options{})
+	s, err := New(&Config{AllowPrivate: true}, notifiers(rcv.URL), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestOutcomes(t *testing.T) {
 				w.WriteHeader(tt.status)
 				io.WriteString(w, tt.body)
 			})
-			s, err := New(&config.Slack{AllowPrivate: true}, notifiers(rcv.URL), Options{Clock: func() time.Time { return now }})
+			s, err := New(&Config{AllowPrivate: true}, notifiers(rcv.URL), Options{Clock: func() time.Time { return now }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func TestPrivateDestinations(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, nil)
 
-	s, err := New(&config.Slack{}, notifiers(rcv.URL), Options{}) // allow_private false
+	s, err := New(&Config{}, notifiers(rcv.URL), Options{}) // allow_private false
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestTimeoutIsTemporary(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	})
-	s, err := New(&config.Slack{AllowPrivate: true, Timeout: config.Duration(100 * time.Millisecond)}, notifiers(rcv.URL), Options{})
+	s, err := New(&Config{AllowPrivate: true, Timeout: config.Duration(100 * time.Millisecond)}, notifiers(rcv.URL), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestTimeoutIsTemporary(t *testing.T) {
 func TestRefusedWithoutSending(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t, nil)
-	s, err := New(&config.Slack{AllowPrivate: true}, notifiers(rcv.URL), Options{})
+	s, err := New(&Config{AllowPrivate: true}, notifiers(rcv.URL), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,15 +281,15 @@ func TestNewRejectsBadNotifiers(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		slack   *config.SlackTemplates
+		slack   *Templates
 		wantErr string
 	}{
-		{"bad url", &config.SlackTemplates{WebhookURL: "hooks.slack.com/x", Text: "x"}, "notifiers.n.channels.slack.webhook_url"},
-		{"empty text", &config.SlackTemplates{WebhookURL: "https://hooks.slack.test/x"}, "notifiers.n.channels.slack.text is empty"},
-		{"bad template", &config.SlackTemplates{WebhookURL: "https://hooks.slack.test/x", Text: "{{.x"}, "notifiers.n.channels.slack.text"},
+		{"bad url", &Templates{WebhookURL: "hooks.slack.com/x", Text: "x"}, "notifiers.n.channels.slack.webhook_url"},
+		{"empty text", &Templates{WebhookURL: "https://hooks.slack.test/x"}, "notifiers.n.channels.slack.text is empty"},
+		{"bad template", &Templates{WebhookURL: "https://hooks.slack.test/x", Text: "{{.x"}, "notifiers.n.channels.slack.text"},
 	}
 	for _, tt := range tests {
-		_, err := New(nil, map[string]*config.Notifier{"n": {Channels: config.NotifierChannels{Slack: tt.slack}}}, Options{})
+		_, err := New(nil, map[string]*Templates{"n": tt.slack}, Options{})
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("%s: New = %v, want error containing %q", tt.name, err, tt.wantErr)
 		}

@@ -70,7 +70,6 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
-	"github.com/notifyd/notifyd/config"
 )
 
 var (
@@ -92,20 +91,20 @@ type Options struct {
 
 // Sender posts signed webhooks. It is safe for concurrent use.
 type Sender struct {
-	keys      [][]byte // main secret first, then the rotation secrets
-	notifiers map[string]*config.Notifier
-	client    *http.Client
-	logger    *slog.Logger
-	clock     func() time.Time
+	keys   [][]byte          // main secret first, then the rotation secrets
+	urls   map[string]string // notifier-level (bulk) destinations by notifier
+	client *http.Client
+	logger *slog.Logger
+	clock  func() time.Time
 }
 
 // New returns a Sender for the webhook channel configured by cfg, posting bulk
-// webhooks to the URLs in notifiers. cfg must not be nil (a nil webhook config
+// webhooks to the notifier-level URLs in urls (by notifier name). cfg must not be nil (a nil webhook config
 // means the channel is not configured) and cfg.Secret must be set: an unsigned
 // webhook cannot be trusted by its receiver. Every secret must be valid (see
 // Sign), and so must every notifier-level webhook URL (http or https, with a
 // host). A zero cfg.Timeout is 10 s.
-func New(cfg *config.Webhook, notifiers map[string]*config.Notifier, opts Options) (*Sender, error) {
+func New(cfg *Config, urls map[string]string, opts Options) (*Sender, error) {
 	if cfg == nil {
 		return nil, errors.New("webhook: channel is not configured")
 	}
@@ -113,10 +112,10 @@ func New(cfg *config.Webhook, notifiers map[string]*config.Notifier, opts Option
 		return nil, errors.New("webhook: channels.webhook.secret is required")
 	}
 	s := &Sender{
-		notifiers: notifiers,
-		client:    opts.Client,
-		logger:    opts.Logger,
-		clock:     opts.Clock,
+		urls:   urls,
+		client: opts.Client,
+		logger: opts.Logger,
+		clock:  opts.Clock,
 	}
 	for i, secret := range append([]string{cfg.Secret}, cfg.Secrets...) {
 		key, err := secretKey(secret)
@@ -128,11 +127,8 @@ func New(cfg *config.Webhook, notifiers map[string]*config.Notifier, opts Option
 		}
 		s.keys = append(s.keys, key)
 	}
-	for name, n := range notifiers {
-		if n == nil || n.Channels.Webhook == nil || n.Channels.Webhook.URL == "" {
-			continue
-		}
-		if err := safehttp.CheckURL(n.Channels.Webhook.URL); err != nil {
+	for name, u := range urls {
+		if err := safehttp.CheckURL(u); err != nil {
 			return nil, fmt.Errorf("webhook: notifiers.%s.channels.webhook.url: %w", name, err)
 		}
 	}
@@ -149,7 +145,7 @@ func New(cfg *config.Webhook, notifiers map[string]*config.Notifier, opts Option
 }
 
 // Name returns "webhook".
-func (s *Sender) Name() string { return channels.Webhook }
+func (s *Sender) Name() string { return Name }
 
 // Addressable reports whether r has a usable webhook_url: an empty one gives
 // "recipient has no webhook_url", an invalid one (not http or https, no host)
@@ -171,11 +167,7 @@ func (s *Sender) Configured(notifier string) bool {
 }
 
 func (s *Sender) bulkURL(notifier string) string {
-	n := s.notifiers[notifier]
-	if n == nil || n.Channels.Webhook == nil {
-		return ""
-	}
-	return n.Channels.Webhook.URL
+	return s.urls[notifier]
 }
 
 // Send posts msg to msg.Recipient's webhook_url. A message without a recipient
@@ -269,7 +261,7 @@ func (s *Sender) post(ctx context.Context, dest string, msg channels.Message, r 
 	redacted := safehttp.Redact(dest, true)
 	err = safehttp.Deliver(s.client, req, "POST "+redacted, s.clock)
 	attrs := []any{
-		slog.String("channel", channels.Webhook),
+		slog.String("channel", Name),
 		slog.String("delivery_id", msg.DeliveryID),
 		slog.String("notification_id", msg.NotificationID),
 		slog.String("notifier", msg.Notifier),

@@ -83,16 +83,11 @@ type bundle struct {
 // setup starts a receiver and a Sender allowed to reach it (it is on loopback).
 // cfg and opts adjust the defaults: the vector secret, allow_private, the real
 // clock (the official verifier checks the timestamp against time.Now).
-func setup(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request), adjust func(*config.Webhook, map[string]*config.Notifier, *Options)) *bundle {
+func setup(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request), adjust func(*Config, map[string]string, *Options)) *bundle {
 	t.Helper()
 	rcv := newReceiver(t, respond)
-	cfg := &config.Webhook{Secret: vectorSecret, AllowPrivate: true, Timeout: config.Duration(5 * time.Second)}
-	notifiers := map[string]*config.Notifier{
-		"comment.created": {Name: "comment.created", Category: "comments", Channels: config.NotifierChannels{
-			Webhook: &config.WebhookTemplates{URL: rcv.URL + "/bulk?token=bulk-secret"},
-		}},
-		"post.published": {Name: "post.published"},
-	}
+	cfg := &Config{Secret: vectorSecret, AllowPrivate: true, Timeout: config.Duration(5 * time.Second)}
+	notifiers := map[string]string{"comment.created": rcv.URL + "/bulk?token=bulk-secret"}
 	var opts Options
 	if adjust != nil {
 		adjust(cfg, notifiers, &opts)
@@ -233,7 +228,7 @@ func TestSendIsSignedPerStandardWebhooks(t *testing.T) {
 func TestRawSecretVerifiesWithOfficialLibrary(t *testing.T) {
 	t.Parallel()
 	const raw = "correct horse battery staple"
-	b := setup(t, nil, func(c *config.Webhook, _ map[string]*config.Notifier, _ *Options) { c.Secret = raw })
+	b := setup(t, nil, func(c *Config, _ map[string]string, _ *Options) { c.Secret = raw })
 	if err := b.sender.Send(context.Background(), b.msg); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +246,7 @@ func TestRotationSignsWithEverySecret(t *testing.T) {
 	t.Parallel()
 	const oldRaw = "the old secret"
 	newSecret := "whsec_" + base64Of("the new secret key, 32 bytes lng")
-	b := setup(t, nil, func(c *config.Webhook, _ map[string]*config.Notifier, _ *Options) {
+	b := setup(t, nil, func(c *Config, _ map[string]string, _ *Options) {
 		c.Secret = newSecret
 		c.Secrets = []string{oldRaw}
 	})
@@ -350,7 +345,7 @@ func TestOutcomes(t *testing.T) {
 					w.Header().Set(k, v)
 				}
 				w.WriteHeader(tt.status)
-			}, func(_ *config.Webhook, _ map[string]*config.Notifier, o *Options) {
+			}, func(_ *Config, _ map[string]string, o *Options) {
 				o.Clock = func() time.Time { return now }
 			})
 			err := b.sender.Send(context.Background(), b.msg)
@@ -388,7 +383,7 @@ func TestPrivateDestinations(t *testing.T) {
 
 	t.Run("loopback refused without allow_private", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, nil, func(c *config.Webhook, _ map[string]*config.Notifier, _ *Options) { c.AllowPrivate = false })
+		b := setup(t, nil, func(c *Config, _ map[string]string, _ *Options) { c.AllowPrivate = false })
 		err := b.sender.Send(context.Background(), b.msg)
 		if kind, _ := kindOf(t, err); kind != channels.KindPermanent || !errors.Is(err, safehttp.ErrForbiddenAddress) {
 			t.Fatalf("Send = %v (%s), want permanent refusal", err, kind)
@@ -430,7 +425,7 @@ func TestPrivateDestinations(t *testing.T) {
 			}
 			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 		}
-		s, err := New(&config.Webhook{Secret: vectorSecret}, nil, Options{
+		s, err := New(&Config{Secret: vectorSecret}, nil, Options{
 			Client: safehttp.New(2*time.Second, false, safehttp.WithLookup(lookup), safehttp.WithDialCheck(loopbackOnly)),
 		})
 		if err != nil {
@@ -462,7 +457,7 @@ func TestTimeoutIsTemporary(t *testing.T) {
 		case <-r.Context().Done():
 		case <-time.After(5 * time.Second):
 		}
-	}, func(c *config.Webhook, _ map[string]*config.Notifier, _ *Options) {
+	}, func(c *Config, _ map[string]string, _ *Options) {
 		c.Timeout = config.Duration(100 * time.Millisecond)
 	})
 	err := b.sender.Send(context.Background(), b.msg)
@@ -555,17 +550,16 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		cfg       *config.Webhook
-		notifiers map[string]*config.Notifier
+		cfg       *Config
+		notifiers map[string]string
 		wantErr   string
 	}{
 		{"nil config", nil, nil, "not configured"},
-		{"no secret", &config.Webhook{}, nil, "channels.webhook.secret is required"},
-		{"bad whsec", &config.Webhook{Secret: "whsec_%%%"}, nil, "channels.webhook.secret: "},
-		{"bad rotation secret", &config.Webhook{Secret: "ok", Secrets: []string{"ok2", ""}}, nil, "channels.webhook.secrets[1]"},
-		{"bad notifier url", &config.Webhook{Secret: "ok"}, map[string]*config.Notifier{
-			"n": {Channels: config.NotifierChannels{Webhook: &config.WebhookTemplates{URL: "gopher://x"}}},
-		}, "notifiers.n.channels.webhook.url"},
+		{"no secret", &Config{}, nil, "channels.webhook.secret is required"},
+		{"bad whsec", &Config{Secret: "whsec_%%%"}, nil, "channels.webhook.secret: "},
+		{"bad rotation secret", &Config{Secret: "ok", Secrets: []string{"ok2", ""}}, nil, "channels.webhook.secrets[1]"},
+		{"bad notifier url", &Config{Secret: "ok"}, map[string]string{"n": "gopher://x"},
+			"notifiers.n.channels.webhook.url"},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.cfg, tt.notifiers, Options{})

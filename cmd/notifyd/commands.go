@@ -8,15 +8,16 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/catalog"
-	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -47,11 +48,14 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
-	d, err := server.New(ctx, cfg, server.Options{Logger: newLogger(c.main, lvl)})
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(server.DefaultGCPercent)
+	}
+	d, err := server.New(ctx, server.Options{Config: cfg, Logger: newLogger(c.main, lvl)})
 	if err != nil {
 		return err
 	}
@@ -69,7 +73,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -78,11 +82,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	logger := newLogger(c.main, slog.LevelInfo)
-	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger); err != nil {
-		return err
-	}
-	if err := catalog.Sync(ctx, pool, cfg, logger); err != nil {
+	if err := server.Migrate(ctx, cfg, pool, newLogger(c.main, slog.LevelInfo)); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.main.Stdout, "migrations are up to date")
@@ -99,7 +99,7 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 		}
 		n.SendAt = t
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (c *TokenCommand) Run(_ context.Context, args []string) error {
 	if recipient == "" {
 		return errors.New("-recipient is required")
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("notification %s/%s: %w", notifier, key, err)
 		}
 	}
-	n, err := stores.GetNotification(ctx, pool, id, limit)
+	n, err := stores.GetNotification(ctx, pool, id, limit, builtin.MustRegistry().Inbox())
 	if err != nil {
 		return fmt.Errorf("notification %s: %w", id, err)
 	}
@@ -274,7 +274,7 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	if since <= 0 || limit <= 0 {
 		return errors.New("-since and -limit must be positive")
 	}
-	cfg, err := config.Load(path)
+	cfg, err := server.LoadConfig(path)
 	if err != nil {
 		return err
 	}

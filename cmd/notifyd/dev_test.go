@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/notifyd/notifyd/internal/devmode"
 	"io"
 	"net/http"
 	"os"
@@ -91,8 +92,8 @@ channels:
 			t.Errorf("dev output lacks %q", want)
 		}
 	}
-	var secrets devSecretValues
-	b, err := os.ReadFile(filepath.Join(dir, devSecretsFile))
+	var secrets devmode.Secrets
+	b, err := os.ReadFile(filepath.Join(dir, devmode.SecretsFile))
 	if err != nil || json.Unmarshal(b, &secrets) != nil || secrets.AdminToken == "" {
 		t.Fatalf("dev secrets: %s (%v)", b, err)
 	}

@@ -47,6 +47,10 @@ func exampleConfig(t *testing.T) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// NOTIFYD_WEBHOOK_SECRET is unset here: the daemon refuses unsigned webhooks.
+	if cfg.Channels["webhook"], err = cfg.Channels["webhook"].With("", map[string]any{"secret": "example-webhook-secret"}); err != nil {
+		t.Fatal(err)
+	}
 	return cfg
 }
 

@@ -1,4 +1,5 @@
-// Package httpapi is notifyd's HTTP API (SPEC §10): JSON over net/http with
+// Package httpapi is notifyd's HTTP API (openapi.json; the README's API
+// sections): JSON over net/http with
 // Go 1.22 method patterns. The daemon builds it with New and serves Handler.
 //
 // # Routes
@@ -90,11 +91,13 @@
 //
 // # Preferences
 //
-// A rule set is {"rules":[{"scope","channel","mode"}]} (SPEC §7): scope "*",
-// "category:<c>" or "notifier:<n>"; channel "*", "in_app", "email" or
-// "webhook"; mode "immediate", "digest" (email, or "*" where it reads as
-// immediate on in_app and webhook) or "off". GET lists the rules least
-// specific scope first (byte order of scope, then channel) and adds
+// A rule set is {"rules":[{"scope","channel","mode"}]}: scope "*",
+// "category:<c>" or "notifier:<n>"; channel "*" or a registered
+// per-recipient channel (built in: in_app, email, webhook); mode
+// "immediate", "digest" (on a channel that can digest, or "*" where it reads
+// as immediate on the others) or "off". GET lists the rules least specific
+// scope first (byte order of scope, then channel), the registered
+// per-recipient channels with their modes under "channels", and adds
 //
 //	"effective": {
 //	  "comment.created": {"category": "comments", "required": false, "muted": false,
@@ -103,7 +106,7 @@
 //	}
 //
 // with one entry per configured notifier and, under channels, one per
-// per-recipient channel the notifier uses, resolved by notifyd.Resolve — the
+// per-recipient channel the notifier uses, resolved by the registry — the
 // resolution the fan-out applies — with the recipient's rules and active
 // notifier mutes. category is "" for a notifier without one. muted reports an
 // active "notifier:<name>" mute; a required notifier ignores it (and reads

@@ -161,7 +161,7 @@ func forgedCursor(micros int64) string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// TestHostileRequests sends bad requests to every endpoint (SPEC §15): each
+// TestHostileRequests sends bad requests to every endpoint: each
 // is answered with its 4xx and error code, and none writes anything: every
 // notify_* table and river_job has the same content before and after,
 // compared row by row through a digest.

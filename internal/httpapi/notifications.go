@@ -142,7 +142,7 @@ type notificationResponse struct {
 
 func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1)
+	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1, s.reg.Inbox())
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no notification %q", id)
 	}

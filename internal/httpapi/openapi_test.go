@@ -46,10 +46,10 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
 )
 
 // docURL is the base URI of the document in the schema compiler; it never
@@ -238,13 +238,13 @@ func mediaType(contentType string) string {
 // --- routes, as the source registers them ---
 
 // registeredPatterns returns the ServeMux patterns of server.go's routes()
-// (s.mux.Handle calls) and of the daemon's d.API.Handle calls. Every pattern
+// (s.mux.Handle calls) and of the server's s.api.Handle calls. Every pattern
 // must be a string literal: a computed one makes this test fail until it
 // learns to read it.
 func registeredPatterns(t testing.TB) []string {
 	t.Helper()
 	fset := token.NewFileSet()
-	// receiver renders the expression a method is called on: "s.mux", "d.API".
+	// receiver renders the expression a method is called on: "s.mux", "s.api".
 	var receiver func(e ast.Expr) string
 	receiver = func(e ast.Expr) string {
 		switch x := e.(type) {
@@ -310,10 +310,10 @@ func registeredPatterns(t testing.TB) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		daemonPatterns = append(daemonPatterns, collect(f, "d.API")...)
+		daemonPatterns = append(daemonPatterns, collect(f, "s.api")...)
 	}
 	if len(daemonPatterns) == 0 {
-		t.Fatal("server: no d.API.Handle routes found")
+		t.Fatal("server: no s.api.Handle routes found")
 	}
 	return append(patterns, daemonPatterns...)
 }
@@ -392,12 +392,12 @@ func startDaemon(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), cfg, server.Options{Listener: ln, Logger: notifydtest.Logger(),
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(d.API.Handler())
+	srv := httptest.NewServer(d.Handler())
 	t.Cleanup(srv.Close) // after the daemon stopped: its hub ends the open streams
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -421,7 +421,7 @@ func startDaemon(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	return &bundle{pool: d.Pool, cfg: cfg, srv: srv}
+	return &bundle{pool: d.Pool(), cfg: cfg, srv: srv}
 }
 
 // noRoute reports whether r is the mux's own answer for a request no route

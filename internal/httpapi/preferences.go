@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/channels"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,7 @@ import (
 )
 
 // CodeInvalidPreferences is the 422 of a PUT of preferences whose rules break
-// a rule of SPEC §7 (bad scope, channel or mode; digest on a channel that
+// a preference rule (bad scope, channel or mode; digest on a channel that
 // cannot digest; a duplicate (scope, channel); too many rules). Each detail
 // names the field ("rules[3].mode"). Nothing is written.
 const CodeInvalidPreferences = "invalid_preferences"
@@ -30,6 +31,7 @@ const maxPreferenceRules = 200
 type preferencesRequest struct {
 	Rules     *[]json.RawMessage `json:"rules"`
 	Effective json.RawMessage    `json:"effective"`
+	Channels  json.RawMessage    `json:"channels"`
 }
 
 // preferencesResponse is what GET and PUT of preferences answer.
@@ -39,6 +41,26 @@ type preferencesResponse struct {
 	// Effective maps every configured notifier to what the rules and mutes
 	// resolve to.
 	Effective map[string]effectiveNotifier `json:"effective"`
+	// Channels are the registered per-recipient channels, in the order a
+	// preference page lists them, each with the modes a rule may choose.
+	Channels []channelInfo `json:"channels"`
+}
+
+// channelInfo describes one per-recipient channel to a preference page.
+type channelInfo struct {
+	Name  string         `json:"name"`
+	Modes []notifyd.Mode `json:"modes"`
+}
+
+// channelInfos lists reg's per-recipient channels.
+func channelInfos(reg *channels.Registry) []channelInfo {
+	var out []channelInfo
+	for _, p := range reg.Plugins() {
+		if p.PerRecipient {
+			out = append(out, channelInfo{Name: p.Name, Modes: p.Modes()})
+		}
+	}
+	return out
 }
 
 // effectiveNotifier is the resolved posture of one recipient for one
@@ -86,7 +108,7 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, recipien
 	if err := s.DecodeJSON(w, r, &req, false); err != nil {
 		return err
 	}
-	rules, err := checkRules(req.Rules)
+	rules, err := checkRules(s.reg, req.Rules)
 	if err != nil {
 		return err
 	}
@@ -115,7 +137,7 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, recipien
 // (scope, channel). It reports every problem at once. Rules naming a notifier
 // or category the config does not have are accepted: they match nothing, and
 // a notifier removed from config never makes a stored rule set unwritable.
-func checkRules(raw *[]json.RawMessage) ([]notifyd.Rule, error) {
+func checkRules(reg *channels.Registry, raw *[]json.RawMessage) ([]notifyd.Rule, error) {
 	if raw == nil {
 		return nil, fieldError("rules", `is required ("rules": [] clears every rule)`)
 	}
@@ -137,8 +159,8 @@ func checkRules(raw *[]json.RawMessage) ([]notifyd.Rule, error) {
 			return nil, err
 		}
 		rule := rules[i]
-		if err := rule.Validate(); err != nil {
-			details = append(details, FieldDetail{Field: field + "." + ruleField(rule), Message: err.Error()})
+		if err := reg.ValidateRule(rule); err != nil {
+			details = append(details, FieldDetail{Field: field + "." + ruleField(reg, rule), Message: err.Error()})
 			continue
 		}
 		key := [2]string{rule.Scope, rule.Channel}
@@ -161,14 +183,14 @@ func checkRules(raw *[]json.RawMessage) ([]notifyd.Rule, error) {
 	return rules, nil
 }
 
-// ruleField names the part of an invalid rule Validate refused, by asking
-// Validate again with the later parts made valid: the scope is checked with
-// a channel and mode that are always fine, then the channel with such a mode.
-func ruleField(rule notifyd.Rule) string {
-	if (notifyd.Rule{Scope: rule.Scope, Channel: "*", Mode: notifyd.ModeOff}).Validate() != nil {
+// ruleField names the part of an invalid rule ValidateRule refused, by
+// asking again with the later parts made valid: the scope is checked with a
+// channel and mode that are always fine, then the channel with such a mode.
+func ruleField(reg *channels.Registry, rule notifyd.Rule) string {
+	if reg.ValidateRule(notifyd.Rule{Scope: rule.Scope, Channel: "*", Mode: notifyd.ModeOff}) != nil {
 		return "scope"
 	}
-	if (notifyd.Rule{Scope: rule.Scope, Channel: rule.Channel, Mode: notifyd.ModeOff}).Validate() != nil {
+	if reg.ValidateRule(notifyd.Rule{Scope: rule.Scope, Channel: rule.Channel, Mode: notifyd.ModeOff}) != nil {
 		return "channel"
 	}
 	return "mode"
@@ -193,13 +215,14 @@ func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient string
 	for _, m := range mutes {
 		muted[m.Target] = true
 	}
-	return &preferencesResponse{Rules: rules, Effective: effective(s.cfg, rules, muted)}, nil
+	return &preferencesResponse{Rules: rules, Effective: effective(s.cfg, s.reg, rules, muted),
+		Channels: channelInfos(s.reg)}, nil
 }
 
-// effective resolves rules for every notifier of cfg and every per-recipient
-// channel it uses, with notifyd.Resolve: the resolution the fan-out applies.
-// mutedTargets holds the active mute targets.
-func effective(cfg *config.Config, rules []notifyd.Rule, mutedTargets map[string]bool) map[string]effectiveNotifier {
+// effective resolves rules for every notifier of cfg and every registered
+// per-recipient channel it uses, with the registry's Resolve: the resolution
+// the fan-out applies. mutedTargets holds the active mute targets.
+func effective(cfg *config.Config, reg *channels.Registry, rules []notifyd.Rule, mutedTargets map[string]bool) map[string]effectiveNotifier {
 	out := make(map[string]effectiveNotifier, len(cfg.Notifiers))
 	for _, name := range cfg.NotifierNames() {
 		nf, ok := cfg.Notifier(name)
@@ -209,25 +232,12 @@ func effective(cfg *config.Config, rules []notifyd.Rule, mutedTargets map[string
 		muted := mutedTargets["notifier:"+name]
 		e := effectiveNotifier{Category: nf.Category, Required: nf.Required, Muted: muted,
 			Channels: map[string]notifyd.Mode{}}
-		for _, ch := range notifyd.PerRecipientChannels {
-			if usesChannel(nf, ch) {
-				e.Channels[ch] = notifyd.Resolve(nf, ch, rules, muted).Mode
+		for _, ch := range reg.PerRecipient() {
+			if channels.Uses(nf, ch) {
+				e.Channels[ch] = reg.Resolve(nf, ch, rules, muted).Mode
 			}
 		}
 		out[name] = e
 	}
 	return out
-}
-
-// usesChannel reports whether nf declares the per-recipient channel ch.
-func usesChannel(nf *config.Notifier, ch string) bool {
-	switch ch {
-	case "in_app":
-		return nf.Channels.InApp != nil
-	case "email":
-		return nf.Channels.Email != nil
-	case "webhook":
-		return nf.Channels.Webhook != nil
-	}
-	return false
 }

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"log/slog"
 	"net/http"
 	"time"
@@ -35,12 +37,18 @@ type Options struct {
 	Extra map[string]http.Handler
 	// AdminExtra are more routes mounted behind the admin token ("/riverui/").
 	AdminExtra map[string]http.Handler
+	// Registry is the daemon's channels: preference rules and the effective
+	// preferences are checked and resolved against it. Nil means the
+	// built-in channels.
+	Registry *channels.Registry
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
 type Server struct {
 	pool    *pgxpool.Pool
 	cfg     *config.Config
+	reg     *channels.Registry
+	openapi []byte // the API document with reg's channels
 	client  *notifyd.Client
 	logger  *slog.Logger
 	clock   func() time.Time
@@ -59,10 +67,19 @@ const maxDeliveries = 1000
 // New builds a Server from opts. It mounts every built-in route and the
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
-	s := &Server{pool: opts.Pool, cfg: opts.Config, client: opts.Client, logger: opts.Logger, clock: opts.Clock}
+	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, logger: opts.Logger,
+		clock: opts.Clock}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
+	if s.reg == nil {
+		s.reg = builtin.MustRegistry()
+	}
+	doc, err := openAPIFor(s.reg)
+	if err != nil {
+		panic("httpapi: " + err.Error()) // the embedded document is checked by its tests
+	}
+	s.openapi = doc
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/jobs"
 )
@@ -47,17 +49,48 @@ notifiers:
       in_app: {title: "{{.team}}: somebody joined"}
 `
 
-// Config parses yaml (BaseConfig when empty) and fails the test on error.
+// Config parses yaml (BaseConfig when empty) and checks its channel
+// sections against the built-in channels, failing the test on error.
 func Config(t testing.TB, yaml string) *config.Config {
 	t.Helper()
 	if yaml == "" {
 		yaml = BaseConfig
 	}
 	cfg, err := config.Parse("test.yaml", []byte(yaml))
+	if err == nil {
+		var set *channels.Set
+		if set, err = builtin.MustRegistry().Open(cfg, nil, nil); err == nil {
+			err = set.Close()
+		}
+	}
 	if err != nil {
 		t.Fatalf("test config: %v", err)
 	}
 	return cfg
+}
+
+// Channels opens the built-in channels, then extra, on cfg, as a daemon
+// does, and closes them when the test ends.
+func Channels(t testing.TB, cfg *config.Config, extra ...channels.Plugin) *channels.Set {
+	t.Helper()
+	reg, err := builtin.Registry(extra...)
+	if err != nil {
+		t.Fatalf("channel registry: %v", err)
+	}
+	set, err := reg.Open(cfg, Logger(), nil)
+	if err != nil {
+		t.Fatalf("open channels: %v", err)
+	}
+	t.Cleanup(func() { _ = set.Close() })
+	return set
+}
+
+// Wire gives deps the channels of set, as the server does: the registry,
+// the inbox, the per-recipient and bulk channels and the digest channel.
+func Wire(deps *jobs.Deps, set *channels.Set) *jobs.Deps {
+	deps.Registry, deps.Inbox, deps.Channels, deps.Bulk = set.Registry, set.Inbox, set.Channels, set.Bulk
+	deps.Digests = set.Digests[set.Registry.Digest()]
+	return deps
 }
 
 // Logger returns a logger that prints to stderr when NOTIFYD_TEST_LOG is set,
@@ -76,11 +109,15 @@ type fastRetry struct{}
 func (fastRetry) NextRetry(*rivertype.JobRow) time.Time { return time.Now().Add(50 * time.Millisecond) }
 
 // StartWorkers runs a River client with every notifyd worker on deps.Pool and
-// stops it when the test ends. A nil deps.Logger is filled with Logger().
+// stops it when the test ends. A nil deps.Logger is filled with Logger(), and
+// deps without a Registry get the built-in channels opened on deps.Config.
 func StartWorkers(t testing.TB, deps *jobs.Deps) *river.Client[pgx.Tx] {
 	t.Helper()
 	if deps.Logger == nil {
 		deps.Logger = Logger()
+	}
+	if deps.Registry == nil {
+		Wire(deps, Channels(t, deps.Config))
 	}
 	rc := jobs.RiverConfig(deps, jobs.NewWorkers(deps))
 	rc.RetryPolicy = fastRetry{}

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +21,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -58,7 +62,7 @@ func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
 	url := emptyDB(t)
 	cfg := notifydtest.Config(t, "")
 	cfg.Database.URL = url
-	_, err := server.New(context.Background(), cfg, server.Options{NoHTTP: true})
+	_, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true})
 	if err == nil || !strings.Contains(err.Error(), "notifyd migrate") {
 		t.Fatalf("server.New on an unmigrated database = %v, want a refusal naming `notifyd migrate`", err)
 	}
@@ -87,7 +91,7 @@ func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
 	if err := stores.CheckMigrations(context.Background(), pool, ""); err != nil {
 		t.Fatalf("after migrate: %v", err)
 	}
-	d, err := server.New(context.Background(), cfg, server.Options{NoHTTP: true})
+	d, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true})
 	if err != nil {
 		t.Fatalf("server.New after migrate: %v", err)
 	}
@@ -113,7 +117,7 @@ channels:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), cfg, server.Options{Listener: ln, Logger: notifydtest.Logger()})
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,4 +255,88 @@ func riverLines(metrics string) []string {
 		}
 	}
 	return out
+}
+
+// TestEmbeddedOnTheCallersMux: with NoListen the API is served by the
+// caller, under a prefix of its own mux, with the caller's pool (left open
+// by Close); New changes no process-wide setting.
+func TestEmbeddedOnTheCallersMux(t *testing.T) {
+	pool, url := pgtest.NewDBURL(t)
+	cfg := notifydtest.Config(t, "")
+	cfg.Database.URL = url
+	gcBefore := debug.SetGCPercent(123)
+	defer debug.SetGCPercent(gcBefore)
+	srv, err := server.New(context.Background(), server.Options{Config: cfg, Pool: pool, NoListen: true,
+		Logger: notifydtest.Logger(), DrainTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(123); got != 123 {
+		t.Errorf("server.New changed GOGC to %d: the embedding program owns it", got)
+	}
+	if srv.Addr() != "" {
+		t.Errorf("Addr = %q with NoListen", srv.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/notify/", http.StripPrefix("/notify", srv.Handler()))
+	mux.HandleFunc("GET /app", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "the app") })
+	app := httptest.NewServer(mux)
+	defer app.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+
+	res, err := srv.Client().Send(context.Background(), notifyd.Notification{Notifier: "comment.created", Key: "c-1",
+		Recipients: []notifyd.Recipient{{ID: "u2"}}, Params: map[string]any{"post_title": "Hi", "author_name": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.Eventually(t, 15*time.Second, "u2's inbox item through the caller's mux", func() bool {
+		req, _ := http.NewRequest("GET", app.URL+"/notify/v1/inbox", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), "Ada commented on Hi")
+	})
+	if resp, err := http.Get(app.URL + "/app"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the caller's own route: %v %v", resp, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	srv.Close()
+	// The caller's pool outlives the server.
+	var id string
+	if err := pool.QueryRow(context.Background(), `SELECT id::text FROM notify_notifications WHERE id = $1`, res.ID).Scan(&id); err != nil {
+		t.Fatalf("the caller's pool after Close: %v", err)
+	}
+}
+
+// TestNewRefusesBadChannels: a channel that cannot register, or a section
+// a registered channel refuses, stops New before it connects anywhere.
+func TestNewRefusesBadChannels(t *testing.T) {
+	t.Parallel()
+	cfg := notifydtest.Config(t, "")
+	dup := channels.Plugin{Name: "email", PerRecipient: true, Open: func(*channels.Setup) (any, error) { return nil, nil }}
+	if _, err := server.New(context.Background(), server.Options{Config: cfg, Channels: []channels.Plugin{dup}}); err == nil ||
+		!strings.Contains(err.Error(), "registered twice") {
+		t.Errorf("New with a second email channel = %v", err)
+	}
+	bad, err := config.Parse("bad.yaml", []byte("channels:\n  email: {from: nobody}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.New(context.Background(), server.Options{Config: bad}); err == nil ||
+		!strings.Contains(err.Error(), "bad.yaml:2: channels.email.from") {
+		t.Errorf("New with a bad channels.email = %v", err)
+	}
 }

@@ -1,0 +1,167 @@
+package notifyd_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// publicPackages are the packages applications and embedding programs
+// import, by directory.
+var publicPackages = []string{".", "channels", "config", "server", "notifytype"}
+
+// engineImport reports whether an import path is one of notifyd's engine or
+// internal packages, which a public package may use but never expose.
+func engineImport(path string) bool {
+	const mod = "github.com/notifyd/notifyd/"
+	rest, ok := strings.CutPrefix(path, mod)
+	if !ok {
+		return false
+	}
+	return rest == "stores" || rest == "jobs" || strings.HasPrefix(rest, "internal/") || strings.Contains(rest, "/internal/")
+}
+
+// TestPublicPackagesExposeNoEngineTypes: no exported function, method, type,
+// field, variable or constant of a public package mentions a type of stores,
+// jobs or an internal package, so they can change without breaking users.
+func TestPublicPackagesExposeNoEngineTypes(t *testing.T) {
+	t.Parallel()
+	for _, dir := range publicPackages {
+		fset := token.NewFileSet()
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			imports := map[string]string{} // local name -> path
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				local := filepath.Base(path)
+				if imp.Name != nil {
+					local = imp.Name.Name
+				}
+				imports[local] = path
+			}
+			report := func(what string, n ast.Node) {
+				ast.Inspect(n, func(x ast.Node) bool {
+					sel, ok := x.(*ast.SelectorExpr)
+					if !ok {
+						return true
+					}
+					if id, ok := sel.X.(*ast.Ident); ok && engineImport(imports[id.Name]) {
+						t.Errorf("%s: %s exposes %s.%s (%s)", fset.Position(sel.Pos()), what, id.Name, sel.Sel.Name, imports[id.Name])
+					}
+					return true
+				})
+			}
+			for _, decl := range f.Decls {
+				switch d := decl.(type) {
+				case *ast.FuncDecl:
+					if !d.Name.IsExported() || (d.Recv != nil && !exportedRecv(d.Recv)) {
+						continue
+					}
+					report(d.Name.Name, d.Type)
+				case *ast.GenDecl:
+					for _, spec := range d.Specs {
+						switch s := spec.(type) {
+						case *ast.TypeSpec:
+							if !s.Name.IsExported() {
+								continue
+							}
+							exposedFields(s.Type, func(n ast.Node) { report(s.Name.Name, n) })
+						case *ast.ValueSpec:
+							for _, n := range s.Names {
+								if n.IsExported() && s.Type != nil {
+									report(n.Name, s.Type)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		if checked == 0 {
+			t.Errorf("%s: no Go files", dir)
+		}
+	}
+}
+
+// exportedRecv reports whether a method's receiver type is exported.
+func exportedRecv(fl *ast.FieldList) bool {
+	if len(fl.List) == 0 {
+		return false
+	}
+	x := fl.List[0].Type
+	if s, ok := x.(*ast.StarExpr); ok {
+		x = s.X
+	}
+	if ix, ok := x.(*ast.IndexExpr); ok {
+		x = ix.X
+	}
+	id, ok := x.(*ast.Ident)
+	return ok && id.IsExported()
+}
+
+// exposedFields calls fn with the parts of a type declaration a user can
+// reach: the whole type, except a struct's unexported fields and an
+// interface's unexported methods.
+func exposedFields(typ ast.Expr, fn func(ast.Node)) {
+	var fields *ast.FieldList
+	switch t := typ.(type) {
+	case *ast.StructType:
+		fields = t.Fields
+	case *ast.InterfaceType:
+		fields = t.Methods
+	default:
+		fn(typ)
+		return
+	}
+	for _, f := range fields.List {
+		if len(f.Names) == 0 { // embedded
+			fn(f.Type)
+			continue
+		}
+		for _, n := range f.Names {
+			if n.IsExported() {
+				fn(f.Type)
+				break
+			}
+		}
+	}
+}
+
+// TestEngineDoesNotImportTheAPI: the engine (jobs) and the stores speak the
+// leaf package notifytype, never the application-facing root package.
+func TestEngineDoesNotImportTheAPI(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{"jobs", "stores", "channels"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, name := range files {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				if imp.Path.Value == `"github.com/notifyd/notifyd"` {
+					t.Errorf("%s imports the root package notifyd", name)
+				}
+			}
+		}
+	}
+}

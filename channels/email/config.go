@@ -1,0 +1,208 @@
+package email
+
+import (
+	htmltemplate "html/template"
+	netmail "net/mail"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/notifytype"
+)
+
+// Name is the channel's name in config and in the ledger.
+const Name = "email"
+
+// Plugin registers the email channel. It is per-recipient, needs the
+// profile's email address, and can digest.
+var Plugin = channels.Plugin{
+	Name:         Name,
+	PerRecipient: true,
+	Address:      "email",
+	Digest:       true,
+	DefaultMode:  notifytype.ModeImmediate,
+	Open:         open,
+}
+
+var (
+	_ channels.Channel       = (*Sender)(nil)
+	_ channels.DigestChannel = (*Sender)(nil)
+)
+
+// Config is the channels.email section. Without it email deliveries are
+// `unavailable`.
+type Config struct {
+	From string `yaml:"from"`
+	SMTP SMTP   `yaml:"smtp"`
+	// Rate is messages per second per replica; 0 is unlimited.
+	Rate float64 `yaml:"rate"`
+	// ListUnsubscribe, when set, is rendered (text/template over
+	// ListUnsubscribeData) into a List-Unsubscribe header.
+	ListUnsubscribe string `yaml:"list_unsubscribe"`
+	// Timeout bounds one SMTP conversation (waiting for a connection to the
+	// server's reply to one message). Default 30s.
+	Timeout config.Duration `yaml:"timeout"`
+}
+
+// SetDefaults sets tls none and a 30 s timeout.
+func (c *Config) SetDefaults() {
+	c.SMTP.TLS = "none"
+	c.Timeout = config.Duration(30 * time.Second)
+}
+
+// SMTP is the mail server email is handed to.
+type SMTP struct {
+	Host     string `yaml:"host"`
+	Port     int    `yaml:"port"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	TLS      string `yaml:"tls"` // none | starttls | tls; default none
+}
+
+// Templates are a notifier's email section: subject and text are
+// text/template, html is html/template, over the params. Locales maps a
+// locale ("fr", "pt-BR") to variants; see For.
+type Templates struct {
+	Subject string                `yaml:"subject"`
+	Text    string                `yaml:"text"`
+	HTML    string                `yaml:"html"`
+	Locales map[string]*Templates `yaml:"locales"`
+
+	subjectT, textT *template.Template
+	htmlT           *htmltemplate.Template
+}
+
+// For returns the templates for a recipient locale: the variant whose key
+// equals locale (case-insensitive, "_" read as "-"), else the variant for its
+// language ("pt" for "pt-BR"), else t itself.
+func (t *Templates) For(locale string) *Templates {
+	want := normLocale(locale)
+	if want == "" || len(t.Locales) == 0 {
+		return t
+	}
+	lang, _, _ := strings.Cut(want, "-")
+	var byLang *Templates
+	for k, v := range t.Locales {
+		switch normLocale(k) {
+		case want:
+			return v
+		case lang:
+			byLang = v
+		}
+	}
+	if byLang != nil {
+		return byLang
+	}
+	return t
+}
+
+func normLocale(s string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), "_", "-"))
+}
+
+var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$`)
+
+// open decodes channels.email and every notifier's email templates, and
+// builds the Sender; with no channels.email section the templates are still
+// checked, and email is not configured.
+func open(s *channels.Setup) (any, error) {
+	p := s.Problems
+	notifiers := map[string]*Templates{}
+	for _, name := range s.NotifierNames() {
+		sec := s.Notifiers[name].Section
+		t := &Templates{}
+		if !p.Decode(sec, t) {
+			continue
+		}
+		example := config.TemplateParams(s.Config.Notifiers[name].ExampleParams())
+		t.compile(p, sec, "", example)
+		for _, loc := range sortedKeys(t.Locales) {
+			v := t.Locales[loc]
+			key := "locales." + loc
+			if !localeRE.MatchString(loc) {
+				p.Add(sec, key, "invalid locale %q (want a language tag such as fr or pt-BR)", loc)
+			}
+			if v == nil {
+				p.Add(sec, key, "must be a mapping with subject and text or html")
+				continue
+			}
+			if len(v.Locales) > 0 {
+				p.Add(sec, key+".locales", "locale variants do not nest")
+			}
+			v.compile(p, sec, key+".", example)
+		}
+		notifiers[name] = t
+	}
+	if s.Section.Empty() {
+		return nil, nil
+	}
+	cfg := &Config{}
+	if !p.Decode(s.Section, cfg) {
+		return nil, nil
+	}
+	sec := s.Section
+	if cfg.From == "" {
+		p.Add(sec, "from", "must be set (a sender address such as \"Acme <notify@acme.test>\")")
+	} else if a, err := netmail.ParseAddress(cfg.From); err != nil {
+		p.Add(sec, "from", "invalid address %q: %v", cfg.From, err)
+	} else if at := strings.LastIndexByte(a.Address, '@'); at < 0 || at == len(a.Address)-1 {
+		p.Add(sec, "from", "address %q has no domain (Message-IDs are made from it)", cfg.From)
+	}
+	if cfg.SMTP.Host == "" {
+		p.Add(sec, "smtp.host", "must be set")
+	}
+	switch port := cfg.SMTP.Port; {
+	case port == 0:
+		p.Add(sec, "smtp.port", "must be set")
+	case port < 1 || port > 65535:
+		p.Add(sec, "smtp.port", "must be between 1 and 65535, got %d", port)
+	}
+	switch cfg.SMTP.TLS {
+	case "none", "starttls", "tls":
+	default:
+		p.Add(sec, "smtp.tls", "unknown tls mode %q (want none, starttls or tls)", cfg.SMTP.TLS)
+	}
+	if cfg.Rate < 0 {
+		p.Add(sec, "rate", "must not be negative (0 is unlimited), got %v", cfg.Rate)
+	}
+	p.Positive(sec, "timeout", cfg.Timeout)
+	p.Text(sec, "list_unsubscribe", cfg.ListUnsubscribe)
+	if p.Err() != nil {
+		return nil, nil // the registry reports the problems
+	}
+	sender, err := New(cfg, &s.Config.Digest, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return sender, nil
+}
+
+// compile parses and test-renders one set of templates (the default, or the
+// locale variant whose keys start with prefix).
+func (t *Templates) compile(p *config.Problems, sec *config.Section, prefix string, example map[string]any) {
+	if t.Subject == "" {
+		p.Add(sec, prefix+"subject", "must be set")
+	}
+	if t.Text == "" && t.HTML == "" {
+		p.Add(sec, prefix+"text", "text or html must be set")
+	}
+	t.subjectT = p.Text(sec, prefix+"subject", t.Subject)
+	t.textT = p.Text(sec, prefix+"text", t.Text)
+	t.htmlT = p.HTML(sec, prefix+"html", t.HTML)
+	p.RenderCheck(sec, prefix+"subject", t.subjectT, example)
+	p.RenderCheck(sec, prefix+"text", t.textT, example)
+	p.RenderCheck(sec, prefix+"html", t.htmlT, example)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

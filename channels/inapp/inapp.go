@@ -1,0 +1,108 @@
+// Package inapp is the in-app inbox channel: a notifier's in_app section
+// renders the inbox item (title, body, url) that the fan-out writes, exactly
+// once per recipient, inside its own transaction. Nothing is sent, so the
+// channel needs no config of its own and no profile address.
+//
+//	notifiers:
+//	  comment.created:
+//	    channels:
+//	      in_app: {default: immediate, title: "{{.author_name}} commented", body: "", url: "{{.url}}"}
+package inapp
+
+import (
+	"context"
+	"fmt"
+	"text/template"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/notifytype"
+)
+
+// Name is the channel's name in config and in the ledger.
+const Name = "in_app"
+
+// Plugin registers the inbox.
+var Plugin = channels.Plugin{
+	Name:         Name,
+	PerRecipient: true,
+	Inbox:        true,
+	DefaultMode:  notifytype.ModeImmediate,
+	Open:         open,
+}
+
+var (
+	_ channels.Channel      = (*Inbox)(nil)
+	_ channels.InboxChannel = (*Inbox)(nil)
+)
+
+// Templates is a notifier's in_app section (text/template over params).
+type Templates struct {
+	Title string `yaml:"title"`
+	Body  string `yaml:"body"`
+	URL   string `yaml:"url"`
+
+	title, body, url *template.Template
+}
+
+// Inbox renders the inbox items of the notifiers that use it.
+type Inbox struct {
+	notifiers map[string]*Templates
+}
+
+func open(s *channels.Setup) (any, error) {
+	if !s.Section.Empty() {
+		s.Problems.Add(s.Section, "", "the in_app channel has no settings (its templates are per notifier)")
+	}
+	in := &Inbox{notifiers: map[string]*Templates{}}
+	for _, name := range s.NotifierNames() {
+		sec := s.Notifiers[name].Section
+		t := &Templates{}
+		if !s.Problems.Decode(sec, t) {
+			continue
+		}
+		if t.Title == "" {
+			s.Problems.Add(sec, "title", "must be set (every inbox item has a title)")
+		}
+		t.title = s.Problems.Text(sec, "title", t.Title)
+		t.body = s.Problems.Text(sec, "body", t.Body)
+		t.url = s.Problems.Text(sec, "url", t.URL)
+		example := s.Config.Notifiers[name].ExampleParams()
+		s.Problems.RenderCheck(sec, "title", t.title, config.TemplateParams(example))
+		s.Problems.RenderCheck(sec, "body", t.body, config.TemplateParams(example))
+		s.Problems.RenderCheck(sec, "url", t.url, config.TemplateParams(example))
+		in.notifiers[name] = t
+	}
+	return in, nil
+}
+
+// Name returns "in_app".
+func (*Inbox) Name() string { return Name }
+
+// Addressable accepts every recipient: the inbox needs no address.
+func (*Inbox) Addressable(string, channels.Recipient) error { return nil }
+
+// Send is never called: inbox items are written by the fan-out.
+func (*Inbox) Send(_ context.Context, msg channels.Message) error {
+	return channels.Permanent(fmt.Errorf("in_app items are written at fan-out, not sent (delivery %s)", msg.DeliveryID))
+}
+
+// RenderInbox renders notifier's title, body and url with params as the dot.
+func (in *Inbox) RenderInbox(notifier string, params map[string]any) (channels.InboxItem, error) {
+	t := in.notifiers[notifier]
+	if t == nil {
+		return channels.InboxItem{}, fmt.Errorf("notifier %q has no in_app channel", notifier)
+	}
+	var it channels.InboxItem
+	var err error
+	if it.Title, err = config.RenderText(t.title, params); err != nil {
+		return channels.InboxItem{}, err
+	}
+	if it.Body, err = config.RenderText(t.body, params); err != nil {
+		return channels.InboxItem{}, err
+	}
+	if it.URL, err = config.RenderText(t.url, params); err != nil {
+		return channels.InboxItem{}, err
+	}
+	return it, nil
+}

@@ -1,0 +1,67 @@
+package slack
+
+import (
+	"text/template"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+)
+
+// Name is the channel's name in config and in the ledger.
+const Name = "slack"
+
+// Plugin registers the Slack channel: bulk, one message per notification to
+// each notifier's own incoming-webhook URL, so it needs no channels.slack
+// section to be configured.
+var Plugin = channels.Plugin{
+	Name: Name,
+	Bulk: true,
+	Open: open,
+}
+
+// Config is the optional channels.slack section.
+type Config struct {
+	Timeout      config.Duration `yaml:"timeout"` // default 10s
+	AllowPrivate bool            `yaml:"allow_private"`
+}
+
+// SetDefaults sets a 10 s timeout.
+func (c *Config) SetDefaults() { c.Timeout = config.Duration(DefaultTimeout) }
+
+// Templates is a notifier's slack section.
+type Templates struct {
+	WebhookURL string `yaml:"webhook_url"`
+	Text       string `yaml:"text"`
+
+	text *template.Template
+}
+
+func open(s *channels.Setup) (any, error) {
+	p := s.Problems
+	cfg := &Config{}
+	p.Decode(s.Section, cfg)
+	p.Positive(s.Section, "timeout", cfg.Timeout)
+	notifiers := map[string]*Templates{}
+	for _, name := range s.NotifierNames() {
+		sec := s.Notifiers[name].Section
+		t := &Templates{}
+		if !p.Decode(sec, t) {
+			continue
+		}
+		if t.WebhookURL == "" {
+			p.Add(sec, "webhook_url", "must be set (a Slack incoming-webhook URL)")
+		} else {
+			p.HTTPURL(sec, "webhook_url", t.WebhookURL)
+		}
+		if t.Text == "" {
+			p.Add(sec, "text", "must be set")
+		}
+		t.text = p.Text(sec, "text", t.Text)
+		p.RenderCheck(sec, "text", t.text, config.TemplateParams(s.Config.Notifiers[name].ExampleParams()))
+		notifiers[name] = t
+	}
+	if p.Err() != nil {
+		return nil, nil
+	}
+	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
+}

@@ -1,0 +1,307 @@
+package config
+
+import (
+	"fmt"
+	htmltemplate "html/template"
+	"io"
+	"reflect"
+	"sort"
+	"strings"
+	"text/template"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Section is a part of the config file that belongs to a channel plug-in:
+// channels.<name>, or the channel's keys under notifiers.<n>.channels.<name>.
+// Load keeps it undecoded, with the lines it came from; the channel decodes
+// it with Problems.Decode into its own types, so an unknown key or a wrong
+// value is reported with the file, line and key path like any other config
+// error.
+//
+// A nil *Section, or one whose key was written with nothing under it, is
+// empty: Decode then only applies the defaults.
+type Section struct {
+	path string
+	node *yaml.Node
+}
+
+// Path is the section's dotted key path ("channels.email").
+func (s *Section) Path() string {
+	if s == nil {
+		return ""
+	}
+	return s.path
+}
+
+// Empty reports whether the section has no keys.
+func (s *Section) Empty() bool {
+	return s == nil || s.node == nil || isNull(s.node) || (s.node.Kind == yaml.MappingNode && len(s.node.Content) == 0)
+}
+
+// NewSection parses src (YAML) as a section at path. It is for tests and
+// for programs that build a Config by hand.
+func NewSection(path, src string) (*Section, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	n := &doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	return &Section{path: path, node: n}, nil
+}
+
+var (
+	sectionType         = reflect.TypeFor[*Section]()
+	notifierChannelType = reflect.TypeFor[*NotifierChannel]()
+)
+
+// decodeSection keeps a *Section (or a notifier's *NotifierChannel) as the
+// node it was written as, and reports whether v was one of them.
+func (d *decoder) decodeSection(n *yaml.Node, path string, v reflect.Value) bool {
+	switch v.Type() {
+	case sectionType:
+		if !isNull(n) && n.Kind != yaml.MappingNode {
+			d.errs.addLine(n.Line, path, "want a mapping, got %s", describe(n))
+		}
+		v.Set(reflect.ValueOf(&Section{path: path, node: n}))
+		return true
+	case notifierChannelType:
+		nc := &NotifierChannel{Section: &Section{path: path}}
+		v.Set(reflect.ValueOf(nc))
+		if isNull(n) {
+			return true
+		}
+		if n.Kind != yaml.MappingNode {
+			d.errs.addLine(n.Line, path, "want a mapping, got %s", describe(n))
+			return true
+		}
+		rest := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+		for _, p := range d.pairs(n, path) {
+			child := join(path, p.key.Value)
+			d.errs.lines[child] = p.key.Line
+			if p.key.Value == "default" {
+				d.decode(p.val, child, reflect.ValueOf(&nc.Default).Elem())
+				continue
+			}
+			rest.Content = append(rest.Content, p.key, p.val)
+		}
+		nc.Section.node = rest
+		return true
+	}
+	return false
+}
+
+// Problems collects what is wrong with the plug-in sections of one config
+// file, each problem with the file, line and key path, in the same form as
+// Load's errors. A channel reports through it while it opens; the registry
+// returns Err when every channel has had its say.
+type Problems struct {
+	el *errorList
+}
+
+// NewProblems starts a list of problems for c's file.
+func (c *Config) NewProblems() *Problems {
+	lines := c.lines
+	if lines == nil {
+		lines = map[string]int{}
+	}
+	return &Problems{el: &errorList{file: c.Path, lines: lines, failed: map[string]bool{}}}
+}
+
+// Err returns every problem reported, in line order, as an *Errors; nil when
+// there is none.
+func (p *Problems) Err() error { return p.el.err() }
+
+// Decode decodes s into v, a pointer to the channel's config type, following
+// `yaml` struct tags as Load does: unknown keys, wrong types and bad
+// durations are reported with their lines, and decoding goes on with the
+// rest. A v that implements Defaulter gets its defaults first. It reports
+// whether s decoded without a problem.
+func (p *Problems) Decode(s *Section, v any) bool {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		panic("config: Decode needs a non-nil pointer")
+	}
+	setDefaults(v)
+	if s.Empty() {
+		return true
+	}
+	before := len(p.el.errs)
+	d := &decoder{errs: p.el}
+	d.decode(s.node, s.path, rv.Elem())
+	return len(p.el.errs) == before
+}
+
+// Add reports a problem at key within s ("" is the section itself). The line
+// is the key's, or the nearest enclosing key's when key was not written.
+func (p *Problems) Add(s *Section, key, format string, args ...any) {
+	p.el.add(join(s.Path(), key), format, args...)
+}
+
+// Has reports whether key was written in s.
+func (p *Problems) Has(s *Section, key string) bool { return p.el.has(join(s.Path(), key)) }
+
+// Text parses the text/template src found at key within s, reporting a
+// syntax error there. Templates get notifyd's conventions (missingkey=zero, an
+// absent param prints ""). An empty src gives nil.
+func (p *Problems) Text(s *Section, key, src string) *template.Template {
+	return textTmpl(p.el, join(s.Path(), key), src)
+}
+
+// HTML is Text for html/template: params are escaped for HTML.
+func (p *Problems) HTML(s *Section, key, src string) *htmltemplate.Template {
+	return htmlTmpl(p.el, join(s.Path(), key), src)
+}
+
+// Executor is a parsed text or html template.
+type Executor interface {
+	Execute(w io.Writer, data any) error
+}
+
+// RenderCheck renders t (a *template.Template or *htmltemplate.Template; nil
+// is skipped) with data, as `notifyd check` does with a notifier's example
+// params, and reports a failure at key within s.
+func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
+	if t == nil || reflect.ValueOf(t).IsNil() {
+		return
+	}
+	path := join(s.Path(), key)
+	if err := t.Execute(discard{}, data); err != nil {
+		p.el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+	}
+}
+
+// HTTPURL reports a problem at key within s unless u is an absolute http or
+// https URL.
+func (p *Problems) HTTPURL(s *Section, key, u string) { httpURL(p.el, join(s.Path(), key), u) }
+
+// Positive reports a problem at key within s unless d is positive.
+func (p *Problems) Positive(s *Section, key string, d Duration) {
+	positive(p.el, join(s.Path(), key), d)
+}
+
+// Mode reports a problem at key within s unless got is one of want.
+func (p *Problems) Mode(s *Section, key, got string, want ...string) {
+	mode(p.el, join(s.Path(), key), got, want...)
+}
+
+// RenderText renders a template parsed by Problems.Text with params as its
+// dot, the way notifier templates see params (nil is {}; json.Number values
+// read as float64). A nil t renders "".
+func RenderText(t *template.Template, params map[string]any) (string, error) {
+	return execText(t, dot(params))
+}
+
+// RenderHTML is RenderText for html templates.
+func RenderHTML(t *htmltemplate.Template, params map[string]any) (string, error) {
+	return execHTML(t, dot(params))
+}
+
+// TemplateParams returns params as notifier templates see them (see
+// RenderText), for a channel that executes templates with a dot of its own.
+func TemplateParams(params map[string]any) map[string]any { return dot(params) }
+
+// ExampleParams returns the params `notifyd check` renders the notifier's
+// templates with: its `example`, or one built from its params schema.
+func (n *Notifier) ExampleParams() map[string]any {
+	if n.example == nil {
+		return map[string]any{}
+	}
+	return n.example
+}
+
+// With returns a copy of s with the given keys set, each a dotted path
+// within the section ("smtp.host") and a value YAML can encode; a key that
+// is written already is replaced, the others are added. `notifyd dev` uses
+// it to point channels.email at its capturing SMTP server. A nil s is an
+// empty section at path.
+func (s *Section) With(path string, values map[string]any) (*Section, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if s != nil {
+		path = s.path
+		if n := resolveAlias(s.node); n != nil && n.Kind == yaml.MappingNode {
+			root = cloneNode(n)
+		}
+	}
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var v yaml.Node
+		if err := v.Encode(values[k]); err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", path, k, err)
+		}
+		m := root
+		parts := strings.Split(k, ".")
+		for _, part := range parts[:len(parts)-1] {
+			m = childMapping(m, part)
+		}
+		setKey(m, parts[len(parts)-1], &v)
+	}
+	return &Section{path: path, node: root}, nil
+}
+
+func cloneNode(n *yaml.Node) *yaml.Node {
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, x := range n.Content {
+		c.Content[i] = cloneNode(resolveAlias(x))
+	}
+	return &c
+}
+
+// childMapping returns m's mapping under key, creating (or replacing a
+// non-mapping value with) an empty one.
+func childMapping(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			if m.Content[i+1].Kind != yaml.MappingNode {
+				m.Content[i+1] = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			}
+			return m.Content[i+1]
+		}
+	}
+	c := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, c)
+	return c
+}
+
+func setKey(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+}
+
+// Value returns the scalar written at the dotted key within s, and whether
+// there is one.
+func (s *Section) Value(key string) (string, bool) {
+	if s.Empty() {
+		return "", false
+	}
+	n := resolveAlias(s.node)
+	for _, part := range strings.Split(key, ".") {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return "", false
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == part {
+				next = resolveAlias(n.Content[i+1])
+			}
+		}
+		n = next
+	}
+	if n == nil || n.Kind != yaml.ScalarNode || isNull(n) {
+		return "", false
+	}
+	return n.Value, true
+}

@@ -1,0 +1,194 @@
+// Package devmode is what `notifyd dev` adds to a daemon: a page of the
+// email it captured and the delivery log, a demo sender, and secrets kept
+// between runs. Only the notifyd binary's dev command links it (with the
+// test SMTP server it captures email in).
+package devmode
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/email"
+	"github.com/notifyd/notifyd/channels/webhook"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// SecretsFile keeps the dev admin token and token secret in the dev
+// directory, so they stay the same between runs (an app you point at the dev
+// daemon keeps working). It is created 0600 on first run.
+const SecretsFile = "dev-secrets.json"
+
+// Secrets are the dev admin token and recipient-token secret.
+type Secrets struct {
+	AdminToken  string `json:"admin_token"`
+	TokenSecret string `json:"token_secret"`
+}
+
+// LoadSecrets reads the dev secrets kept in dir, or makes and keeps new
+// ones.
+func LoadSecrets(dir string) (Secrets, error) {
+	p := filepath.Join(dir, SecretsFile)
+	var s Secrets
+	if b, err := os.ReadFile(p); err == nil {
+		if err := json.Unmarshal(b, &s); err == nil && s.AdminToken != "" && s.TokenSecret != "" {
+			return s, nil
+		}
+	}
+	s = Secrets{AdminToken: "dev-admin-" + RandomHex(8), TokenSecret: "dev-secret-" + RandomHex(16)}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return s, err
+	}
+	b, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		return s, fmt.Errorf("save dev secrets: %w", err)
+	}
+	return s, nil
+}
+
+// RandomHex returns n random bytes in hex.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Configure points the email channel at the capturing SMTP server whatever
+// the config says (with a sender address when it has none), and gives a
+// configured webhook channel without a secret a fixed dev secret.
+func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
+	if cfg.Channels == nil {
+		cfg.Channels = config.Channels{}
+	}
+	if wh, ok := cfg.Channels[webhook.Name]; ok {
+		if _, set := wh.Value("secret"); !set {
+			sec, err := wh.With("", map[string]any{"secret": "dev-webhook-secret"})
+			if err != nil {
+				return err
+			}
+			cfg.Channels[webhook.Name] = sec
+		}
+	}
+	smtp := map[string]any{"smtp.host": mailbox.Host(), "smtp.port": mailbox.Port(), "smtp.tls": "none"}
+	if _, ok := cfg.Channels[email.Name].Value("from"); !ok {
+		smtp["from"] = "notifyd dev <dev@notifyd.test>"
+	}
+	sec, err := cfg.Channels[email.Name].With("channels."+email.Name, smtp)
+	if err != nil {
+		return err
+	}
+	cfg.Channels[email.Name] = sec
+	return nil
+}
+
+// Page is GET /dev/: the captured emails, newest first, and the delivery
+// log.
+type Page struct {
+	Mailbox *smtptest.Server
+	DB      stores.DB // set once the daemon's pool exists
+}
+
+var devTemplate = template.Must(template.New("dev").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>notifyd dev: captured email</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}article{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:1em}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}table{border-collapse:collapse}td,th{border-bottom:1px solid #eee;padding:.2em .5em;text-align:left}</style></head>
+<body><p><a href="/dev/demo">inbox demo</a> · <a href="#email">captured email</a> · <a href="#ledger">delivery log</a></p>
+<h1 id="email">Captured email ({{len .Messages}})</h1>
+<p><small>Every message notifyd sent through the dev SMTP server. Reload to refresh.</small></p>
+{{range .Messages}}<article><h2>{{.Subject}}</h2>
+<p><small>To {{range .To}}{{.}} {{end}}· Message-ID {{.MessageID}}</small></p>
+{{if .HTML}}<iframe sandbox srcdoc="{{.HTML}}"></iframe>{{end}}
+{{if .Text}}<pre>{{.Text}}</pre>{{end}}</article>{{else}}<p>No email yet.</p>{{end}}
+<h1 id="ledger">Delivery log</h1>
+<p><small>The 200 most recently changed rows of notify_deliveries (in_app items are in the inbox, not here).</small></p>
+{{if .LedgerErr}}<p>Could not read the ledger: {{.LedgerErr}}</p>{{end}}
+<table><tr><th>updated</th><th>notifier/key</th><th>recipient</th><th>channel</th><th>mode</th><th>status</th><th>attempts</th><th>last error</th></tr>
+{{range .Ledger}}<tr><td>{{.UpdatedAt.Format "15:04:05.000"}}</td><td>{{.Notifier}}/{{.Key}}</td><td>{{if .Recipient}}{{.Recipient}}{{else}}(bulk){{end}}</td><td>{{.Channel}}</td><td>{{.Mode}}</td><td>{{.Status}}</td><td>{{.Attempts}}</td><td>{{if .LastError}}{{.LastError}}{{end}}</td></tr>
+{{else}}<tr><td colspan="8">No deliveries yet.</td></tr>{{end}}</table>
+</body></html>`))
+
+// ServeHTTP renders the page.
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	msgs := p.Mailbox.Messages()
+	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
+		msgs[i], msgs[j] = msgs[j], msgs[i]
+	}
+	data := struct {
+		Messages  []smtptest.Message
+		Ledger    []stores.LedgerRow
+		LedgerErr error
+	}{Messages: msgs}
+	if p.DB != nil {
+		data.Ledger, data.LedgerErr = stores.RecentDeliveries(r.Context(), p.DB, 200)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := devTemplate.Execute(w, data); err != nil {
+		slog.Default().Warn("render dev page", "err", err)
+	}
+}
+
+// Sender is POST /dev/send, the demo page's "send a test notification": it
+// sends a sample notification to the demo recipient through the Go client.
+// Only `notifyd dev` mounts it.
+type Sender struct {
+	Client    *notifyd.Client // set once the daemon exists
+	Config    *config.Config
+	Inbox     string // the inbox channel's name
+	Recipient string
+}
+
+// ServeHTTP sends the sample notification.
+func (s *Sender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Only JSON: a cross-site form cannot send it without a CORS preflight,
+	// which notifyd does not grant.
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnsupportedMediaType, Code: httpapi.CodeBadRequest,
+			Message: "send Content-Type: application/json"})
+		return
+	}
+	// comment.created when configured, else the first notifier with an inbox item.
+	name := ""
+	if n := s.Config.Notifiers["comment.created"]; n != nil && channels.Uses(n, s.Inbox) {
+		name = "comment.created"
+	} else {
+		names := make([]string, 0, len(s.Config.Notifiers))
+		for k, n := range s.Config.Notifiers {
+			if channels.Uses(n, s.Inbox) {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		if len(names) > 0 {
+			name = names[0]
+		}
+	}
+	if name == "" {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "unknown_notifier",
+			Message: "no notifier in the config has an inbox item (" + s.Inbox + ")"})
+		return
+	}
+	params := map[string]any{}
+	for k, v := range s.Config.Notifiers[name].Example {
+		params[k] = v
+	}
+	res, err := s.Client.Send(r.Context(), notifyd.Notification{Notifier: name, Key: "dev-" + RandomHex(6), Actor: "u1",
+		Recipients: []notifyd.Recipient{{ID: s.Recipient}}, Params: params})
+	if err != nil {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "send_failed", Message: err.Error(), Err: err})
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusAccepted, map[string]any{"id": res.ID, "notifier": name, "recipient": s.Recipient})
+}

@@ -1,0 +1,76 @@
+// Package notifytype holds the words every part of notifyd shares: the modes a
+// recipient can choose for a channel, the statuses of notifications and of
+// delivery-ledger rows, and preference rules. It imports nothing of notifyd,
+// the way River's rivertype serves River: the public API (package notifyd),
+// the channel plug-ins and the engine (package jobs) all speak it, so none of
+// them has to import another to agree on a status.
+package notifytype
+
+// Mode is a recipient's resolved posture for a channel.
+type Mode string
+
+// Modes. A channel that cannot digest reads ModeDigest as ModeImmediate.
+const (
+	ModeImmediate Mode = "immediate"
+	ModeDigest    Mode = "digest"
+	ModeOff       Mode = "off"
+)
+
+// NotificationStatus is the lifecycle state of a notification.
+type NotificationStatus string
+
+// Notification statuses.
+const (
+	NotificationScheduled NotificationStatus = "scheduled" // send_at in the future
+	NotificationPending   NotificationStatus = "pending"   // waiting for or in fan-out
+	NotificationFannedOut NotificationStatus = "fanned_out"
+	NotificationCancelled NotificationStatus = "cancelled"
+	NotificationRejected  NotificationStatus = "rejected" // invalid at fan-out; error says why
+)
+
+// DeliveryStatus is the state of one row of the delivery ledger.
+type DeliveryStatus string
+
+// Delivery statuses. Pending, Sending, Failed, RateLimited and DigestPending are
+// on the way; the rest are terminal. A status this version does not know, read
+// back from the database, is treated as not sent: it never suppresses a send.
+const (
+	StatusPending       DeliveryStatus = "pending"
+	StatusSending       DeliveryStatus = "sending" // claimed by a send job
+	StatusFailed        DeliveryStatus = "failed"  // a temporary failure; a retry is scheduled
+	StatusRateLimited   DeliveryStatus = "rate_limited"
+	StatusSent          DeliveryStatus = "sent"
+	StatusRefused       DeliveryStatus = "refused"     // permanent failure
+	StatusExpired       DeliveryStatus = "expired"     // retried past retry.max_age
+	StatusUnavailable   DeliveryStatus = "unavailable" // channel not configured or no address
+	StatusSkipped       DeliveryStatus = "skipped"     // preference off or muted
+	StatusCancelled     DeliveryStatus = "cancelled"
+	StatusDigestPending DeliveryStatus = "digest_pending"
+	StatusDigestSending DeliveryStatus = "digest_sending" // claimed by a digest job
+	StatusDigestSent    DeliveryStatus = "digest_sent"
+	StatusDigestFailed  DeliveryStatus = "digest_failed"
+	StatusDigestDropped DeliveryStatus = "digest_dropped"
+)
+
+// Terminal reports whether s is a final status. Unknown statuses are not terminal.
+func (s DeliveryStatus) Terminal() bool {
+	switch s {
+	case StatusSent, StatusRefused, StatusExpired, StatusUnavailable, StatusSkipped,
+		StatusCancelled, StatusDigestSent, StatusDigestFailed, StatusDigestDropped:
+		return true
+	}
+	return false
+}
+
+// Rule is one preference rule of a recipient.
+//
+// Scope is "*", "category:<c>" or "notifier:<n>"; Channel is "*" or the name of
+// a registered per-recipient channel; Mode is immediate, digest or off. The
+// most specific scope wins (notifier > category > *), then the most specific
+// channel. Whether a rule is valid depends on the channels a daemon has
+// registered: channels.Registry.ValidateRule checks it.
+type Rule struct {
+	Scope   string `json:"scope"`
+	Channel string `json:"channel"`
+	Mode    Mode   `json:"mode"`
+}

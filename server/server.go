@@ -1,0 +1,332 @@
+// Package server is notifyd as a value a Go program constructs, runs and
+// stops: the database pool, the registered channels, the River client with
+// every worker, the inbox stream hub and the HTTP API. `notifyd run` and
+// `notifyd dev` are built on it, and so is a program that embeds notifyd with
+// channels of its own:
+//
+//	cfg, err := config.Load("notifyd.yaml")
+//	srv, err := server.New(ctx, server.Options{Config: cfg, Logger: logger,
+//		Channels: []channels.Plugin{console.Plugin}})
+//	defer srv.Close()
+//	err = srv.Run(ctx) // until ctx ends, then drains like `notifyd run`
+//
+// New has no process-wide side effects: it sets no GOGC, installs no signal
+// handler and reads no environment variable (config.Load expands ${VAR}).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/catalog"
+	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/httpapi/stream"
+	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// Options configure a Server. Config is required; everything else has a
+// working zero value.
+type Options struct {
+	// Config is the loaded config (config.Load). Required.
+	Config *config.Config
+	// Pool is the database. Nil opens one from Config.Database (see
+	// OpenPool), which Close closes; a pool given here is left open. Its
+	// search_path must reach the configured schema.
+	Pool *pgxpool.Pool
+	// Logger receives the daemon's logs. Nil discards them.
+	Logger *slog.Logger
+	// Channels are registered after the built-in channels (in_app, email,
+	// webhook, slack), the same way: each decodes its channels.<name>
+	// section and its notifiers' sections, and the fan-out, preferences and
+	// the API list it like any other.
+	Channels []channels.Plugin
+	// Clock returns the current time (tests inject one). Nil means time.Now.
+	Clock func() time.Time
+	// Listener is where Run serves the HTTP API. Nil listens on
+	// Config.HTTP.Listen, unless NoListen is set.
+	Listener net.Listener
+	// NoListen builds the HTTP API without serving it: mount Handler on a
+	// mux of your own. Run still runs the inbox stream's hub.
+	NoListen bool
+	// NoHTTP runs only the workers: no API, no stream hub.
+	NoHTTP bool
+	// Routes are extra HTTP handlers mounted on the API's mux by pattern
+	// ("GET /dev/", ...). They do their own authorisation.
+	Routes map[string]http.Handler
+	// DrainTimeout bounds how long Run's shutdown waits for running jobs
+	// before cancelling them. Zero means 30 s.
+	DrainTimeout time.Duration
+}
+
+// Server is an assembled notifyd. Build it with New, run it with Run, and
+// release it with Close.
+type Server struct {
+	cfg      *config.Config
+	pool     *pgxpool.Pool
+	registry *channels.Registry
+	set      *channels.Set
+	river    *river.Client[pgx.Tx]
+	client   *notifyd.Client
+	deps     *jobs.Deps
+	api      *httpapi.Server
+	hub      *stream.Hub
+	riverUI  *riverui.Handler
+
+	opts     Options
+	logger   *slog.Logger
+	closers  []func() error
+	listener net.Listener
+}
+
+// DefaultGCPercent is the Go garbage collector's target (GOGC) `notifyd run`
+// sets unless the GOGC environment variable sets one. notifyd's live heap is
+// small (tens of MB) and its allocation rate high (a fan-out chunk decodes
+// and encodes a thousand rows), so at Go's default of 100 the collector runs
+// every few chunks; 400 trades some memory for about a tenth more fan-out
+// throughput (docs/performance.md). New does not set it: a program that
+// embeds notifyd owns its process's settings.
+const DefaultGCPercent = 400
+
+// New registers the channels, opens them on the config (every problem in a
+// channel's section is returned with its file and line), connects to the
+// database, refuses to start when migrations are pending, publishes the
+// config's notifiers for the SQL functions (docs/sql-enqueue.md), serves nothing
+// and starts nothing: Run does. Close releases what New opened.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	cfg := opts.Config
+	if cfg == nil {
+		return nil, errors.New("server: Options.Config is required")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, opts: opts, logger: logger}
+	reg, err := builtin.Registry(opts.Channels...)
+	if err != nil {
+		return nil, err
+	}
+	s.registry = reg
+	s.set, err = reg.Open(cfg, logger, opts.Clock)
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.set.Close)
+	s.pool = opts.Pool
+	if s.pool == nil {
+		if s.pool, err = OpenPool(ctx, cfg); err != nil {
+			s.Close()
+			return nil, err
+		}
+		pool := s.pool
+		s.closers = append(s.closers, func() error { pool.Close(); return nil })
+	}
+	if err := stores.CheckMigrations(ctx, s.pool, cfg.Database.SearchSchema()); err != nil {
+		s.Close()
+		if errors.Is(err, stores.ErrPendingMigrations) {
+			return nil, fmt.Errorf("%w; run `notifyd migrate -config %s` first", err, cfg.Path)
+		}
+		return nil, err
+	}
+	if err := catalog.Publish(ctx, s.pool, cfg, logger); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.deps = &jobs.Deps{Pool: s.pool, Config: cfg, Logger: logger, Clock: opts.Clock, Registry: reg,
+		Inbox: s.set.Inbox, Channels: s.set.Channels, Bulk: s.set.Bulk}
+	if d := reg.Digest(); d != "" {
+		if ds, ok := s.set.Digests[d]; ok {
+			s.deps.Digests = ds
+		}
+	}
+	if !opts.NoHTTP {
+		s.hub = stream.NewHub(s.pool, logger)
+	}
+	metricsReg, m, err := newMetrics(func() int {
+		if s.hub == nil {
+			return 0
+		}
+		return s.hub.Clients()
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.deps.Metrics = m
+	if s.river, err = jobs.NewRiverClient(s.deps); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.client, _ = notifyd.NewClient(s.pool, notifyd.ClientConfig{Config: cfg, Logger: logger})
+	if opts.NoHTTP {
+		return s, nil
+	}
+	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
+		Clock: opts.Clock, Extra: opts.Routes})
+	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.Recipient, stream.HandlerOptions{}))
+	if err := s.mountOps(metricsReg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if opts.NoListen {
+		return s, nil
+	}
+	s.listener = opts.Listener
+	if s.listener == nil {
+		s.listener, err = net.Listen("tcp", cfg.HTTP.Listen)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+		}
+	}
+	return s, nil
+}
+
+// LoadConfig loads the config file at path (config.Load) and checks the
+// channels' sections against the built-in channels and extra, so that every
+// problem in the file, the channels' included, is reported at once in line
+// order ("file:line: key.path: message"): what `notifyd check` prints.
+func LoadConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
+	reg, err := builtin.Registry(extra...)
+	if err != nil {
+		return nil, err
+	}
+	return config.LoadWith(path, reg.Check)
+}
+
+// Addr is the HTTP API's listening address ("" when it does not listen).
+func (s *Server) Addr() string {
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// Handler is the HTTP API (with the stream, /metrics, /ui/ and /riverui/),
+// for a caller that serves it on its own mux (Options.NoListen). Nil with
+// Options.NoHTTP.
+func (s *Server) Handler() http.Handler {
+	if s.api == nil {
+		return nil
+	}
+	return s.api.Handler()
+}
+
+// Pool is the database pool the server uses.
+func (s *Server) Pool() *pgxpool.Pool { return s.pool }
+
+// Client is the Go API on the server's pool, configured with its config.
+func (s *Server) Client() *notifyd.Client { return s.client }
+
+// River is the River client that runs notifyd's workers.
+func (s *Server) River() *river.Client[pgx.Tx] { return s.river }
+
+// Registry is every registered channel.
+func (s *Server) Registry() *channels.Registry { return s.registry }
+
+// Run starts the workers and the HTTP API and blocks until ctx ends, then
+// drains: the HTTP server stops accepting and finishes requests, River stops
+// fetching and waits up to DrainTimeout for running jobs, then cancels them
+// (their work is checkpointed or retried).
+func (s *Server) Run(ctx context.Context) error {
+	if err := s.river.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start workers: %w", err)
+	}
+	if s.riverUI != nil {
+		if err := s.riverUI.Start(ctx); err != nil {
+			return fmt.Errorf("river ui: %w", err)
+		}
+	}
+	errc := make(chan error, 1)
+	hubDone := make(chan struct{})
+	if s.hub != nil {
+		// The hub shares ctx: when shutdown starts it closes the open streams,
+		// so the HTTP server's graceful shutdown does not wait on them.
+		go func() {
+			defer close(hubDone)
+			if err := s.hub.Run(ctx); err != nil {
+				errc <- fmt.Errorf("inbox stream hub: %w", err)
+			}
+		}()
+	} else {
+		close(hubDone)
+	}
+	var srv *http.Server
+	if s.listener != nil {
+		srv = newHTTPServer(s.api.Handler())
+		go func() {
+			if err := srv.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		s.logger.InfoContext(ctx, "notifyd running", "http", s.Addr())
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	s.logger.Info("notifyd draining")
+	drain := s.opts.DrainTimeout
+	if drain <= 0 {
+		drain = 30 * time.Second
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if srv != nil {
+		_ = srv.Shutdown(stopCtx)
+	}
+	if err := s.river.Stop(stopCtx); err != nil {
+		s.logger.Warn("workers did not finish in time; cancelling them", "err", err)
+		hardCtx, hardCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer hardCancel()
+		_ = s.river.StopAndCancel(hardCtx)
+	}
+	<-hubDone
+	s.logger.Info("notifyd stopped")
+	return runErr
+}
+
+// newHTTPServer is the API's http.Server. It has no WriteTimeout: that would
+// cut the SSE streams, which set their own per-write deadlines.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// Close releases the pool (when New opened it) and the channels'
+// connections. Call it after Run returns.
+func (s *Server) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		_ = s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// Migrate applies notifyd's and River's migrations to the database pool
+// reaches, under an advisory lock; it is idempotent. cfg names the schema.
+// Then it makes the notifier catalog the SQL functions read exactly cfg's
+// notifiers (docs/sql-enqueue.md).
+func Migrate(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger); err != nil {
+		return err
+	}
+	return catalog.Sync(ctx, pool, cfg, logger)
+}
