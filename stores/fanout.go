@@ -519,10 +519,10 @@ const logCreatedManySQL = `
 INSERT INTO notify_inbox_changes (recipients, kind, item_ids)
 VALUES ($2::text[], 'created', $1::text[]::uuid[])`
 
-// LogInboxCreated appends the change log's record of new inbox items and wakes
-// the stream hubs: one row naming them all when their recipients are distinct
-// (a fan-out chunk's are), one row per item otherwise. It takes ChangeLogLock:
-// call it as the last statement before COMMIT.
+// LogInboxCreated appends the change log's record of new inbox items: one row
+// naming them all when their recipients are distinct (a fan-out chunk's are),
+// one row per item otherwise. It takes no lock and sends no notification
+// (see InboxChangesChannel).
 func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error {
 	if len(ids) == 0 {
 		return nil
@@ -531,11 +531,7 @@ func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error
 	if len(ids) > 1 && distinct(recipients) {
 		sql = logCreatedManySQL
 	}
-	b := &pgx.Batch{}
-	b.Queue(lockChangeLogSQL, ChangeLogLock)
-	b.Queue(sql, ids, recipients)
-	b.Queue(notifyInboxSQL)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if _, err := tx.Exec(ctx, sql, ids, recipients); err != nil {
 		return fmt.Errorf("log inbox changes: %w", err)
 	}
 	return nil

@@ -321,11 +321,10 @@ var ErrBadInboxMark = errors.New("bad inbox change")
 
 // MarkInbox applies m inside tx and returns the ids of the items that changed
 // (sorted; empty when nothing did). When something changed it appends one
-// "updated" row to the inbox change log and wakes the stream hubs, in tx.
-//
-// The log row is written after the change-log lock (ChangeLogLock), taken as
-// the last statement: call MarkInbox last in the transaction and commit right
-// after, since the lock serialises every inbox writer until tx ends.
+// "updated" row to the inbox change log, in tx. It takes no lock beyond the
+// rows it changes: marks of different recipients never wait for each other.
+// Stream hubs see the change at their next poll of the log, or at once when
+// the caller wakes them after commit (WakeInboxStreams).
 func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
 	if m.At.IsZero() && m.Op != InboxOpUnread {
 		return nil, fmt.Errorf("%w: no time given", ErrBadInboxMark)
@@ -385,9 +384,9 @@ func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
 }
 
 // LogInboxUpdated appends one "updated" change-log row for recipient's items
-// ids, with data describing the change, and wakes the stream hubs. It takes
-// ChangeLogLock immediately before the insert, in the same round trip: call it
-// as the last statement before COMMIT. Nothing is written for no ids.
+// ids, with data describing the change. It takes no lock and sends no
+// notification (see InboxChangesChannel): call it anywhere in the
+// transaction. Nothing is written for no ids.
 func LogInboxUpdated(ctx context.Context, tx DB, recipient string, ids []string, data map[string]any) error {
 	if len(ids) == 0 {
 		return nil
@@ -396,11 +395,7 @@ func LogInboxUpdated(ctx context.Context, tx DB, recipient string, ids []string,
 	if err != nil {
 		return fmt.Errorf("log inbox change of %s: %w", recipient, err)
 	}
-	b := &pgx.Batch{}
-	b.Queue(lockChangeLogSQL, ChangeLogLock)
-	b.Queue(logInboxUpdatedSQL, recipient, ids, string(raw))
-	b.Queue(notifyInboxSQL)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if _, err := tx.Exec(ctx, logInboxUpdatedSQL, recipient, ids, string(raw)); err != nil {
 		return fmt.Errorf("log inbox change of %s: %w", recipient, err)
 	}
 	return nil

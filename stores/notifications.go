@@ -128,21 +128,9 @@ SELECT (SELECT count(*) FROM d),
        coalesce((SELECT array_agg(id::text ORDER BY recipient, id) FROM i), '{}'),
        coalesce((SELECT array_agg(recipient ORDER BY recipient, id) FROM i), '{}')`
 
-// logDeletedSQL appends one "deleted" change per recipient.
-const logDeletedSQL = `
-INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-SELECT u.recipient, 'deleted', array_agg(u.id::uuid ORDER BY u.id)
-FROM unnest($1::text[], $2::text[]) AS u(id, recipient)
-GROUP BY u.recipient
-ORDER BY u.recipient`
-
 // CancelNotification cancels (notifier, key). It returns ErrNotFound when no
 // such notification exists, and withdrawn = 0 when it was already cancelled or
 // rejected. withdrawn counts cancelled deliveries plus removed inbox items.
-//
-// Like every inbox writer it changes rows first and takes the change-log lock
-// (ChangeLogLock) last; the lock is then held until the caller's transaction
-// ends, so call it last in a transaction.
 func CancelNotification(ctx context.Context, db DB, notifier, key string) (withdrawn int, err error) {
 	var id string
 	err = db.QueryRow(ctx, cancelStatusSQL, notifier, key).Scan(&id)
@@ -164,25 +152,13 @@ func CancelNotification(ctx context.Context, db DB, notifier, key string) (withd
 	if err := db.QueryRow(ctx, cancelWithdrawSQL, notifier, key, protectedStatuses, id).Scan(&d, &ids, &recipients); err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
 	}
-	if len(ids) > 0 {
-		b := &pgx.Batch{}
-		b.Queue(lockChangeLogSQL, ChangeLogLock)
-		b.Queue(logDeletedSQL, ids, recipients)
-		b.Queue(notifyInboxSQL)
-		if err := db.SendBatch(ctx, b).Close(); err != nil {
-			return 0, fmt.Errorf("cancel %s/%s: log inbox deletions: %w", notifier, key, err)
-		}
+	if err := LogInboxDeleted(ctx, db, ids, recipients); err != nil {
+		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
 	}
 	return d + len(ids), nil
 }
 
 const notificationExistsSQL = `SELECT EXISTS (SELECT 1 FROM notify_notifications WHERE notifier = $1 AND key = $2)`
-
-const lockChangeLogSQL = `SELECT pg_advisory_xact_lock($1)`
-
-// notifyInboxSQL wakes every replica's stream hub; the change log is the truth,
-// the notification only says "look".
-const notifyInboxSQL = `SELECT pg_notify('notifyd_inbox', '')`
 
 // Notification is a notification as read back, with its ledger.
 type Notification struct {

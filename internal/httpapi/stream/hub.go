@@ -4,11 +4,13 @@
 // talk to.
 //
 // The change log (notify_inbox_changes, see stores.ChangesAfter) is the
-// truth; LISTEN/NOTIFY only says "look". Every writer of the log notifies
-// the channel stores.InboxChangesChannel in its transaction, so a commit on
-// any replica wakes the Hub of every replica, which reads what is new for its
-// clients in one query and hands it to them. A missed notification costs
-// latency (the Hub also looks every two seconds), never an event.
+// truth. Its writers take no lock and send no notification in their
+// transactions (either would serialise every inbox write of every replica),
+// so the Hub of every replica polls the head of the log, one index probe
+// every livePoll while it has clients, and reads what is new for its clients
+// in one query when the head moved. A notification on
+// stores.InboxChangesChannel (stores.WakeInboxStreams, sent after a commit)
+// makes it look at once; a missed one costs latency, never an event.
 package stream
 
 import (
@@ -27,9 +29,14 @@ import (
 )
 
 const (
-	// safetyPoll is how often the Hub reads the log without being woken, in
-	// case a notification was lost (a LISTEN connection that died silently).
-	safetyPoll = 2 * time.Second
+	// livePoll is how often a Hub with clients looks at the head of the log:
+	// the bound on how late a change reaches a stream when nobody wakes the
+	// Hub (what a change waits for on top of that is the watermark: see
+	// stores.MaxChangeSeq).
+	livePoll = 10 * time.Millisecond
+	// idlePoll is how often a Hub without clients moves its head on, so a
+	// new subscription starts close to it.
+	idlePoll = 2 * time.Second
 	// listenCheck is how long the listener waits for a notification before
 	// it pings its connection, so a dead TCP connection is noticed.
 	listenCheck = 30 * time.Second
@@ -134,19 +141,24 @@ func (h *Hub) Run(ctx context.Context) error {
 	wg.Go(func() { h.listen(ctx) })
 	defer wg.Wait()
 
-	poll := time.NewTicker(safetyPoll)
+	poll := time.NewTicker(livePoll)
 	defer poll.Stop()
 	var retry <-chan time.Time
 	backoff := minBackoff
+	lastRead := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-h.wake:
 		case <-poll.C:
+			if h.Clients() == 0 && time.Since(lastRead) < idlePoll {
+				continue
+			}
 		case <-retry:
 		}
 		retry = nil
+		lastRead = time.Now()
 		if err := h.fanOut(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -249,13 +261,13 @@ func (h *Hub) wait(ctx context.Context, conn *pgx.Conn) error {
 //
 // Positions are kept per subscription (sub.from: everything of its recipient
 // up to from has been handed to it, or is older than the subscription), and
-// a read starts at the smallest. A read covers the recipients connected when
-// it began; a subscription that arrives during a read keeps its position and
-// is served by the next read, which its own notification will cause. A
-// subscription whose recipient was covered moves to the end of what was
-// read: with seq order equal to commit order, a page that is not full has
-// seen every committed row of those recipients, up to the head read before
-// it.
+// a read starts at the smallest; when the head has not moved past it there is
+// nothing to read. A read covers the recipients connected when it began; a
+// subscription that arrives during a read keeps its position and is served by
+// the next read. A subscription whose recipient was covered moves to the end
+// of what was read: a page that is not full has seen every row of those
+// recipients up to the head read before it, since the head is below the
+// watermark (stores.MaxChangeSeq) and nothing can be added below that.
 func (h *Hub) fanOut(ctx context.Context) error {
 	head, err := stores.MaxChangeSeq(ctx, h.pool)
 	if err != nil {
@@ -272,7 +284,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 			}
 		}
 	}
-	if len(recipients) == 0 {
+	if len(recipients) == 0 || after >= head {
 		h.last = max(h.last, head)
 		h.mu.Unlock()
 		return nil
