@@ -175,6 +175,17 @@ WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= 
 
 	newestChangeSeqSQL = `SELECT coalesce(max(seq), 0) FROM notify_inbox_changes`
 
+	// changeHeadSQL is maxChangeSeqSQL and newestChangeSeqSQL in one round
+	// trip.
+	changeHeadSQL = `
+WITH w AS MATERIALIZED (
+    SELECT $1::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
+)
+SELECT coalesce((SELECT max(c.seq)
+                 FROM w, notify_inbox_changes c
+                 WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)), 0),
+       coalesce((SELECT max(seq) FROM notify_inbox_changes), 0)`
+
 	oldestChangeSeqSQL = `SELECT coalesce(min(seq), 0) FROM notify_inbox_changes`
 
 	trimmedThroughSQL = `SELECT coalesce((SELECT through FROM notify_inbox_changes_trimmed), 0)`
@@ -328,6 +339,30 @@ func changeWatermark(ctx context.Context, db DB) (int64, error) {
 	return below, nil
 }
 
+// ChangeHead is where the change log stands for a reader.
+type ChangeHead struct {
+	// Seq is the head, as MaxChangeSeq returns it.
+	Seq int64
+	// Newest is the newest committed change, as NewestChangeSeq returns it.
+	// Newest > Seq means committed changes wait for an older transaction
+	// still running.
+	Newest int64
+}
+
+// ReadChangeHead reads MaxChangeSeq and NewestChangeSeq together (Newest
+// read at the same moment as Seq or later).
+func ReadChangeHead(ctx context.Context, db DB) (ChangeHead, error) {
+	below, err := changeWatermark(ctx, db)
+	if err != nil {
+		return ChangeHead{}, fmt.Errorf("read the head of the inbox change log: %w", err)
+	}
+	var h ChangeHead
+	if err := db.QueryRow(ctx, changeHeadSQL, below).Scan(&h.Seq, &h.Newest); err != nil {
+		return ChangeHead{}, fmt.Errorf("read the head of the inbox change log: %w", err)
+	}
+	return h, nil
+}
+
 // NewestChangeSeq returns the seq of the newest change in the log, committed
 // but possibly beyond the head (MaxChangeSeq), or 0 when the log is empty. No
 // stream position this log handed out is beyond both it and TrimmedThrough.
@@ -415,10 +450,11 @@ func DeleteChangesBefore(ctx context.Context, db DB, before time.Time, limit int
 
 // InboxChangesChannel is the NOTIFY channel every stream hub listens on. A
 // notification carries no payload and only says "look": the log is the
-// truth. Writers of the log do not notify in their transactions (PostgreSQL
+// truth. Marks and cancels do not notify in their transactions (PostgreSQL
 // serialises the commits of transactions that NOTIFY); hubs poll the head of
-// the log instead, and anything may send a wake after its commit with
-// WakeInboxStreams.
+// the log for them, and anything may send a wake after its commit with
+// WakeInboxStreams. A fan-out chunk notifies in its transaction
+// (LogInboxCreated).
 const InboxChangesChannel = "notifyd_inbox"
 
 const (

@@ -521,8 +521,12 @@ VALUES ($2::text[], 'created', $1::text[]::uuid[])`
 
 // LogInboxCreated appends the change log's record of new inbox items: one row
 // naming them all when their recipients are distinct (a fan-out chunk's are),
-// one row per item otherwise. It takes no lock and sends no notification
-// (see InboxChangesChannel).
+// one row per item otherwise, and notifies InboxChangesChannel, so stream
+// hubs read the new items the moment tx commits. It takes no lock. The
+// notification makes this commit wait for other notifying commits (River's
+// job inserts notify too); a fan-out commits once per chunk of recipients,
+// so that costs little, and inbox marks, by far the most frequent writers,
+// do not notify.
 func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error {
 	if len(ids) == 0 {
 		return nil
@@ -531,7 +535,10 @@ func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error
 	if len(ids) > 1 && distinct(recipients) {
 		sql = logCreatedManySQL
 	}
-	if _, err := tx.Exec(ctx, sql, ids, recipients); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(sql, ids, recipients)
+	b.Queue(wakeInboxStreamsSQL)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("log inbox changes: %w", err)
 	}
 	return nil

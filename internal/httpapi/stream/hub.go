@@ -34,6 +34,13 @@ const (
 	// Hub (what a change waits for on top of that is the watermark: see
 	// stores.MaxChangeSeq).
 	livePoll = 10 * time.Millisecond
+	// heldPoll is how often it looks while committed changes wait behind an
+	// older transaction (stores.ChangeHead), for up to heldFast of waiting:
+	// they are due the moment it ends. A wait longer than heldWarn is
+	// logged, once: a long transaction is holding every stream back.
+	heldPoll = 2 * time.Millisecond
+	heldFast = time.Second
+	heldWarn = 10 * time.Second
 	// idlePoll is how often a Hub without clients moves its head on, so a
 	// new subscription starts close to it.
 	idlePoll = 2 * time.Second
@@ -141,11 +148,13 @@ func (h *Hub) Run(ctx context.Context) error {
 	wg.Go(func() { h.listen(ctx) })
 	defer wg.Wait()
 
-	poll := time.NewTicker(livePoll)
+	poll := time.NewTimer(livePoll)
 	defer poll.Stop()
 	var retry <-chan time.Time
 	backoff := minBackoff
 	lastRead := time.Now()
+	var heldSince time.Time // zero: nothing held back at the last read
+	warned := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -153,13 +162,15 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-h.wake:
 		case <-poll.C:
 			if h.Clients() == 0 && time.Since(lastRead) < idlePoll {
+				poll.Reset(livePoll)
 				continue
 			}
 		case <-retry:
 		}
 		retry = nil
 		lastRead = time.Now()
-		if err := h.fanOut(ctx); err != nil {
+		held, err := h.fanOut(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -171,6 +182,20 @@ func (h *Hub) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = minBackoff
+		next := livePoll
+		switch {
+		case !held:
+			heldSince, warned = time.Time{}, false
+		case heldSince.IsZero():
+			heldSince, next = lastRead, heldPoll
+		case lastRead.Sub(heldSince) < heldFast:
+			next = heldPoll
+		case lastRead.Sub(heldSince) > heldWarn && !warned:
+			warned = true
+			h.logger.WarnContext(ctx, "stream hub: committed inbox changes wait for an older transaction of the database still running; streams are held back until it ends",
+				"waiting", lastRead.Sub(heldSince).Round(time.Second))
+		}
+		poll.Reset(next)
 	}
 }
 
@@ -268,11 +293,15 @@ func (h *Hub) wait(ctx context.Context, conn *pgx.Conn) error {
 // of what was read: a page that is not full has seen every row of those
 // recipients up to the head read before it, since the head is below the
 // watermark (stores.MaxChangeSeq) and nothing can be added below that.
-func (h *Hub) fanOut(ctx context.Context) error {
-	head, err := stores.MaxChangeSeq(ctx, h.pool)
+//
+// It reports whether committed changes wait behind an older transaction
+// (they are due when it ends: look again soon).
+func (h *Hub) fanOut(ctx context.Context) (held bool, err error) {
+	ch, err := stores.ReadChangeHead(ctx, h.pool)
 	if err != nil {
-		return err
+		return false, err
 	}
+	head, held := ch.Seq, ch.Newest > ch.Seq
 	h.mu.Lock()
 	recipients := make([]string, 0, len(h.subs))
 	after := int64(-1)
@@ -287,7 +316,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 	if len(recipients) == 0 || after >= head {
 		h.last = max(h.last, head)
 		h.mu.Unlock()
-		return nil
+		return held, nil
 	}
 	h.mu.Unlock()
 	slices.Sort(recipients)
@@ -295,7 +324,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 	for {
 		page, err := stores.ChangesAfterFor(ctx, h.pool, recipients, after, hubPage)
 		if err != nil {
-			return err
+			return false, err
 		}
 		byRecipient := map[string][]stores.Change{}
 		for _, c := range page.Changes {
@@ -309,7 +338,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 			}
 			// Read after the changes, so the counts include them.
 			if counts, err = stores.CountInboxes(ctx, h.pool, changed); err != nil {
-				return err
+				return false, err
 			}
 		}
 		reached := page.Last
@@ -318,7 +347,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 		}
 		h.deliver(recipients, byRecipient, counts, reached)
 		if !page.More {
-			return nil
+			return held, nil
 		}
 		after = page.Last
 	}
