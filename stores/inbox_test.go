@@ -278,3 +278,32 @@ func must(rows pgx.Rows, err error) pgx.Rows {
 	}
 	return rows
 }
+
+// No inbox writer takes an advisory lock: writers of different recipients
+// never queue behind one another (the change log's readers stay correct
+// through its watermark instead).
+func TestInboxWritersTakeNoAdvisoryLock(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	ids := chgCreate(t, tx, "nolock", "nolock-a", "nolock-b")
+	if _, err := stores.MarkInbox(ctx, tx, stores.InboxMark{Recipient: "nolock-a", Op: stores.InboxOpRead, IDs: ids[:1], At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.LogInboxUpdated(ctx, tx, "nolock-b", ids[1:], map[string]any{"seen_at": time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.LogInboxDeleted(ctx, tx, ids, []string{"nolock-a", "nolock-b"}); err != nil {
+		t.Fatal(err)
+	}
+	var locks, rows int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`).Scan(&locks); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM notify_inbox_changes WHERE recipient LIKE 'nolock-%' OR recipients && ARRAY['nolock-a', 'nolock-b']`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if locks != 0 || rows != 4 {
+		t.Fatalf("%d advisory locks held, %d log rows; want none and 4 (created, 2 updated, deleted)", locks, rows)
+	}
+}
