@@ -205,13 +205,20 @@ func TestRecipientToken(t *testing.T) {
 	if _, err := notifyd.RecipientToken("s3cret", "u2", 0); err == nil {
 		t.Fatal("a token without expiry was minted")
 	}
-	expired, err := notifyd.RecipientToken("s3cret", "u2", time.Nanosecond)
+	// Expiry by an injected clock: minted a minute ago for 30 s, or checked
+	// a minute from now (exp has second precision).
+	expired, err := notifyd.RecipientTokenAt("s3cret", "u2", 30*time.Second, time.Now().Add(-time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // exp has second precision
 	if _, err := notifyd.ParseRecipientToken("s3cret", expired); err == nil {
 		t.Fatal("an expired token was accepted")
+	}
+	if id, err := notifyd.ParseRecipientTokenAt("s3cret", expired, time.Now().Add(-45*time.Second)); err != nil || id != "u2" {
+		t.Fatalf("within its lifetime by the given clock: %q, %v", id, err)
+	}
+	if _, err := notifyd.ParseRecipientTokenAt("s3cret", tok, time.Now().Add(2*time.Hour)); err == nil {
+		t.Fatal("a token was accepted after its exp by the given clock")
 	}
 }
 

@@ -80,10 +80,6 @@ const cancelSQL = `SELECT notify_cancel($1, $2)`
 // CancelNotification cancels (notifier, key). It returns ErrNotFound when no
 // such notification exists, and withdrawn = 0 when it was already cancelled or
 // rejected. withdrawn counts cancelled deliveries plus removed inbox items.
-//
-// Like every inbox writer it changes rows first and takes the change-log lock
-// (ChangeLogLock) last; the lock is then held until the caller's transaction
-// ends, so call it last in a transaction.
 func CancelNotification(ctx context.Context, db DB, notifier, key string) (withdrawn int, err error) {
 	var n *int
 	if err := db.QueryRow(ctx, cancelSQL, notifier, key).Scan(&n); err != nil {
@@ -94,12 +90,6 @@ func CancelNotification(ctx context.Context, db DB, notifier, key string) (withd
 	}
 	return *n, nil
 }
-
-const lockChangeLogSQL = `SELECT pg_advisory_xact_lock($1)`
-
-// notifyInboxSQL wakes every replica's stream hub; the change log is the truth,
-// the notification only says "look".
-const notifyInboxSQL = `SELECT pg_notify('notifyd_inbox', '')`
 
 // Notification is a notification as read back, with its ledger.
 type Notification struct {
