@@ -1,4 +1,5 @@
-// Command bench is `make bench`: it measures notifyd against SPEC §14 and
+// Command bench is `make bench`: it measures notifyd against its performance
+// targets (docs/performance.md) and
 // prints one table.
 //
 // It starts its own private PostgreSQL (internal/testing/pgcluster, tuned: fsync,
