@@ -93,33 +93,33 @@ func CancelNotification(ctx context.Context, db DB, notifier, key string) (withd
 
 // Notification is a notification as read back, with its ledger.
 type Notification struct {
-	ID         string          `json:"id"`
-	Notifier   string          `json:"notifier"`
-	Key        string          `json:"key"`
-	Actor      *string         `json:"actor"`
-	Status     string          `json:"status"`
-	Error      *string         `json:"error"`
-	Params     json.RawMessage `json:"params"`
-	Topics     []string        `json:"topics"`
-	SendAt     *time.Time      `json:"send_at"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	Deliveries []Delivery      `json:"deliveries"`
+	ID         string
+	Notifier   string
+	Key        string
+	Actor      *string
+	Status     string
+	Error      *string
+	Params     json.RawMessage
+	Topics     []string
+	SendAt     *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Deliveries []Delivery
 }
 
 // Delivery is one ledger row as reported by GET /v1/notifications/{id}. The
 // inbox channel's record is the inbox item itself, reported with status
 // "sent" (or a "skipped" row when the recipient turned the inbox off).
 type Delivery struct {
-	ID        string    `json:"id"`
-	Recipient *string   `json:"recipient"`
-	Channel   string    `json:"channel"`
-	Reason    string    `json:"reason"`
-	Mode      string    `json:"mode"`
-	Status    string    `json:"status"`
-	Attempts  int       `json:"attempts"`
-	LastError *string   `json:"last_error"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string
+	Recipient *string
+	Channel   string
+	Reason    string
+	Mode      string
+	Status    string
+	Attempts  int
+	LastError *string
+	UpdatedAt time.Time
 }
 
 const getNotificationSQL = `

@@ -24,9 +24,9 @@ const lockRecipientSQL = `SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`
 // Mode immediate, digest or off. Validation is the caller's
 // (notifytype.Rule.Validate); the database stores what it is given.
 type PreferenceRule struct {
-	Scope   string `json:"scope"`
-	Channel string `json:"channel"`
-	Mode    string `json:"mode"`
+	Scope   string
+	Channel string
+	Mode    string
 }
 
 // listPreferencesSQL reads a rule set in byte order of (scope, channel): "*"
