@@ -14,20 +14,20 @@ import (
 
 // InboxItem is one in-app notification as a recipient sees it.
 type InboxItem struct {
-	ID         string          `json:"id"`
-	Notifier   string          `json:"notifier"`
-	Key        string          `json:"key"`
-	Category   string          `json:"category"`
-	Reason     string          `json:"reason"`
-	Actor      *string         `json:"actor"`
-	Title      string          `json:"title"`
-	Body       string          `json:"body"`
-	URL        string          `json:"url"`
-	Params     json.RawMessage `json:"params"`
-	CreatedAt  time.Time       `json:"created_at"`
-	SeenAt     *time.Time      `json:"seen_at"`
-	ReadAt     *time.Time      `json:"read_at"`
-	ArchivedAt *time.Time      `json:"archived_at"`
+	ID         string
+	Notifier   string
+	Key        string
+	Category   string
+	Reason     string
+	Actor      *string
+	Title      string
+	Body       string
+	URL        string
+	Params     json.RawMessage
+	CreatedAt  time.Time
+	SeenAt     *time.Time
+	ReadAt     *time.Time
+	ArchivedAt *time.Time
 }
 
 // InboxFilter selects which of a recipient's items a page lists.
@@ -185,8 +185,8 @@ func utcPtr(t *time.Time) *time.Time {
 // InboxCounts are the badge numbers of an inbox. Archived items count in
 // neither.
 type InboxCounts struct {
-	Unread int `json:"unread"`
-	Unseen int `json:"unseen"`
+	Unread int
+	Unseen int
 }
 
 // countInboxSQL reads both counts from the partial index

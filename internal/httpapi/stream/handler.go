@@ -327,7 +327,7 @@ func (s *sse) event(id int64, name string, data []byte) {
 }
 
 func (s *sse) counts(id int64, c stores.InboxCounts) {
-	data, _ := json.Marshal(c) // two ints: cannot fail
+	data, _ := json.Marshal(httpapi.CountsWire(c)) // two ints: cannot fail
 	s.event(id, "counts", data)
 }
 
@@ -346,7 +346,10 @@ func (s *sse) change(c stores.Change) {
 	switch c.Kind {
 	case stores.ChangeCreated:
 		name = "inbox.created"
-		data, err = json.Marshal(c.Item)
+		if c.Item == nil {
+			return
+		}
+		data, err = json.Marshal(httpapi.InboxItemWire(*c.Item))
 	case stores.ChangeUpdated:
 		name = "inbox.updated"
 		// The row's data says what changed ({"read_at": ...}); the ids join it.

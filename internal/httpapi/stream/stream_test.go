@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
@@ -413,7 +414,7 @@ func TestResumeReplaysWhatWasMissedThenGoesLive(t *testing.T) {
 	}
 	itemJSON := map[string]string{}
 	for _, it := range page.Items {
-		j, _ := json.Marshal(it)
+		j, _ := json.Marshal(httpapi.InboxItemWire(it))
 		itemJSON[it.ID] = string(j)
 	}
 	prev := ev.seq(t)
