@@ -440,7 +440,7 @@ func TestNotifySendRejectsWhatSendTxRejects(t *testing.T) {
 	long := strings.Repeat("x", 256)
 	type sqlArgs struct {
 		notifier, key, recipients, params any
-		topics                            []string
+		topics                            any
 		actor                             any
 	}
 	ok := sqlArgs{notifier: "comment.created", key: "k", recipients: `["u2"]`, params: `{}`, topics: []string{}}
@@ -505,6 +505,10 @@ func TestNotifySendRejectsWhatSendTxRejects(t *testing.T) {
 			field: "recipients[0].role", prefix: "recipients[0].role: unknown field"},
 		{name: "id a number", sql: with(func(a *sqlArgs) { a.recipients = `[{"id": 7}]` }),
 			field: "recipients[0].id", prefix: "recipients[0].id: want a string, got JSON number"},
+		{name: "recipient null", sql: with(func(a *sqlArgs) { a.recipients = `[null]` }),
+			field: "recipients[0]", prefix: `recipients[0]: want a recipient id (string) or an object {"id", "reason"}`},
+		{name: "topic null", sql: with(func(a *sqlArgs) { a.recipients, a.topics = `[]`, []*string{nil} }),
+			field: "topics[0]", prefix: "topics[0]: is required"},
 		{name: "params a list", sql: with(func(a *sqlArgs) { a.params = `[1]` }),
 			field: "params", prefix: "params: want a JSON object"},
 	}

@@ -260,7 +260,7 @@ BEGIN
             WHERE c.problem IS NOT NULL
             ORDER BY e.ord
             LIMIT 1;
-            PERFORM notify_input_error(v_field, v_message);
+            PERFORM notify_input_error(coalesce(v_field, 'recipients'), coalesce(v_message, 'malformed'));
         END IF;
     END IF;
 
@@ -280,7 +280,7 @@ BEGIN
             WHERE coalesce(octet_length(t.topic), 0) NOT BETWEEN 1 AND 255
             ORDER BY t.ord
             LIMIT 1;
-            PERFORM notify_input_error(v_field, v_message);
+            PERFORM notify_input_error(coalesce(v_field, 'topics'), coalesce(v_message, 'malformed'));
         END IF;
     END IF;
 
