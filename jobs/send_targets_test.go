@@ -1,0 +1,151 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/email"
+	"github.com/notifyd/notifyd/channels/webhook"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
+)
+
+// tarpit is a webhook host that takes requests and never answers them.
+func tarpit(t *testing.T) *httptest.Server {
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done(): // the sender gave up
+		case <-stop:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) }) // runs first: unblock the handlers so Close returns
+	return srv
+}
+
+// One target never waits on another: three recipients whose webhook_url
+// never answers do not delay the 1,000 emails of the same notification,
+// however the batches mix them; the tarpit deliveries fail at their timeout
+// and are retried (or parked by the breaker), and no send job holds its
+// worker much past one timeout.
+func TestHungWebhooksDoNotDelayEmail(t *testing.T) {
+	t.Parallel()
+	const (
+		n       = 1000
+		timeout = 6 * time.Second
+	)
+	b := setup(t)
+	srv := smtptest.Start(t)
+	hook := tarpit(t)
+	b.cfg = notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+  invoice.paid:
+    max_recipients: 5000
+    channels:
+      email: {subject: "Paid", text: "You paid."}
+      webhook: {default: immediate}
+channels:
+  email:
+    from: "Acme <notify@acme.test>"
+    smtp: {host: 127.0.0.1, port: %d, tls: none}
+    timeout: 5s
+  webhook: {secret: %q, timeout: %s, allow_private: true}
+`, srv.Port(), webhookSecret, timeout))
+	b.deps.Config = b.cfg
+	sender, err := email.New(b.cfg.Channels.Email, &b.cfg.Digest, b.cfg.Notifiers, email.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sender.Close() })
+	wh, err := webhook.New(b.cfg.Channels.Webhook, b.cfg.Notifiers, webhook.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.deps.Channels = map[string]channels.Channel{channels.Email: sender, channels.Webhook: wh}
+	b.deps.Bulk = map[string]channels.BulkChannel{channels.Webhook: wh}
+	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
+	client, err := notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every recipient has an email address; three of them, spread over the
+	// audience, also have a webhook_url on the tarpit.
+	ctx := context.Background()
+	hooked := map[string]bool{"r0000": true, "r0499": true, "r0998": true}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO notify_recipients (id, email, webhook_url)
+		SELECT 'r' || lpad(i::text, 4, '0'), 'r' || i || '@example.test',
+		       CASE WHEN i IN (0, 499, 998) THEN $1 || '/hooks/' || i END
+		FROM generate_series(0, $2 - 1) AS i`, hook.URL, n); err != nil {
+		t.Fatal(err)
+	}
+	nf := notifyd.Notification{Notifier: "invoice.paid", Key: "inv-tarpit"}
+	for i := range n {
+		nf.Recipients = append(nf.Recipients, notifyd.Recipient{ID: fmt.Sprintf("r%04d", i)})
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	start := time.Now()
+	res, err := client.Send(ctx, nf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(srv.WaitFor(n, 5*time.Second)); got < n {
+		t.Fatalf("%d of %d emails received within 5 s of the send", got, n)
+	}
+	t.Logf("%d emails received %s after the send", n, time.Since(start).Round(time.Millisecond))
+
+	// Each tarpit delivery was attempted, failed at its timeout and is due
+	// again with a send job for it; at least one was then parked by its
+	// host's breaker or by its lane without being attempted.
+	var parked bool
+	notifydtest.Eventually(t, 15*time.Second, "every tarpit delivery failed and retried, one parked", func() bool {
+		rows, err := b.pool.Query(ctx, `SELECT recipient, status, attempts, coalesce(last_error, ''), next_attempt_at IS NOT NULL,
+			EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'notify.send' AND j.state IN ('scheduled', 'available', 'running', 'retryable')
+			        AND j.args->'delivery_ids' ? d.id::text)
+			FROM notify_deliveries d WHERE notification_id = $1 AND channel = 'webhook' AND recipient = ANY($2)`,
+			res.ID, []string{"r0000", "r0499", "r0998"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var seen int
+		for rows.Next() {
+			var recipient, status, lastError string
+			var attempts int
+			var due, queued bool
+			if err := rows.Scan(&recipient, &status, &attempts, &lastError, &due, &queued); err != nil {
+				t.Fatal(err)
+			}
+			if !hooked[recipient] || status != "failed" || attempts < 1 || !due || !queued {
+				return false
+			}
+			if !strings.Contains(lastError, "not attempted") && !strings.Contains(strings.ToLower(lastError), "timeout") &&
+				!strings.Contains(lastError, "deadline exceeded") {
+				t.Fatalf("tarpit delivery to %s failed with %q, want a timeout or a parking", recipient, lastError)
+			}
+			parked = parked || strings.Contains(lastError, "not attempted")
+			seen++
+		}
+		return seen == len(hooked) && parked
+	})
+
+	// No send job held its worker past the webhook timeout (and a settle).
+	var longest time.Duration
+	if err := b.pool.QueryRow(ctx, `SELECT coalesce(max(extract(epoch FROM coalesce(finalized_at, now()) - attempted_at)), 0) * 1e9
+		FROM river_job WHERE kind = 'notify.send' AND attempted_at IS NOT NULL`).Scan(&longest); err != nil {
+		t.Fatal(err)
+	}
+	if longest > timeout+time.Second {
+		t.Fatalf("a send job ran for %s, past the webhook timeout of %s", longest.Round(time.Millisecond), timeout)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'email' AND status = 'sent'`, res.ID); n != 1000 {
+		t.Fatalf("%d email deliveries recorded sent, want 1000", n)
+	}
+}
