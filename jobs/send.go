@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,14 +53,15 @@ type SendWorker struct {
 	Deps *Deps
 
 	once    sync.Once
-	targets *targets // every target's gate and breaker, for this process
-	settler *settler // the grouped settle statements, for this process
+	targets *targets     // every target's gate and breaker, for this process
+	settler *settler     // the grouped settle statements, for this process
+	active  atomic.Int64 // lanes running in this process
 }
 
 func (w *SendWorker) init() {
 	w.once.Do(func() {
 		w.targets = newTargets(w.Deps.Config.Queues.SendPerHost, w.Deps.now)
-		w.settler = newSettler(w.Deps, w.Deps.Config.Queues.SendBatch)
+		w.settler = newSettler(w.Deps, w.Deps.Config.Queues.SendBatch, func() int { return int(w.active.Load()) })
 	})
 }
 
@@ -160,6 +163,8 @@ func (w *SendWorker) lanes(claimed []stores.Claimed) []lane {
 // job). A settle that cannot be recorded stops the lane and leaves the rest
 // claimed for the retry sweep: sending on would only widen the crash window.
 func (r *sendRun) sendLane(ctx context.Context, l lane) {
+	r.w.active.Add(1)
+	defer r.w.active.Add(-1)
 	defer func() {
 		if p := recover(); p != nil {
 			r.fail(fmt.Errorf("send lane to %s panicked: %v", l.target, p))
@@ -221,16 +226,15 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error) (settleReq, time.Duration) {
 	d := r.w.Deps
 	req := settleReq{client: r.client}
-	log := d.logger().With("delivery_id", c.ID, "notification_id", c.NotificationID, "channel", c.Channel,
-		"job_id", r.job.ID)
-	if c.Recipient != nil {
-		log = log.With("recipient", *c.Recipient)
-	}
+	log := d.logger()
 	if sendErr == nil {
 		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifyd.StatusSent), Terminal: true}}
-		log.DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
+		if log.Enabled(ctx, slog.LevelDebug) { // the common case: no attributes built for nothing
+			r.deliveryLog(c).DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
+		}
 		return req, 0
 	}
+	log = r.deliveryLog(c)
 	kind, after := channels.Classify(sendErr)
 	msg := sendErr.Error()
 	switch kind {
@@ -256,6 +260,15 @@ func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error)
 		log.InfoContext(ctx, "delivery failed", "err", msg, "attempts", c.Attempts, "status", s.Status)
 	}
 	return req, 0
+}
+
+func (r *sendRun) deliveryLog(c *stores.Claimed) *slog.Logger {
+	log := r.w.Deps.logger().With("delivery_id", c.ID, "notification_id", c.NotificationID, "channel", c.Channel,
+		"job_id", r.job.ID)
+	if c.Recipient != nil {
+		log = log.With("recipient", *c.Recipient)
+	}
+	return log
 }
 
 // settle records req (see settler.record) and counts its outcomes. It

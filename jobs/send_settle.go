@@ -22,10 +22,20 @@ import (
 const (
 	// settleGroupMax bounds the requests in one grouped statement.
 	settleGroupMax = 256
-	// settleGroupSlots is how many grouped statements run at once: two, so a
-	// statement waiting for a row lock (a cancel's, see settleBudget) holds
-	// up only the lanes in it.
+	// settleGroupSlots is how many grouped statements of retried outcomes run
+	// at once: two, so one waiting for a notification's share lock (a
+	// cancel's, see stores.SettleDeliveries) holds up only the lanes in it.
+	// Terminal outcomes run one statement at a time, lingering: see
+	// settleLinger.
 	settleGroupSlots = 2
+	// settleLinger is how long a terminal settle may wait for the outcomes of
+	// other lanes of the process before it runs (unless every lane already
+	// waits in it): a statement costs far more than a row, and one lingering
+	// statement at a time settles dozens of lanes' messages at once where
+	// statements run as each outcome arrives settled four or five (measured:
+	// twice the database's CPU per email). It adds at most that to each
+	// message's turn, which the other lanes' sends overlap.
+	settleLinger = 2 * time.Millisecond
 )
 
 // settleReq is what one lane records in one go: the outcome of its latest
@@ -55,14 +65,16 @@ type settler struct {
 	retries  *group[settleReq, struct{}]
 }
 
-func newSettler(d *Deps, batch int) *settler {
+// newSettler returns the settle groups of a process whose lanes is the
+// number of send lanes running in it.
+func newSettler(d *Deps, batch int, lanes func() int) *settler {
 	// A grouped statement runs for every lane in it, so no single job's
 	// context bounds it; the claim's lease does.
 	bounded := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), d.lease()/2)
 	}
 	return &settler{
-		terminal: newGroup(settleGroupMax, settleGroupSlots, func(reqs []settleReq) ([]struct{}, error) {
+		terminal: newLingeringGroup(settleGroupMax, 1, settleLinger, lanes, func(reqs []settleReq) ([]struct{}, error) {
 			ctx, cancel := bounded()
 			defer cancel()
 			if _, err := stores.SettleDeliveries(ctx, d.Pool, flatten(reqs), d.now()); err != nil {
@@ -124,6 +136,9 @@ func (s *settler) record(ctx context.Context, d *Deps, req settleReq) error {
 	g := s.terminal
 	if len(req.retries) > 0 || len(req.gone) > 0 || slices.ContainsFunc(req.settled, func(x stores.Settlement) bool { return !x.Terminal }) {
 		g = s.retries
+	}
+	if _, err := g.do(req); err == nil {
+		return nil // the common case: no timer for a retry that is not needed
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.settleBudget())
 	defer cancel()
