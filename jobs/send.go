@@ -56,12 +56,21 @@ type SendWorker struct {
 	targets *targets     // every target's gate and breaker, for this process
 	settler *settler     // the grouped settle statements, for this process
 	active  atomic.Int64 // lanes running in this process
+	// stuck counts the lanes whose provider call has run longer than
+	// stuckAfter: a lingering settle does not wait for them.
+	stuck atomic.Int64
 }
+
+// stuckAfter is when a provider call stops counting as about to report: past
+// it, a lane is not waited for by the other lanes' lingering settle.
+const stuckAfter = 10 * time.Millisecond
 
 func (w *SendWorker) init() {
 	w.once.Do(func() {
 		w.targets = newTargets(w.Deps.Config.Queues.SendPerHost, w.Deps.now)
-		w.settler = newSettler(w.Deps, w.Deps.Config.Queues.SendBatch, func() int { return int(w.active.Load()) })
+		w.settler = newSettler(w.Deps, w.Deps.Config.Queues.SendBatch, func() int {
+			return int(w.active.Load() - w.stuck.Load())
+		})
 	})
 }
 
@@ -189,7 +198,11 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 			return
 		}
 		started := time.Now()
+		stuck := time.AfterFunc(stuckAfter, func() { r.w.stuck.Add(1) })
 		sendErr := r.sendWaiting(ctx, c)
+		if !stuck.Stop() {
+			r.w.stuck.Add(-1)
+		}
 		observed := sendErr
 		if sendErr != nil && ctx.Err() != nil {
 			// Cut short by the job's end, not by the target.
