@@ -148,9 +148,15 @@ type daemonConfig struct {
 	// webhook adds the per-recipient webhook channel (default immediate) to
 	// the notifier; without it the notifier has in_app and email only.
 	webhook bool
+	// webhookTimeout is channels.webhook.timeout (zero: 5s).
+	webhookTimeout time.Duration
 }
 
 func (c daemonConfig) yaml() string {
+	webhookTimeout := c.webhookTimeout
+	if webhookTimeout <= 0 {
+		webhookTimeout = 5 * time.Second
+	}
 	webhook := ""
 	if c.webhook {
 		webhook = "\n      webhook: {default: immediate}"
@@ -169,7 +175,7 @@ channels:
     from: "Chaos <notify@%s>"
     smtp: {host: 127.0.0.1, port: %d}
     timeout: 10s
-  webhook: {secret: %s, allow_private: true, timeout: 5s}
+  webhook: {secret: %s, allow_private: true, timeout: %s}
 retry:
   lease: 5s
   sweep: "@every 5s"
@@ -194,7 +200,7 @@ notifiers:
       in_app: {title: "digest item {{.n}}"}
       email: {default: digest, subject: "unused", text: "unused"}
 `, c.dbURL, c.listen, adminToken, tokenSecret, c.send, c.fanoutChunk, c.sendBatch, mailDomain, c.smtpPort,
-		webhookSecret, notifierName, webhook, digestNotifier)
+		webhookSecret, webhookTimeout, notifierName, webhook, digestNotifier)
 }
 
 // writeConfig writes c under the scenario's directory and returns its path.
