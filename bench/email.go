@@ -10,9 +10,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 )
 
 // emailTimeout bounds one email measurement.
