@@ -225,10 +225,14 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 			r.rateLimited(ctx, rest[1:], limited)
 			return
 		case hostFailure(observed) && len(rest) > 1:
-			// The next ones would most likely wait out the same timeout.
-			now := d.now()
-			r.park(ctx, l.target, rest[1:], &parking{until: now.Add(jitter(firstRetry)), reason: fmt.Sprintf(
-				"not attempted: %s did not answer the delivery before this one (%s)", l.target, sendErr)})
+			// The next ones would most likely wait out the same timeout: park
+			// them until the breaker closes, or for a first retry's wait.
+			p := r.w.targets.parkedNow(l.target)
+			if p == nil {
+				p = &parking{until: d.now().Add(jitter(firstRetry)), reason: fmt.Sprintf(
+					"not attempted: %s did not answer the delivery before this one (%s)", l.target, sendErr)}
+			}
+			r.park(ctx, l.target, rest[1:], p)
 			return
 		}
 	}

@@ -136,23 +136,35 @@ func TestBreakerParksAFailingTarget(t *testing.T) {
 	}
 	waiting := acquireAsync(ctx, ts, "h")
 	waitWaiters(t, ts, "h", 1)
-	ts.release("h", errHung) // one failure: the waiter would wait out the same timeout
-	p := <-waiting
-	if p == nil || !strings.Contains(p.reason, "did not answer another delivery") {
-		t.Fatalf("the waiting lane got %+v, want it parked", p)
+	ts.release("h", errHung) // one failure: the waiter gets the slot
+	if p := <-waiting; p != nil {
+		t.Fatalf("after one host failure the waiting lane got %+v, want the slot", p)
 	}
 	// A plain temporary failure (an SMTP 451) neither counts nor resets.
 	ts.release("h", channels.Temporary(errors.New("451 busy"), 0))
-	ts.release("h", errHung) // two in a row, every slot back
-	if p, _ := ts.acquire(ctx, "h"); p != nil {
-		t.Fatalf("parked after two failures: %+v", p)
+	ts.release("h", errHung) // two in a row; one slot still held
+	for range breakerThreshold - 1 {
+		if p, _ := ts.acquire(ctx, "h"); p != nil {
+			t.Fatalf("parked after two failures: %+v", p)
+		}
 	}
-	ts.release("h", errHung)
-	p, _ = ts.acquire(ctx, "h")
+	waiting = acquireAsync(ctx, ts, "h")
+	waitWaiters(t, ts, "h", 1)
+	ts.release("h", errHung) // three: open; the waiting lane is parked at once
+	p := <-waiting
 	if p == nil || !strings.Contains(p.reason, "did not answer 3 times in a row") || !p.until.After(clock.now()) {
-		t.Fatalf("after %d host failures acquire = %+v, want parked until later", breakerThreshold, p)
+		t.Fatalf("after %d host failures the waiting lane got %+v, want parked until later", breakerThreshold, p)
+	}
+	if p2, _ := ts.acquire(ctx, "h"); p2 == nil || p2.until != p.until {
+		t.Fatalf("while open acquire = %+v, want parked until %s", p2, p.until)
+	}
+	if p2 := ts.parkedNow("h"); p2 == nil || p2.until != p.until {
+		t.Fatalf("parkedNow = %+v, want parked until %s", p2, p.until)
 	}
 	opened := p.until
+	// The two lanes still in a call get plain answers (SMTP 451): no change.
+	ts.release("h", channels.Temporary(errors.New("451 busy"), 0))
+	ts.release("h", channels.Temporary(errors.New("451 busy"), 0))
 
 	// The open period ends: one probe, the next lane waits for its answer.
 	clock.add(opened.Sub(clock.now()))

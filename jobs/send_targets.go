@@ -144,10 +144,9 @@ func (ts *targets) limit(t *target) int {
 
 // acquire waits for a slot of the named target. It returns nil with the
 // slot held (the caller must release it), or the parking of a delivery that
-// must not be attempted now: the target's breaker is open, or a host failure
-// of the target was recorded while the caller waited (it would most likely
-// have waited out the same timeout). Waiting ends, with ctx's error, when ctx
-// does: pass a context that ends at the lane's budget.
+// must not be attempted now: the target's breaker is open, or opened while
+// the caller waited. Waiting ends, with ctx's error, when ctx does: pass a
+// context that ends at the lane's budget.
 //
 // A waiter waits at most as long as a slot holder's send, which its channel's
 // timeout bounds.
@@ -201,9 +200,10 @@ func (ts *targets) parked(name string, t *target) *parking {
 }
 
 // release gives back a slot of the named target with the outcome of the send
-// made with it: a host failure counts towards opening the breaker (and parks
-// every lane waiting for the target), an answer closes it, and any other
-// temporary failure leaves it as it is.
+// made with it: a host failure counts towards opening the breaker (which
+// parks every lane waiting for the target), an answer closes it, and any
+// other temporary failure leaves it as it is. One host failure alone parks
+// nobody else: a single hung SMTP conversation says little about the relay.
 func (ts *targets) release(name string, err error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -213,21 +213,16 @@ func (ts *targets) release(name string, err error) {
 	case hostFailure(err):
 		t.failures++
 		t.lastErr = err.Error()
-		now := ts.now()
 		if t.failures >= breakerThreshold {
-			t.openUntil = now.Add(jitter(t.open))
+			t.openUntil = ts.now().Add(jitter(t.open))
 			t.open = min(2*t.open, lastRetry)
+			p := ts.parked(name, t)
+			for _, w := range t.waiters {
+				w.answer <- p
+			}
+			t.waiters = nil
+			return
 		}
-		p := ts.parked(name, t)
-		if p == nil {
-			p = &parking{until: now.Add(jitter(firstRetry)), reason: fmt.Sprintf(
-				"not attempted: %s did not answer another delivery while this one waited for it (%s)", name, t.lastErr)}
-		}
-		for _, w := range t.waiters {
-			w.answer <- p
-		}
-		t.waiters = nil
-		return
 	case err == nil:
 		t.failures, t.open, t.openUntil = 0, breakerFirstOpen, time.Time{}
 	default:
@@ -239,6 +234,14 @@ func (ts *targets) release(name string, err error) {
 	if t.inflight == 0 && t.failures == 0 {
 		delete(ts.m, name) // an idle, healthy target needs no memory
 	}
+}
+
+// parkedNow is the parking of a delivery to the named target while its
+// breaker is open, or nil.
+func (ts *targets) parkedNow(name string) *parking {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.parked(name, ts.get(name))
 }
 
 // grant hands free slots to the oldest waiters. ts.mu must be held.
