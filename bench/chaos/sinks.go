@@ -85,6 +85,7 @@ type hookbox struct {
 	refusals map[string]int
 	badSig   int
 	holding  int
+	gaveUp   time.Time // when a sender first gave up on a held request
 }
 
 func newHookbox(flaky func(id string) bool) *hookbox {
@@ -110,6 +111,14 @@ func (h *hookbox) held() int {
 	return h.holding
 }
 
+// firstGaveUp is when a sender first gave up on a request a tarpit held
+// (zero: none yet).
+func (h *hookbox) firstGaveUp() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gaveUp
+}
+
 func (h *hookbox) serve(w http.ResponseWriter, r *http.Request) {
 	if h.tarpit && !h.healed.Load() {
 		h.mu.Lock()
@@ -121,6 +130,9 @@ func (h *hookbox) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		h.mu.Lock()
 		h.holding--
+		if h.gaveUp.IsZero() {
+			h.gaveUp = time.Now()
+		}
 		h.mu.Unlock()
 		return
 	}
