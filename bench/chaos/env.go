@@ -150,12 +150,19 @@ type daemonConfig struct {
 	webhook bool
 	// webhookTimeout is channels.webhook.timeout (zero: 5s).
 	webhookTimeout time.Duration
+	// lease is retry.lease (zero: 5s). It must outlast the longest provider
+	// call: the retry sweep takes back a claim older than the lease.
+	lease time.Duration
 }
 
 func (c daemonConfig) yaml() string {
 	webhookTimeout := c.webhookTimeout
 	if webhookTimeout <= 0 {
 		webhookTimeout = 5 * time.Second
+	}
+	lease := c.lease
+	if lease <= 0 {
+		lease = 5 * time.Second
 	}
 	webhook := ""
 	if c.webhook {
@@ -177,7 +184,7 @@ channels:
     timeout: 10s
   webhook: {secret: %s, allow_private: true, timeout: %s}
 retry:
-  lease: 5s
+  lease: %s
   sweep: "@every 5s"
 digest:
   schedule: "* * * * *"
@@ -200,7 +207,7 @@ notifiers:
       in_app: {title: "digest item {{.n}}"}
       email: {default: digest, subject: "unused", text: "unused"}
 `, c.dbURL, c.listen, adminToken, tokenSecret, c.send, c.fanoutChunk, c.sendBatch, mailDomain, c.smtpPort,
-		webhookSecret, webhookTimeout, notifierName, webhook, digestNotifier)
+		webhookSecret, webhookTimeout, lease, notifierName, webhook, digestNotifier)
 }
 
 // writeConfig writes c under the scenario's directory and returns its path.

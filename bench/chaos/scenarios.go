@@ -24,7 +24,7 @@ var scenarios = []scenario{
 	{name: "cancel", base: 3 * time.Minute, run: runCancel,
 		what: "DELETE the notification mid fan-out; nothing sent after the cancel commits"},
 	{name: "slow", base: 4 * time.Minute, run: runSlowTargets,
-		what: "slow targets: three webhook URLs that never answer in a 2k-recipient email + webhook notification"},
+		what: "slow targets: three webhook URLs that never answer in a 1k-recipient email + webhook notification"},
 }
 
 // verifyReserve is the time kept back from a scenario's budget for draining

@@ -12,7 +12,13 @@ import (
 // that waited on a hung webhook shows.
 const slowHookTimeout = 30 * time.Second
 
-// runSlowTargets: one notification to 2k recipients with email, every tenth
+// slowLease is retry.lease in the slow-targets scenario: longer than the hung
+// calls, which are claims a live worker still holds (at the other scenarios'
+// 5 s the retry sweep took them back mid-call and sent them again, and the
+// hung host held eight requests for three deliveries).
+const slowLease = 2 * time.Minute
+
+// runSlowTargets: one notification to 1k recipients with email, every tenth
 // with a webhook on a healthy host, and three with a webhook_url on a host
 // that takes requests and never answers. One target never waits on another:
 // every email and every healthy webhook arrives well within one webhook
@@ -25,12 +31,12 @@ func runSlowTargets(ctx context.Context, e *env, r *result, seed uint64) error {
 		return err
 	}
 	defer s.close()
-	n := scaled(e, 2000)
+	n := scaled(e, 1000)
 	s.hooks = newHookbox(nil)
 	tarpit := newTarpit()
 	defer tarpit.close()
 	sl, err := s.addSlot(ctx, "a", daemonConfig{fanoutChunk: 500, send: chaosSend, sendBatch: chaosSendBatch,
-		webhook: true, webhookTimeout: slowHookTimeout})
+		webhook: true, webhookTimeout: slowHookTimeout, lease: slowLease})
 	if err != nil {
 		return err
 	}
