@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,18 +19,41 @@ import (
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
-// tarpit is a webhook host that takes requests and never answers them.
-func tarpit(t *testing.T) *httptest.Server {
+// tarpitHost is a webhook host that takes requests and never answers them,
+// until heal: from then on it answers 204 and records the webhook-id of each
+// request. A request held before heal is never answered.
+type tarpitHost struct {
+	*httptest.Server
+	healed atomic.Bool
+	mu     sync.Mutex
+	got    map[string]int
+}
+
+func tarpit(t *testing.T) *tarpitHost {
 	stop := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := &tarpitHost{got: map[string]int{}}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.healed.Load() {
+			h.mu.Lock()
+			h.got[r.Header.Get("webhook-id")]++
+			h.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		select {
 		case <-r.Context().Done(): // the sender gave up
 		case <-stop:
 		}
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
 	t.Cleanup(func() { close(stop) }) // runs first: unblock the handlers so Close returns
-	return srv
+	return h
+}
+
+func (h *tarpitHost) received(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got[id]
 }
 
 // One target never waits on another: three recipients whose webhook_url
@@ -151,5 +176,26 @@ channels:
 	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'email' AND status = 'sent'`, res.ID); n != 1000 {
 		t.Fatalf("%d email deliveries recorded sent, want 1000", n)
+	}
+
+	// The host answers again: the retried or parked deliveries go out, each
+	// once, when their breaker lets them.
+	hook.healed.Store(true)
+	notifydtest.Eventually(t, 40*time.Second, "the tarpit deliveries sent after the host recovered", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND status = 'sent'`, res.ID) == len(hooked)
+	})
+	rows, err := b.pool.Query(ctx, `SELECT id::text FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND status = 'sent'`, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if got := hook.received(id); got != 1 {
+			t.Fatalf("the recovered host received delivery %s %d times, want once", id, got)
+		}
 	}
 }
