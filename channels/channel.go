@@ -10,6 +10,8 @@ package channels
 
 import (
 	"context"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -112,4 +114,25 @@ type Part struct {
 // recipient the message is rendered for (its locale picks email templates).
 type Previewer interface {
 	Preview(notifier string, params map[string]any, r Recipient) ([]Part, error)
+}
+
+// Targeter is implemented by a channel whose messages go to more than one
+// destination (each webhook URL's host): Target names the destination of msg,
+// so that a destination that does not answer holds up only its own messages
+// (the send job gives each destination a lane, a concurrency cap and a
+// circuit breaker). "" or no Targeter: the channel is one destination, or,
+// for a bulk message, one per notifier.
+type Targeter interface {
+	Target(msg Message) string
+}
+
+// URLHost is the scheme and host[:port] of a URL, lower-cased, without path
+// or credentials (a destination's name shows in the ledger's last_error), for
+// a Targeter; "(invalid url)" when raw does not parse.
+func URLHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(invalid url)"
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
 }

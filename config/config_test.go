@@ -149,7 +149,7 @@ func TestDefault(t *testing.T) {
 		{"database.schema", c.Database.Schema, "public"},
 		{"http.listen", c.HTTP.Listen, "127.0.0.1:8080"},
 		{"http.max_body", c.HTTP.MaxBody, int64(1 << 20)},
-		{"queues", c.Queues, Queues{Fanout: 4, Send: 50, Digest: 128, Maintenance: 2, FetchCooldown: Duration(5 * time.Millisecond), FetchPollInterval: Duration(50 * time.Millisecond), FanoutChunk: 2000, SendBatch: 50}},
+		{"queues", c.Queues, Queues{Fanout: 4, Send: 50, Digest: 128, Maintenance: 2, FetchCooldown: Duration(5 * time.Millisecond), FetchPollInterval: Duration(50 * time.Millisecond), FanoutChunk: 2000, SendBatch: 50, SendPerHost: 8}},
 		{"reasons", strings.Join(c.Reasons, ","), "assigned,author,mentioned,subscribed,role-default"},
 		{"channels", len(c.Channels), 0},
 		{"retry.max_age", c.Retry.MaxAge.D(), 72 * time.Hour},

@@ -35,6 +35,7 @@ func (c *Config) setDefaults() {
 		FetchPollInterval: Duration(50 * time.Millisecond),
 		FanoutChunk:       2000,
 		SendBatch:         50,
+		SendPerHost:       8,
 	}
 	c.Reasons = append([]string(nil), defaultReasons...)
 	c.Retry = Retry{MaxAge: Duration(72 * time.Hour), Lease: Duration(5 * time.Minute), Sweep: defaultRetrySweep}

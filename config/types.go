@@ -85,6 +85,10 @@ type Queues struct {
 	FanoutChunk int `yaml:"fanout_chunk"`
 	// SendBatch is how many deliveries one notify.send job carries. Default 50.
 	SendBatch int `yaml:"send_batch"`
+	// SendPerHost is the most sends one process has in flight to one target
+	// (the SMTP relay, one webhook host) at once; further sends to it wait,
+	// and are parked when it stops answering. Default 8.
+	SendPerHost int `yaml:"send_per_host"`
 }
 
 // Channels holds the channels' sections of the file (channels.<name>) by

@@ -53,6 +53,7 @@ func (c *Config) validate(el *errorList) {
 	atLeast(el, "queues.maintenance", q.Maintenance, 1)
 	atLeast(el, "queues.fanout_chunk", q.FanoutChunk, 1)
 	atLeast(el, "queues.send_batch", q.SendBatch, 1)
+	atLeast(el, "queues.send_per_host", q.SendPerHost, 1)
 	// River refuses intervals under 1ms and a poll interval shorter than the cooldown.
 	if q.FetchCooldown.D() < time.Millisecond {
 		el.add("queues.fetch_cooldown", "must be at least 1ms, got %s", q.FetchCooldown)

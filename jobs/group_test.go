@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,5 +176,48 @@ func TestGroupSlotsRunConcurrently(t *testing.T) {
 	}
 	if g.running != 0 || len(g.queue) != 0 {
 		t.Fatalf("after all calls: %d running, %d queued", g.running, len(g.queue))
+	}
+}
+
+// A lingering leader waits for want() callers, or for linger, before it runs.
+func TestGroupLingersForTheCallersItExpects(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	var want atomic.Int64
+	g := newLingeringGroup(64, 1, time.Minute, func() int { return int(want.Load()) }, func(items []int) ([]int, error) {
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		return items, nil
+	})
+	// Three callers expected: the first waits for the other two, however
+	// late they come within the linger.
+	want.Store(3)
+	var wg sync.WaitGroup
+	wg.Go(func() { g.do(1) })
+	waitQueued(t, g, 0) // it leads, gathering
+	wg.Go(func() { g.do(2) })
+	waitQueued(t, g, 1)
+	wg.Go(func() { g.do(3) })
+	wg.Wait()
+	// A caller alone, with nobody else expected, runs at once.
+	want.Store(1)
+	if r, err := g.do(4); err != nil || r != 4 {
+		t.Fatalf("do(4) = %d, %v", r, err)
+	}
+	if fmt.Sprint(sizes) != "[3 1]" {
+		t.Fatalf("batches of %v, want [3 1]", sizes)
+	}
+
+	// Fewer callers than expected: the leader stops waiting after linger.
+	short := newLingeringGroup(64, 1, 20*time.Millisecond, func() int { return 10 }, func(items []int) ([]int, error) {
+		return items, nil
+	})
+	start := time.Now()
+	if r, err := short.do(5); err != nil || r != 5 {
+		t.Fatalf("do(5) = %d, %v", r, err)
+	}
+	if took := time.Since(start); took < 20*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("a leader expecting callers that never come ran after %s, want its linger of 20ms", took)
 	}
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/notifyd/notifyd/notifytype"
+	"log/slog"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -39,142 +42,439 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// SendWorker works notify.send: claim, send outside any transaction, settle.
+// SendWorker works notify.send. A job goes through named steps: claim its
+// batch in the ledger (claim), split it into one lane per target (lanes),
+// send every lane at once, each one delivery at a time with no transaction
+// open (sendLane, send), record each outcome as soon as it is known (settle,
+// group-committed with the other lanes of the process), and end the job
+// (finish). See docs/architecture.md, "One target never waits on another".
 type SendWorker struct {
 	river.WorkerDefaults[SendArgs]
 	Deps *Deps
+
+	once    sync.Once
+	targets *targets     // every target's gate and breaker, for this process
+	settler *settler     // the grouped settle statements, for this process
+	active  atomic.Int64 // lanes running in this process
+	// stuck counts the lanes whose provider call has run longer than
+	// stuckAfter: a lingering settle does not wait for them.
+	stuck atomic.Int64
+}
+
+// stuckAfter is when a provider call stops counting as about to report: past
+// it, a lane is not waited for by the other lanes' lingering settle.
+const stuckAfter = 10 * time.Millisecond
+
+func (w *SendWorker) init() {
+	w.once.Do(func() {
+		w.targets = newTargets(w.Deps.Config.Queues.SendPerHost, w.Deps.now)
+		w.settler = newSettler(w.Deps, w.Deps.Config.Queues.SendBatch, func() int {
+			return int(w.active.Load() - w.stuck.Load())
+		})
+	})
 }
 
 // Timeout bounds a whole batch well inside River's rescue window: each message
-// has its channel's own timeout, the worker stops attempting new ones past its
-// budget (see Work), and a provider call still hanging at the timeout is
-// cancelled; the settle runs on regardless.
+// has its channel's own timeout, the lanes stop attempting new ones past their
+// budget (see claim), and a provider call still hanging at the timeout is
+// cancelled; the settles run on regardless.
 func (w *SendWorker) Timeout(*river.Job[SendArgs]) time.Duration { return w.Deps.RescueAfter() / 2 }
 
-// Work claims the batch's deliveries that can be sent now, hands each to its
-// channel with no transaction open, and settles every outcome in one
-// statement, in the same transaction that enqueues retry jobs. Only `sent`
-// blocks a resend: a crash between the provider's acceptance and the settle
-// leaves the row `sending`, and the retry sweep re-drives it after the lease —
-// the one window where a duplicate can happen.
+// Work claims the batch's deliveries that can be sent now and sends them, one
+// lane per target, each outcome settled as it happens. Only `sent` blocks a
+// resend: a crash between a provider's acceptance and the settle of that one
+// message leaves its row `sending`, and the retry sweep re-drives it after the
+// lease — the one window where a duplicate can happen, one message wide per
+// lane. Deliveries a lane never reached stay claimed too, and are re-driven
+// the same way, but they were never sent.
 func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
-	d := w.Deps
-	claimed, err := stores.ClaimDeliveries(ctx, d.Pool, job.Args.DeliveryIDs, d.now())
-	if err != nil {
+	w.init()
+	run, err := w.claim(ctx, job)
+	if err != nil || run == nil {
 		return err
 	}
-	if len(claimed) == 0 {
-		return nil // sent, cancelled, or claimed by someone else
+	lanes := w.lanes(run.claimed)
+	var wg sync.WaitGroup
+	for _, l := range lanes[1:] {
+		wg.Go(func() { run.sendLane(ctx, l) })
 	}
-	// Past half the lease (or the job's run bound), stop attempting: give the
-	// rest back untried rather than let the sweep take them back as if this
-	// worker had died.
-	budget := time.Now().Add(min(d.lease()/2, d.maxRun()))
+	run.sendLane(ctx, lanes[0])
+	wg.Wait()
+	return run.finish()
+}
 
-	settled := make([]stores.Settlement, 0, len(claimed))
-	var retryIDs []string
-	var retryAt []time.Time
-	var gone []string
-	var snooze time.Duration
-	rateLimited := map[string]time.Duration{} // channel -> retry after, once a channel said so
+// sendRun is one run of a send job: its claimed batch and what its lanes
+// report back.
+type sendRun struct {
+	w       *SendWorker
+	job     *river.Job[SendArgs]
+	client  *river.Client[pgx.Tx]
+	claimed []stores.Claimed
+	// budget is when the lanes stop attempting: past half the lease (or the
+	// job's run bound) the rest is given back untried rather than left for
+	// the sweep to take back as if this worker had died.
+	budget time.Time
+
+	mu     sync.Mutex
+	snooze time.Duration // the longest rate limit a lane met
+	err    error         // the first settle that could not be recorded
+}
+
+// claim is the first step: it claims whichever of the job's deliveries can be
+// sent now, in one statement. A nil run means there is nothing to send (sent,
+// cancelled, or claimed by someone else).
+func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*sendRun, error) {
+	d := w.Deps
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return nil, fmt.Errorf("send job without its River client: %w", err)
+	}
+	claimed, err := stores.ClaimDeliveries(ctx, d.Pool, job.Args.DeliveryIDs, d.now())
+	if err != nil {
+		return nil, err
+	}
+	if len(claimed) == 0 {
+		return nil, nil
+	}
+	return &sendRun{w: w, job: job, client: client, claimed: claimed,
+		budget: time.Now().Add(min(d.lease()/2, d.maxRun()))}, nil
+}
+
+// lane is a batch's deliveries to one target, in claim order.
+type lane struct {
+	target     string
+	deliveries []*stores.Claimed
+}
+
+// lanes is the second step: it splits the claimed batch by target.
+func (w *SendWorker) lanes(claimed []stores.Claimed) []lane {
+	var lanes []lane
+	index := map[string]int{}
 	for i := range claimed {
 		c := &claimed[i]
-		log := d.logger().With("delivery_id", c.ID, "notification_id", c.NotificationID, "channel", c.Channel,
-			"job_id", job.ID)
-		if c.Recipient != nil {
-			log = log.With("recipient", *c.Recipient)
+		t := w.Deps.targetOf(c)
+		k, ok := index[t]
+		if !ok {
+			k = len(lanes)
+			index[t] = k
+			lanes = append(lanes, lane{target: t})
 		}
-		if after, limited := rateLimited[c.Channel]; limited {
-			settled = append(settled, w.rateLimited(c, after))
-			snooze = max(snooze, after)
-			continue
+		lanes[k].deliveries = append(lanes[k].deliveries, c)
+	}
+	return lanes
+}
+
+// sendLane sends one lane's deliveries one at a time, each through its
+// target's gate, and settles each outcome before the next send. It stops
+// early, recording why for the rest, when the job's budget or context ends
+// (given back untried), the target's breaker is open or the target failed to
+// answer (parked until later), or the target rate-limits (snoozed with the
+// job). A settle that cannot be recorded stops the lane and leaves the rest
+// claimed for the retry sweep: sending on would only widen the crash window.
+func (r *sendRun) sendLane(ctx context.Context, l lane) {
+	r.w.active.Add(1)
+	defer r.w.active.Add(-1)
+	defer func() {
+		if p := recover(); p != nil {
+			r.fail(fmt.Errorf("send lane to %s panicked: %v", l.target, p))
 		}
-		if ctx.Err() != nil || time.Now().After(budget) {
-			at := d.now()
-			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed),
-				NextAttemptAt: &at, Refund: true})
-			retryIDs, retryAt = append(retryIDs, c.ID), append(retryAt, at)
-			continue
+	}()
+	d := r.w.Deps
+	waitCtx, cancel := context.WithDeadline(ctx, r.budget)
+	defer cancel()
+	for i, c := range l.deliveries {
+		rest := l.deliveries[i:]
+		if ctx.Err() != nil || time.Now().After(r.budget) {
+			r.giveBack(ctx, rest)
+			return
+		}
+		park, err := r.w.targets.acquire(waitCtx, l.target)
+		switch {
+		case err != nil:
+			r.giveBack(ctx, rest)
+			return
+		case park != nil:
+			r.park(ctx, l.target, rest, park)
+			return
 		}
 		started := time.Now()
-		sendErr := w.sendWaiting(ctx, c, budget)
+		stuck := time.AfterFunc(stuckAfter, func() { r.w.stuck.Add(1) })
+		sendErr := r.sendWaiting(ctx, c)
+		if !stuck.Stop() {
+			r.w.stuck.Add(-1)
+		}
+		observed := sendErr
+		if sendErr != nil && ctx.Err() != nil {
+			// Cut short by the job's end, not by the target.
+			observed = channels.Temporary(context.Cause(ctx), 0)
+		}
+		r.w.targets.release(l.target, observed)
 		outcome := "ok"
 		if sendErr != nil {
 			kind, _ := channels.Classify(sendErr)
 			outcome = kind.String()
 		}
 		d.Metrics.Send(c.Channel, outcome, time.Since(started))
-		if sendErr == nil {
-			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusSent), Terminal: true})
-			log.DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
+
+		req, limited := r.outcome(ctx, c, sendErr)
+		if !r.settle(ctx, req) {
+			return
+		}
+		switch {
+		case limited > 0:
+			r.rateLimited(ctx, rest[1:], limited)
+			return
+		case hostFailure(observed) && len(rest) > 1:
+			// The next ones would most likely wait out the same timeout: park
+			// them until the breaker closes, or for a first retry's wait.
+			p := r.w.targets.parkedNow(l.target)
+			if p == nil {
+				p = &parking{until: d.now().Add(jitter(firstRetry)), reason: fmt.Sprintf(
+					"not attempted: %s did not answer the delivery before this one (%s)", l.target, sendErr)}
+			}
+			r.park(ctx, l.target, rest[1:], p)
+			return
+		}
+	}
+}
+
+// outcome turns a send's result into its settle request, logging it. A rate
+// limit also returns how long the target asked to wait.
+func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error) (settleReq, time.Duration) {
+	d := r.w.Deps
+	req := settleReq{client: r.client}
+	log := d.logger()
+	if sendErr == nil {
+		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusSent), Terminal: true}}
+		if log.Enabled(ctx, slog.LevelDebug) { // the common case: no attributes built for nothing
+			r.deliveryLog(c).DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
+		}
+		return req, 0
+	}
+	log = r.deliveryLog(c)
+	kind, after := channels.Classify(sendErr)
+	msg := sendErr.Error()
+	switch kind {
+	case channels.KindPermanent, channels.KindGone:
+		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRefused),
+			Error: msg, Terminal: true}}
+		if kind == channels.KindGone && c.Recipient != nil {
+			req.gone = []string{*c.Recipient}
+		}
+		log.WarnContext(ctx, "delivery refused", "err", msg)
+	case channels.KindRateLimited:
+		if after <= 0 {
+			after = time.Second
+		}
+		req.settled = []stores.Settlement{r.rateLimit(c, after)}
+		return req, after
+	default:
+		s := r.failed(c, msg, after)
+		req.settled = []stores.Settlement{s}
+		if s.NextAttemptAt != nil {
+			req.retries = []retryJob{{id: c.ID, at: *s.NextAttemptAt}}
+		}
+		log.InfoContext(ctx, "delivery failed", "err", msg, "attempts", c.Attempts, "status", s.Status)
+	}
+	return req, 0
+}
+
+func (r *sendRun) deliveryLog(c *stores.Claimed) *slog.Logger {
+	log := r.w.Deps.logger().With("delivery_id", c.ID, "notification_id", c.NotificationID, "channel", c.Channel,
+		"job_id", r.job.ID)
+	if c.Recipient != nil {
+		log = log.With("recipient", *c.Recipient)
+	}
+	return log
+}
+
+// settle records req (see settler.record) and counts its outcomes. It
+// reports false, and remembers the error for finish, when the settle could
+// not be recorded.
+func (r *sendRun) settle(ctx context.Context, req settleReq) bool {
+	if err := r.w.settler.record(ctx, r.w.Deps, req); err != nil {
+		r.fail(err)
+		return false
+	}
+	for _, s := range req.settled {
+		r.w.Deps.Metrics.Delivery(r.channelOf(s.ID), s.Status, 1)
+	}
+	return true
+}
+
+func (r *sendRun) channelOf(id string) string {
+	for i := range r.claimed {
+		if r.claimed[i].ID == id {
+			return r.claimed[i].Channel
+		}
+	}
+	return ""
+}
+
+func (r *sendRun) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// giveBack settles deliveries a lane did not attempt (the job's budget or
+// context ended) as failed, due now, with the attempt refunded and a new send
+// job for them.
+func (r *sendRun) giveBack(ctx context.Context, rest []*stores.Claimed) {
+	at := r.w.Deps.now()
+	req := settleReq{client: r.client}
+	for _, c := range rest {
+		req.settled = append(req.settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt,
+			Status: string(notifytype.StatusFailed), NextAttemptAt: &at, Refund: true})
+		req.retries = append(req.retries, retryJob{id: c.ID, at: at})
+	}
+	r.settle(ctx, req)
+}
+
+// park settles deliveries that are not attempted because their target is not
+// answering: failed, with the attempt refunded, the reason as last_error and
+// a send job at p.until — or expired, when that is past retry.max_age.
+func (r *sendRun) park(ctx context.Context, target string, rest []*stores.Claimed, p *parking) {
+	d := r.w.Deps
+	maxAge := d.maxAge()
+	req := settleReq{client: r.client}
+	for _, c := range rest {
+		if p.until.Sub(c.CreatedAt) > maxAge {
+			req.settled = append(req.settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusExpired),
+				Error: fmt.Sprintf("expired after %d attempts over %s; %s", c.Attempts-1, maxAge, p.reason), Refund: true, Terminal: true})
 			continue
 		}
-		kind, after := channels.Classify(sendErr)
-		msg := sendErr.Error()
-		switch kind {
-		case channels.KindPermanent, channels.KindGone:
-			settled = append(settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRefused),
-				Error: msg, Terminal: true})
-			if kind == channels.KindGone && c.Recipient != nil {
-				gone = append(gone, *c.Recipient)
-			}
-			log.WarnContext(ctx, "delivery refused", "err", msg)
-		case channels.KindRateLimited:
-			if after <= 0 {
-				after = time.Second
-			}
-			rateLimited[c.Channel] = after
-			settled = append(settled, w.rateLimited(c, after))
-			snooze = max(snooze, after)
-		default:
-			s := w.failed(c, msg, after)
-			settled = append(settled, s)
-			if s.NextAttemptAt != nil {
-				retryIDs, retryAt = append(retryIDs, c.ID), append(retryAt, *s.NextAttemptAt)
-			}
-			log.InfoContext(ctx, "delivery failed", "err", msg, "attempts", c.Attempts, "status", s.Status)
-		}
+		at := p.until
+		req.settled = append(req.settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed),
+			Error: p.reason, NextAttemptAt: &at, Refund: true})
+		req.retries = append(req.retries, retryJob{id: c.ID, at: at})
 	}
+	d.logger().InfoContext(ctx, "deliveries parked", "target", target, "count", len(rest), "until", p.until,
+		"job_id", r.job.ID, "reason", p.reason)
+	r.settle(ctx, req)
+}
 
-	// Settle in a fresh context: the sends happened, the ledger must say so
-	// even while the daemon is shutting down. A failed settle (the database
-	// restarting) is retried, and a settle waiting for a row lock waits, for
-	// settleBudget: giving up would leave the batch `sending` for the sweep to
-	// send again.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.settleBudget())
-	defer cancel()
-	err = retrySettle(sctx, func() error {
-		return pgx.BeginFunc(sctx, d.Pool, func(tx pgx.Tx) error {
-			if _, err := stores.SettleDeliveries(sctx, tx, settled, d.now()); err != nil {
-				return err
-			}
-			if err := stores.MarkWebhookGone(sctx, tx, gone, d.now()); err != nil {
-				return err
-			}
-			return insertRetryJobs(sctx, tx, retryIDs, retryAt)
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("settle send batch: %w", err)
+// rateLimited settles the rest of a lane whose target rate-limits: the rows
+// stay in this job, and snoozing re-runs it (and re-claims them) after the
+// limiter's delay, without an attempt spent.
+func (r *sendRun) rateLimited(ctx context.Context, rest []*stores.Claimed, after time.Duration) {
+	req := settleReq{client: r.client}
+	for _, c := range rest {
+		req.settled = append(req.settled, r.rateLimit(c, after))
 	}
-	if d.Metrics != nil {
-		byID := make(map[string]string, len(claimed))
-		for i := range claimed {
-			byID[claimed[i].ID] = claimed[i].Channel
-		}
-		for _, s := range settled {
-			d.Metrics.Delivery(byID[s.ID], s.Status, 1)
-		}
+	r.mu.Lock()
+	r.snooze = max(r.snooze, after)
+	r.mu.Unlock()
+	r.settle(ctx, req)
+}
+
+// finish is the last step: a settle that could not be recorded fails the job
+// (River retries it; what it had not settled is still claimed, and the retry
+// sweep re-drives it after the lease), and a rate-limited lane snoozes it.
+func (r *sendRun) finish() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return fmt.Errorf("settle send batch: %w", r.err)
 	}
-	if snooze > 0 {
-		// The rate-limited rows stay in this job: snoozing re-runs it (and
-		// re-claims them) after the limiter's delay, without an attempt spent.
-		return river.JobSnooze(snooze)
+	if r.snooze > 0 {
+		return river.JobSnooze(r.snooze)
 	}
 	return nil
 }
 
-// settleBudget is how long a worker keeps trying to record the outcome of
+func (r *sendRun) rateLimit(c *stores.Claimed, after time.Duration) stores.Settlement {
+	at := r.w.Deps.now().Add(after)
+	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRateLimited),
+		NextAttemptAt: &at, Refund: true}
+}
+
+// failed settles a temporary failure: retry with backoff, or expired when the
+// delivery is older than retry.max_age.
+func (r *sendRun) failed(c *stores.Claimed, msg string, after time.Duration) stores.Settlement {
+	d := r.w.Deps
+	maxAge := d.maxAge()
+	next := d.now().Add(d.retryWait(c.Attempts, after))
+	if next.Sub(c.CreatedAt) > maxAge {
+		return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusExpired),
+			Error: fmt.Sprintf("expired after %d attempts over %s; last error: %s", c.Attempts, maxAge, msg), Terminal: true}
+	}
+	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed), Error: msg, NextAttemptAt: &next}
+}
+
+// maxRateWait is how long a send waits in-process for the channel's rate
+// limiter before giving up and snoozing the job. Short waits are far cheaper
+// than snoozing: a snooze re-claims and re-settles the rest of the lane.
+const maxRateWait = 2 * time.Second
+
+// sendWaiting is send, waiting out short rate limits (without spending an
+// attempt) as long as the job's budget allows.
+func (r *sendRun) sendWaiting(ctx context.Context, c *stores.Claimed) error {
+	for {
+		err := r.send(ctx, c)
+		if err == nil {
+			return nil
+		}
+		kind, after := channels.Classify(err)
+		if kind != channels.KindRateLimited || after <= 0 || after > maxRateWait || time.Now().Add(after).After(r.budget) {
+			return err
+		}
+		t := time.NewTimer(after)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// send hands one claimed delivery to its channel. A panicking channel is a
+// bug, but it must not leave the lane claimed: the rest of it would be
+// re-driven by the sweep. The panic becomes a temporary error of this
+// delivery.
+func (r *sendRun) send(ctx context.Context, c *stores.Claimed) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = channels.Temporary(fmt.Errorf("%s channel panicked: %v", c.Channel, p), 0)
+		}
+	}()
+	d := r.w.Deps
+	var params map[string]any
+	if len(c.Params) > 0 {
+		if err := json.Unmarshal(c.Params, &params); err != nil {
+			return channels.Permanent(fmt.Errorf("params of %s are not a JSON object: %w", c.NotificationID, err))
+		}
+	}
+	msg := channels.Message{DeliveryID: c.ID, NotificationID: c.NotificationID, Notifier: c.Notifier, Key: c.Key,
+		Actor: c.Actor, Reason: c.Reason, Params: params, CreatedAt: c.CreatedAt, Attempt: c.Attempts}
+	if nf, ok := d.Config.Notifier(c.Notifier); ok {
+		msg.Category = nf.Category
+	}
+	if c.Recipient == nil {
+		ch, ok := d.Bulk[c.Channel]
+		if !ok {
+			return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
+		}
+		return ch.SendBulk(ctx, msg)
+	}
+	ch, ok := d.Channels[c.Channel]
+	if !ok {
+		return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
+	}
+	var data map[string]any
+	_ = json.Unmarshal(c.Data, &data)
+	msg.Recipient = &channels.Recipient{ID: *c.Recipient, Email: c.Email, Name: c.Name, Locale: c.Locale,
+		Timezone: c.Timezone, WebhookURL: c.Webhook, Data: data}
+	if err := ch.Addressable(c.Notifier, *msg.Recipient); err != nil {
+		return channels.Permanent(err) // the address went away after fan-out
+	}
+	return ch.Send(ctx, msg)
+}
+
+// settleBudget is how long a lane keeps trying to record the outcome of
 // what it sent: as long as its sends may take (the job's Timeout), so the two
 // together stay inside River's rescue window.
 //
@@ -209,112 +509,4 @@ func retrySettle(ctx context.Context, settle func() error) error {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
-}
-
-func (w *SendWorker) rateLimited(c *stores.Claimed, after time.Duration) stores.Settlement {
-	at := w.Deps.now().Add(after)
-	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRateLimited),
-		NextAttemptAt: &at, Refund: true}
-}
-
-// failed settles a temporary failure: retry with backoff, or expired when the
-// delivery is older than retry.max_age.
-func (w *SendWorker) failed(c *stores.Claimed, msg string, after time.Duration) stores.Settlement {
-	maxAge := w.Deps.maxAge()
-	next := w.Deps.now().Add(w.Deps.retryWait(c.Attempts, after))
-	if next.Sub(c.CreatedAt) > maxAge {
-		return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusExpired),
-			Error: fmt.Sprintf("expired after %d attempts over %s; last error: %s", c.Attempts, maxAge, msg), Terminal: true}
-	}
-	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed), Error: msg, NextAttemptAt: &next}
-}
-
-// maxRateWait is how long a send waits in-process for the channel's rate
-// limiter before giving up and snoozing the batch. Short waits are far cheaper
-// than snoozing: a snooze re-claims and re-settles the whole batch.
-const maxRateWait = 2 * time.Second
-
-// sendWaiting is send, waiting out short rate limits (without spending an
-// attempt) as long as the batch's budget allows.
-func (w *SendWorker) sendWaiting(ctx context.Context, c *stores.Claimed, budget time.Time) error {
-	for {
-		err := w.send(ctx, c)
-		if err == nil {
-			return nil
-		}
-		kind, after := channels.Classify(err)
-		if kind != channels.KindRateLimited || after <= 0 || after > maxRateWait || time.Now().Add(after).After(budget) {
-			return err
-		}
-		t := time.NewTimer(after)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
-}
-
-// send hands one claimed delivery to its channel. A panicking channel is a
-// bug, but it must not leave the batch claimed: the rest of the batch would be
-// re-driven by the sweep and sent twice. The panic becomes a temporary error
-// of this delivery.
-func (w *SendWorker) send(ctx context.Context, c *stores.Claimed) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = channels.Temporary(fmt.Errorf("%s channel panicked: %v", c.Channel, p), 0)
-		}
-	}()
-	var params map[string]any
-	if len(c.Params) > 0 {
-		if err := json.Unmarshal(c.Params, &params); err != nil {
-			return channels.Permanent(fmt.Errorf("params of %s are not a JSON object: %w", c.NotificationID, err))
-		}
-	}
-	msg := channels.Message{DeliveryID: c.ID, NotificationID: c.NotificationID, Notifier: c.Notifier, Key: c.Key,
-		Actor: c.Actor, Reason: c.Reason, Params: params, CreatedAt: c.CreatedAt, Attempt: c.Attempts}
-	if nf, ok := w.Deps.Config.Notifier(c.Notifier); ok {
-		msg.Category = nf.Category
-	}
-	if c.Recipient == nil {
-		ch, ok := w.Deps.Bulk[c.Channel]
-		if !ok {
-			return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
-		}
-		return ch.SendBulk(ctx, msg)
-	}
-	ch, ok := w.Deps.Channels[c.Channel]
-	if !ok {
-		return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
-	}
-	var data map[string]any
-	_ = json.Unmarshal(c.Data, &data)
-	msg.Recipient = &channels.Recipient{ID: *c.Recipient, Email: c.Email, Name: c.Name, Locale: c.Locale,
-		Timezone: c.Timezone, WebhookURL: c.Webhook, Data: data}
-	if err := ch.Addressable(c.Notifier, *msg.Recipient); err != nil {
-		return channels.Permanent(err) // the address went away after fan-out
-	}
-	return ch.Send(ctx, msg)
-}
-
-// insertRetryJobs enqueues one send job per retried delivery, scheduled at its
-// retry time.
-func insertRetryJobs(ctx context.Context, tx pgx.Tx, ids []string, at []time.Time) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	params := make([]river.InsertManyParams, len(ids))
-	for i := range ids {
-		params[i] = river.InsertManyParams{Args: SendArgs{DeliveryIDs: []string{ids[i]}},
-			InsertOpts: &river.InsertOpts{ScheduledAt: at[i]}}
-	}
-	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
-	if err != nil {
-		return fmt.Errorf("enqueue retries: %w", err)
-	}
-	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
-		return fmt.Errorf("enqueue %d retries: %w", len(ids), err)
-	}
-	return nil
 }

@@ -444,3 +444,44 @@ func TestSettleWaitsOutARowLock(t *testing.T) {
 		t.Fatalf("after the lock: %+v, %d messages received, want sent after one attempt and one message", got, b.smtp.Count())
 	}
 }
+
+// Each outcome is recorded as it happens, not at the end of the batch: while a
+// batch's lane sends one message after another, the ledger never lags the
+// SMTP server by more than the one message in flight, so a crash at any
+// moment could duplicate at most that one.
+func TestOutcomesAreSettledAsTheyHappen(t *testing.T) {
+	t.Parallel()
+	b := setupEmailTimeout(t, "5s", "")
+	const n = 10
+	var to []string
+	for i := range n {
+		id := fmt.Sprintf("u%d", i)
+		b.profile(t, id, id+"@example.test")
+		to = append(to, id)
+	}
+	b.smtp.Hang(150 * time.Millisecond) // every message is accepted after 150 ms
+	id := b.send(t, "inv-one-by-one", to...)
+	notifydtest.StartWorkers(t, b.deps)
+	var samples int
+	deadline := time.Now().Add(20 * time.Second)
+	for accepted := 0; accepted < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages accepted after 20 s", accepted, n)
+		}
+		accepted = b.smtp.Count()
+		sent := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id)
+		if sent < accepted-1 {
+			t.Fatalf("%d messages accepted but only %d recorded sent: outcomes wait for the end of the batch", accepted, sent)
+		}
+		if accepted > 0 && accepted < n {
+			samples++
+		}
+		time.Sleep(20 * time.Millisecond) // the sampling interval
+	}
+	if samples < 5 {
+		t.Fatalf("only %d samples while the batch was being sent", samples)
+	}
+	for _, r := range to {
+		b.waitDelivery(t, id, r, "sent")
+	}
+}

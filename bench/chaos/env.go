@@ -148,9 +148,22 @@ type daemonConfig struct {
 	// webhook adds the per-recipient webhook channel (default immediate) to
 	// the notifier; without it the notifier has in_app and email only.
 	webhook bool
+	// webhookTimeout is channels.webhook.timeout (zero: 5s).
+	webhookTimeout time.Duration
+	// lease is retry.lease (zero: 5s). It must outlast the longest provider
+	// call: the retry sweep takes back a claim older than the lease.
+	lease time.Duration
 }
 
 func (c daemonConfig) yaml() string {
+	webhookTimeout := c.webhookTimeout
+	if webhookTimeout <= 0 {
+		webhookTimeout = 5 * time.Second
+	}
+	lease := c.lease
+	if lease <= 0 {
+		lease = 5 * time.Second
+	}
 	webhook := ""
 	if c.webhook {
 		webhook = "\n      webhook: {default: immediate}"
@@ -169,9 +182,9 @@ channels:
     from: "Chaos <notify@%s>"
     smtp: {host: 127.0.0.1, port: %d}
     timeout: 10s
-  webhook: {secret: %s, allow_private: true, timeout: 5s}
+  webhook: {secret: %s, allow_private: true, timeout: %s}
 retry:
-  lease: 5s
+  lease: %s
   sweep: "@every 5s"
 digest:
   schedule: "* * * * *"
@@ -194,7 +207,7 @@ notifiers:
       in_app: {title: "digest item {{.n}}"}
       email: {default: digest, subject: "unused", text: "unused"}
 `, c.dbURL, c.listen, adminToken, tokenSecret, c.send, c.fanoutChunk, c.sendBatch, mailDomain, c.smtpPort,
-		webhookSecret, notifierName, webhook, digestNotifier)
+		webhookSecret, webhookTimeout, lease, notifierName, webhook, digestNotifier)
 }
 
 // writeConfig writes c under the scenario's directory and returns its path.

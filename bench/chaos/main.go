@@ -18,7 +18,9 @@
 //     fan-out with in_app + email and restart it each time; afterwards exactly
 //     one inbox item per recipient, every delivery terminal, every email
 //     received at least once, duplicates only on deliveries the retry sweep
-//     re-drove and at most kills × queues.send × queues.send_batch.
+//     re-drove and at most one per send lane per kill (kills × queues.send:
+//     each outcome is settled before the lane's next send), with the
+//     measured duplicates per kill printed.
 //   - pgrestart: a private cluster restarted (fast mode) twice mid-run; the
 //     same daemon process reconnects and finishes.
 //   - smtpdown: the SMTP sink down for 60 s, then back: everything sent after
@@ -32,8 +34,15 @@
 //   - cancel: DELETE /v1/notifications/{notifier}/{key} mid fan-out: no
 //     message accepted after the cancel committed unless its delivery was
 //     already claimed, nothing left claimable, no inbox item left.
+//   - slow: slow targets. Three recipients' webhook_url on a host that takes
+//     requests and never answers, beside 1k emails and healthy webhooks in
+//     the same notification: every other message arrives before the first
+//     hung request times out, the hung deliveries fail and are retried or
+//     parked by their host's breaker, no send job runs much past the
+//     webhook timeout, and once the host answers they are sent, once each
+//     (this daemon's retry.lease is 2 minutes, longer than a hung call).
 //
-// Each daemon runs with retry.lease 5s, retry.sweep and digest.sweep
+// Each daemon runs with retry.lease 5s (but see slow), retry.sweep and digest.sweep
 // "@every 5s" (the config accepts robfig/cron descriptors; both sweep jobs
 // are River-unique ByPeriod one minute, so each still runs at most once a
 // minute) and digest.schedule "* * * * *" (a digest is due every minute).

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/notifyd/notifyd/channels/webhook"
@@ -71,21 +72,70 @@ func (m *mailbox) receipts() receipts {
 type hookbox struct {
 	srv   *httptest.Server
 	flaky func(id string) bool
+	// tarpit, when set, makes a host that never answers: a request that
+	// arrives before heal is held until its sender gives up, and never
+	// recorded; after heal the box answers like any other.
+	tarpit bool
+	healed atomic.Bool
+	stop   chan struct{}
 
 	mu       sync.Mutex
 	order    []string
 	times    []time.Time
 	refusals map[string]int
 	badSig   int
+	holding  int
+	gaveUp   time.Time // when a sender first gave up on a held request
 }
 
 func newHookbox(flaky func(id string) bool) *hookbox {
-	h := &hookbox{flaky: flaky, refusals: map[string]int{}}
+	h := &hookbox{flaky: flaky, refusals: map[string]int{}, stop: make(chan struct{})}
 	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
 	return h
 }
 
+// newTarpit returns a hookbox that never answers until heal.
+func newTarpit() *hookbox {
+	h := &hookbox{refusals: map[string]int{}, tarpit: true, stop: make(chan struct{})}
+	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
+	return h
+}
+
+// heal makes a tarpit answer the requests that arrive from now on.
+func (h *hookbox) heal() { h.healed.Store(true) }
+
+// held counts the requests a tarpit is holding now.
+func (h *hookbox) held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.holding
+}
+
+// firstGaveUp is when a sender first gave up on a request a tarpit held
+// (zero: none yet).
+func (h *hookbox) firstGaveUp() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gaveUp
+}
+
 func (h *hookbox) serve(w http.ResponseWriter, r *http.Request) {
+	if h.tarpit && !h.healed.Load() {
+		h.mu.Lock()
+		h.holding++
+		h.mu.Unlock()
+		select {
+		case <-r.Context().Done(): // the sender gave up: nothing was accepted
+		case <-h.stop:
+		}
+		h.mu.Lock()
+		h.holding--
+		if h.gaveUp.IsZero() {
+			h.gaveUp = time.Now()
+		}
+		h.mu.Unlock()
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
@@ -129,7 +179,10 @@ func (h *hookbox) badSignatures() int {
 	return h.badSig
 }
 
-func (h *hookbox) close() { h.srv.Close() }
+func (h *hookbox) close() {
+	close(h.stop)
+	h.srv.Close()
+}
 
 // oneIn returns a deterministic selector of about 1 in n ids, salted by seed.
 func oneIn(n uint64, seed uint64) func(string) bool {

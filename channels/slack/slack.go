@@ -30,7 +30,10 @@ import (
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
 )
 
-var _ channels.BulkChannel = (*Sender)(nil)
+var (
+	_ channels.BulkChannel = (*Sender)(nil)
+	_ channels.Targeter    = (*Sender)(nil)
+)
 
 // DefaultTimeout bounds one post when the config gives none.
 const DefaultTimeout = 10 * time.Second
@@ -115,6 +118,16 @@ func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, e
 
 // Name returns "slack".
 func (s *Sender) Name() string { return Name }
+
+// Target names a message's destination: the host of its notifier's
+// webhook_url (Slack's), never its path, which is the credential.
+func (s *Sender) Target(msg channels.Message) string {
+	d, ok := s.dests[msg.Notifier]
+	if !ok {
+		return ""
+	}
+	return channels.URLHost(d.url)
+}
 
 // Configured reports whether notifier has a Slack webhook_url.
 func (s *Sender) Configured(notifier string) bool {

@@ -75,6 +75,7 @@ import (
 var (
 	_ channels.Channel     = (*Sender)(nil)
 	_ channels.BulkChannel = (*Sender)(nil)
+	_ channels.Targeter    = (*Sender)(nil)
 )
 
 // Options are the Sender's collaborators. The zero value is usable.
@@ -142,6 +143,15 @@ func New(cfg *Config, urls map[string]string, opts Options) (*Sender, error) {
 		s.clock = time.Now
 	}
 	return s, nil
+}
+
+// Target names msg's destination: the host of the recipient's webhook_url,
+// or of the notifier's url for a bulk webhook.
+func (s *Sender) Target(msg channels.Message) string {
+	if msg.Recipient != nil {
+		return channels.URLHost(msg.Recipient.WebhookURL)
+	}
+	return channels.URLHost(s.bulkURL(msg.Notifier))
 }
 
 // Name returns "webhook".

@@ -1,0 +1,191 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd/channels"
+)
+
+func TestHostFailure(t *testing.T) {
+	t.Parallel()
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"read timeout", channels.Temporary(fmt.Errorf("POST http://h: %w", timeout), 0), true},
+		{"unclassified dial error", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
+		{"context deadline", channels.Temporary(fmt.Errorf("POST http://h: %w", context.DeadlineExceeded), 0), true},
+		{"HTTP 503", channels.Temporary(errors.New("POST http://h: HTTP 503 Service Unavailable"), 0), false},
+		{"SMTP 451", errors.New("smtp data: 451 4.7.1 try again later"), false},
+		{"refused", channels.Permanent(fmt.Errorf("wrapped: %w", timeout)), false},
+		{"rate limited", channels.RateLimited(timeout, time.Second), false},
+	} {
+		if got := hostFailure(tc.err); got != tc.want {
+			t.Errorf("%s: hostFailure = %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
+
+var errHung = channels.Temporary(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, 0)
+
+type gateClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *gateClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *gateClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// acquireAsync starts an acquire and returns where its answer arrives.
+func acquireAsync(ctx context.Context, ts *targets, name string) <-chan *parking {
+	out := make(chan *parking, 1)
+	go func() {
+		p, err := ts.acquire(ctx, name)
+		if err != nil {
+			p = &parking{reason: "error: " + err.Error()}
+		}
+		out <- p
+	}()
+	return out
+}
+
+func waitWaiters(t *testing.T, ts *targets, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ts.mu.Lock()
+		got := 0
+		if tg := ts.m[name]; tg != nil {
+			got = len(tg.waiters)
+		}
+		ts.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lanes wait for %s, want %d", got, name, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The gate lets perHost lanes talk to a target at once; the next waits and
+// gets the slot of a lane that got an answer.
+func TestGateBoundsLanesPerTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := newTargets(2, time.Now)
+	for range 2 {
+		if p, err := ts.acquire(ctx, "h"); p != nil || err != nil {
+			t.Fatalf("acquire = %v, %v; want a slot", p, err)
+		}
+	}
+	if p, err := ts.acquire(ctx, "other"); p != nil || err != nil {
+		t.Fatalf("another target waited on h: %v, %v", p, err)
+	}
+	third := acquireAsync(ctx, ts, "h")
+	waitWaiters(t, ts, "h", 1)
+	ts.release("h", nil)
+	if p := <-third; p != nil {
+		t.Fatalf("the waiting lane got %+v, want the freed slot", p)
+	}
+
+	// A lane that stops waiting (its budget ended) gives up its place.
+	wctx, cancel := context.WithCancel(ctx)
+	fourth := acquireAsync(wctx, ts, "h")
+	waitWaiters(t, ts, "h", 1)
+	cancel()
+	if p := <-fourth; p == nil || !strings.HasPrefix(p.reason, "error:") {
+		t.Fatalf("a cancelled wait returned %+v, want its context's error", p)
+	}
+	waitWaiters(t, ts, "h", 0)
+	ts.release("h", nil)
+	ts.release("h", nil)
+	if p, err := ts.acquire(ctx, "h"); p != nil || err != nil {
+		t.Fatalf("after the releases acquire = %v, %v", p, err)
+	}
+}
+
+// Host failures in a row open the breaker: lanes waiting for the target are
+// parked at once, later ones too until the open period ends; then one probe
+// goes through, and its success closes the breaker.
+func TestBreakerParksAFailingTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := &gateClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ts := newTargets(breakerThreshold, clock.now)
+	for range breakerThreshold {
+		if p, _ := ts.acquire(ctx, "h"); p != nil {
+			t.Fatalf("parked before any failure: %+v", p)
+		}
+	}
+	waiting := acquireAsync(ctx, ts, "h")
+	waitWaiters(t, ts, "h", 1)
+	ts.release("h", errHung) // one failure: the waiter gets the slot
+	if p := <-waiting; p != nil {
+		t.Fatalf("after one host failure the waiting lane got %+v, want the slot", p)
+	}
+	// A plain temporary failure (an SMTP 451) neither counts nor resets.
+	ts.release("h", channels.Temporary(errors.New("451 busy"), 0))
+	ts.release("h", errHung) // two in a row; one slot still held
+	for range breakerThreshold - 1 {
+		if p, _ := ts.acquire(ctx, "h"); p != nil {
+			t.Fatalf("parked after two failures: %+v", p)
+		}
+	}
+	waiting = acquireAsync(ctx, ts, "h")
+	waitWaiters(t, ts, "h", 1)
+	ts.release("h", errHung) // three: open; the waiting lane is parked at once
+	p := <-waiting
+	if p == nil || !strings.Contains(p.reason, "did not answer 3 times in a row") || !p.until.After(clock.now()) {
+		t.Fatalf("after %d host failures the waiting lane got %+v, want parked until later", breakerThreshold, p)
+	}
+	if p2, _ := ts.acquire(ctx, "h"); p2 == nil || p2.until != p.until {
+		t.Fatalf("while open acquire = %+v, want parked until %s", p2, p.until)
+	}
+	if p2 := ts.parkedNow("h"); p2 == nil || p2.until != p.until {
+		t.Fatalf("parkedNow = %+v, want parked until %s", p2, p.until)
+	}
+	opened := p.until
+	// The two lanes still in a call get plain answers (SMTP 451): no change.
+	ts.release("h", channels.Temporary(errors.New("451 busy"), 0))
+	ts.release("h", channels.Temporary(errors.New("451 busy"), 0))
+
+	// The open period ends: one probe, the next lane waits for its answer.
+	clock.add(opened.Sub(clock.now()))
+	if p, _ := ts.acquire(ctx, "h"); p != nil {
+		t.Fatalf("no probe after the open period: %+v", p)
+	}
+	second := acquireAsync(ctx, ts, "h")
+	waitWaiters(t, ts, "h", 1)
+	ts.release("h", errHung) // the probe failed: open again, for longer
+	p = <-second
+	if p == nil || p.until.Sub(clock.now()) < breakerFirstOpen {
+		t.Fatalf("after a failed probe the waiting lane got %+v, want parked for at least %s", p, breakerFirstOpen)
+	}
+	clock.add(p.until.Sub(clock.now()))
+	if p, _ := ts.acquire(ctx, "h"); p != nil {
+		t.Fatalf("no second probe: %+v", p)
+	}
+	ts.release("h", nil) // the target answered: closed
+	for range breakerThreshold {
+		if p, _ := ts.acquire(ctx, "h"); p != nil {
+			t.Fatalf("parked after the target recovered: %+v", p)
+		}
+	}
+}
