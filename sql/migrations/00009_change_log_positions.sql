@@ -42,11 +42,13 @@ CREATE FUNCTION notify_inbox_change_seq() RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n integer := coalesce(nullif(current_setting('notifyd.inbox_change_n', true), ''), '0')::integer;
+    ignored text;
 BEGIN
     IF n >= 65536 THEN
         RAISE EXCEPTION 'more than 65536 inbox change-log rows in one transaction';
     END IF;
-    PERFORM set_config('notifyd.inbox_change_n', (n + 1)::text, true);
+    -- An assignment, not PERFORM: plpgsql evaluates it without a query.
+    ignored := set_config('notifyd.inbox_change_n', (n + 1)::text, true);
     RETURN (pg_current_xact_id()::text::bigint << 16) | n;
 END $$;
 -- +goose StatementEnd
