@@ -1,4 +1,4 @@
-// Package stream is the realtime inbox stream (SPEC §10, GET /v1/inbox/stream):
+// Package stream is the realtime inbox stream (GET /v1/inbox/stream):
 // a Hub per process that turns change-log commits into in-memory events for
 // the connected clients, and the Server-Sent Events handler those clients
 // talk to.
