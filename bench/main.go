@@ -1,6 +1,5 @@
 // Command bench is `make bench`: it measures notifyd against its performance
-// targets (docs/performance.md) and
-// prints one table.
+// targets (docs/performance.md) and prints one table.
 //
 // It starts its own private PostgreSQL (internal/testing/pgcluster, tuned: fsync,
 // synchronous_commit and full_page_writes off — the settings are printed),

@@ -60,25 +60,37 @@ func marksName(conc int, label string) string {
 	return fmt.Sprintf("inbox marks, %d conns (%s)", conc, label)
 }
 
+// marksRounds is how many times each variant is measured, alternating: the
+// row reports the best run of each, the one least disturbed by other work on
+// a shared machine (every run is printed).
+const marksRounds = 3
+
 // marksRow measures both variants on h's cluster.
 func marksRow(ctx context.Context, h *harness, n, conc int, label string) Result {
 	name, unit := marksName(conc, label), "tx/s"
-	base, baseErr := measureMarks(ctx, h, "plain", n, conc)
-	if baseErr == nil {
-		fmt.Printf("  %s: UPDATE alone: %s tx/s (%s)\n", label, formatNumber(base.rate), base.note)
-	}
-	m, err := measureMarks(ctx, h, "log", n, conc)
-	if err == nil {
-		fmt.Printf("  %s: MarkInbox (UPDATE + change log): %s tx/s (%s)\n", label, formatNumber(m.rate), m.note)
-	}
-	switch {
-	case err != nil:
-		return errorResult(name, unit, ">=", 0.7, "ratio", err)
-	case baseErr != nil:
-		return errorResult(name, unit, ">=", 0.7, "ratio", fmt.Errorf("baseline: %w", baseErr))
+	var base, m measurement
+	for round := 1; round <= marksRounds; round++ {
+		b, err := measureMarks(ctx, h, "plain", n, conc)
+		if err != nil {
+			return errorResult(name, unit, ">=", 0.7, "ratio", fmt.Errorf("baseline: %w", err))
+		}
+		fmt.Printf("  %s, round %d: UPDATE alone: %s tx/s (%s)\n", label, round, formatNumber(b.rate), b.note)
+		l, err := measureMarks(ctx, h, "log", n, conc)
+		if err != nil {
+			return errorResult(name, unit, ">=", 0.7, "ratio", err)
+		}
+		fmt.Printf("  %s, round %d: MarkInbox (UPDATE + change log): %s tx/s (%s)\n", label, round, formatNumber(l.rate), l.note)
+		if b.rate > base.rate {
+			base = b
+		}
+		if l.rate > m.rate {
+			m = l
+		}
 	}
 	r := ratioResult(name, unit, m.rate, base.rate, "UPDATE, no log", "tx/s", ">=", 0.7)
-	return annotate(r, conc*((n+conc-1)/conc), m, &base)
+	r = annotate(r, conc*((n+conc-1)/conc), m, &base)
+	r.Notes = fmt.Sprintf("best of %d alternating runs each; ", marksRounds) + r.Notes
+	return r
 }
 
 // startDurableHarness starts a second private cluster, under h's directory,

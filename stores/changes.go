@@ -83,14 +83,15 @@ const (
 	MaxChangePage     = 5000
 )
 
-// The change-log reads. Each passes only rows below the watermark (w.below,
-// read by changeWatermarkSQL just before), plus the rows of its own
-// transaction, which it
-// sees anyway and which no other transaction can add to: a reader inside a
-// writing transaction (a test's) reads what it wrote. The range
-// "seq < greatest(...)" is the index condition; the OR leaves out other
-// transactions' rows between the watermark and the reader's own.
-//
+// The change-log reads. Each passes only rows below the watermark (a
+// parameter, read by changeWatermarkSQL just before), plus the rows of its
+// own transaction, which it sees anyway and which no other transaction can
+// add to: a reader inside a writing transaction (a test's) reads what it
+// wrote. The range "seq < greatest(...)" is an index condition (the
+// watermark a parameter, the own transaction's start an init plan: a join
+// with a CTE would not be one, and max(seq) would scan a whole index); the
+// OR leaves out other transactions' rows between the watermark and the
+// reader's own.
 // A row naming many recipients (a fan-out chunk's created items, a cancel's
 // deleted ones; recipient null) is read as one change per recipient asked
 // for, with the same seq: such a row names each recipient once, so seq still
@@ -101,20 +102,18 @@ const (
 // limit counts log rows, so a row is never split between two pages.
 const (
 	changesAfterSQL = `
-WITH w AS MATERIALIZED (
-    SELECT $4::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
-), c AS (
+WITH c AS (
     (SELECT c.seq, c.kind, c.item_ids, c.data, c.created_at
-     FROM w, notify_inbox_changes c
+     FROM notify_inbox_changes c
      WHERE c.recipient = $1 AND c.seq > $2
-       AND c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)
+       AND c.seq < greatest($4::bigint, (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16) + 65536) AND (c.seq < $4 OR c.seq >= (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16))
      ORDER BY c.seq
      LIMIT $3)
     UNION ALL
     (SELECT c.seq, c.kind, ARRAY[c.item_ids[array_position(c.recipients, $1::text)]], c.data, c.created_at
-     FROM w, notify_inbox_changes c
+     FROM notify_inbox_changes c
      WHERE c.recipient IS NULL AND c.seq > $2 AND c.recipients @> ARRAY[$1::text]
-       AND c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)
+       AND c.seq < greatest($4::bigint, (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16) + 65536) AND (c.seq < $4 OR c.seq >= (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16))
      ORDER BY c.seq
      LIMIT $3)
 )
@@ -130,13 +129,11 @@ LIMIT $3`
 	// recipient with a connected client. $2 is close to the head of the log,
 	// so walking the primary key from $2 touches only the newest rows.
 	changesAfterForSQL = `
-WITH w AS MATERIALIZED (
-    SELECT $4::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
-), c AS (
+WITH c AS (
     SELECT c.seq, c.recipient, c.recipients, c.kind, c.item_ids, c.data, c.created_at
-    FROM w, notify_inbox_changes c
+    FROM notify_inbox_changes c
     WHERE c.seq > $2
-      AND c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)
+      AND c.seq < greatest($4::bigint, (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16) + 65536) AND (c.seq < $4 OR c.seq >= (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16))
       AND (c.recipient = ANY($1::text[]) OR (c.recipient IS NULL AND c.recipients && $1::text[]))
     ORDER BY c.seq
     LIMIT $3
@@ -160,12 +157,9 @@ ORDER BY x.seq, x.recipient`
 	// one above the watermark may still get a row below it, and a reader
 	// starting there would skip that.
 	maxChangeSeqSQL = `
-WITH w AS MATERIALIZED (
-    SELECT $1::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
-)
 SELECT coalesce(max(c.seq), 0)
-FROM w, notify_inbox_changes c
-WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)`
+FROM notify_inbox_changes c
+WHERE c.seq < greatest($1::bigint, (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16) + 65536) AND (c.seq < $1 OR c.seq >= (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16))`
 
 	// changeWatermarkSQL reads the watermark as a seq
 	// (sql/migrations/00009_change_log_positions.sql). It is a statement of
@@ -178,12 +172,9 @@ WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= 
 	// changeHeadSQL is maxChangeSeqSQL and newestChangeSeqSQL in one round
 	// trip.
 	changeHeadSQL = `
-WITH w AS MATERIALIZED (
-    SELECT $1::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
-)
 SELECT coalesce((SELECT max(c.seq)
-                 FROM w, notify_inbox_changes c
-                 WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)), 0),
+                 FROM notify_inbox_changes c
+                 WHERE c.seq < greatest($1::bigint, (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16) + 65536) AND (c.seq < $1 OR c.seq >= (SELECT pg_current_xact_id_if_assigned()::text::bigint << 16))), 0),
        coalesce((SELECT max(seq) FROM notify_inbox_changes), 0)`
 
 	oldestChangeSeqSQL = `SELECT coalesce(min(seq), 0) FROM notify_inbox_changes`

@@ -585,3 +585,45 @@ func itemIDs(cs []stores.Change) []string {
 	}
 	return out
 }
+
+// The rows of one transaction sit together, in insert order, numbered from
+// its transaction id; a rolled-back savepoint takes its numbers back with its
+// rows; a transaction is refused its 65,537th row.
+func TestChangeSeqsOfOneTransaction(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	const me = "chg-one-tx"
+	chgCreate(t, tx, "one", me)
+	sp, err := tx.Begin(ctx) // a savepoint
+	if err != nil {
+		t.Fatal(err)
+	}
+	chgCreate(t, sp, "gone", me, me)
+	if err := sp.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	chgCreate(t, tx, "two", me)
+	page, err := stores.ChangesAfter(ctx, tx, me, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xid int64
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if got := chgSeqs(page.Changes); !slices.Equal(got, []int64{xid << 16, xid<<16 | 1}) {
+		t.Fatalf("seqs %v, want %d and %d (transaction %d)", got, xid<<16, xid<<16|1, xid)
+	}
+
+	sp, err = tx.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Rollback(ctx)
+	_, err = sp.Exec(ctx, `INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
+		SELECT $1, 'deleted', ARRAY[gen_random_uuid()] FROM generate_series(1, 65535)`, me)
+	if err == nil || !strings.Contains(err.Error(), "more than 65536") {
+		t.Fatalf("the 65,537th row of a transaction: %v, want refused", err)
+	}
+}

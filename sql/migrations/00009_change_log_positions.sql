@@ -42,11 +42,13 @@ CREATE FUNCTION notify_inbox_change_seq() RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n integer := coalesce(nullif(current_setting('notifyd.inbox_change_n', true), ''), '0')::integer;
+    ignored text;
 BEGIN
     IF n >= 65536 THEN
         RAISE EXCEPTION 'more than 65536 inbox change-log rows in one transaction';
     END IF;
-    PERFORM set_config('notifyd.inbox_change_n', (n + 1)::text, true);
+    -- An assignment, not PERFORM: plpgsql evaluates it without a query.
+    ignored := set_config('notifyd.inbox_change_n', (n + 1)::text, true);
     RETURN (pg_current_xact_id()::text::bigint << 16) | n;
 END $$;
 -- +goose StatementEnd
@@ -62,7 +64,8 @@ ALTER TABLE notify_inbox_changes ALTER COLUMN seq SET DEFAULT notify_inbox_chang
 -- at, xmax bounds every id handed out before they were. Transactions of other
 -- databases cannot write this log, so they do not hold readers back (the
 -- cluster-wide pg_snapshot_xmin would). Outside READ COMMITTED a transaction
--- reads one snapshot throughout, so the bound is that snapshot's xmin.
+-- reads one snapshot throughout, so the bound is that snapshot's xmin; so it
+-- is on a standby, whose backends do not show the primary's transactions.
 -- +goose StatementBegin
 CREATE FUNCTION notify_inbox_changes_below() RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
@@ -70,7 +73,7 @@ DECLARE
     snap_xmax bigint;
     oldest_xid bigint;
 BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
+    IF current_setting('transaction_isolation') <> 'read committed' OR pg_is_in_recovery() THEN
         RETURN pg_snapshot_xmin(pg_current_snapshot())::text::bigint << 16;
     END IF;
     snap_xmax := pg_snapshot_xmax(pg_current_snapshot())::text::bigint;

@@ -64,8 +64,8 @@ type HandlerOptions struct {
 //     then "counts" (id: the last seq replayed, n if none), then live
 //     events, with neither gap nor duplicate between the two.
 //   - With position n from before changes retention has deleted
-//     (stores.TrimmedThrough), or beyond the head of the log (another
-//     database):
+//     (stores.TrimmedThrough), or beyond every change the log holds and
+//     every one it trimmed (another database's position):
 //     "reset" (data {}, id: the newest seq) — reload the inbox, the log
 //     cannot say what was missed — then "counts", then live events.
 //   - inbox.created (data: the item, shape of GET /v1/inbox items),

@@ -1,16 +1,20 @@
-// Package stream is the realtime inbox stream (SPEC §10, GET /v1/inbox/stream):
+// Package stream is the realtime inbox stream (GET /v1/inbox/stream):
 // a Hub per process that turns change-log commits into in-memory events for
 // the connected clients, and the Server-Sent Events handler those clients
 // talk to.
 //
 // The change log (notify_inbox_changes, see stores.ChangesAfter) is the
-// truth. Its writers take no lock and send no notification in their
-// transactions (either would serialise every inbox write of every replica),
-// so the Hub of every replica polls the head of the log, one index probe
-// every livePoll while it has clients, and reads what is new for its clients
-// in one query when the head moved. A notification on
-// stores.InboxChangesChannel (stores.WakeInboxStreams, sent after a commit)
-// makes it look at once; a missed one costs latency, never an event.
+// truth. Its writers take no lock, and inbox marks and cancels send no
+// notification in their transactions (either would serialise every inbox
+// write of every replica), so the Hub of every replica polls the head of the
+// log, two small statements every livePoll while it has clients, and reads
+// what is new for its clients in one query when the head moved. A
+// notification on stores.InboxChangesChannel (a fan-out chunk's commit, or
+// stores.WakeInboxStreams after any commit) makes it look at once; a missed
+// one costs latency, never an event. What a reader may pass is bounded by
+// the log's watermark (stores.MaxChangeSeq): a change committed behind an
+// older transaction still running waits for it, and the Hub looks every
+// heldPoll meanwhile.
 package stream
 
 import (
