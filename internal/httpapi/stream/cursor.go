@@ -35,8 +35,9 @@ func parseCursor(s string) (c cursor, ok bool) {
 	} else if !isEpoch(epoch) {
 		return cursor{}, false
 	}
-	// Digits only: ParseInt would take a sign.
-	if num == "" || strings.TrimLeft(num, "0123456789") != "" {
+	// Digits only (ParseInt would take a sign), and no leading zero: the
+	// form a stream sends, the only one.
+	if num == "" || strings.TrimLeft(num, "0123456789") != "" || len(num) > 1 && num[0] == '0' {
 		return cursor{}, false
 	}
 	seq, err := strconv.ParseInt(num, 10, 64)

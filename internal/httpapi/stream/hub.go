@@ -85,7 +85,8 @@ type Hub struct {
 	done  chan struct{} // closed when Run returns
 
 	// recheck asks Run to read the epoch again before its next read: the
-	// listener (re)connected, so the database may be another one.
+	// listener lost its connection or made a new one, or a read failed, so
+	// the database may be another one.
 	recheck atomic.Bool
 	// epoch is that of the log the positions below are in; only Run's
 	// goroutine reads and writes it.
@@ -195,7 +196,9 @@ func (h *Hub) Run(ctx context.Context) error {
 				return nil
 			}
 			// Nothing is lost: the subscriptions keep their positions and
-			// the next read starts from them.
+			// the next read starts from them. A read that failed may have
+			// lost the database: the epoch is read again first.
+			h.recheck.Store(true)
 			h.logger.WarnContext(ctx, "stream hub: cannot read the change log; retrying", "err", err, "retry_in", backoff)
 			retry = time.After(backoff)
 			backoff = nextBackoff(backoff)
@@ -294,6 +297,10 @@ func (h *Hub) listen(ctx context.Context) {
 		h.recheck.Store(true)
 		h.signal()
 		err = h.wait(ctx, conn)
+		// The connection is gone, and with it perhaps the database: the
+		// next read waits for the epoch to be read again, so nothing of
+		// another database reaches a stream meanwhile.
+		h.recheck.Store(true)
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 		_ = conn.Close(closeCtx)
 		cancel()
