@@ -27,30 +27,44 @@ import (
 //     does a standby promoted after a failover, whose log may lack the last
 //     transactions of the old primary and so hand out their positions again.
 //
-// The three are hashed into 16 hex digits: short, the same for every replica
+// A copy that keeps all three is a crash-consistent copy of the data
+// directory (a storage or provider snapshot brought up by crash recovery),
+// which nothing in the server tells from the original restarting. For that
+// one the operator changes the epoch by hand, with a setting of the database
+// that is part of it: ALTER DATABASE … SET notifyd.change_log_epoch = '…'
+// (docs/operations.md, Backups). Unset, it adds nothing.
+//
+// They are hashed into 16 hex digits: short, the same for every replica
 // of the daemon on one database, and stable across restarts of the daemon
 // and of the server.
 const changeLogEpochSQL = `
-SELECT s.system_identifier::text, d.oid::bigint, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+SELECT s.system_identifier::text, d.oid::bigint, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8),
+       coalesce(current_setting('notifyd.change_log_epoch', true), '')
 FROM pg_control_system() s, pg_database d
 WHERE d.datname = current_database()`
 
 // ChangeLogEpoch returns the epoch of the change log of db's database: 16
 // lowercase hex digits that every connection to this database reads the same
 // and that a restored or copied database reads differently (see the top of
-// this file for what goes into it). Read it on the connection the positions
+// this file for what goes into it), as does the database after an operator
+// changed its notifyd.change_log_epoch setting (read by sessions that start
+// after the change). Read it on the connection the positions
 // it qualifies are read on: a daemon pointed at another database reads
 // another epoch.
 //
 // It needs a primary: pg_current_wal_lsn fails during recovery.
 func ChangeLogEpoch(ctx context.Context, db DB) (string, error) {
 	var (
-		system, timeline string
-		oid              int64
+		system, timeline, set string
+		oid                   int64
 	)
-	if err := db.QueryRow(ctx, changeLogEpochSQL).Scan(&system, &oid, &timeline); err != nil {
+	if err := db.QueryRow(ctx, changeLogEpochSQL).Scan(&system, &oid, &timeline, &set); err != nil {
 		return "", fmt.Errorf("read the epoch of the inbox change log: %w", err)
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "notifyd change log/%s/%d/%s", system, oid, timeline))
+	in := fmt.Appendf(nil, "notifyd change log/%s/%d/%s", system, oid, timeline)
+	if set != "" {
+		in = fmt.Appendf(in, "/%s", set)
+	}
+	sum := sha256.Sum256(in)
 	return hex.EncodeToString(sum[:8]), nil
 }

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -59,5 +61,20 @@ func TestChangeLogEpochNamesTheDatabase(t *testing.T) {
 	}
 	if epochB == epochA {
 		t.Fatalf("two databases of one server, copies of one template, share the epoch %q", epochA)
+	}
+
+	// The operator's lever, for a copy nothing in the server tells apart:
+	// the database's notifyd.change_log_epoch setting, read by new sessions.
+	name := pgx.Identifier{b.Config().ConnConfig.Database}.Sanitize()
+	if _, err := b.Exec(t.Context(), "ALTER DATABASE "+name+" SET notifyd.change_log_epoch = 'restored-1'"); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset() // new sessions
+	bumped, err := stores.ChangeLogEpoch(t.Context(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bumped == epochB || bumped == epochA || !epochShape.MatchString(bumped) {
+		t.Fatalf("epoch %q after setting notifyd.change_log_epoch (before: %q; A: %q)", bumped, epochB, epochA)
 	}
 }
