@@ -11,10 +11,10 @@ import (
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
-// BenchmarkCommitToStream measures SPEC §14's stream latency: from the
-// commit of a fan-out-style transaction (inbox item plus change row, through
-// one replica's pool) to its inbox.created event parsed by a client of
-// another replica's Hub. It reports the p50 and p99 in milliseconds (targets
+// BenchmarkCommitToStream measures the stream latency that
+// docs/performance.md sets targets for: from the commit of a fan-out-style
+// transaction (inbox item plus change row, through one replica's pool) to its
+// inbox.created event parsed by a client of another replica's Hub. It reports the p50 and p99 in milliseconds (targets
 // 50 and 250); benchmarks report, they do not assert.
 func BenchmarkCommitToStream(b *testing.B) {
 	writer, dbURL := pgtest.NewDBURL(b)
