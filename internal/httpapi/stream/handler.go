@@ -191,9 +191,9 @@ func (h *handler) atHead(ctx context.Context, s *sse, recipient string, reset bo
 // bare seq, which clients connected from before cursors named their database
 // still send. Such a seq cannot be told from one of another database, so it
 // is taken to be this one's (what every seq meant before), with the check
-// below against positions this log never handed out; the client's next
-// event carries a full cursor, so it is sent at most once per client after
-// the upgrade. Accepting it goes in the release after.
+// below against positions this log never handed out. Every event carries a
+// full cursor, so a client stops sending a bare seq with the first event it
+// gets after the upgrade. The release after this one drops it (a reset).
 func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int64) (int64, error) {
 	newest, err := stores.NewestChangeSeq(ctx, h.hub.pool)
 	if err != nil {
