@@ -222,7 +222,8 @@ func (h *Hub) Run(ctx context.Context) error {
 	}
 }
 
-// read checks the epoch when the listener asked for it, then fans out.
+// read checks the epoch first when recheck is set (the listener lost or made
+// its connection, or the last read failed), then fans out.
 func (h *Hub) read(ctx context.Context) (held bool, err error) {
 	if h.recheck.Swap(false) {
 		if err := h.checkEpoch(ctx); err != nil {
