@@ -5,7 +5,7 @@ GO ?= go
 
 # FUZZ lists fuzz targets that `make test` runs briefly after the tests, as
 # package:FuzzName pairs, e.g. FUZZ = ./config:FuzzLoad ./channels/webhook:FuzzSign
-FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams ./channels:FuzzPreferenceRules ./internal/httpapi:FuzzInboxCursor ./internal/httpapi:FuzzKeyCursor ./channels/email:FuzzEmailTemplates
+FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams ./channels:FuzzPreferenceRules ./internal/httpapi:FuzzInboxCursor ./internal/httpapi:FuzzKeyCursor ./channels/email:FuzzEmailTemplates ./internal/httpapi/stream:FuzzParseCursor
 # FUZZTIME is an execution count (Nx), not a duration: with a duration Go
 # 1.26's fuzz coordinator can report a spurious "context deadline exceeded"
 # failure when the deadline fires while a worker is mid-input (go.dev/issue/75804,

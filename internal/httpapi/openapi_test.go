@@ -36,6 +36,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -800,6 +801,7 @@ func checkStreamExamples(t *testing.T, doc *apiDoc, ptr string, media map[string
 			continue
 		}
 		seen[ev.name] = true
+		checkStreamID(t, doc, ptr+": example event "+ev.name, ev.id)
 		v, err := jsonschema.UnmarshalJSON(strings.NewReader(ev.data))
 		if err != nil {
 			t.Errorf("%s: example event %s: data is not JSON: %v", ptr, ev.name, err)
@@ -813,6 +815,39 @@ func checkStreamExamples(t *testing.T, doc *apiDoc, ptr string, media map[string
 		if !seen[name] {
 			t.Errorf("%s: no example of event %s", ptr, name)
 		}
+	}
+}
+
+// streamID is the form of every event id a stream sends: a cursor,
+// "<epoch>.<seq>". (The documented Last-Event-ID also admits the bare seq of
+// streams from before ids carried the epoch.)
+var streamID = regexp.MustCompile(`^[0-9a-f]{16}\.(0|[1-9][0-9]*)$`)
+
+// checkStreamID checks an event id: a cursor, which the document's
+// Last-Event-ID and last_event_id parameters admit, so a client can send it
+// back.
+func checkStreamID(t testing.TB, doc *apiDoc, what, id string) {
+	t.Helper()
+	if !streamID.MatchString(id) {
+		t.Errorf("%s: id %q is not <epoch>.<seq>", what, id)
+	}
+	o, _ := doc.operation("GET", "/v1/inbox/stream")
+	params, _ := o.op["parameters"].([]any)
+	n := 0
+	for _, p := range params {
+		p, _ := p.(map[string]any)
+		if name := p["name"]; name != "Last-Event-ID" && name != "last_event_id" {
+			continue
+		}
+		n++
+		pattern, _ := p["schema"].(map[string]any)["pattern"].(string)
+		re, err := regexp.Compile(pattern)
+		if err != nil || !re.MatchString(id) {
+			t.Errorf("%s: id %q does not match the pattern %q of parameter %s (%v)", what, id, pattern, p["name"], err)
+		}
+	}
+	if n != 2 {
+		t.Errorf("GET /v1/inbox/stream documents %d of the parameters Last-Event-ID and last_event_id", n)
 	}
 }
 
@@ -974,9 +1009,7 @@ func (c *checker) checkEvent(t testing.TB, ev sseEvent) {
 		t.Errorf("stream event %q is not documented", ev.name)
 		return
 	}
-	if _, err := strconv.ParseInt(ev.id, 10, 64); err != nil {
-		t.Errorf("stream event %s: id %q is not a sequence number", ev.name, ev.id)
-	}
+	checkStreamID(t, c.doc, "stream event "+ev.name, ev.id)
 	c.validateBody(t, "stream event "+ev.name, rptr+"/content/text~1event-stream/x-sse-events/"+escape(ev.name),
 		response{raw: []byte(ev.data)})
 	c.record(t, "event "+ev.name, []byte(ev.data))
@@ -1088,7 +1121,8 @@ func (c *checker) openStream(t *testing.T, b *bundle, target string, header http
 	return s
 }
 
-// next returns the next event named name, checking every event on the way.
+// next returns the next event named name (any event when name is empty),
+// checking every event on the way.
 func (s *stream) next(t *testing.T, c *checker, name string) sseEvent {
 	t.Helper()
 	timeout := time.After(20 * time.Second)
@@ -1104,7 +1138,7 @@ func (s *stream) next(t *testing.T, c *checker, name string) sseEvent {
 			}
 			fmt.Fprintf(&s.text, "id: %s\nevent: %s\ndata: %s\n\n", ev.id, ev.name, ev.data)
 			c.checkEvent(t, ev)
-			if ev.name == name {
+			if ev.name == name || name == "" {
 				return ev
 			}
 		case <-timeout:
@@ -1189,7 +1223,7 @@ func TestOpenAPIResponses(t *testing.T) {
 
 	// Open u2's stream before anything reaches the inbox.
 	live := c.openStream(t, b, "/v1/inbox/stream", http.Header{"Authorization": {"Bearer " + u2}})
-	live.next(t, c, "counts")
+	first := live.next(t, c, "counts")
 
 	// Sending, and every refusal.
 	send := map[string]any{"notifier": "comment.created", "key": "comment-42", "actor": "u1",
@@ -1307,19 +1341,37 @@ func TestOpenAPIResponses(t *testing.T) {
 	live.next(t, c, "counts")
 	c.call(t, b, "DELETE", "/v1/notifications/comment.created/no-such-key", adminToken, nil, 404)
 
-	// The stream's other ways in: access_token, a position in the future
-	// (reset), a position that is not one, no token.
-	resumed := c.openStream(t, b, "/v1/inbox/stream?access_token="+url.QueryEscape(u2)+"&last_event_id=0", nil)
+	// The stream's other ways in: access_token with a cursor the live stream
+	// sent, a bare seq from before cursors carried their database, then
+	// cursors it cannot replay from (reset): of another database, in the
+	// future, not a cursor at all. And no token.
+	resumed := c.openStream(t, b, "/v1/inbox/stream?access_token="+url.QueryEscape(u2)+"&last_event_id="+url.QueryEscape(first.id), nil)
 	resumed.next(t, c, "counts")
-	reset := c.openStream(t, b, "/v1/inbox/stream", http.Header{"Authorization": {"Bearer " + u2}, "Last-Event-ID": {"999999999"}})
-	reset.next(t, c, "reset")
-	reset.next(t, c, "counts")
-	c.call(t, b, "GET", "/v1/inbox/stream?last_event_id=soon", u2, nil, 400)
+	bare := c.openStream(t, b, "/v1/inbox/stream?access_token="+url.QueryEscape(u2)+"&last_event_id=0", nil)
+	bare.next(t, c, "counts")
+	epoch, _, _ := strings.Cut(first.id, ".")
+	var reset *stream
+	for _, cursor := range []string{"0123456789abcdef.0", epoch + ".999999999999999", "999999999999999", "soon", "-3"} {
+		if cursor == "0123456789abcdef.0" && epoch == "0123456789abcdef" {
+			t.Fatal("the test's other epoch is the database's")
+		}
+		s := c.openStream(t, b, "/v1/inbox/stream", http.Header{"Authorization": {"Bearer " + u2}, "Last-Event-ID": {cursor}})
+		if ev := s.next(t, c, ""); ev.name != "reset" {
+			t.Fatalf("Last-Event-ID %s: first event %s %s, want reset", cursor, ev.name, ev.data)
+		}
+		s.next(t, c, "counts")
+		if reset == nil {
+			reset = s
+		} else {
+			s.cancel()
+		}
+	}
 	c.call(t, b, "GET", "/v1/inbox/stream", "", nil, 401)
 	live.dump(t, c, "stream_live")
 	reset.dump(t, c, "stream_reset")
 	live.cancel()
 	resumed.cancel()
+	bare.cancel()
 	reset.cancel()
 
 	// Erasure.

@@ -11,12 +11,11 @@ import (
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
-// BenchmarkCommitToStream measures the stream latency of
-// docs/performance.md: from the commit of a fan-out-style transaction (inbox
-// item plus change row, through one replica's pool) to its inbox.created
-// event parsed by a client of another replica's Hub. It reports the p50 and
-// p99 in milliseconds (targets 50 and 250); benchmarks report, they do not
-// assert.
+// BenchmarkCommitToStream measures the stream latency that
+// docs/performance.md sets targets for: from the commit of a fan-out-style
+// transaction (inbox item plus change row, through one replica's pool) to its
+// inbox.created event parsed by a client of another replica's Hub. It reports the p50 and p99 in milliseconds (targets
+// 50 and 250); benchmarks report, they do not assert.
 func BenchmarkCommitToStream(b *testing.B) {
 	writer, dbURL := pgtest.NewDBURL(b)
 	pool, err := pgxpool.New(b.Context(), dbURL)

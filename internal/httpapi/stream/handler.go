@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
@@ -54,20 +52,24 @@ type HandlerOptions struct {
 // returns 401 ones), any other error as 401 unauthorized with its text as the
 // message.
 //
-// The client's position is the Last-Event-ID header, or the last_event_id
+// Every event's id is a cursor, "<epoch>.<seq>" (see cursor.go): the epoch
+// of this database's change log (stores.ChangeLogEpoch) and a position in
+// it. The client's cursor is the Last-Event-ID header, or the last_event_id
 // query parameter for clients that cannot set headers (the header wins: it
-// is what EventSource sends when it reconnects). A position that is not a
-// non-negative integer is a 400. The events:
+// is what EventSource sends when it reconnects). The events:
 //
-//   - With no position: "counts" (id: the newest seq), then live events.
-//   - With position n still in the log: every change after n, in seq order,
-//     then "counts" (id: the last seq replayed, n if none), then live
-//     events, with neither gap nor duplicate between the two.
-//   - With position n from before changes retention has deleted
-//     (stores.TrimmedThrough), or beyond every change the log holds and
-//     every one it trimmed (another database's position):
-//     "reset" (data {}, id: the newest seq) — reload the inbox, the log
-//     cannot say what was missed — then "counts", then live events.
+//   - With no cursor: "counts" (id: the head), then live events.
+//   - With a cursor of this log at n still in the log: every change after n,
+//     in seq order, then "counts" (id: the last seq replayed, n if none),
+//     then live events, with neither gap nor duplicate between the two.
+//   - With a cursor of another log (another database, or this one before a
+//     restore: another epoch), one that is not a cursor at all, or one at n
+//     from before changes retention has deleted (stores.TrimmedThrough) or
+//     beyond the newest change: "reset" (data {}, id: the head) — reload the
+//     inbox, the log cannot say what was missed — then "counts", then live
+//     events. Never a replay of another log's changes.
+//   - A bare seq (the cursor before it named its database) is taken as a
+//     position of this log, for one release: see handler.replay.
 //   - inbox.created (data: the item, shape of GET /v1/inbox items),
 //     inbox.updated (data: {"ids":[...], "read_at"|"seen_at"|"archived_at":
 //     value}), inbox.deleted (data: {"ids":[...]}), each with id: its seq,
@@ -108,11 +110,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, err)
 		return
 	}
-	pos, resume, err := position(r)
-	if err != nil {
-		httpapi.WriteError(w, r, err)
-		return
-	}
+	lastID, resume := lastEventID(r)
 	s := &sse{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout}
 	if r.Method == http.MethodHead {
 		s.start() // the headers a GET would get, and no stream to keep open
@@ -132,11 +130,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.close()
 	defer s.rc.SetWriteDeadline(time.Time{}) // the connection may serve another request
+	// The epoch is read after subscribing: a Hub that finds the database
+	// changed under it from now on drops the subscription (Hub.checkEpoch),
+	// so a stream never carries on with an epoch that is no longer the
+	// database's.
+	epoch, err := stores.ChangeLogEpoch(ctx, h.hub.pool)
+	if err != nil {
+		h.fail(w, r, s, recipient, err)
+		return
+	}
+	s.epoch = epoch
 	var last int64
-	if resume {
-		last, err = h.replay(ctx, s, recipient, pos)
-	} else {
+	switch c, ok := parseCursor(lastID); {
+	case !resume:
 		last, err = h.fresh(ctx, s, recipient)
+	case !ok:
+		last, err = h.reset(ctx, s, recipient, "not a cursor this stream sent")
+	case c.epoch != "" && c.epoch != epoch:
+		last, err = h.reset(ctx, s, recipient, "a cursor of another database, or of this one before a restore")
+	default:
+		last, err = h.replay(ctx, s, recipient, c.seq)
 	}
 	if err != nil {
 		h.fail(w, r, s, recipient, err)
@@ -173,6 +186,14 @@ func (h *handler) atHead(ctx context.Context, s *sse, recipient string, reset bo
 // replay sends every change of recipient after pos, page by page, then the
 // counts, and returns the position reached. When the log no longer reaches
 // back to pos it resets instead.
+//
+// pos is a position of this log: the cursor named this database, or was a
+// bare seq, which clients connected from before cursors named their database
+// still send. Such a seq cannot be told from one of another database, so it
+// is taken to be this one's (what every seq meant before), with the check
+// below against positions this log never handed out. Every event carries a
+// full cursor, so a client stops sending a bare seq with the first event it
+// gets after the upgrade. The release after this one drops it (a reset).
 func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int64) (int64, error) {
 	newest, err := stores.NewestChangeSeq(ctx, h.hub.pool)
 	if err != nil {
@@ -183,9 +204,9 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 		return 0, err
 	}
 	if pos > max(newest, trimmed) {
-		// A position this log never handed out (a restored or different
-		// database): only a reset can bring the client back in line.
-		return h.reset(ctx, s, recipient)
+		// A position this log never handed out: only a reset can bring the
+		// client back in line.
+		return h.reset(ctx, s, recipient, "a position beyond the newest change")
 	}
 	for cursor := pos; ; {
 		page, err := stores.ChangesAfter(ctx, h.hub.pool, recipient, cursor, replayPage)
@@ -201,7 +222,7 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 			return 0, err
 		}
 		if cursor < trimmed {
-			return h.reset(ctx, s, recipient)
+			return h.reset(ctx, s, recipient, "a position retention has deleted changes after")
 		}
 		s.start()
 		for _, c := range page.Changes {
@@ -222,8 +243,10 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 	}
 }
 
-// reset tells the client to reload and continues from the head of the log.
-func (h *handler) reset(ctx context.Context, s *sse, recipient string) (int64, error) {
+// reset tells the client to reload and continues from the head of the log;
+// why is logged (at debug level: a reset is routine after a restore).
+func (h *handler) reset(ctx context.Context, s *sse, recipient, why string) (int64, error) {
+	h.hub.logger.DebugContext(ctx, "stream: reset", "recipient", recipient, "reason", why)
 	return h.atHead(ctx, s, recipient, true)
 }
 
@@ -277,28 +300,23 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *sse, recipient
 	h.hub.logger.WarnContext(r.Context(), "stream: ending a stream", "recipient", recipient, "err", err)
 }
 
-// position reads the client's Last-Event-ID (header, then the last_event_id
-// query parameter). resume is false when there is none.
-func position(r *http.Request) (pos int64, resume bool, err error) {
-	v, field := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
-	if v == "" {
-		v, field = r.URL.Query().Get("last_event_id"), "last_event_id"
+// lastEventID reads the client's cursor: the Last-Event-ID header, then the
+// last_event_id query parameter. resume is false when there is none. It is
+// not parsed here: a cursor that is not one gets a reset, not an error (an
+// EventSource gives up on an error response, and would never get back in
+// line).
+func lastEventID(r *http.Request) (id string, resume bool) {
+	id = r.Header.Get("Last-Event-ID")
+	if id == "" {
+		id = r.URL.Query().Get("last_event_id")
 	}
-	if v == "" {
-		return 0, false, nil
-	}
-	pos, err = strconv.ParseInt(v, 10, 64)
-	if err != nil || pos < 0 {
-		msg := "not an event id this stream sent; reconnect without it"
-		return 0, false, &httpapi.Error{Status: http.StatusBadRequest, Code: httpapi.CodeBadRequest,
-			Message: field + ": " + msg, Details: []any{httpapi.FieldDetail{Field: field, Message: msg}}}
-	}
-	return pos, true, nil
+	return id, id != ""
 }
 
 // sse writes one stream. Events are gathered in buf and written and flushed
 // together, so a batch costs one write and no event waits in a buffer.
 type sse struct {
+	epoch   string // of the log the event ids are positions in
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
@@ -320,8 +338,12 @@ func (s *sse) start() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-func (s *sse) event(id int64, name string, data []byte) {
-	fmt.Fprintf(&s.buf, "id: %d\nevent: %s\ndata: ", id, name)
+func (s *sse) event(seq int64, name string, data []byte) {
+	s.buf.WriteString("id: ")
+	s.buf.Write(appendCursor(s.buf.AvailableBuffer(), s.epoch, seq))
+	s.buf.WriteString("\nevent: ")
+	s.buf.WriteString(name)
+	s.buf.WriteString("\ndata: ")
 	s.buf.Write(data) // JSON from encoding/json: never a raw newline
 	s.buf.WriteString("\n\n")
 }

@@ -15,6 +15,13 @@
 // the log's watermark (stores.MaxChangeSeq): a change committed behind an
 // older transaction still running waits for it, and the Hub looks every
 // heldPoll meanwhile.
+//
+// Positions in the log are only numbers, and another database reaches the
+// same ones: every event id, and so every cursor a client sends back, names
+// the log's epoch too (stores.ChangeLogEpoch, cursor.go). A cursor of another
+// epoch gets a reset, and a Hub that finds the epoch changed under it (the
+// database was restored, or the daemon's address now leads to another one)
+// drops every stream, whose clients then reconnect and reset.
 package stream
 
 import (
@@ -24,6 +31,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,6 +88,14 @@ type Hub struct {
 	ready chan struct{} // closed once Run has read the head of the log
 	done  chan struct{} // closed when Run returns
 
+	// recheck asks Run to read the epoch again before its next read: the
+	// listener lost its connection or made a new one, or a read failed, so
+	// the database may be another one.
+	recheck atomic.Bool
+	// epoch is that of the log the positions below are in; only Run's
+	// goroutine reads and writes it.
+	epoch string
+
 	mu      sync.Mutex
 	subs    map[string]map[*subscription]struct{} // by recipient
 	clients int
@@ -129,10 +145,15 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.mu.Unlock()
 	defer h.stop()
 
-	// The head first: subscriptions start from it.
+	// The epoch and the head first: subscriptions start from the head.
 	for backoff := minBackoff; ; backoff = nextBackoff(backoff) {
-		head, err := stores.MaxChangeSeq(ctx, h.pool)
+		epoch, err := stores.ChangeLogEpoch(ctx, h.pool)
+		var head int64
 		if err == nil {
+			head, err = stores.MaxChangeSeq(ctx, h.pool)
+		}
+		if err == nil {
+			h.epoch = epoch
 			h.mu.Lock()
 			h.last = head
 			h.mu.Unlock()
@@ -173,13 +194,15 @@ func (h *Hub) Run(ctx context.Context) error {
 		}
 		retry = nil
 		lastRead = time.Now()
-		held, err := h.fanOut(ctx)
+		held, err := h.read(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			// Nothing is lost: the subscriptions keep their positions and
-			// the next read starts from them.
+			// the next read starts from them. A read that failed may have
+			// lost the database: the epoch is read again first.
+			h.recheck.Store(true)
 			h.logger.WarnContext(ctx, "stream hub: cannot read the change log; retrying", "err", err, "retry_in", backoff)
 			retry = time.After(backoff)
 			backoff = nextBackoff(backoff)
@@ -201,6 +224,51 @@ func (h *Hub) Run(ctx context.Context) error {
 		}
 		poll.Reset(next)
 	}
+}
+
+// read checks the epoch first when recheck is set (the listener lost or made
+// its connection, or the last read failed), then fans out.
+func (h *Hub) read(ctx context.Context) (held bool, err error) {
+	if h.recheck.Swap(false) {
+		if err := h.checkEpoch(ctx); err != nil {
+			h.recheck.Store(true) // again before the next read
+			return false, err
+		}
+	}
+	return h.fanOut(ctx)
+}
+
+// checkEpoch reads the epoch of the database the pool now reaches. When it
+// is another than the one the Hub's positions are in, those positions mean
+// nothing there (the database was restored, or replaced by another one under
+// the same address): the Hub starts again from the new head, and drops every
+// subscription, whose streams carry ids of the old epoch. Their clients
+// reconnect with those ids and get a reset. A subscription made after this
+// starts from the new head; one made before it whose handler already read the
+// new epoch is dropped too, and its client resumes with a cursor of the new
+// epoch.
+func (h *Hub) checkEpoch(ctx context.Context) error {
+	epoch, err := stores.ChangeLogEpoch(ctx, h.pool)
+	if err != nil || epoch == h.epoch {
+		return err
+	}
+	head, err := stores.MaxChangeSeq(ctx, h.pool)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.logger.WarnContext(ctx, "stream hub: the database is not the one the streams were reading (restored, or another one); closing every stream, whose clients will reset",
+		"epoch", epoch, "was", h.epoch, "streams", h.clients)
+	h.epoch = epoch
+	h.last = head
+	for _, subs := range h.subs {
+		for s := range subs {
+			h.removeLocked(s)
+			close(s.dropped)
+		}
+	}
+	return nil
 }
 
 // signal asks for one more read of the log. It never blocks: a wake already
@@ -231,8 +299,13 @@ func (h *Hub) listen(ctx context.Context) {
 			continue
 		}
 		backoff = minBackoff
+		h.recheck.Store(true)
 		h.signal()
 		err = h.wait(ctx, conn)
+		// The connection is gone, and with it perhaps the database: the
+		// next read waits for the epoch to be read again, so nothing of
+		// another database reaches a stream meanwhile.
+		h.recheck.Store(true)
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 		_ = conn.Close(closeCtx)
 		cancel()
