@@ -38,8 +38,8 @@ const (
 
 // Credentials of the in-process daemons' HTTP API.
 const (
-	adminToken  = "bench-admin-token"
-	tokenSecret = "bench-token-secret"
+	adminToken  = "bench-admin-token-0123456789abcdef0123"
+	tokenSecret = "bench-token-secret-0123456789abcdef0123"
 )
 
 // configOptions say what a scenario's config needs.

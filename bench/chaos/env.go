@@ -23,8 +23,8 @@ import (
 
 // Credentials every chaos daemon is configured with.
 const (
-	adminToken    = "chaos-admin-token"
-	tokenSecret   = "chaos-token-secret"
+	adminToken    = "chaos-admin-token-0123456789abcdef0123"
+	tokenSecret   = "chaos-token-secret-0123456789abcdef0123"
 	webhookSecret = "chaos-webhook-secret"
 	mailDomain    = "chaos.test"
 	notifierName  = "chaos.ping"

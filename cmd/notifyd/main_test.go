@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 
 func TestTokenPrintsOnlyTheToken(t *testing.T) {
 	t.Parallel()
-	cfg := writeConfig(t, "http: {token_secret: s3cret}\n")
+	cfg := writeConfig(t, "http: {token_secret: s3cret-0123456789abcdef0123456789abcdef}\n")
 	out, _, err := run(t, "token", "-config", cfg, "-recipient", "u2", "-ttl", "5m")
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestTokenPrintsOnlyTheToken(t *testing.T) {
 	if strings.ContainsAny(tok, " \n") {
 		t.Fatalf("stdout = %q: want the token alone", out)
 	}
-	if id, err := notifyd.ParseRecipientToken("s3cret", tok); err != nil || id != "u2" {
+	if id, err := notifyd.ParseRecipientToken("s3cret-0123456789abcdef0123456789abcdef", tok); err != nil || id != "u2" {
 		t.Fatalf("token parses to %q, %v", id, err)
 	}
 	if _, _, err := run(t, "token", "-config", cfg); err == nil {

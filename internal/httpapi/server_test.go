@@ -24,8 +24,8 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const (
-	adminToken  = "admin-secret"
-	tokenSecret = "token-secret"
+	adminToken  = "admin-secret-0123456789abcdef0123456789"
+	tokenSecret = "token-secret-0123456789abcdef0123456789"
 )
 
 // testConfig has one notifier with a params schema and a small
