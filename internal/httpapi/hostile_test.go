@@ -338,6 +338,18 @@ func TestHostileRequests(t *testing.T) {
 		{"counts: admin token", "GET", "/v1/inbox/counts", adminToken, nil, 401, httpapi.CodeUnauthorized},
 		{"inbox: token in the query string", "GET", "/v1/inbox?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
 
+		// Query strings that do not parse: r.URL.Query() would drop the bad
+		// pair and answer as if it were absent (the first page, or the
+		// body's target).
+		{"inbox: malformed query", "GET", "/v1/inbox?cursor=%%%garbage", u1, nil, 400, httpapi.CodeBadRequest},
+		{"inbox: malformed pair after a good one", "GET", "/v1/inbox?limit=1&filter=%zz", u1, nil, 400, httpapi.CodeBadRequest},
+		{"admin inbox: malformed query", "GET", "/v1/recipients/u1/inbox?cursor=%%%garbage", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscribers: malformed query", "GET", "/v1/topics/post-9/subscribers?cursor=%%%garbage", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscriptions: malformed query", "GET", "/v1/subscriptions?limit=%G1", u1, nil, 400, httpapi.CodeBadRequest},
+		{"subscriptions: admin twin, malformed query", "GET", "/v1/recipients/u1/subscriptions?cursor=%", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"mutes: delete with a malformed query", "DELETE", "/v1/mutes?%zz", u2, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
+		{"mutes: admin twin, delete with a malformed query", "DELETE", "/v1/recipients/u2/mutes?target=%%", adminToken, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
+
 		// Routing.
 		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, httpapi.CodeMethodNotAllowed},
