@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,6 +224,27 @@ channels:
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "<html") {
 		t.Fatalf("/riverui/ with the admin token = %d", resp.StatusCode)
+	}
+	// River UI is never framed (clickjacking its buttons) nor cached: its
+	// page, its API, and its refusals.
+	for _, path := range []string{"/riverui/", "/riverui/api/jobs?state=available", "/riverui/no-such-asset.js"} {
+		for _, auth := range []bool{true, false} {
+			req, _ := http.NewRequest("GET", base+path, nil)
+			if auth {
+				req.SetBasicAuth("admin", notifydtest.AdminToken)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			h := resp.Header
+			if h.Get("X-Frame-Options") != "DENY" || !slices.Contains(h.Values("Content-Security-Policy"), "frame-ancestors 'none'") ||
+				h.Get("Cache-Control") != "no-store" {
+				t.Errorf("GET %s (credentials %v) = %d with X-Frame-Options %q, CSP %q, Cache-Control %q", path, auth,
+					resp.StatusCode, h.Get("X-Frame-Options"), h.Values("Content-Security-Policy"), h.Get("Cache-Control"))
+			}
+		}
 	}
 	// A cross-site POST carrying the browser's Basic credentials is refused (CSRF).
 	req, _ = http.NewRequest("POST", base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["1"]}`))

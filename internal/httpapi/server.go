@@ -104,7 +104,7 @@ func New(opts Options) *Server {
 		s.mux.Handle(pattern, h)
 	}
 	for pattern, h := range opts.AdminExtra {
-		s.mux.Handle(pattern, s.RequireAdmin(h))
+		s.mux.Handle(pattern, AdminPage(s.RequireAdmin(h)))
 	}
 	s.handler = s.logRequests(s.recoverPanics(s.cors(s.jsonMux(s.mux))))
 	return s
@@ -172,8 +172,10 @@ func (s *Server) public(h handlerFunc) http.Handler {
 	})
 }
 
+// admin is an admin endpoint: behind the admin token, never framed or
+// cached (AdminPage), its refusals included.
 func (s *Server) admin(h handlerFunc) http.Handler {
-	return s.RequireAdmin(s.public(h))
+	return AdminPage(s.RequireAdmin(s.public(h)))
 }
 
 func (s *Server) recipient(h recipientFunc) http.Handler {

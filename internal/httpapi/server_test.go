@@ -58,6 +58,7 @@ type bundle struct {
 type setupOpts struct {
 	yaml    string // testConfig when empty
 	maxBody int64
+	options func(*httpapi.Options) // changes the server's options, when set
 }
 
 func setup(t *testing.T, opts ...setupOpts) *bundle {
@@ -77,7 +78,11 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		cfg.HTTP.MaxBody = o.maxBody
 	}
 	pool := pgtest.NewDB(t)
-	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }})
+	options := httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }}
+	if o.options != nil {
+		o.options(&options)
+	}
+	s := httpapi.New(options)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{pool: pool, cfg: cfg, srv: srv}
