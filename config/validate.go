@@ -46,6 +46,22 @@ func (c *Config) validate(el *errorList) {
 	if c.HTTP.MaxBody < 1 {
 		el.add("http.max_body", "must be at least 1, got %d", c.HTTP.MaxBody)
 	}
+	positive(el, "http.read_header_timeout", c.HTTP.ReadHeaderTimeout)
+	positive(el, "http.read_timeout", c.HTTP.ReadTimeout)
+	positive(el, "http.write_timeout", c.HTTP.WriteTimeout)
+	positive(el, "http.idle_timeout", c.HTTP.IdleTimeout)
+	atLeast(el, "http.max_header_bytes", c.HTTP.MaxHeaderBytes, 1024)
+	atLeast(el, "http.max_connections", c.HTTP.MaxConnections, 1)
+	atLeast(el, "http.max_streams_per_recipient", c.HTTP.MaxStreamsPerRecipient, 1)
+	atLeast(el, "http.max_topics", c.HTTP.MaxTopics, 1)
+	if c.HTTP.Rate.Recipient < 0 {
+		el.add("http.rate.recipient", "must not be negative (0 is unlimited), got %g", c.HTTP.Rate.Recipient)
+	}
+	if c.HTTP.Rate.Admin < 0 {
+		el.add("http.rate.admin", "must not be negative (0 is unlimited), got %g", c.HTTP.Rate.Admin)
+	}
+	atLeast(el, "http.rate.recipient_burst", c.HTTP.Rate.RecipientBurst, 1)
+	atLeast(el, "http.rate.admin_burst", c.HTTP.Rate.AdminBurst, 1)
 
 	q := c.Queues
 	atLeast(el, "queues.fanout", q.Fanout, 1)

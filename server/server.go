@@ -262,9 +262,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	var srv *http.Server
 	if s.listener != nil {
-		srv = newHTTPServer(s.api.Handler())
+		var ln net.Listener
+		srv, ln = newHTTPServer(s.api.Handler(), s.cfg.HTTP, s.listener)
 		go func() {
-			if err := srv.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()
@@ -296,10 +297,28 @@ func (s *Server) Run(ctx context.Context) error {
 	return runErr
 }
 
-// newHTTPServer is the API's http.Server. It has no WriteTimeout: that would
-// cut the SSE streams, which set their own per-write deadlines.
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// newHTTPServer is the API's http.Server, and the listener it serves: every
+// connection has a deadline for its headers, its whole request and its
+// response, an idle keep-alive is closed, the header block is capped, and at
+// most http.max_connections are served at once. Without these a client that
+// sends headers slowly, declares a body and never sends it, or opens
+// connections and leaves them idle holds a goroutine and a socket for as long
+// as it likes. The write timeout does not cut the inbox streams: they set
+// their own deadline before every write (http.ResponseController), which
+// replaces the server's.
+func newHTTPServer(h http.Handler, cfg config.HTTP, ln net.Listener) (*http.Server, net.Listener) {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
+		ReadTimeout:       cfg.ReadTimeout.D(),
+		WriteTimeout:      cfg.WriteTimeout.D(),
+		IdleTimeout:       cfg.IdleTimeout.D(),
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+	}
+	if cfg.MaxConnections > 0 {
+		ln = newLimitListener(ln, cfg.MaxConnections)
+	}
+	return srv, ln
 }
 
 // Close releases the pool (when New opened it) and the channels'
