@@ -171,7 +171,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return s, nil
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
-		Clock: opts.Clock, Extra: opts.Routes})
+		Clock: opts.Clock, Extra: opts.Routes, Metrics: m})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.Recipient, stream.HandlerOptions{}))
 	if err := s.mountOps(metricsReg); err != nil {
 		s.Close()

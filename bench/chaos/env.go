@@ -163,6 +163,7 @@ http:
   listen: %s
   admin_token: %s
   token_secret: %s
+  rate: {recipient: 0, admin: 0}
 queues: {fanout: 2, send: %d, digest: 1, maintenance: 1, fanout_chunk: %d, send_batch: %d}
 channels:
   email:

@@ -200,6 +200,16 @@ func TestHostileRequests(t *testing.T) {
 		tenThousandAndOne[i] = fmt.Sprintf("r%d", i)
 	}
 	overLimit := mustJSON(t, map[string]any{"notifier": "bulk.notice", "key": "k", "recipients": tenThousandAndOne})
+	topics := make([]string, 101)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("topic-%d", i)
+	}
+	manyTopics := mustJSON(t, map[string]any{"notifier": "comment.created", "key": "k", "topics": topics, "params": map[string]any{"post_title": "x"}})
+	copies := make([]string, 31)
+	for i := range copies {
+		copies[i] = "u1"
+	}
+	sameRecipient := mustJSON(t, map[string]any{"notifier": "comment.created", "key": "k", "recipients": copies, "params": map[string]any{"post_title": "x"}})
 	twoMiB := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 2<<20) + `"}}`
 	deep := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x","n":` +
 		strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
@@ -237,6 +247,8 @@ func TestHostileRequests(t *testing.T) {
 		{"send: params not an object", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":"x"}`, 400, httpapi.CodeBadRequest},
 		{"send: params nested 20000 deep", "POST", "/v1/notifications", adminToken, deep, 400, httpapi.CodeBadRequest},
 		{"send: 10,001 recipients over max_recipients 10,000", "POST", "/v1/notifications", adminToken, overLimit, 422, httpapi.CodeTooManyRecipients},
+		{"send: 101 topics over http.max_topics 100", "POST", "/v1/notifications", adminToken, manyTopics, 422, httpapi.CodeTooManyTopics},
+		{"send: 31 copies of one recipient, over 10x max_recipients before duplicates collapse", "POST", "/v1/notifications", adminToken, sameRecipient, 422, httpapi.CodeTooManyRecipients},
 		{"send: 2 MiB body", "POST", "/v1/notifications", adminToken, twoMiB, 413, httpapi.CodeBodyTooLarge},
 		{"send: invalid UTF-8", "POST", "/v1/notifications", adminToken, "{\"notifier\":\"comment.created\",\"key\":\"\xc3\x28\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", 400, httpapi.CodeBadRequest},
 		{"send: NUL in key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"a\u0000b","recipients":["u1"],"params":{"post_title":"x"}}`, 400, httpapi.CodeBadRequest},

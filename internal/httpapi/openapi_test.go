@@ -388,6 +388,7 @@ func startDaemon(t *testing.T) *bundle {
 	}
 	_, dbURL := pgtest.NewDBURL(t)
 	cfg.Database.URL = dbURL
+	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0 // the scenario is a burst of requests
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,16 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/metrics"
 )
 
 // TestAdminResponsesAreNeverFramedOrCached: every admin endpoint, its
@@ -57,4 +63,119 @@ func TestAdminResponsesAreNeverFramedOrCached(t *testing.T) {
 			t.Errorf("%s %s: Cache-Control %q, want no-store", tt.method, tt.path, got)
 		}
 	}
+}
+
+// TestRateLimits: a recipient's requests and the admin token's are token
+// buckets (http.rate); an empty bucket answers 429 rate_limited with
+// Retry-After and the error shape, writes nothing, and is counted in
+// notifyd_http_limited_total. One recipient's bucket is not another's.
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, setupOpts{options: func(o *httpapi.Options) {
+		// Slow refill: the test's requests are far quicker than one token.
+		o.Config.HTTP.Rate = config.Rate{Recipient: 0.01, RecipientBurst: 3, Admin: 0.01, AdminBurst: 2}
+		o.Metrics = m
+	}})
+	u1, u2 := recipientToken(t, "u1"), recipientToken(t, "u2")
+	for range 3 {
+		expect(t, b.do(t, "GET", "/v1/inbox/counts", u1, nil), 200, "")
+	}
+	before := dbState(t, b.pool)
+	r := b.do(t, "POST", "/v1/inbox/read", u1, `{"all":true}`)
+	expect(t, r, 429, httpapi.CodeRateLimited)
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds >= 1", r.header.Get("Retry-After"))
+	}
+	if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
+		t.Fatalf("a refused request wrote to %v", changed)
+	}
+	// u1 minting another token changes nothing: the bucket is the recipient's.
+	expect(t, b.do(t, "GET", "/v1/inbox", recipientToken(t, "u1"), nil), 429, httpapi.CodeRateLimited)
+	// Another recipient has a bucket of its own.
+	expect(t, b.do(t, "GET", "/v1/inbox/counts", u2, nil), 200, "")
+
+	expect(t, b.do(t, "GET", "/v1/recipients/u1/inbox", adminToken, nil), 200, "")
+	expect(t, b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{}`), 200, "")
+	before = dbState(t, b.pool)
+	r = b.do(t, "PUT", "/v1/recipients/u3", adminToken, `{"email":"u3@example.com"}`)
+	expect(t, r, 429, httpapi.CodeRateLimited)
+	if r.header.Get("Retry-After") == "" {
+		t.Fatal("admin 429 without Retry-After")
+	}
+	if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
+		t.Fatalf("a refused admin request wrote to %v", changed)
+	}
+	// A wrong token is refused as unauthorized, not counted against the bucket's owner.
+	expect(t, b.do(t, "GET", "/v1/recipients/u1", "wrong", nil), 401, httpapi.CodeUnauthorized)
+
+	for limit, want := range map[string]float64{"recipient_rate": 2, "admin_rate": 1, "topics": 0} {
+		if got := counterValue(t, reg, "notifyd_http_limited_total", limit); got != want {
+			t.Errorf("notifyd_http_limited_total{limit=%q} = %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// TestSendCaps: more topics than http.max_topics, or a recipients array
+// longer than ten times the notifier's max_recipients before duplicates
+// collapse, is a 422 that writes nothing and is counted.
+func TestSendCaps(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, setupOpts{options: func(o *httpapi.Options) { o.Metrics = m }})
+	topics := make([]string, 101)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("t%d", i)
+	}
+	same := make([]string, 31) // max_recipients is 3: 31 copies of one id is one recipient, but 31 > 30
+	for i := range same {
+		same[i] = "u1"
+	}
+	before := dbState(t, b.pool)
+	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "k",
+		"topics": topics, "params": map[string]any{"post_title": "x"}}), 422, httpapi.CodeTooManyTopics)
+	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "k",
+		"recipients": same, "params": map[string]any{"post_title": "x"}}), 422, httpapi.CodeTooManyRecipients)
+	if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
+		t.Fatalf("wrote to %v", changed)
+	}
+	// At the caps: accepted.
+	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "k",
+		"topics": topics[:100], "recipients": same[:30], "params": map[string]any{"post_title": "x"}}), 202, "")
+	for limit, want := range map[string]float64{"topics": 1, "recipients": 1} {
+		if got := counterValue(t, reg, "notifyd_http_limited_total", limit); got != want {
+			t.Errorf("notifyd_http_limited_total{limit=%q} = %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// counterValue reads the counter name{limit=label} from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" && l.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{limit=%q}", name, label)
+	return 0
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/metrics"
 )
 
 // Options configure a Server.
@@ -41,6 +42,8 @@ type Options struct {
 	// preferences are checked and resolved against it. Nil means the
 	// built-in channels.
 	Registry *channels.Registry
+	// Metrics counts the requests refused by a limit. Nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -56,6 +59,10 @@ type Server struct {
 	schema  string
 	mux     *http.ServeMux
 	handler http.Handler
+	metrics *metrics.Metrics
+
+	recipientRate *buckets // per recipient id; nil is unlimited
+	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
 }
 
 // DefaultMaxBody is the request body limit when http.max_body is not set.
@@ -68,7 +75,7 @@ const maxDeliveries = 1000
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
 	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, logger: opts.Logger,
-		clock: opts.Clock}
+		clock: opts.Clock, metrics: opts.Metrics}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
@@ -97,6 +104,8 @@ func New(opts Options) *Server {
 	// The same convention as `notifyd run`: the default schema is the
 	// connection's search_path.
 	s.schema = s.cfg.Database.SearchSchema()
+	s.recipientRate = newBuckets(s.cfg.HTTP.Rate.Recipient, s.cfg.HTTP.Rate.RecipientBurst)
+	s.adminRate = newBuckets(s.cfg.HTTP.Rate.Admin, s.cfg.HTTP.Rate.AdminBurst)
 
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -104,7 +113,7 @@ func New(opts Options) *Server {
 		s.mux.Handle(pattern, h)
 	}
 	for pattern, h := range opts.AdminExtra {
-		s.mux.Handle(pattern, AdminPage(s.RequireAdmin(h)))
+		s.mux.Handle(pattern, AdminPage(s.RequireAdmin(s.limitAdmin(h))))
 	}
 	s.handler = s.logRequests(s.recoverPanics(s.cors(s.jsonMux(s.mux))))
 	return s
@@ -175,7 +184,7 @@ func (s *Server) public(h handlerFunc) http.Handler {
 // admin is an admin endpoint: behind the admin token, never framed or
 // cached (AdminPage), its refusals included.
 func (s *Server) admin(h handlerFunc) http.Handler {
-	return AdminPage(s.RequireAdmin(s.public(h)))
+	return AdminPage(s.RequireAdmin(s.limitAdmin(s.public(h))))
 }
 
 func (s *Server) recipient(h recipientFunc) http.Handler {
@@ -183,6 +192,9 @@ func (s *Server) recipient(h recipientFunc) http.Handler {
 		// Only the header: tokens in URLs end up in proxies' logs. The stream,
 		// which EventSource cannot give headers, uses s.Recipient instead.
 		id, err := s.recipientFromHeader(r)
+		if err == nil {
+			err = s.limitRecipient(w, id)
+		}
 		if err == nil {
 			err = h(w, r, id)
 		}

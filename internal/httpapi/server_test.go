@@ -77,6 +77,9 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if o.maxBody != 0 {
 		cfg.HTTP.MaxBody = o.maxBody
 	}
+	// Tests send hundreds of requests a second; the ones about rate limits
+	// set them in options.
+	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0
 	pool := pgtest.NewDB(t)
 	options := httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }}
 	if o.options != nil {
