@@ -31,6 +31,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
@@ -171,7 +172,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return s, nil
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
-		Clock: opts.Clock, Extra: opts.Routes, Metrics: m})
+		Clock: opts.Clock, Extra: opts.Routes, Metrics: m, WebhookSecret: webhookSecrets(s.set)})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.Recipient, stream.HandlerOptions{}))
 	if err := s.mountOps(metricsReg); err != nil {
 		s.Close()
@@ -189,6 +190,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// webhookSecrets returns the opened webhook channel's per-recipient secret,
+// nil when the channel is not configured.
+func webhookSecrets(set *channels.Set) func(string) string {
+	if c, ok := set.Channels[webhook.Name].(interface{ RecipientSecret(id string) string }); ok {
+		return c.RecipientSecret
+	}
+	return nil
 }
 
 // LoadConfig loads the config file at path (config.Load) and checks the

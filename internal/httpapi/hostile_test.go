@@ -362,6 +362,13 @@ func TestHostileRequests(t *testing.T) {
 		{"mutes: delete with a malformed query", "DELETE", "/v1/mutes?%zz", u2, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
 		{"mutes: admin twin, delete with a malformed query", "DELETE", "/v1/recipients/u2/mutes?target=%%", adminToken, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
 
+		// The webhook secret is the recipient's own, read with its token only.
+		{"webhook secret: admin token", "GET", "/v1/webhook-secret", adminToken, nil, 401, httpapi.CodeUnauthorized},
+		{"webhook secret: no token", "GET", "/v1/webhook-secret", "", nil, 401, httpapi.CodeUnauthorized},
+		{"webhook secret: token in the query string", "GET", "/v1/webhook-secret?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
+		{"webhook secret: webhooks not configured", "GET", "/v1/webhook-secret", u1, nil, 404, httpapi.CodeNotFound},
+		{"profile: webhook_secret of the wrong shape is still only ignored, other fields checked", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_secret":"x","email":"bad"}`, 422, httpapi.CodeInvalidRequest},
+
 		// Routing.
 		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, httpapi.CodeMethodNotAllowed},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/metrics"
@@ -178,4 +179,58 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) fl
 	}
 	t.Fatalf("no %s{limit=%q}", name, label)
 	return 0
+}
+
+// TestWebhookSecrets: the admin sees a recipient's webhook secret in its
+// profile, the recipient at GET /v1/webhook-secret; each recipient's is its
+// own, the one the webhook channel signs its webhooks with; a profile read
+// and written back (webhook_secret included) is accepted and the secret is
+// not writable. Without a webhook channel the field is null.
+func TestWebhookSecrets(t *testing.T) {
+	t.Parallel()
+	const channelSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	sender, err := webhook.New(&webhook.Config{Secret: channelSecret}, nil, webhook.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, setupOpts{options: func(o *httpapi.Options) { o.WebhookSecret = sender.RecipientSecret }})
+	want := map[string]string{}
+	for _, id := range []string{"u1", "u2"} {
+		s, err := webhook.RecipientSecret(channelSecret, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = s
+		r := b.do(t, "GET", "/v1/webhook-secret", recipientToken(t, id), nil)
+		expect(t, r, 200, "")
+		if r.body["secret"] != s {
+			t.Fatalf("%s's /v1/webhook-secret = %s, want %s", id, r.raw, s)
+		}
+	}
+	if want["u1"] == want["u2"] || want["u1"] == channelSecret {
+		t.Fatalf("secrets are not per recipient: %v", want)
+	}
+
+	put := b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{"email":"u1@example.com","webhook_url":"https://hooks.example.com/u1"}`)
+	expect(t, put, 200, "")
+	got := b.do(t, "GET", "/v1/recipients/u1", adminToken, nil)
+	expect(t, got, 200, "")
+	if put.body["webhook_secret"] != want["u1"] || got.body["webhook_secret"] != want["u1"] {
+		t.Fatalf("profile webhook_secret: PUT %v, GET %v, want %s", put.body["webhook_secret"], got.body["webhook_secret"], want["u1"])
+	}
+	// Written back as read: accepted. A different secret: ignored.
+	expect(t, b.do(t, "PUT", "/v1/recipients/u1", adminToken, got.raw), 200, "")
+	forged := b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{"email":"u1@example.com","webhook_secret":"whsec_AAAA"}`)
+	expect(t, forged, 200, "")
+	if forged.body["webhook_secret"] != want["u1"] {
+		t.Fatalf("webhook_secret after writing another: %v", forged.body["webhook_secret"])
+	}
+
+	plain := setup(t)
+	expect(t, plain.do(t, "PUT", "/v1/recipients/u1", adminToken, `{}`), 200, "")
+	r := plain.do(t, "GET", "/v1/recipients/u1", adminToken, nil)
+	if v, ok := r.body["webhook_secret"]; !ok || v != nil {
+		t.Fatalf("webhook_secret without a webhook channel = %v (present %v), want null", v, ok)
+	}
+	expect(t, plain.do(t, "GET", "/v1/webhook-secret", recipientToken(t, "u1"), nil), 404, httpapi.CodeNotFound)
 }

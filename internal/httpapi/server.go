@@ -44,6 +44,12 @@ type Options struct {
 	Registry *channels.Registry
 	// Metrics counts the requests refused by a limit. Nil counts nothing.
 	Metrics *metrics.Metrics
+	// WebhookSecret returns the secret recipient's webhooks are signed with
+	// (the webhook channel's RecipientSecret): shown to the admin in the
+	// profile and to the recipient at GET /v1/webhook-secret. Nil means the
+	// webhook channel is not configured: the profile's webhook_secret is
+	// null and GET /v1/webhook-secret is a 404.
+	WebhookSecret func(recipient string) string
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -60,6 +66,7 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	metrics *metrics.Metrics
+	secret  func(recipient string) string // Options.WebhookSecret
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
@@ -75,7 +82,7 @@ const maxDeliveries = 1000
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
 	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, logger: opts.Logger,
-		clock: opts.Clock, metrics: opts.Metrics}
+		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
@@ -156,6 +163,7 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/mutes", s.recipient(s.putMute))
 	s.mux.Handle("DELETE /v1/mutes", s.recipient(s.deleteMute))
 	s.mux.Handle("GET /v1/subscriptions", s.recipient(s.listSubscriptions))
+	s.mux.Handle("GET /v1/webhook-secret", s.recipient(s.webhookSecret))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic
