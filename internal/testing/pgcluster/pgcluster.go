@@ -14,9 +14,9 @@ package pgcluster
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"errors"
 	"fmt"
 	"io"
