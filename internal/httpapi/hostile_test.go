@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 )
 
@@ -446,5 +447,38 @@ func TestHostileRequests(t *testing.T) {
 	}
 	if c := b.do(t, "GET", "/v1/inbox/counts", u1, nil); c.body["unread"] != float64(len(u1Items)) {
 		t.Fatalf("u1's counts include somebody else's items: %s", c.raw)
+	}
+
+	// Floods: with buckets of one request that never refill during the
+	// test, the second request of a recipient or of the admin token is a
+	// 429 that writes nothing.
+	limited := setup(t, setupOpts{yaml: hostileConfig, options: func(o *httpapi.Options) {
+		o.Config.HTTP.Rate = config.Rate{Recipient: 0.001, RecipientBurst: 1, Admin: 0.001, AdminBurst: 1}
+	}})
+	expect(t, limited.do(t, "GET", "/v1/inbox/counts", u1, nil), 200, "")
+	expect(t, limited.do(t, "PUT", "/v1/recipients/u1", adminToken, `{}`), 200, "")
+	floods := []struct {
+		name         string
+		method, path string
+		token        string
+		body         any
+	}{
+		{"flood: recipient over http.rate.recipient", "POST", "/v1/inbox/read", u1, `{"all":true}`},
+		{"flood: the same recipient with a new token", "PUT", "/v1/mutes", recipientToken(t, "u1"), `{"target":"topic:post-9"}`},
+		{"flood: admin over http.rate.admin", "POST", "/v1/notifications", adminToken, notification},
+		{"flood: admin twin over http.rate.admin", "PUT", "/v1/recipients/u1/preferences", adminToken, rule("*", "*", "off")},
+	}
+	for _, tt := range floods {
+		t.Run(tt.name, func(t *testing.T) {
+			before := dbState(t, limited.pool)
+			r := limited.do(t, tt.method, tt.path, tt.token, tt.body)
+			expect(t, r, 429, httpapi.CodeRateLimited)
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			if changed := changedTables(before, dbState(t, limited.pool)); len(changed) > 0 {
+				t.Fatalf("429 wrote to %v", changed)
+			}
+		})
 	}
 }
