@@ -165,13 +165,19 @@ func TestHTTPServerCutsSlowAndIdleClients(t *testing.T) {
 	})
 }
 
-// TestStreamOutlivesTheWriteTimeout: http.write_timeout bounds ordinary
-// responses, but an inbox stream keeps delivering events after it has
-// passed, because the stream sets its own deadline per write.
+// TestStreamOutlivesTheWriteTimeout: http.write_timeout and
+// http.read_timeout bound ordinary requests, but an inbox stream keeps
+// delivering events after both have passed: the stream sets its own
+// deadline per write, and net/http lifts the read deadline once a request's
+// body is read.
 func TestStreamOutlivesTheWriteTimeout(t *testing.T) {
 	t.Parallel()
 	const writeTimeout = 500 * time.Millisecond
-	base := daemon(t, func(c *config.Config) { c.HTTP.WriteTimeout = config.Duration(writeTimeout) })
+	base := daemon(t, func(c *config.Config) {
+		c.HTTP.WriteTimeout = config.Duration(writeTimeout)
+		c.HTTP.ReadTimeout = config.Duration(writeTimeout)
+		c.HTTP.IdleTimeout = config.Duration(writeTimeout)
+	})
 	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u2", time.Hour)
 	if err != nil {
 		t.Fatal(err)

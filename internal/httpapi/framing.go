@@ -1,6 +1,9 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+	"slices"
+)
 
 // AdminPage wraps h, an admin endpoint or page (River UI), so that its every
 // response, refusals included, forbids framing and caching: X-Frame-Options:
@@ -13,7 +16,11 @@ import "net/http"
 // beside it (a browser enforces both).
 func AdminPage(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&noFramingWriter{ResponseWriter: w}, r)
+		nw := &noFramingWriter{ResponseWriter: w}
+		// Set now too, so that a 500 written outside h (a recovered
+		// panic) carries them as well.
+		nw.setHeaders()
+		h.ServeHTTP(nw, r)
 	})
 }
 
@@ -27,9 +34,15 @@ func (w *noFramingWriter) start() {
 		return
 	}
 	w.started = true
+	w.setHeaders()
+}
+
+func (w *noFramingWriter) setHeaders() {
 	h := w.Header()
 	h.Set("X-Frame-Options", "DENY")
-	h.Add("Content-Security-Policy", "frame-ancestors 'none'")
+	if !slices.Contains(h.Values("Content-Security-Policy"), "frame-ancestors 'none'") {
+		h.Add("Content-Security-Policy", "frame-ancestors 'none'")
+	}
 	h.Set("Cache-Control", "no-store")
 }
 
