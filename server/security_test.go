@@ -258,3 +258,38 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("second connection after the first closed: %v %v", resp, err)
 	}
 }
+
+// TestHTTPLimitKeys: the limits and timeouts have their documented
+// defaults, can be set one by one, and are checked.
+func TestHTTPLimitKeys(t *testing.T) {
+	t.Parallel()
+	def, err := config.Parse("test.yaml", []byte("{}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := def.HTTP
+	if h.Rate != (config.Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400}) || h.MaxTopics != 100 ||
+		h.MaxConnections != 1024 || h.MaxStreamsPerRecipient != 5 || h.MaxHeaderBytes != 64<<10 ||
+		h.ReadHeaderTimeout.D() != 10*time.Second || h.ReadTimeout.D() != 30*time.Second ||
+		h.WriteTimeout.D() != 30*time.Second || h.IdleTimeout.D() != 120*time.Second {
+		t.Fatalf("defaults: %+v", h)
+	}
+	set, err := config.Parse("test.yaml", []byte("http: {rate: {recipient: 5}, max_topics: 3, idle_timeout: 5s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.HTTP.Rate.Recipient != 5 || set.HTTP.Rate.RecipientBurst != 40 || set.HTTP.MaxTopics != 3 || set.HTTP.IdleTimeout.D() != 5*time.Second {
+		t.Fatalf("set: %+v", set.HTTP)
+	}
+	for src, want := range map[string]string{
+		"http: {rate: {recipients: 5}}\n":        "http.rate.recipients",
+		"http: {rate: {admin: -1}}\n":            "http.rate.admin",
+		"http: {max_connections: 0}\n":           "http.max_connections",
+		"http: {read_timeout: 0s}\n":             "http.read_timeout",
+		"http: {max_streams_per_recipient: 0}\n": "http.max_streams_per_recipient",
+	} {
+		if _, err := config.Parse("test.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v, want one naming %s", src, err, want)
+		}
+	}
+}
