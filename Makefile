@@ -21,6 +21,9 @@ FUZZMINIMIZE ?= 500x
 .PHONY: test fuzz run bench chaos build vet fmt
 
 test:
+	@# The Node client's tests (clients/clients_test.go) need its packages.
+	@if command -v npm >/dev/null 2>&1 && [ ! -d clients/node/node_modules ]; then \
+		echo "npm ci in clients/node"; (cd clients/node && npm ci --no-audit --no-fund); fi
 	$(GO) run ./internal/testing/withpg -- $(GO) test -count=1 -timeout 9m ./...
 ifneq ($(strip $(FUZZ)),)
 	$(GO) run ./internal/testing/withpg -- $(MAKE) --no-print-directory fuzz

@@ -16,6 +16,13 @@ import (
 // and it expires after ttl (which must be positive: tokens without expiry are
 // refused by the daemon).
 func RecipientToken(secret, recipient string, ttl time.Duration) (string, error) {
+	return RecipientTokenAt(secret, recipient, ttl, time.Now())
+}
+
+// RecipientTokenAt is RecipientToken for a token issued at now instead of
+// the current time: it expires at now+ttl. Tests and programs with a clock
+// of their own mint with it.
+func RecipientTokenAt(secret, recipient string, ttl time.Duration, now time.Time) (string, error) {
 	if secret == "" {
 		return "", errors.New("recipient token: empty secret")
 	}
@@ -25,7 +32,6 @@ func RecipientToken(secret, recipient string, ttl time.Duration) (string, error)
 	if ttl <= 0 {
 		return "", errors.New("recipient token: ttl must be positive")
 	}
-	now := time.Now()
 	claims := jwt.RegisteredClaims{
 		Subject:   recipient,
 		IssuedAt:  jwt.NewNumericDate(now),
@@ -42,12 +48,22 @@ func RecipientToken(secret, recipient string, ttl time.Duration) (string, error)
 // id. It accepts only HS256, requires exp (and rejects an expired token) and a
 // non-empty subject.
 func ParseRecipientToken(secret, token string) (string, error) {
+	return ParseRecipientTokenAt(secret, token, time.Now())
+}
+
+// ParseRecipientTokenAt is ParseRecipientToken with now as the current time:
+// a token whose exp is not after now is expired. A zero now means time.Now.
+func ParseRecipientTokenAt(secret, token string, now time.Time) (string, error) {
+	if now.IsZero() {
+		now = time.Now()
+	}
 	if secret == "" {
 		return "", errors.New("recipient tokens are disabled (no http.token_secret)")
 	}
 	var claims jwt.RegisteredClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return []byte(secret), nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired())
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
 		return "", err
 	}

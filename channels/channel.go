@@ -100,3 +100,16 @@ type BulkChannel interface {
 	// Channel.Send.
 	SendBulk(ctx context.Context, msg Message) error
 }
+
+// Part is one named part of a rendered message: "subject", "text" and
+// "html" of an email, "title", "body" and "url" of an inbox item.
+type Part struct {
+	Name, Value string
+}
+
+// Previewer is implemented by a channel that can render what it would send
+// for a notifier without sending it: `notifyd preview` uses it. r is the
+// recipient the message is rendered for (its locale picks email templates).
+type Previewer interface {
+	Preview(notifier string, params map[string]any, r Recipient) ([]Part, error)
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -83,13 +85,40 @@ type Setup struct {
 }
 
 // NotifierNames returns the names of the notifiers that use the channel, sorted.
-func (s *Setup) NotifierNames() []string {
-	names := make([]string, 0, len(s.Notifiers))
-	for n := range s.Notifiers {
-		names = append(names, n)
+func (s *Setup) NotifierNames() []string { return slices.Sorted(maps.Keys(s.Notifiers)) }
+
+// NotifierSection is one notifier's section for a channel, as
+// DecodeNotifiers hands it to the channel.
+type NotifierSection struct {
+	// Name is the notifier's name.
+	Name string
+	// Section is notifiers.<Name>.channels.<channel>, without `default`.
+	Section *config.Section
+	// Example is what `notifyd check` renders the notifier's templates with
+	// (its example params, as templates see them).
+	Example map[string]any
+}
+
+// DecodeNotifiers decodes every notifier's section for the channel into a
+// new T (its defaults first, see config.Defaulter), in name order, calls
+// check with each one that decoded (to parse and test-render its templates
+// and report problems through s.Problems), and returns them by notifier
+// name. A section that did not decode is reported and left out.
+func DecodeNotifiers[T any](s *Setup, check func(n NotifierSection, t *T)) map[string]*T {
+	out := make(map[string]*T, len(s.Notifiers))
+	for _, name := range s.NotifierNames() {
+		sec := s.Notifiers[name].Section
+		t := new(T)
+		if !s.Problems.Decode(sec, t) {
+			continue
+		}
+		if check != nil {
+			check(NotifierSection{Name: name, Section: sec,
+				Example: config.TemplateParams(s.Config.Notifiers[name].ExampleParams())}, t)
+		}
+		out[name] = t
 	}
-	slices.Sort(names)
-	return names
+	return out
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -225,7 +254,16 @@ type Set struct {
 	// Inbox renders in-app items; nil when no inbox channel is registered.
 	Inbox InboxChannel
 
+	opened  map[string]any // every configured channel by name, as Open returned it
 	closers []io.Closer
+}
+
+// Opened returns the configured channel named name as its Plugin's Open
+// returned it (for optional interfaces such as Previewer), and whether it is
+// configured.
+func (s *Set) Opened(name string) (any, bool) {
+	v, ok := s.opened[name]
+	return v, ok
 }
 
 // Open checks the config's channel sections against the registry and opens
@@ -236,6 +274,22 @@ type Set struct {
 func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() time.Time) (*Set, error) {
 	problems := cfg.NewProblems()
 	s, errs := r.open(cfg, problems, logger, clock, false)
+	if err := problems.Err(); err != nil {
+		errs = append([]error{err}, errs...)
+	}
+	if len(errs) > 0 {
+		s.Close()
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// OpenToCheck is Open as `notifyd check` sees the file (Setup.Checking):
+// for tools that render without sending, such as `notifyd preview`, which
+// must work while a secret is still left to the environment.
+func (r *Registry) OpenToCheck(cfg *config.Config) (*Set, error) {
+	problems := cfg.NewProblems()
+	s, errs := r.open(cfg, problems, nil, nil, true)
 	if err := problems.Err(); err != nil {
 		errs = append([]error{err}, errs...)
 	}
@@ -267,7 +321,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 		clock = time.Now
 	}
 	known := strings.Join(r.Names(), ", ")
-	for _, name := range sortedKeys(cfg.Channels) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Channels)) {
 		if _, ok := r.byName[name]; !ok {
 			problems.Add(cfg.Channels[name], "", "unknown channel %q (registered: %s)", name, known)
 		}
@@ -275,7 +329,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 	perChannel := map[string]map[string]*config.NotifierChannel{}
 	for _, nname := range cfg.NotifierNames() {
 		nf := cfg.Notifiers[nname]
-		for _, cname := range sortedKeys(nf.Channels) {
+		for _, cname := range slices.Sorted(maps.Keys(nf.Channels)) {
 			nc := nf.Channels[cname]
 			p, ok := r.Lookup(cname)
 			if !ok {
@@ -296,7 +350,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 		}
 	}
 	s := &Set{Registry: r, Channels: map[string]Channel{}, Bulk: map[string]BulkChannel{},
-		Digests: map[string]DigestChannel{}}
+		Digests: map[string]DigestChannel{}, opened: map[string]any{}}
 	var errs []error
 	for _, p := range r.plugins {
 		sec := cfg.Channels[p.Name]
@@ -312,6 +366,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 		if v == nil {
 			continue
 		}
+		s.opened[p.Name] = v
 		if c, ok := v.(io.Closer); ok {
 			s.closers = append(s.closers, c)
 		}
@@ -322,45 +377,32 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 	return s, errs
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // add files an opened channel under what its plugin declares.
-func (s *Set) add(p Plugin, v any) error {
+func (s *Set) add(p Plugin, v any) (err error) {
 	if p.PerRecipient {
-		c, ok := v.(Channel)
-		if !ok {
-			return fmt.Errorf("channel %s is per-recipient but %T does not implement channels.Channel", p.Name, v)
-		}
-		s.Channels[p.Name] = c
+		err = errors.Join(err, file(p, v, "per-recipient", s.Channels))
 	}
 	if p.Bulk {
-		b, ok := v.(BulkChannel)
-		if !ok {
-			return fmt.Errorf("channel %s is bulk but %T does not implement channels.BulkChannel", p.Name, v)
-		}
-		s.Bulk[p.Name] = b
+		err = errors.Join(err, file(p, v, "bulk", s.Bulk))
 	}
 	if p.Digest {
-		d, ok := v.(DigestChannel)
-		if !ok {
-			return fmt.Errorf("channel %s can digest but %T does not implement channels.DigestChannel", p.Name, v)
-		}
-		s.Digests[p.Name] = d
+		err = errors.Join(err, file(p, v, "a digest channel", s.Digests))
 	}
 	if p.Inbox {
-		in, ok := v.(InboxChannel)
-		if !ok {
-			return fmt.Errorf("channel %s is the inbox but %T does not implement channels.InboxChannel", p.Name, v)
-		}
-		s.Inbox = in
+		inbox := map[string]InboxChannel{}
+		err = errors.Join(err, file(p, v, "the inbox", inbox))
+		s.Inbox = inbox[p.Name]
 	}
+	return err
+}
+
+// file adds v to m under p's name, or says which interface it lacks.
+func file[T any](p Plugin, v any, what string, m map[string]T) error {
+	t, ok := v.(T)
+	if !ok {
+		return fmt.Errorf("channel %s is %s but %T does not implement %s", p.Name, what, v, reflect.TypeFor[T]())
+	}
+	m[p.Name] = t
 	return nil
 }
 

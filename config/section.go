@@ -94,6 +94,14 @@ func (d *decoder) decodeSection(n *yaml.Node, path string, v reflect.Value) bool
 	return false
 }
 
+// keyPath is the dotted path of key within s ("" is s itself).
+func keyPath(s *Section, key string) string {
+	if key == "" {
+		return s.Path()
+	}
+	return join(s.Path(), key)
+}
+
 // Problems collects what is wrong with the plug-in sections of one config
 // file, each problem with the file, line and key path, in the same form as
 // Load's errors. A channel reports through it while it opens; the registry
@@ -138,22 +146,22 @@ func (p *Problems) Decode(s *Section, v any) bool {
 // Add reports a problem at key within s ("" is the section itself). The line
 // is the key's, or the nearest enclosing key's when key was not written.
 func (p *Problems) Add(s *Section, key, format string, args ...any) {
-	p.el.add(join(s.Path(), key), format, args...)
+	p.el.add(keyPath(s, key), format, args...)
 }
 
 // Has reports whether key was written in s.
-func (p *Problems) Has(s *Section, key string) bool { return p.el.has(join(s.Path(), key)) }
+func (p *Problems) Has(s *Section, key string) bool { return p.el.has(keyPath(s, key)) }
 
 // Text parses the text/template src found at key within s, reporting a
 // syntax error there. Templates get notifyd's conventions (missingkey=zero, an
 // absent param prints ""). An empty src gives nil.
 func (p *Problems) Text(s *Section, key, src string) *template.Template {
-	return textTmpl(p.el, join(s.Path(), key), src)
+	return textTmpl(p.el, keyPath(s, key), src)
 }
 
 // HTML is Text for html/template: params are escaped for HTML.
 func (p *Problems) HTML(s *Section, key, src string) *htmltemplate.Template {
-	return htmlTmpl(p.el, join(s.Path(), key), src)
+	return htmlTmpl(p.el, keyPath(s, key), src)
 }
 
 // Executor is a parsed text or html template.
@@ -168,7 +176,7 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 	if t == nil || reflect.ValueOf(t).IsNil() {
 		return
 	}
-	path := join(s.Path(), key)
+	path := keyPath(s, key)
 	if err := t.Execute(discard{}, data); err != nil {
 		p.el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
 	}
@@ -176,16 +184,16 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 
 // HTTPURL reports a problem at key within s unless u is an absolute http or
 // https URL.
-func (p *Problems) HTTPURL(s *Section, key, u string) { httpURL(p.el, join(s.Path(), key), u) }
+func (p *Problems) HTTPURL(s *Section, key, u string) { httpURL(p.el, keyPath(s, key), u) }
 
 // Positive reports a problem at key within s unless d is positive.
 func (p *Problems) Positive(s *Section, key string, d Duration) {
-	positive(p.el, join(s.Path(), key), d)
+	positive(p.el, keyPath(s, key), d)
 }
 
 // Mode reports a problem at key within s unless got is one of want.
 func (p *Problems) Mode(s *Section, key, got string, want ...string) {
-	mode(p.el, join(s.Path(), key), got, want...)
+	mode(p.el, keyPath(s, key), got, want...)
 }
 
 // RenderText renders a template parsed by Problems.Text with params as its

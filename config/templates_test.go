@@ -32,108 +32,6 @@ notifiers:
   no.channels: {}
 `
 
-func TestRenderInApp(t *testing.T) {
-	t.Parallel()
-
-	c := mustParse(t, templatesConfig)
-	tests := []struct {
-		notifier              string
-		params                map[string]any
-		title, body, url, err string
-	}{
-		{"comment.created", map[string]any{"author_name": "Ada", "post_title": "Hello", "excerpt": "Nice", "url": "https://app.test/9"},
-			"Ada commented on Hello", "“Nice”", "https://app.test/9", ""},
-		{"comment.created", map[string]any{"author_name": "Ada", "post_title": "Hello"},
-			"Ada commented on Hello", "", "", ""},
-		{"comment.created", nil, " commented on ", "", "", ""},
-		{"comment.created", map[string]any{"author_name": "<b>Ada</b>", "post_title": 3.0},
-			"<b>Ada</b> commented on 3", "", "", ""},
-		{"title.only", map[string]any{"tags": []any{"a", "b"}}, "#a #b ", "", "", ""},
-		{"title.only", map[string]any{"tags": 1.0}, "", "", "", "range can't iterate over 1"},
-		{"no.channels", nil, "", "", "", `notifier "no.channels" has no in_app channel`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.notifier, func(t *testing.T) {
-			t.Parallel()
-			n, ok := c.Notifier(tc.notifier)
-			if !ok {
-				t.Fatalf("no notifier %q", tc.notifier)
-			}
-			title, body, url, err := n.RenderInApp(tc.params)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want it to contain %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if title != tc.title || body != tc.body || url != tc.url {
-				t.Errorf("got (%q, %q, %q), want (%q, %q, %q)", title, body, url, tc.title, tc.body, tc.url)
-			}
-		})
-	}
-}
-
-func TestEmailForAndRender(t *testing.T) {
-	t.Parallel()
-
-	c := mustParse(t, templatesConfig)
-	n := c.Notifiers["comment.created"]
-	params := map[string]any{"author_name": "<Ada>", "post_title": "Hello", "excerpt": "a & b"}
-	tests := []struct {
-		locale, subject string
-	}{
-		{"", "New comment on Hello"},
-		{"en", "New comment on Hello"},
-		{"fr", "Nouveau commentaire sur Hello"},
-		{"fr-CA", "Nouveau commentaire sur Hello"},
-		{"FR_ca", "Nouveau commentaire sur Hello"},
-		{"pt-BR", "Novo comentário em Hello"},
-		{"pt_br", "Novo comentário em Hello"},
-		{"pt", "New comment on Hello"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.locale, func(t *testing.T) {
-			t.Parallel()
-			subject, _, _, err := n.EmailFor(tc.locale).Render(params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if subject != tc.subject {
-				t.Errorf("subject = %q, want %q", subject, tc.subject)
-			}
-		})
-	}
-
-	_, text, html, err := n.EmailFor("").Render(params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if text != "<Ada>: a & b" {
-		t.Errorf("text = %q: text parts are not escaped", text)
-	}
-	if html != "<p>&lt;Ada&gt;: a &amp; b</p>" {
-		t.Errorf("html = %q: params must be escaped", html)
-	}
-	_, text, html, err = n.EmailFor("fr").Render(params)
-	if err != nil || text != "fr" || html != "" {
-		t.Errorf("fr variant = (%q, %q, %v), want its own text and no html", text, html, err)
-	}
-	if c.Notifiers["no.channels"].EmailFor("fr") != nil {
-		t.Error("EmailFor on a notifier without email is not nil")
-	}
-
-	s, err := n.RenderSlack(params)
-	if err != nil || s != "<Ada> commented" {
-		t.Errorf("RenderSlack = %q, %v", s, err)
-	}
-	if _, err := c.Notifiers["no.channels"].RenderSlack(nil); err == nil {
-		t.Error("RenderSlack without a slack channel did not fail")
-	}
-}
-
 func TestDigestRender(t *testing.T) {
 	t.Parallel()
 
@@ -263,6 +161,10 @@ func TestNotifierLookup(t *testing.T) {
 	}
 }
 
+// TestNumbersRenderAlike renders a template the way a channel does
+// (Problems.Text, RenderText): json.Number params read as float64, except an
+// integer a float64 cannot hold, and the caller's params are left alone. The
+// in_app channel's test renders the same title through the inbox.
 func TestNumbersRenderAlike(t *testing.T) {
 	t.Parallel()
 
@@ -274,14 +176,21 @@ notifiers:
       in_app:
         title: '{{printf "%.2f" .amount}} {{if gt .count 1.0}}many{{end}} {{.big}} {{index .list 0}}'
 `)
-	n := c.Notifiers["n"]
+	sec := c.Notifiers["n"].Channels["in_app"].Section
+	src, _ := sec.Value("title")
+	p := c.NewProblems()
+	tmpl := p.Text(sec, "title", src)
+	p.RenderCheck(sec, "title", tmpl, TemplateParams(c.Notifiers["n"].ExampleParams()))
+	if err := p.Err(); err != nil || tmpl == nil {
+		t.Fatalf("title: %v", err)
+	}
 	want := "129.50 many 12345678901234567890 3"
 	for _, params := range []map[string]any{
 		{"amount": 129.5, "count": 2.0, "big": json.Number("12345678901234567890"), "list": []any{3.0}},
 		{"amount": json.Number("129.5"), "count": json.Number("2"), "big": json.Number("12345678901234567890"), "list": []any{json.Number("3")}},
 	} {
 		orig := fmt.Sprint(params)
-		title, _, _, err := n.RenderInApp(params)
+		title, err := RenderText(tmpl, params)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +198,7 @@ notifiers:
 			t.Errorf("title = %q, want %q (params %v)", title, want, params)
 		}
 		if fmt.Sprint(params) != orig {
-			t.Errorf("RenderInApp changed the caller's params: %v", params)
+			t.Errorf("RenderText changed the caller's params: %v", params)
 		}
 	}
 }

@@ -394,7 +394,8 @@ func TestDigestSweepEnqueuesOnlyDueRecipients(t *testing.T) {
 	}
 	enqueued := func() map[string]string {
 		t.Helper()
-		rows, err := b.pool.Query(ctx, `SELECT args->>'recipient', args->>'due_at' FROM river_job WHERE kind = 'notify.digest'`)
+		rows, err := b.pool.Query(ctx, `SELECT e->>'recipient', e->>'due_at'
+			FROM river_job j, jsonb_array_elements(j.args->'digests') e WHERE j.kind = 'notify.digest'`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -511,7 +512,8 @@ func TestDigestTemporaryFailureRetriedAndSentOnce(t *testing.T) {
 			t.Fatalf("%s: attempts %d, last_error %q; want 2 attempts after a 451", k, attempts, lastErr)
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND args->>'digest_id' = $1`, ids[0]); n != 1 {
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'
+		AND args->'digests' @> jsonb_build_array(jsonb_build_object('digest_id', $1::text))`, ids[0]); n != 1 {
 		t.Fatalf("%d retry jobs for the digest, want 1", n)
 	}
 	// The digest runs are counted: one retried, one sent, covering both rows.

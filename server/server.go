@@ -33,6 +33,7 @@ import (
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
 	"github.com/notifyd/notifyd/jobs"
@@ -104,7 +105,8 @@ const DefaultGCPercent = 400
 
 // New registers the channels, opens them on the config (every problem in a
 // channel's section is returned with its file and line), connects to the
-// database, refuses to start when migrations are pending, publishes nothing
+// database, refuses to start when migrations are pending, publishes the
+// config's notifiers for the SQL functions (docs/sql-enqueue.md), serves nothing
 // and starts nothing: Run does. Close releases what New opened.
 func New(ctx context.Context, opts Options) (*Server, error) {
 	cfg := opts.Config
@@ -140,6 +142,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		if errors.Is(err, stores.ErrPendingMigrations) {
 			return nil, fmt.Errorf("%w; run `notifyd migrate -config %s` first", err, cfg.Path)
 		}
+		return nil, err
+	}
+	if err := catalog.Publish(ctx, s.pool, cfg, logger); err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.deps = &jobs.Deps{Pool: s.pool, Config: cfg, Logger: logger, Clock: opts.Clock, Registry: reg,
@@ -342,9 +348,14 @@ func (s *Server) Close() {
 
 // Migrate applies notifyd's and River's migrations to the database pool
 // reaches, under an advisory lock; it is idempotent. cfg names the schema.
+// Then it makes the notifier catalog the SQL functions read exactly cfg's
+// notifiers (docs/sql-enqueue.md).
 func Migrate(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger)
+	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger); err != nil {
+		return err
+	}
+	return catalog.Sync(ctx, pool, cfg, logger)
 }

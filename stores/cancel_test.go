@@ -35,29 +35,31 @@ func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
 	if _, err := chunk.Exec(ctx, `INSERT INTO notify_inbox (id, recipient, notifier, key) VALUES ('01900000-0000-7000-8000-00000000c003', 'u1', 'n', 'k')`); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan int, 1)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	pid := backendPID(t, tx)
+	var withdrawn int
+	done := make(chan error, 1)
 	go func() {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Error(err)
-			done <- -1
-			return
-		}
 		n, err := stores.CancelNotification(ctx, tx, "n", "k")
 		if err == nil {
+			withdrawn = n
 			err = tx.Commit(ctx)
 		}
-		if err != nil {
-			t.Error(err)
-		}
-		done <- n
+		done <- err
 	}()
-	time.Sleep(150 * time.Millisecond) // the cancel is now waiting on the notification row
+	waitForLock(t, pool, pid, "the cancel", done) // it waits on the notification row
 	if err := chunk.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := <-done; n != 2 {
-		t.Fatalf("cancel withdrew %d, want the chunk's delivery and inbox item", n)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if withdrawn != 2 {
+		t.Fatalf("cancel withdrew %d, want the chunk's delivery and inbox item", withdrawn)
 	}
 	var status string
 	if err := pool.QueryRow(ctx, `SELECT status FROM notify_deliveries WHERE notification_id = $1`, nid).Scan(&status); err != nil || status != "cancelled" {

@@ -11,11 +11,20 @@ import (
 
 // The inbox change log (notify_inbox_changes) is what the realtime stream
 // reads: one row per change to a recipient's inbox (or, for the items a
-// fan-out chunk created, one row for all their recipients), numbered by seq. Writers
-// insert under ChangeLogLock, so seq order is commit order: once a reader sees
-// row n, every row below n that will ever exist is visible too. That is what
-// lets a reader keep a single position ("everything up to seq n has been
-// read") and resume with seq > n without missing a row that committed late.
+// fan-out chunk created or a cancel deleted, one row for all their
+// recipients), numbered by seq. Writers take no lock: a row's seq is made
+// from its writer's transaction id, (xid8 << 16) | n, n counting the change
+// rows the transaction wrote before it (sql/migrations/00009). So seq order is
+// not commit order: a transaction that got its id first may commit last. What
+// keeps a reader's single position ("everything up to seq n has been read")
+// sound is the watermark: every read passes only rows below the oldest
+// transaction id still running in this database, << 16
+// (notify_inbox_changes_below, read in a statement before the read). Every
+// transaction that could still add a row below it has ended, so a row that
+// commits late always lands above a position a reader already holds, never
+// below it. docs/architecture.md ("The inbox change log") has the whole
+// argument and what it costs: a long transaction in the database holds the
+// readers back (never loses a row) until it ends.
 
 // ChangeKind says what happened to the items of a change.
 type ChangeKind string
@@ -61,7 +70,9 @@ type ChangePage struct {
 	// nothing was read.
 	Last int64
 	// More reports a full page: rows after Last may exist. A page that is not
-	// full read every matching row that was committed when it ran.
+	// full read every matching row below the watermark when it ran (see
+	// MaxChangeSeq): the rows after Last that will ever exist are all beyond
+	// the head it saw.
 	More bool
 }
 
@@ -72,26 +83,38 @@ const (
 	MaxChangePage     = 5000
 )
 
-// The change-log reads. A row naming many recipients (a fan-out chunk's
-// created items, recipient null) is read as one change per recipient asked
-// for, with the same seq: a chunk reaches each recipient once, so seq still
-// names one change of a recipient. A created change is joined with the item it
-// names, within the same recipient (the recipient is the scope, not an
+// The change-log reads. Each passes only rows below the watermark (w.below,
+// read by changeWatermarkSQL just before), plus the rows of its own
+// transaction, which it
+// sees anyway and which no other transaction can add to: a reader inside a
+// writing transaction (a test's) reads what it wrote. The range
+// "seq < greatest(...)" is the index condition; the OR leaves out other
+// transactions' rows between the watermark and the reader's own.
+//
+// A row naming many recipients (a fan-out chunk's created items, a cancel's
+// deleted ones; recipient null) is read as one change per recipient asked
+// for, with the same seq: such a row names each recipient once, so seq still
+// names one change of a recipient. A created change is joined with the item
+// it names, within the same recipient (the recipient is the scope, not an
 // optimisation); the item columns are those of the inbox page statements, in
 // the same order, so scanChanges reads them like scanInboxItems does. A page's
 // limit counts log rows, so a row is never split between two pages.
 const (
 	changesAfterSQL = `
-WITH c AS (
+WITH w AS MATERIALIZED (
+    SELECT $4::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
+), c AS (
     (SELECT c.seq, c.kind, c.item_ids, c.data, c.created_at
-     FROM notify_inbox_changes c
+     FROM w, notify_inbox_changes c
      WHERE c.recipient = $1 AND c.seq > $2
+       AND c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)
      ORDER BY c.seq
      LIMIT $3)
     UNION ALL
     (SELECT c.seq, c.kind, ARRAY[c.item_ids[array_position(c.recipients, $1::text)]], c.data, c.created_at
-     FROM notify_inbox_changes c
+     FROM w, notify_inbox_changes c
      WHERE c.recipient IS NULL AND c.seq > $2 AND c.recipients @> ARRAY[$1::text]
+       AND c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)
      ORDER BY c.seq
      LIMIT $3)
 )
@@ -107,10 +130,13 @@ LIMIT $3`
 	// recipient with a connected client. $2 is close to the head of the log,
 	// so walking the primary key from $2 touches only the newest rows.
 	changesAfterForSQL = `
-WITH c AS (
+WITH w AS MATERIALIZED (
+    SELECT $4::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
+), c AS (
     SELECT c.seq, c.recipient, c.recipients, c.kind, c.item_ids, c.data, c.created_at
-    FROM notify_inbox_changes c
+    FROM w, notify_inbox_changes c
     WHERE c.seq > $2
+      AND c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)
       AND (c.recipient = ANY($1::text[]) OR (c.recipient IS NULL AND c.recipients && $1::text[]))
     ORDER BY c.seq
     LIMIT $3
@@ -129,26 +155,61 @@ FROM x
 LEFT JOIN notify_inbox i ON x.kind = 'created' AND i.id = x.item_ids[1] AND i.recipient = x.recipient
 ORDER BY x.seq, x.recipient`
 
-	// maxChangeSeqSQL reads the newest committed seq. It is not the
-	// sequence's last value: that may belong to a transaction that has not
-	// committed yet, and a reader starting there would skip its row.
-	maxChangeSeqSQL = `SELECT coalesce(max(seq), 0) FROM notify_inbox_changes`
+	// maxChangeSeqSQL reads the head of the log: the newest row below the
+	// watermark (or of the reader's own transaction). Not the newest row:
+	// one above the watermark may still get a row below it, and a reader
+	// starting there would skip that.
+	maxChangeSeqSQL = `
+WITH w AS MATERIALIZED (
+    SELECT $1::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
+)
+SELECT coalesce(max(c.seq), 0)
+FROM w, notify_inbox_changes c
+WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)`
+
+	// changeWatermarkSQL reads the watermark as a seq
+	// (sql/migrations/00009_change_log_positions.sql). It is a statement of
+	// its own, before the read it bounds: a read must not start before the
+	// watermark was taken.
+	changeWatermarkSQL = `SELECT notify_inbox_changes_below()`
+
+	newestChangeSeqSQL = `SELECT coalesce(max(seq), 0) FROM notify_inbox_changes`
+
+	// changeHeadSQL is maxChangeSeqSQL and newestChangeSeqSQL in one round
+	// trip.
+	changeHeadSQL = `
+WITH w AS MATERIALIZED (
+    SELECT $1::bigint AS below, pg_current_xact_id_if_assigned()::text::bigint << 16 AS own
+)
+SELECT coalesce((SELECT max(c.seq)
+                 FROM w, notify_inbox_changes c
+                 WHERE c.seq < greatest(w.below, w.own + 65536) AND (c.seq < w.below OR c.seq >= w.own)), 0),
+       coalesce((SELECT max(seq) FROM notify_inbox_changes), 0)`
 
 	oldestChangeSeqSQL = `SELECT coalesce(min(seq), 0) FROM notify_inbox_changes`
 
+	trimmedThroughSQL = `SELECT coalesce((SELECT through FROM notify_inbox_changes_trimmed), 0)`
+
 	// deleteChangesBeforeSQL trims the log from its old end, in bounded
 	// batches: of the first $2 rows in seq order, those before the first row
-	// created at or after $1. What is left is always a contiguous tail, so
-	// OldestChangeSeq tells how far back a stream can resume, and the read is
-	// a walk of the primary key from its start (no index on created_at to
-	// keep up on every write).
+	// created at or after $1. What is left is always a contiguous tail, and
+	// the same statement records the newest seq it deleted in
+	// notify_inbox_changes_trimmed (TrimmedThrough), so a stream knows
+	// whether it can resume. The read is a walk of the primary key from its
+	// start (no index on created_at to keep up on every write).
 	deleteChangesBeforeSQL = `
 WITH head AS (
     SELECT seq, created_at FROM notify_inbox_changes ORDER BY seq LIMIT $2
+), del AS (
+    DELETE FROM notify_inbox_changes
+    WHERE seq IN (SELECT seq FROM head
+                  WHERE seq < coalesce((SELECT min(seq) FROM head WHERE created_at >= $1), 9223372036854775807))
+    RETURNING seq
+), mark AS (
+    UPDATE notify_inbox_changes_trimmed SET through = greatest(through, (SELECT max(seq) FROM del))
+    WHERE EXISTS (SELECT 1 FROM del)
 )
-DELETE FROM notify_inbox_changes
-WHERE seq IN (SELECT seq FROM head
-              WHERE seq < coalesce((SELECT min(seq) FROM head WHERE created_at >= $1), 9223372036854775807))`
+SELECT count(*) FROM del`
 )
 
 // ChangesAfter reads recipient's changes with seq > after, oldest first, at
@@ -157,7 +218,11 @@ WHERE seq IN (SELECT seq FROM head
 // More is set.
 func ChangesAfter(ctx context.Context, db DB, recipient string, after int64, limit int) (*ChangePage, error) {
 	limit = changePageLimit(limit)
-	rows, err := db.Query(ctx, changesAfterSQL, recipient, after, limit)
+	below, err := changeWatermark(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox changes of %s after %d: %w", recipient, after, err)
+	}
+	rows, err := db.Query(ctx, changesAfterSQL, recipient, after, limit, below)
 	if err != nil {
 		return nil, fmt.Errorf("read inbox changes of %s after %d: %w", recipient, after, err)
 	}
@@ -176,7 +241,11 @@ func ChangesAfterFor(ctx context.Context, db DB, recipients []string, after int6
 	if len(recipients) == 0 {
 		return &ChangePage{Changes: []Change{}, Last: after}, nil
 	}
-	rows, err := db.Query(ctx, changesAfterForSQL, recipients, after, limit)
+	below, err := changeWatermark(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox changes of %d recipients after %d: %w", len(recipients), after, err)
+	}
+	rows, err := db.Query(ctx, changesAfterForSQL, recipients, after, limit, below)
 	if err != nil {
 		return nil, fmt.Errorf("read inbox changes of %d recipients after %d: %w", len(recipients), after, err)
 	}
@@ -238,25 +307,93 @@ func scanChanges(rows pgx.Rows, after int64, limit int) (*ChangePage, error) {
 	return page, nil
 }
 
-// MaxChangeSeq returns the seq of the newest committed change, or 0 when the
-// log is empty. A reader that has seen everything up to it and then reads
-// seq > it misses nothing.
+// MaxChangeSeq returns the head of the log: the seq of the newest change
+// below the watermark, or 0 when there is none. Every transaction that could
+// still write a row at or below the head has ended, so a reader that has seen
+// everything up to it and then reads seq > it misses nothing. A change that
+// committed after an older transaction that is still running is beyond the
+// head until that transaction ends.
+//
+// Read it, like every change-log read, in READ COMMITTED (the pool, or a
+// read-committed transaction); a repeatable-read transaction gets a head
+// that only the transactions running when its snapshot was taken hold back.
 func MaxChangeSeq(ctx context.Context, db DB) (int64, error) {
+	below, err := changeWatermark(ctx, db)
+	if err != nil {
+		return 0, fmt.Errorf("read the head of the inbox change log: %w", err)
+	}
 	var seq int64
-	if err := db.QueryRow(ctx, maxChangeSeqSQL).Scan(&seq); err != nil {
+	if err := db.QueryRow(ctx, maxChangeSeqSQL, below).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read the head of the inbox change log: %w", err)
+	}
+	return seq, nil
+}
+
+// changeWatermark reads the seq below which every change row that will ever
+// exist is committed already (see the top of this file).
+func changeWatermark(ctx context.Context, db DB) (int64, error) {
+	var below int64
+	if err := db.QueryRow(ctx, changeWatermarkSQL).Scan(&below); err != nil {
+		return 0, err
+	}
+	return below, nil
+}
+
+// ChangeHead is where the change log stands for a reader.
+type ChangeHead struct {
+	// Seq is the head, as MaxChangeSeq returns it.
+	Seq int64
+	// Newest is the newest committed change, as NewestChangeSeq returns it.
+	// Newest > Seq means committed changes wait for an older transaction
+	// still running.
+	Newest int64
+}
+
+// ReadChangeHead reads MaxChangeSeq and NewestChangeSeq together (Newest
+// read at the same moment as Seq or later).
+func ReadChangeHead(ctx context.Context, db DB) (ChangeHead, error) {
+	below, err := changeWatermark(ctx, db)
+	if err != nil {
+		return ChangeHead{}, fmt.Errorf("read the head of the inbox change log: %w", err)
+	}
+	var h ChangeHead
+	if err := db.QueryRow(ctx, changeHeadSQL, below).Scan(&h.Seq, &h.Newest); err != nil {
+		return ChangeHead{}, fmt.Errorf("read the head of the inbox change log: %w", err)
+	}
+	return h, nil
+}
+
+// NewestChangeSeq returns the seq of the newest change in the log, committed
+// but possibly beyond the head (MaxChangeSeq), or 0 when the log is empty. No
+// stream position this log handed out is beyond both it and TrimmedThrough.
+func NewestChangeSeq(ctx context.Context, db DB) (int64, error) {
+	var seq int64
+	if err := db.QueryRow(ctx, newestChangeSeqSQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read newest inbox change: %w", err)
 	}
 	return seq, nil
 }
 
 // OldestChangeSeq returns the seq of the oldest change still in the log, or 0
-// when the log is empty. A stream that has seen everything up to seq n can
-// resume from the log only if no row after n was trimmed: n+1 >= the oldest
-// seq (and, for an empty log, n = 0).
+// when the log is empty. Seqs are not consecutive: whether a stream can
+// resume is TrimmedThrough's question, not this one's.
 func OldestChangeSeq(ctx context.Context, db DB) (int64, error) {
 	var seq int64
 	if err := db.QueryRow(ctx, oldestChangeSeqSQL).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("read oldest inbox change: %w", err)
+	}
+	return seq, nil
+}
+
+// TrimmedThrough returns the newest seq retention has deleted from the log (0
+// when it never deleted anything). A stream that has seen everything up to
+// seq n can resume from the log exactly when n >= it: no change after n was
+// deleted. Erasing a recipient deletes that recipient's rows without moving
+// it: nobody else's stream lost anything.
+func TrimmedThrough(ctx context.Context, db DB) (int64, error) {
+	var seq int64
+	if err := db.QueryRow(ctx, trimmedThroughSQL).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("read how far the inbox change log was trimmed: %w", err)
 	}
 	return seq, nil
 }
@@ -298,32 +435,94 @@ func CountInboxes(ctx context.Context, db DB, recipients []string) (map[string]I
 
 // DeleteChangesBefore deletes at most limit change-log rows created before
 // before, oldest first, and returns how many it deleted; loop until it
-// returns less than limit. A stream whose Last-Event-ID falls in the deleted
-// range is told to reset. A limit of zero or less deletes nothing.
+// returns less than limit. A stream whose Last-Event-ID is before the newest
+// deleted row (TrimmedThrough) is told to reset. A limit of zero or less deletes nothing.
 func DeleteChangesBefore(ctx context.Context, db DB, before time.Time, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
-	tag, err := db.Exec(ctx, deleteChangesBeforeSQL, before, limit)
-	if err != nil {
+	var n int64
+	if err := db.QueryRow(ctx, deleteChangesBeforeSQL, before, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete inbox changes before %s: %w", before.Format(time.RFC3339), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
-// InboxChangesChannel is the NOTIFY channel every change-log writer signals
-// in its transaction (notifyInboxSQL) and every stream hub listens on. The
-// notification carries no payload: the log is the truth, the notification
-// only says "look".
+// InboxChangesChannel is the NOTIFY channel every stream hub listens on. A
+// notification carries no payload and only says "look": the log is the
+// truth. Marks and cancels do not notify in their transactions (PostgreSQL
+// serialises the commits of transactions that NOTIFY); hubs poll the head of
+// the log for them, and anything may send a wake after its commit with
+// WakeInboxStreams. A fan-out chunk notifies in its transaction
+// (LogInboxCreated).
 const InboxChangesChannel = "notifyd_inbox"
 
-const listenInboxChangesSQL = `LISTEN notifyd_inbox`
+const (
+	listenInboxChangesSQL = `LISTEN notifyd_inbox`
+	wakeInboxStreamsSQL   = `SELECT pg_notify('notifyd_inbox', '')`
+)
 
 // ListenInboxChanges subscribes conn, a connection of its own (never a pooled
 // one returned to the pool), to InboxChangesChannel.
 func ListenInboxChanges(ctx context.Context, conn DB) error {
 	if _, err := conn.Exec(ctx, listenInboxChangesSQL); err != nil {
 		return fmt.Errorf("listen for inbox changes: %w", err)
+	}
+	return nil
+}
+
+// WakeInboxStreams notifies InboxChangesChannel, so every replica's stream
+// hub reads the log now rather than at its next poll. Call it on the pool
+// after the commit of inbox changes, never inside a writer's transaction:
+// there it would serialise that commit with every other notifying one. One
+// call covers any number of commits before it.
+func WakeInboxStreams(ctx context.Context, db DB) error {
+	if _, err := db.Exec(ctx, wakeInboxStreamsSQL); err != nil {
+		return fmt.Errorf("wake inbox streams: %w", err)
+	}
+	return nil
+}
+
+// logDeletedSQL appends one "deleted" change per recipient, for items of
+// recipients that may repeat.
+const logDeletedSQL = `
+INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
+SELECT u.recipient, 'deleted', array_agg(u.id::uuid ORDER BY u.id)
+FROM unnest($1::text[], $2::text[]) AS u(id, recipient)
+GROUP BY u.recipient
+ORDER BY u.recipient`
+
+// logDeletedManySQL appends "deleted" changes naming many items, each of a
+// different recipient, changeRowRecipients to a row (the shape of a fan-out
+// chunk's created row): a cancel of a notification to a million recipients
+// writes 500 rows, well within a transaction's 65,536.
+const logDeletedManySQL = `
+INSERT INTO notify_inbox_changes (recipients, kind, item_ids)
+SELECT array_agg(u.recipient ORDER BY u.ord), 'deleted', array_agg(u.id::uuid ORDER BY u.ord)
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, recipient, ord)
+GROUP BY (u.ord - 1) / $3
+ORDER BY min(u.ord)`
+
+// changeRowRecipients is the most recipients a "deleted" row names.
+const changeRowRecipients = 2000
+
+// LogInboxDeleted appends the change log's record of deleted inbox items:
+// ids[i] was recipients[i]'s. Items of distinct recipients (a cancel's: one
+// item per recipient) are logged in rows naming many, others in one row per
+// recipient. It takes no lock and sends no notification: call it anywhere in
+// the transaction. Nothing is written for no ids.
+func LogInboxDeleted(ctx context.Context, tx DB, ids, recipients []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	var err error
+	if len(ids) > 1 && distinct(recipients) {
+		_, err = tx.Exec(ctx, logDeletedManySQL, ids, recipients, changeRowRecipients)
+	} else {
+		_, err = tx.Exec(ctx, logDeletedSQL, ids, recipients)
+	}
+	if err != nil {
+		return fmt.Errorf("log inbox deletions: %w", err)
 	}
 	return nil
 }

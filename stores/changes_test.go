@@ -2,7 +2,10 @@ package stores_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -365,4 +368,220 @@ func TestSharedCreatedRowReadsAsOneChangePerRecipient(t *testing.T) {
 	if err != nil || len(after.Changes) != 2 || after.Changes[0].Item.ID != first[2] {
 		t.Fatalf("after the erasure, c's changes %+v (%v)", after.Changes, err)
 	}
+}
+
+// A writer that started first and commits last is never skipped: a reader
+// that has read what a later writer committed meanwhile reads the late row
+// after it. Two orders, since a transaction gets its id at its first write,
+// not at BEGIN: the first writer also writes first (its id is the older one,
+// and the later writer's row waits behind it), or it writes only after the
+// later writer did (its id is the newer one, and its row comes after the
+// later writer's).
+func TestLateCommitIsNeverSkipped(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name        string
+		firstWrites bool // the first writer writes before the later one does
+	}{{"first writer writes first", true}, {"first writer writes last", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			me := "chg-late-" + strings.ReplaceAll(tc.name, " ", "-")
+			start, err := stores.MaxChangeSeq(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Rollback(ctx)
+			// BEGIN is lazy in pgx: a statement makes the transaction start
+			// now, still without a transaction id.
+			if _, err := first.Exec(ctx, `SELECT 1`); err != nil {
+				t.Fatal(err)
+			}
+			var early []string
+			if tc.firstWrites {
+				early = chgCreate(t, first, "late", me)
+			}
+			later, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer later.Rollback(ctx)
+			laterIDs := chgCreate(t, later, "late", me)
+			if !tc.firstWrites {
+				early = chgCreate(t, first, "late", me)
+			}
+			if err := later.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// The reader: one recipient's replay, and the hub's read of many.
+			seen, err := stores.ChangesAfter(ctx, pool, me, start, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, err := stores.MaxChangeSeq(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seenFor, err := stores.ChangesAfterFor(ctx, pool, []string{me}, start, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.firstWrites {
+				// The later writer's row is beyond the head until the first
+				// writer ends: nobody may pass it yet.
+				if len(seen.Changes) != 0 || len(seenFor.Changes) != 0 || head != start {
+					t.Fatalf("read %d and %d changes, head %d (start %d) while an older writer is open",
+						len(seen.Changes), len(seenFor.Changes), head, start)
+				}
+			} else if len(seen.Changes) != 1 || seen.Changes[0].Item.ID != laterIDs[0] ||
+				len(seenFor.Changes) != 1 || head < seen.Last {
+				// The later writer's row is below the watermark: readers
+				// pass it, and the first writer's row must come after it.
+				t.Fatalf("read %+v and %+v, head %d; want the later writer's item", seen.Changes, seenFor.Changes, head)
+			}
+
+			if err := first.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{laterIDs[0], early[0]}
+			if tc.firstWrites {
+				want = []string{early[0], laterIDs[0]}
+			}
+			for name, from := range map[string]int64{"position": seen.Last, "head": max(head, seenFor.Last)} {
+				rest, err := stores.ChangesAfter(ctx, pool, me, from, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := itemIDs(seen.Changes)
+				if name == "head" {
+					got = itemIDs(seenFor.Changes)
+				}
+				got = append(got, itemIDs(rest.Changes)...)
+				if !slices.Equal(got, want) {
+					t.Fatalf("resuming from the %s: items %v, want %v", name, got, want)
+				}
+				if len(rest.Changes) > 0 && rest.Changes[0].Seq <= from {
+					t.Fatalf("resuming from the %s %d read seq %d", name, from, rest.Changes[0].Seq)
+				}
+			}
+		})
+	}
+}
+
+// Writers that commit in any order (and some that roll back) while a reader
+// tails the log: the reader reads every committed row exactly once, in seq
+// order, never one at or below a position it already passed.
+func TestTailingReaderMissesNoConcurrentCommit(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	const writers, perWriter = 6, 40
+	recipients := []string{"chg-tail-a", "chg-tail-b", "chg-tail-c"}
+
+	done := make(chan struct{})
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				tx, err := pool.Begin(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				// Items of two recipients, logged in two statements: one
+				// transaction, two log rows.
+				r1, r2 := recipients[(w+i)%3], recipients[(w+i+1)%3]
+				chgCreate(t, tx, fmt.Sprintf("tail-%d-%d", w, i), r1)
+				chgCreate(t, tx, fmt.Sprintf("tail-%d-%d-b", w, i), r2)
+				if (w+i)%7 == 0 {
+					err = tx.Rollback(ctx)
+				} else {
+					err = tx.Commit(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+
+	var got []int64
+	pos := int64(0)
+	read := func() {
+		// The hub's read: the head first, then the page. A page that is
+		// not full has read everything up to the head.
+		head, err := stores.MaxChangeSeq(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := stores.ChangesAfterFor(ctx, pool, recipients, pos, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Changes {
+			if c.Seq <= pos {
+				t.Fatalf("read seq %d at position %d", c.Seq, pos)
+			}
+			if len(got) == 0 || got[len(got)-1] != c.Seq {
+				got = append(got, c.Seq)
+			}
+		}
+		pos = page.Last
+		if !page.More {
+			pos = max(pos, head)
+		}
+	}
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		read()
+	}
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	read() // everything committed has ended: the rest
+	read()
+
+	var want []int64
+	rows, err := pool.Query(ctx, `SELECT seq FROM notify_inbox_changes ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if committed := writers * perWriter * 2; len(want) >= committed || len(want) < committed/2 {
+		t.Fatalf("%d rows committed of %d written: the rollbacks did not happen", len(want), committed)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the reader read %d rows, %d were committed:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+}
+
+func itemIDs(cs []stores.Change) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.Item.ID)
+	}
+	return out
 }

@@ -3,14 +3,13 @@ package stores
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Digest rows (SPEC §9) move through digest_pending (fresh), digest_sending
+// Digest rows move through digest_pending (fresh), digest_sending
 // (claimed by a digest job), digest_pending again with a digest_id (waiting for
 // a retry) and a terminal status; sql/migrations/00001_init.sql lays out the
 // whole life cycle. Every transition below is one statement guarded by the
@@ -73,6 +72,77 @@ func DigestCandidates(ctx context.Context, db DB, after string, limit int) ([]Di
 	return out, nil
 }
 
+// DigestSweepLock is the session advisory lock a digest sweep holds for its
+// whole run (LockDigestSweep). Two sweeps at once (a doubled periodic run
+// after a leader change, or an operator's) then take turns, and the second
+// finds the first's jobs (EnqueuedDigests). A killed sweep's session ends and
+// releases it.
+const DigestSweepLock = 7345
+
+const (
+	lockDigestSweepSQL   = `SELECT pg_advisory_lock($1)`
+	unlockDigestSweepSQL = `SELECT pg_advisory_unlock($1)`
+)
+
+// LockDigestSweep waits for DigestSweepLock on conn and returns the function
+// that releases it. The unlock runs even when ctx has ended; if it fails, it
+// closes conn, so that a pool never hands out a connection that still holds
+// the lock.
+func LockDigestSweep(ctx context.Context, conn *pgx.Conn) (unlock func(), err error) {
+	if _, err := conn.Exec(ctx, lockDigestSweepSQL, int64(DigestSweepLock)); err != nil {
+		return nil, fmt.Errorf("lock digest sweep: %w", err)
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, unlockDigestSweepSQL, int64(DigestSweepLock)); err != nil {
+			_ = conn.Close(uctx)
+		}
+	}, nil
+}
+
+// enqueuedDigestsSQL reads the new digests (no digest_id: recipient and oldest
+// fresh row) that notify.digest jobs on queue $1 carry and have not finished:
+// available, pending, retryable, running or scheduled, reached through
+// River's fetching index on (state, queue). A job carries its digests in its
+// "digests" list (jobs.DigestArgs) or, written before jobs carried batches,
+// as its top-level recipient and oldest_id. Finished jobs are left out: a
+// completed job's claims took its digests' rows, so they are no longer
+// fresh, and a discarded or cancelled job's digests must be enqueued again.
+const enqueuedDigestsSQL = `
+SELECT e->>'recipient', e->>'oldest_id'
+FROM river_job j
+CROSS JOIN LATERAL jsonb_array_elements(
+    coalesce(j.args->'digests', '[]'::jsonb)
+    || CASE WHEN j.args ? 'recipient' THEN jsonb_build_array(j.args) ELSE '[]'::jsonb END) e
+WHERE j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+  AND j.queue = $1
+  AND j.kind = 'notify.digest'
+  AND coalesce(e->>'digest_id', '') = ''
+  AND coalesce(e->>'oldest_id', '') <> ''`
+
+// EnqueuedDigests calls fn with the recipient and oldest fresh row id of
+// every new digest that an unfinished notify.digest job on queue carries, as
+// the rows stream in. The digest sweep skips those.
+func EnqueuedDigests(ctx context.Context, db DB, queue string, fn func(recipient, oldestID string)) error {
+	rows, err := db.Query(ctx, enqueuedDigestsSQL, queue)
+	if err != nil {
+		return fmt.Errorf("read enqueued digests: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r, o string
+		if err := rows.Scan(&r, &o); err != nil {
+			return fmt.Errorf("read enqueued digests: %w", err)
+		}
+		fn(r, o)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read enqueued digests: %w", err)
+	}
+	return nil
+}
+
 // DigestClaimRequest says which rows a digest job claims.
 type DigestClaimRequest struct {
 	Recipient string
@@ -129,7 +199,7 @@ type DigestItem struct {
 
 // claimDigestRowsSQL is the claim of digest rows locked as l (with
 // l.cancelled) at time $4, shared by the claim of new digests and the
-// re-claim of an existing one: a row of a cancelled notification becomes
+// re-claim of existing ones: a row of a cancelled notification becomes
 // digest_dropped, any other digest_sending with the claim token, one attempt
 // more. The new-digest claim also stamps the digest id and due instant.
 const claimDigestRowsSQL = `
@@ -141,77 +211,58 @@ const claimDigestRowsSQL = `
         next_attempt_at = NULL,
         updated_at = $4`
 
-// reclaimDigestSQL claims, like claimDigestsSQL, the rows of the existing
-// digest $2 of recipient $1, at time $4, returning the first $3 rows: all of
-// that digest's rows still digest_pending, whatever their age, keeping their
-// digest_id and digest_due_at.
-const reclaimDigestSQL = `
-WITH locked AS (
-    SELECT d.id, n.status = 'cancelled' AS cancelled, n.params
-    FROM notify_deliveries d
+// reclaimDigestsSQL claims existing digests again, one per request: request
+// $3[k] re-claims the rows of digest $2[k] of recipient $1[k] at time $4 and
+// gets the first $5 of them back, each tagged with $3[k] and its digest's
+// total: all of that digest's rows still digest_pending, whatever their age,
+// keeping their digest_id and digest_due_at. Rows are locked in (recipient,
+// created_at, id) order like the claim of new digests.
+const reclaimDigestsSQL = `
+WITH req AS (
+    SELECT r.recipient, r.digest_id::uuid AS digest_id, r.ord
+    FROM unnest($1::text[], $2::text[], $3::int[]) AS r(recipient, digest_id, ord)
+), cand AS (
+    SELECT DISTINCT ON (d.id) d.id, r.ord
+    FROM req r
+    JOIN notify_deliveries d ON d.digest_id = r.digest_id AND d.recipient = r.recipient
+                            AND d.status = 'digest_pending'
+    ORDER BY d.id, r.ord
+), locked AS (
+    SELECT d.id, c.ord, n.status = 'cancelled' AS cancelled, n.params
+    FROM cand c
+    JOIN notify_deliveries d ON d.id = c.id
     JOIN notify_notifications n ON n.id = d.notification_id
-    WHERE d.digest_id = $2::uuid AND d.recipient = $1 AND d.status = 'digest_pending'
-    ORDER BY d.created_at, d.id
+    WHERE d.status = 'digest_pending'
+    ORDER BY d.recipient, d.created_at, d.id
     FOR UPDATE OF d
 ), claimed AS (
     UPDATE notify_deliveries d` + claimDigestRowsSQL + `
     FROM locked l
     WHERE d.id = l.id
-    RETURNING d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
+    RETURNING l.ord, d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
               d.digest_due_at, d.attempts, l.params
 ), held AS (
-    SELECT c.*, count(*) OVER () AS total
+    SELECT c.*, count(*) OVER (PARTITION BY c.ord) AS total,
+           row_number() OVER (PARTITION BY c.ord ORDER BY c.created_at, c.id) AS rn
     FROM claimed c
     WHERE c.status = 'digest_sending'
-    ORDER BY c.created_at, c.id
-    LIMIT $3
 )
-SELECT h.total, h.claimed_at, coalesce(h.digest_due_at, h.created_at), h.attempts,
+SELECT h.ord, h.total, h.claimed_at, coalesce(h.digest_due_at, h.created_at), h.attempts,
        h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
        i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
 FROM held h
 LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
-ORDER BY h.created_at, h.id`
+WHERE h.rn <= $5
+ORDER BY h.ord, h.created_at, h.id`
 
-// ClaimDigest claims the rows req names and reads what the email needs. The
-// claim and the profile read go to the server in one round trip: a pipelined
-// batch ends in a single Sync, so on a pool or a connection the two run as
-// one implicit transaction (inside a pgx.Tx, as part of it). A new digest is
-// claimed as a group of one (ClaimDigests).
+// ClaimDigest claims the rows req names and reads what the email needs: a
+// batch of one (ClaimDigests).
 func ClaimDigest(ctx context.Context, db DB, req DigestClaimRequest) (*ClaimedDigest, error) {
-	if !req.Resend {
-		out, err := ClaimDigests(ctx, db, []DigestClaimRequest{req})
-		if err != nil {
-			return nil, err
-		}
-		return out[0], nil
+	out, err := ClaimDigests(ctx, db, []DigestClaimRequest{req})
+	if err != nil {
+		return nil, err
 	}
-	out := &ClaimedDigest{}
-	b := &pgx.Batch{}
-	b.Queue(reclaimDigestSQL, req.Recipient, req.DigestID, max(req.MaxItems, 1), req.Now).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var it DigestItem
-			if err := rows.Scan(&out.Count, &out.ClaimedAt, &out.DueAt, &out.Attempts,
-				&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
-				&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
-				return err
-			}
-			out.Items = append(out.Items, it)
-		}
-		return rows.Err()
-	})
-	b.Queue(getRecipientSQL, req.Recipient).QueryRow(func(row pgx.Row) error {
-		p, err := scanRecipient(row)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // no profile
-		}
-		out.Profile = p
-		return err
-	})
-	if err := db.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("claim digest %s of %s: %w", req.DigestID, req.Recipient, err)
-	}
-	return out, nil
+	return out[0], nil
 }
 
 // claimDigestsSQL claims new digests, one per request: request k (1-based,
@@ -273,45 +324,83 @@ SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, cr
 FROM notify_recipients
 WHERE id = ANY($1::text[])`
 
-// ClaimDigests is ClaimDigest for many new digests (Resend false) at once,
-// in one round trip and one transaction: the claims and the profiles of
-// their recipients. It returns one ClaimedDigest per request, in order; all
-// requests must share Now and MaxItems (the first request's are used).
+// ClaimDigests claims the rows of many digests at once and reads what their
+// emails need, in one round trip and one transaction: one statement claims
+// every new digest (claimDigestsSQL), one every resend (reclaimDigestsSQL),
+// and one reads the recipients' profiles; a pipelined batch ends in a single
+// Sync, so on a pool or a connection the three run as one implicit
+// transaction (inside a pgx.Tx, as part of it). It returns one ClaimedDigest
+// per request, in order; all requests must share Now and MaxItems (the first
+// request's are used).
 func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*ClaimedDigest, error) {
 	out := make([]*ClaimedDigest, len(reqs))
 	if len(reqs) == 0 {
 		return out, nil
 	}
 	recipients := make([]string, len(reqs))
-	dueAts := make([]time.Time, len(reqs))
-	ids := make([]string, len(reqs))
+	var fresh, resent []int // indexes into reqs
 	for i, r := range reqs {
-		if r.Resend {
-			return nil, fmt.Errorf("claim digests: digest %s is a resend; claim it with ClaimDigest", r.DigestID)
-		}
-		recipients[i], dueAts[i], ids[i] = r.Recipient, r.DueAt, r.DigestID
+		recipients[i] = r.Recipient
 		out[i] = &ClaimedDigest{}
+		if r.Resend {
+			resent = append(resent, i)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	now, maxItems := reqs[0].Now, max(reqs[0].MaxItems, 1)
+	// scan reads claimed rows tagged with a 1-based ord; index maps it to reqs.
+	scan := func(index func(ord int) int) func(pgx.Rows) error {
+		return func(rows pgx.Rows) error {
+			for rows.Next() {
+				var ord int
+				var c ClaimedDigest
+				var it DigestItem
+				if err := rows.Scan(&ord, &c.Count, &c.ClaimedAt, &c.DueAt, &c.Attempts,
+					&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, (*[]byte)(&it.Params),
+					&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
+					return err
+				}
+				i := index(ord)
+				if i < 0 {
+					return fmt.Errorf("claim digests: row for request %d of %d", ord, len(out))
+				}
+				o := out[i]
+				o.Count, o.ClaimedAt, o.DueAt, o.Attempts = c.Count, c.ClaimedAt, c.DueAt, c.Attempts
+				o.Items = append(o.Items, it)
+			}
+			return rows.Err()
+		}
 	}
 	b := &pgx.Batch{}
-	b.Queue(claimDigestsSQL, recipients, dueAts, ids, reqs[0].Now, max(reqs[0].MaxItems, 1)).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var ord int
-			var c ClaimedDigest
-			var it DigestItem
-			if err := rows.Scan(&ord, &c.Count, &c.ClaimedAt, &c.DueAt, &c.Attempts,
-				&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, &it.Params,
-				&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
-				return err
-			}
-			if ord < 1 || ord > len(out) {
-				return fmt.Errorf("claim digests: row for request %d of %d", ord, len(out))
-			}
-			o := out[ord-1]
-			o.Count, o.ClaimedAt, o.DueAt, o.Attempts = c.Count, c.ClaimedAt, c.DueAt, c.Attempts
-			o.Items = append(o.Items, it)
+	if len(fresh) > 0 {
+		dueAts := make([]time.Time, len(fresh))
+		ids := make([]string, len(fresh))
+		rs := make([]string, len(fresh))
+		for k, i := range fresh {
+			rs[k], dueAts[k], ids[k] = reqs[i].Recipient, reqs[i].DueAt, reqs[i].DigestID
 		}
-		return rows.Err()
-	})
+		b.Queue(claimDigestsSQL, rs, dueAts, ids, now, maxItems).Query(scan(func(ord int) int {
+			if ord < 1 || ord > len(fresh) {
+				return -1
+			}
+			return fresh[ord-1]
+		}))
+	}
+	if len(resent) > 0 {
+		ids := make([]string, len(resent))
+		rs := make([]string, len(resent))
+		ords := make([]int32, len(resent))
+		for k, i := range resent {
+			rs[k], ids[k], ords[k] = reqs[i].Recipient, reqs[i].DigestID, int32(i+1)
+		}
+		b.Queue(reclaimDigestsSQL, rs, ids, ords, now, maxItems).Query(scan(func(ord int) int {
+			if ord < 1 || ord > len(reqs) || !reqs[ord-1].Resend {
+				return -1
+			}
+			return ord - 1
+		}))
+	}
 	b.Queue(getRecipientsSQL, recipients).Query(func(rows pgx.Rows) error {
 		profiles := map[string]*RecipientProfile{}
 		for rows.Next() {
@@ -402,8 +491,8 @@ SELECT ord, count(*) FROM settled GROUP BY ord`
 
 // SettleDigests records terminal outcomes (digest_sent, digest_failed) of
 // many digests in one statement and reports, per settlement, how many rows
-// were still held by its claim. A retry (digest_pending) goes through
-// SettleDigest, with its job in the same transaction.
+// were still held by its claim. Retries (digest_pending) go through
+// SettleDigestRetries, with their jobs in the same transaction.
 func SettleDigests(ctx context.Context, db DB, ss []DigestSettlement, now time.Time) ([]int64, error) {
 	held := make([]int64, len(ss))
 	if len(ss) == 0 {
@@ -436,6 +525,74 @@ func SettleDigests(ctx context.Context, db DB, ss []DigestSettlement, now time.T
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("settle %d digests: %w", len(ss), err)
+	}
+	return held, nil
+}
+
+// settleDigestRetriesSQL is settleDigestSQL for many retries at once: the
+// rows of each digest in $1 still held by its claim ($2) go back to
+// digest_pending under the same id, with last_error $3 ("" keeps it), the
+// next attempt at $4 and the attempt given back where $5 says so, at time $6;
+// it returns, per settlement (1-based, in $1 order), how many rows the claim
+// still held. Like settleDigestsSQL it finds each row's settlement by
+// array_position rather than by a join.
+const settleDigestRetriesSQL = `
+WITH a AS MATERIALIZED (
+    SELECT $1::text[]::uuid[] AS ids
+), settled AS (
+    UPDATE notify_deliveries d
+    SET status = 'digest_pending',
+        last_error = coalesce(nullif(($3::text[])[array_position(a.ids, d.digest_id)], ''), d.last_error),
+        attempts = d.attempts - CASE WHEN ($5::bool[])[array_position(a.ids, d.digest_id)] THEN 1 ELSE 0 END,
+        next_attempt_at = ($4::timestamptz[])[array_position(a.ids, d.digest_id)],
+        settled_at = NULL,
+        claimed_at = NULL,
+        updated_at = $6
+    FROM a
+    WHERE d.digest_id = ANY($1::text[]::uuid[]) -- the index condition, as in settleDigestsSQL
+      AND d.status = 'digest_sending'
+      AND d.claimed_at = ($2::timestamptz[])[array_position(a.ids, d.digest_id)]
+    RETURNING array_position(a.ids, d.digest_id) AS ord
+)
+SELECT ord, count(*) FROM settled GROUP BY ord`
+
+// SettleDigestRetries records retries (digest_pending with NextAttemptAt) of
+// many digests in one statement, at time now, and reports, per settlement,
+// how many rows were still held by its claim. Call it in the transaction that
+// enqueues the jobs that will resend them.
+func SettleDigestRetries(ctx context.Context, db DB, ss []DigestSettlement, now time.Time) ([]int64, error) {
+	held := make([]int64, len(ss))
+	if len(ss) == 0 {
+		return held, nil
+	}
+	ids := make([]string, len(ss))
+	claimedAts := make([]time.Time, len(ss))
+	errs := make([]string, len(ss))
+	nexts := make([]time.Time, len(ss))
+	refunds := make([]bool, len(ss))
+	for i, s := range ss {
+		if s.Status != "digest_pending" || s.NextAttemptAt == nil {
+			return nil, fmt.Errorf("settle digest retries: digest %s is not a retry (status %s)", s.DigestID, s.Status)
+		}
+		ids[i], claimedAts[i], errs[i], nexts[i], refunds[i] = s.DigestID, s.ClaimedAt, s.Error, *s.NextAttemptAt, s.Refund
+	}
+	rows, err := db.Query(ctx, settleDigestRetriesSQL, ids, claimedAts, errs, nexts, refunds, now)
+	if err != nil {
+		return nil, fmt.Errorf("settle %d digest retries: %w", len(ss), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ord int
+		var n int64
+		if err := rows.Scan(&ord, &n); err != nil {
+			return nil, err
+		}
+		if ord >= 1 && ord <= len(held) {
+			held[ord-1] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("settle %d digest retries: %w", len(ss), err)
 	}
 	return held, nil
 }

@@ -182,8 +182,8 @@ SELECT (SELECT count(*) FROM profile) > 0,
 // recipient lock (RecipientLockClass) first, so a settings write in flight
 // finishes before, then locks the notifications concerned (see
 // lockErasedNotificationsSQL). It writes no change-log row (the recipient's
-// log is deleted with the rest) and takes no ChangeLogLock: an open stream of
-// the recipient simply receives nothing more about the erased items.
+// log is deleted with the rest): an open stream of the recipient simply
+// receives nothing more about the erased items.
 //
 // What the erasure cannot reach: the application sending to id again after it
 // commits (a new inbox and ledger start), a send already claimed (sending)

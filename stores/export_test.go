@@ -7,3 +7,7 @@ func WriteChunkSQLs() (fresh, guarded string) { return writeChunkFreshSQL, write
 func SettleSQLs() (deliveries, deliveriesRetry, digests string) {
 	return settleSQL, settleRetrySQL, settleDigestsSQL
 }
+
+// ProtectedStatuses exposes the statuses a cancel must leave alone to the
+// test of notify_cancel, which lists them in SQL.
+var ProtectedStatuses = protectedStatuses

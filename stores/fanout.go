@@ -519,10 +519,14 @@ const logCreatedManySQL = `
 INSERT INTO notify_inbox_changes (recipients, kind, item_ids)
 VALUES ($2::text[], 'created', $1::text[]::uuid[])`
 
-// LogInboxCreated appends the change log's record of new inbox items and wakes
-// the stream hubs: one row naming them all when their recipients are distinct
-// (a fan-out chunk's are), one row per item otherwise. It takes ChangeLogLock:
-// call it as the last statement before COMMIT.
+// LogInboxCreated appends the change log's record of new inbox items: one row
+// naming them all when their recipients are distinct (a fan-out chunk's are),
+// one row per item otherwise, and notifies InboxChangesChannel, so stream
+// hubs read the new items the moment tx commits. It takes no lock. The
+// notification makes this commit wait for other notifying commits (River's
+// job inserts notify too); a fan-out commits once per chunk of recipients,
+// so that costs little, and inbox marks, by far the most frequent writers,
+// do not notify.
 func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error {
 	if len(ids) == 0 {
 		return nil
@@ -532,9 +536,8 @@ func LogInboxCreated(ctx context.Context, tx DB, ids, recipients []string) error
 		sql = logCreatedManySQL
 	}
 	b := &pgx.Batch{}
-	b.Queue(lockChangeLogSQL, ChangeLogLock)
 	b.Queue(sql, ids, recipients)
-	b.Queue(notifyInboxSQL)
+	b.Queue(wakeInboxStreamsSQL)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("log inbox changes: %w", err)
 	}

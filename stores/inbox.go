@@ -14,20 +14,20 @@ import (
 
 // InboxItem is one in-app notification as a recipient sees it.
 type InboxItem struct {
-	ID         string          `json:"id"`
-	Notifier   string          `json:"notifier"`
-	Key        string          `json:"key"`
-	Category   string          `json:"category"`
-	Reason     string          `json:"reason"`
-	Actor      *string         `json:"actor"`
-	Title      string          `json:"title"`
-	Body       string          `json:"body"`
-	URL        string          `json:"url"`
-	Params     json.RawMessage `json:"params"`
-	CreatedAt  time.Time       `json:"created_at"`
-	SeenAt     *time.Time      `json:"seen_at"`
-	ReadAt     *time.Time      `json:"read_at"`
-	ArchivedAt *time.Time      `json:"archived_at"`
+	ID         string
+	Notifier   string
+	Key        string
+	Category   string
+	Reason     string
+	Actor      *string
+	Title      string
+	Body       string
+	URL        string
+	Params     json.RawMessage
+	CreatedAt  time.Time
+	SeenAt     *time.Time
+	ReadAt     *time.Time
+	ArchivedAt *time.Time
 }
 
 // InboxFilter selects which of a recipient's items a page lists.
@@ -185,8 +185,8 @@ func utcPtr(t *time.Time) *time.Time {
 // InboxCounts are the badge numbers of an inbox. Archived items count in
 // neither.
 type InboxCounts struct {
-	Unread int `json:"unread"`
-	Unseen int `json:"unseen"`
+	Unread int
+	Unseen int
 }
 
 // countInboxSQL reads both counts from the partial index
@@ -245,8 +245,11 @@ type InboxMark struct {
 }
 
 // Mark statements, one per operation and target. Each changes only rows whose
-// state actually changes (so a repeated call changes nothing and logs nothing)
-// and returns their ids, sorted.
+// state actually changes (so a repeated call changes nothing and logs nothing),
+// appends the one "updated" change-log row for them (its data, the last
+// parameter, says what changed; see logInboxUpdatedSQL), and returns their
+// ids, sorted. One statement, one round trip: a mark is the inbox's most
+// frequent write.
 const (
 	// markReadIDsSQL also sets seen_at: a read item has been seen. This keeps
 	// unseen a subset of unread, which is what lets countInboxSQL use the
@@ -257,8 +260,13 @@ WITH changed AS (
     SET read_at = $3, seen_at = coalesce(seen_at, $3)
     WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND read_at IS NULL
     RETURNING id
+), ids AS (
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM changed
+), logged AS (
+    INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+    SELECT $1, 'updated', ids.ids, $4::jsonb FROM ids WHERE cardinality(ids.ids) > 0
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+SELECT ids.ids::text[] FROM ids`
 
 	markReadAllSQL = `
 WITH changed AS (
@@ -266,8 +274,13 @@ WITH changed AS (
     SET read_at = $2, seen_at = coalesce(seen_at, $2)
     WHERE recipient = $1 AND read_at IS NULL AND archived_at IS NULL
     RETURNING id
+), ids AS (
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM changed
+), logged AS (
+    INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+    SELECT $1, 'updated', ids.ids, $3::jsonb FROM ids WHERE cardinality(ids.ids) > 0
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+SELECT ids.ids::text[] FROM ids`
 
 	markUnreadIDsSQL = `
 WITH changed AS (
@@ -275,8 +288,13 @@ WITH changed AS (
     SET read_at = NULL
     WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND read_at IS NOT NULL
     RETURNING id
+), ids AS (
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM changed
+), logged AS (
+    INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+    SELECT $1, 'updated', ids.ids, $3::jsonb FROM ids WHERE cardinality(ids.ids) > 0
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+SELECT ids.ids::text[] FROM ids`
 
 	markSeenIDsSQL = `
 WITH changed AS (
@@ -284,8 +302,13 @@ WITH changed AS (
     SET seen_at = $3
     WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND seen_at IS NULL
     RETURNING id
+), ids AS (
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM changed
+), logged AS (
+    INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+    SELECT $1, 'updated', ids.ids, $4::jsonb FROM ids WHERE cardinality(ids.ids) > 0
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+SELECT ids.ids::text[] FROM ids`
 
 	// markSeenAllSQL names read_at and archived_at so the partial unread index
 	// finds the rows; unseen implies unread, and archived items count nowhere.
@@ -295,8 +318,13 @@ WITH changed AS (
     SET seen_at = $2
     WHERE recipient = $1 AND seen_at IS NULL AND read_at IS NULL AND archived_at IS NULL
     RETURNING id
+), ids AS (
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM changed
+), logged AS (
+    INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+    SELECT $1, 'updated', ids.ids, $3::jsonb FROM ids WHERE cardinality(ids.ids) > 0
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+SELECT ids.ids::text[] FROM ids`
 
 	archiveIDsSQL = `
 WITH changed AS (
@@ -304,8 +332,13 @@ WITH changed AS (
     SET archived_at = $3
     WHERE recipient = $1 AND id = ANY($2::text[]::uuid[]) AND archived_at IS NULL
     RETURNING id
+), ids AS (
+    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids FROM changed
+), logged AS (
+    INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+    SELECT $1, 'updated', ids.ids, $4::jsonb FROM ids WHERE cardinality(ids.ids) > 0
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{}') FROM changed`
+SELECT ids.ids::text[] FROM ids`
 )
 
 // logInboxUpdatedSQL appends one "updated" change for the items one request
@@ -321,11 +354,10 @@ var ErrBadInboxMark = errors.New("bad inbox change")
 
 // MarkInbox applies m inside tx and returns the ids of the items that changed
 // (sorted; empty when nothing did). When something changed it appends one
-// "updated" row to the inbox change log and wakes the stream hubs, in tx.
-//
-// The log row is written after the change-log lock (ChangeLogLock), taken as
-// the last statement: call MarkInbox last in the transaction and commit right
-// after, since the lock serialises every inbox writer until tx ends.
+// "updated" row to the inbox change log, in the same statement. It takes no
+// lock beyond the rows it changes: marks of different recipients never wait for each other.
+// Stream hubs see the change at their next poll of the log, or at once when
+// the caller wakes them after commit (WakeInboxStreams).
 func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
 	if m.At.IsZero() && m.Op != InboxOpUnread {
 		return nil, fmt.Errorf("%w: no time given", ErrBadInboxMark)
@@ -370,24 +402,24 @@ func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown operation %q", ErrBadInboxMark, m.Op)
 	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("mark inbox of %s %s: %w", m.Recipient, m.Op, err)
+	}
+	args = append(args, string(raw))
 
 	var changed []string
 	if err := tx.QueryRow(ctx, sql, args...).Scan(&changed); err != nil {
 		return nil, fmt.Errorf("mark inbox of %s %s: %w", m.Recipient, m.Op, err)
 	}
-	if len(changed) == 0 {
-		return []string{}, nil
-	}
-	if err := LogInboxUpdated(ctx, tx, m.Recipient, changed, data); err != nil {
-		return nil, err
-	}
 	return changed, nil
 }
 
 // LogInboxUpdated appends one "updated" change-log row for recipient's items
-// ids, with data describing the change, and wakes the stream hubs. It takes
-// ChangeLogLock immediately before the insert, in the same round trip: call it
-// as the last statement before COMMIT. Nothing is written for no ids.
+// ids, with data describing the change, for a writer that changed them with a
+// statement of its own (MarkInbox logs in its statements). It takes no lock and sends no
+// notification (see InboxChangesChannel): call it anywhere in the
+// transaction. Nothing is written for no ids.
 func LogInboxUpdated(ctx context.Context, tx DB, recipient string, ids []string, data map[string]any) error {
 	if len(ids) == 0 {
 		return nil
@@ -396,11 +428,7 @@ func LogInboxUpdated(ctx context.Context, tx DB, recipient string, ids []string,
 	if err != nil {
 		return fmt.Errorf("log inbox change of %s: %w", recipient, err)
 	}
-	b := &pgx.Batch{}
-	b.Queue(lockChangeLogSQL, ChangeLogLock)
-	b.Queue(logInboxUpdatedSQL, recipient, ids, string(raw))
-	b.Queue(notifyInboxSQL)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if _, err := tx.Exec(ctx, logInboxUpdatedSQL, recipient, ids, string(raw)); err != nil {
 		return fmt.Errorf("log inbox change of %s: %w", recipient, err)
 	}
 	return nil

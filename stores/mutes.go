@@ -14,8 +14,8 @@ import (
 // it is removed). A mute is active while Until is nil or in the future by the
 // database's clock — the clock the fan-out reads mutes with.
 type Mute struct {
-	Target string     `json:"target"`
-	Until  *time.Time `json:"until"`
+	Target string
+	Until  *time.Time
 }
 
 // ErrMuteExpired is returned by PutMute when until is not in the future.

@@ -3,12 +3,10 @@ package stores
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/notifyd/notifyd/internal/uuidv7"
 )
 
 // NewNotification is a notification as SendTx writes it.
@@ -25,41 +23,19 @@ type NewNotification struct {
 	InlineSorted bool
 	Params       json.RawMessage // a JSON object; nil is {}
 	SendAt       time.Time       // zero: fan out now
-	// FanoutQueue and FanoutMaxAttempts describe the River job inserted with it.
-	FanoutQueue string
 }
 
-// insertNotificationSQL writes the notification and its notify.fanout River job
-// in ONE statement (SendTx promises at most one round trip in the caller's
-// transaction). ON CONFLICT ... DO UPDATE with a no-op assignment returns the
-// existing row even when a concurrent transaction inserted it first (DO NOTHING
-// would return no row under READ COMMITTED); xmax = 0 tells a fresh insert from
-// a duplicate, and only a fresh insert gets a job. The pg_notify is River's own
-// insert notification, so an idle fan-out queue wakes at commit instead of at
-// its next poll.
+// insertNotificationSQL writes the notification and its notify.fanout River
+// job in one statement (SendTx promises at most one round trip in the
+// caller's transaction). notify_enqueue, installed by the migrations
+// (sql/migrations/00008_sql_enqueue.sql), is the one definition of what a
+// send writes: the SQL function notify_send, which applications in other
+// languages call, writes through it too. It takes the fan-out job's kind,
+// queue, attempts and priority from notify_fanout_job, which PublishCatalog
+// keeps equal to the Go declaration of the job.
 const insertNotificationSQL = `
-WITH ins AS (
-    INSERT INTO notify_notifications (id, notifier, key, actor, recipients, reasons, topics, params, send_at, status,
-                                      inline_sorted)
-    VALUES ($1, $2, $3, nullif($4, ''), $5, $6, $7, coalesce($8::jsonb, '{}'), $9,
-            CASE WHEN $9::timestamptz > now() THEN 'scheduled' ELSE 'pending' END, $11)
-    ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
-    RETURNING id, (xmax = 0) AS inserted
-), job AS (
-    INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
-    SELECT jsonb_build_object('notification_id', ins.id), 'notify.fanout', 25, 1, $10,
-           (CASE WHEN $9::timestamptz > now() THEN 'scheduled' ELSE 'available' END)::river_job_state,
-           coalesce($9::timestamptz, now()), '{}'::varchar(255)[], '{}'::jsonb
-    FROM ins
-    WHERE ins.inserted
-    RETURNING id
-), wake AS (
-    SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', $10::text)::text)
-    FROM job
-    WHERE $9::timestamptz IS NULL OR $9::timestamptz <= now()
-)
-SELECT ins.id::text, NOT ins.inserted, (SELECT count(*) FROM wake)
-FROM ins`
+SELECT id::text, duplicate
+FROM notify_enqueue($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)`
 
 // InsertNotification writes n and enqueues its fan-out, in one round trip. It
 // reports the id and whether (notifier, key) already existed, in which case
@@ -83,136 +59,67 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 	if topics == nil {
 		topics = []string{}
 	}
-	queue := n.FanoutQueue
-	if queue == "" {
-		queue = "fanout"
-	}
-	var woke int64
 	err = db.QueryRow(ctx, insertNotificationSQL, n.ID, n.Notifier, n.Key, n.Actor, recipients, reasons,
-		topics, params, sendAt, queue, n.InlineSorted).Scan(&id, &duplicate, &woke)
+		topics, params, sendAt, n.InlineSorted).Scan(&id, &duplicate)
 	if err != nil {
 		return "", false, fmt.Errorf("insert notification %s/%s: %w", n.Notifier, n.Key, err)
 	}
 	return id, duplicate, nil
 }
 
-// cancelStatusSQL marks the notification cancelled. It runs as a statement
-// of its own, before the withdrawal: it waits for a fan-out chunk holding the
-// row, and the next statement then takes a fresh snapshot that sees that
-// chunk's rows (one statement would keep its first snapshot and miss them).
-// Every later chunk sees the status and writes nothing.
-const cancelStatusSQL = `
-UPDATE notify_notifications
-SET status = 'cancelled', updated_at = now()
-WHERE notifier = $1 AND key = $2 AND status NOT IN ('cancelled', 'rejected')
-RETURNING id`
-
-// cancelWithdrawSQL withdraws what has not been sent: deliveries not yet
-// claimed become cancelled (digest rows digest_dropped) and inbox items are
-// deleted. A delivery already claimed (sending, digest_sending) is left to
-// finish and settle truthfully.
-const cancelWithdrawSQL = `
-WITH d AS (
-    UPDATE notify_deliveries d
-    SET status = CASE WHEN d.status = 'digest_pending' THEN 'digest_dropped' ELSE 'cancelled' END,
-        last_error = 'notification cancelled', settled_at = now(), updated_at = now()
-    WHERE d.notification_id = $4
-      AND (d.status = 'digest_pending' OR d.status <> ALL($3::text[]))
-    RETURNING d.id
-), i AS (
-    DELETE FROM notify_inbox
-    WHERE notifier = $1 AND key = $2
-    RETURNING id, recipient
-)
-SELECT (SELECT count(*) FROM d),
-       coalesce((SELECT array_agg(id::text ORDER BY recipient, id) FROM i), '{}'),
-       coalesce((SELECT array_agg(recipient ORDER BY recipient, id) FROM i), '{}')`
-
-// logDeletedSQL appends one "deleted" change per recipient.
-const logDeletedSQL = `
-INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-SELECT u.recipient, 'deleted', array_agg(u.id::uuid ORDER BY u.id)
-FROM unnest($1::text[], $2::text[]) AS u(id, recipient)
-GROUP BY u.recipient
-ORDER BY u.recipient`
+// cancelSQL runs notify_cancel, installed by the migrations: the one
+// definition of a cancel, which applications in other languages call too. It
+// marks the notification cancelled in a statement of its own (waiting for a
+// fan-out chunk that holds the row), then withdraws what has not been sent —
+// deliveries not yet claimed become cancelled (digest rows digest_dropped),
+// inbox items are deleted and their deletion logged — in a statement with a
+// fresh snapshot that sees that chunk's rows. It returns NULL when the
+// notification does not exist.
+const cancelSQL = `SELECT notify_cancel($1, $2)`
 
 // CancelNotification cancels (notifier, key). It returns ErrNotFound when no
 // such notification exists, and withdrawn = 0 when it was already cancelled or
 // rejected. withdrawn counts cancelled deliveries plus removed inbox items.
-//
-// Like every inbox writer it changes rows first and takes the change-log lock
-// (ChangeLogLock) last; the lock is then held until the caller's transaction
-// ends, so call it last in a transaction.
 func CancelNotification(ctx context.Context, db DB, notifier, key string) (withdrawn int, err error) {
-	var id string
-	err = db.QueryRow(ctx, cancelStatusSQL, notifier, key).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var exists bool
-		if err := db.QueryRow(ctx, notificationExistsSQL, notifier, key).Scan(&exists); err != nil {
-			return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
-		}
-		if !exists {
-			return 0, ErrNotFound
-		}
-		return 0, nil
-	}
-	if err != nil {
+	var n *int
+	if err := db.QueryRow(ctx, cancelSQL, notifier, key).Scan(&n); err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
 	}
-	var d int
-	var ids, recipients []string
-	if err := db.QueryRow(ctx, cancelWithdrawSQL, notifier, key, protectedStatuses, id).Scan(&d, &ids, &recipients); err != nil {
-		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
+	if n == nil {
+		return 0, ErrNotFound
 	}
-	if len(ids) > 0 {
-		b := &pgx.Batch{}
-		b.Queue(lockChangeLogSQL, ChangeLogLock)
-		b.Queue(logDeletedSQL, ids, recipients)
-		b.Queue(notifyInboxSQL)
-		if err := db.SendBatch(ctx, b).Close(); err != nil {
-			return 0, fmt.Errorf("cancel %s/%s: log inbox deletions: %w", notifier, key, err)
-		}
-	}
-	return d + len(ids), nil
+	return *n, nil
 }
-
-const notificationExistsSQL = `SELECT EXISTS (SELECT 1 FROM notify_notifications WHERE notifier = $1 AND key = $2)`
-
-const lockChangeLogSQL = `SELECT pg_advisory_xact_lock($1)`
-
-// notifyInboxSQL wakes every replica's stream hub; the change log is the truth,
-// the notification only says "look".
-const notifyInboxSQL = `SELECT pg_notify('notifyd_inbox', '')`
 
 // Notification is a notification as read back, with its ledger.
 type Notification struct {
-	ID         string          `json:"id"`
-	Notifier   string          `json:"notifier"`
-	Key        string          `json:"key"`
-	Actor      *string         `json:"actor"`
-	Status     string          `json:"status"`
-	Error      *string         `json:"error"`
-	Params     json.RawMessage `json:"params"`
-	Topics     []string        `json:"topics"`
-	SendAt     *time.Time      `json:"send_at"`
-	CreatedAt  time.Time       `json:"created_at"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-	Deliveries []Delivery      `json:"deliveries"`
+	ID         string
+	Notifier   string
+	Key        string
+	Actor      *string
+	Status     string
+	Error      *string
+	Params     json.RawMessage
+	Topics     []string
+	SendAt     *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	Deliveries []Delivery
 }
 
 // Delivery is one ledger row as reported by GET /v1/notifications/{id}. The
 // inbox channel's record is the inbox item itself, reported with status
 // "sent" (or a "skipped" row when the recipient turned the inbox off).
 type Delivery struct {
-	ID        string    `json:"id"`
-	Recipient *string   `json:"recipient"`
-	Channel   string    `json:"channel"`
-	Reason    string    `json:"reason"`
-	Mode      string    `json:"mode"`
-	Status    string    `json:"status"`
-	Attempts  int       `json:"attempts"`
-	LastError *string   `json:"last_error"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string
+	Recipient *string
+	Channel   string
+	Reason    string
+	Mode      string
+	Status    string
+	Attempts  int
+	LastError *string
+	UpdatedAt time.Time
 }
 
 const getNotificationSQL = `

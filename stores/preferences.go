@@ -13,9 +13,8 @@ import (
 // serialises two replaces of the same rule set (without it both would delete
 // nothing and then collide inserting the same keys), keeps the mute limit
 // under concurrent writes, and makes an erasure wait for a settings write in
-// flight. The two-key form lives
-// in a lock space of its own: it never collides with ChangeLogLock. Two
-// recipients whose ids hash alike only wait for each other briefly.
+// flight. The two-key form lives in a lock space of its own: it never
+// collides with a one-key advisory lock. Two recipients whose ids hash alike only wait for each other briefly.
 const RecipientLockClass = 7344
 
 const lockRecipientSQL = `SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`
@@ -25,9 +24,9 @@ const lockRecipientSQL = `SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`
 // Mode immediate, digest or off. Validation is the caller's
 // (notifytype.Rule.Validate); the database stores what it is given.
 type PreferenceRule struct {
-	Scope   string `json:"scope"`
-	Channel string `json:"channel"`
-	Mode    string `json:"mode"`
+	Scope   string
+	Channel string
+	Mode    string
 }
 
 // listPreferencesSQL reads a rule set in byte order of (scope, channel): "*"

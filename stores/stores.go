@@ -28,10 +28,10 @@ type DB interface {
 var ErrNotFound = errors.New("not found")
 
 // RetryDeadlock runs fn (a whole transaction) again, up to 3 times in all,
-// when PostgreSQL aborted it as a deadlock victim. A mark locks item rows and
-// then the change-log lock; a cancel takes the change-log lock first and then
-// item rows; an erasure locks inbox and ledger rows that both also lock. The
-// victim has rolled back cleanly, so running it again is safe.
+// when PostgreSQL aborted it as a deadlock victim. A mark and a cancel lock
+// the same item rows in their own orders; an erasure locks inbox and ledger
+// rows that both also lock. The victim has rolled back cleanly, so running it
+// again is safe.
 func RetryDeadlock(fn func() error) error {
 	var err error
 	for range 3 {
@@ -43,14 +43,6 @@ func RetryDeadlock(fn func() error) error {
 	}
 	return err
 }
-
-// ChangeLogLock is the transaction-scoped advisory lock every writer of
-// notify_inbox_changes takes immediately before inserting its rows and holds
-// until commit. Sequence values are therefore handed out in commit order, which
-// is what lets a stream resume with "seq > Last-Event-ID" without missing a row
-// that committed late. Writers take it as late as they can (the last statement
-// before COMMIT) to keep the serialised window short.
-const ChangeLogLock = 7343
 
 // unsettledStatuses are the delivery statuses a cancel may withdraw and a claim
 // may take: everything except a live claim (sending) and the terminal statuses.

@@ -11,10 +11,10 @@ import (
 // Subscription is one recipient's subscription to a topic: a notification
 // sent to the topic reaches the recipient for Reason.
 type Subscription struct {
-	Topic     string    `json:"topic"`
-	Recipient string    `json:"recipient"`
-	Reason    string    `json:"reason"`
-	CreatedAt time.Time `json:"created_at"`
+	Topic     string
+	Recipient string
+	Reason    string
+	CreatedAt time.Time
 }
 
 // Subscription page sizes.

@@ -2,6 +2,7 @@ package email
 
 import (
 	htmltemplate "html/template"
+	"maps"
 	netmail "net/mail"
 	"regexp"
 	"slices"
@@ -31,6 +32,7 @@ var Plugin = channels.Plugin{
 var (
 	_ channels.Channel       = (*Sender)(nil)
 	_ channels.DigestChannel = (*Sender)(nil)
+	_ channels.Previewer     = (*Sender)(nil)
 )
 
 // Config is the channels.email section. Without it email deliveries are
@@ -71,6 +73,9 @@ type Templates struct {
 	Text    string                `yaml:"text"`
 	HTML    string                `yaml:"html"`
 	Locales map[string]*Templates `yaml:"locales"`
+	// Default is decoded only to refuse it in a locale variant with a clear
+	// message: a notifier's own `default` is read by notifyd, not here.
+	Default string `yaml:"default"`
 
 	subjectT, textT *template.Template
 	htmlT           *htmltemplate.Template
@@ -111,16 +116,10 @@ var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$`)
 // checked, and email is not configured.
 func open(s *channels.Setup) (any, error) {
 	p := s.Problems
-	notifiers := map[string]*Templates{}
-	for _, name := range s.NotifierNames() {
-		sec := s.Notifiers[name].Section
-		t := &Templates{}
-		if !p.Decode(sec, t) {
-			continue
-		}
-		example := config.TemplateParams(s.Config.Notifiers[name].ExampleParams())
-		t.compile(p, sec, "", example)
-		for _, loc := range sortedKeys(t.Locales) {
+	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
+		sec := n.Section
+		t.compile(p, sec, "", n.Example)
+		for _, loc := range slices.Sorted(maps.Keys(t.Locales)) {
 			v := t.Locales[loc]
 			key := "locales." + loc
 			if !localeRE.MatchString(loc) {
@@ -133,10 +132,12 @@ func open(s *channels.Setup) (any, error) {
 			if len(v.Locales) > 0 {
 				p.Add(sec, key+".locales", "locale variants do not nest")
 			}
-			v.compile(p, sec, key+".", example)
+			if v.Default != "" {
+				p.Add(sec, key+".default", "a locale variant has no mode of its own (set default on the email channel)")
+			}
+			v.compile(p, sec, key+".", n.Example)
 		}
-		notifiers[name] = t
-	}
+	})
 	if s.Section.Empty() {
 		return nil, nil
 	}
@@ -196,13 +197,4 @@ func (t *Templates) compile(p *config.Problems, sec *config.Section, prefix stri
 	p.RenderCheck(sec, prefix+"subject", t.subjectT, example)
 	p.RenderCheck(sec, prefix+"text", t.textT, example)
 	p.RenderCheck(sec, prefix+"html", t.htmlT, example)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

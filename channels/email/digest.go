@@ -10,13 +10,13 @@ import (
 	"github.com/notifyd/notifyd/config"
 )
 
-// DigestMessage is one recipient's digest email.
-type DigestMessage = channels.Digest
-
 // SendDigest renders the digest templates for d and sends the email, with the
-// same connections, rate limit, timeout and error classification as Send. It
-// fails (permanently) when New got no digest config, when d has no items, or
-// when the recipient has no valid email address.
+// same connections, rate limit, timeout and error classification as Send. The
+// email's Message-ID is derived from d.ID, so every attempt at a digest
+// carries the same one. The templates list the first digest.max_items of
+// d.Items and count the rest in .More. It fails (permanently) when New got no
+// digest config, when d has no items, or when the recipient has no valid
+// email address.
 func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 	if s.digest == nil {
 		return channels.Permanent(errors.New("email: digest templates are not configured"))
@@ -26,7 +26,7 @@ func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: %w", r.ID, err))
 	}
-	data := digestData(d.Data, s.digest.maxItems)
+	data := digestData(d, s.digest.maxItems)
 	if len(data.Items) == 0 {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: no items", r.ID))
 	}
@@ -35,8 +35,8 @@ func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: %w", r.ID, err))
 	}
-	m, err := s.message(d.DeliveryID, to, subject, text, html, ListUnsubscribeData{
-		Recipient: r, DeliveryID: d.DeliveryID, Digest: true,
+	m, err := s.message(d.ID, to, subject, text, html, ListUnsubscribeData{
+		Recipient: r, DeliveryID: d.ID, Digest: true,
 	})
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: %w", r.ID, err))
@@ -48,13 +48,19 @@ func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 	return nil
 }
 
-// digestData caps the items at maxItems (zero or less: no cap) and sets Count
-// and More to match.
-func digestData(d config.DigestData, maxItems int) config.DigestData {
-	d.Count = max(d.Count, len(d.Items))
-	if maxItems > 0 && len(d.Items) > maxItems {
-		d.Items = d.Items[:maxItems:maxItems]
+// digestData is the templates' dot for d: at most maxItems items (zero or
+// less: no cap), Count at least the number of items, and More the rest. The
+// caller's items are not changed.
+func digestData(d channels.Digest, maxItems int) config.DigestData {
+	items := d.Items
+	if maxItems > 0 && len(items) > maxItems {
+		items = items[:maxItems]
 	}
-	d.More = d.Count - len(d.Items)
-	return d
+	out := config.DigestData{Items: make([]config.DigestItem, len(items)), Count: max(d.Count, len(d.Items))}
+	for i, it := range items {
+		out.Items[i] = config.DigestItem{Notifier: it.Notifier, Key: it.Key, Category: it.Category, Reason: it.Reason,
+			Title: it.Title, Body: it.Body, URL: it.URL, Params: it.Params, CreatedAt: it.CreatedAt}
+	}
+	out.More = out.Count - len(out.Items)
+	return out
 }

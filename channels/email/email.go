@@ -302,6 +302,20 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	return nil
 }
 
+// Preview renders the notifier's email for r (its locale picks the
+// templates, its name reaches {{recipient.Name}}) without sending it.
+func (s *Sender) Preview(notifier string, params map[string]any, r channels.Recipient) ([]channels.Part, error) {
+	nt, ok := s.notifiers[notifier]
+	if !ok {
+		return nil, fmt.Errorf("notifier %q has no email templates", notifier)
+	}
+	subject, text, html, err := nt.sets[nt.t.For(r.Locale)].renderEmail(r, params)
+	if err != nil {
+		return nil, err
+	}
+	return []channels.Part{{Name: "subject", Value: subject}, {Name: "text", Value: text}, {Name: "html", Value: html}}, nil
+}
+
 // message builds the headers and body common to notifications and digests.
 func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, html string, lu ListUnsubscribeData) (*mail.Msg, error) {
 	if deliveryID == "" || strings.ContainsAny(deliveryID, " \t\r\n<>@()[]\\\",;:") {

@@ -524,10 +524,10 @@ func TestListUnsubscribe(t *testing.T) {
 func TestSendDigest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
-	items := []config.DigestItem{{Title: "First <b>"}, {Title: "Second"}, {Title: "Third"}}
+	items := []channels.DigestItem{{Title: "First <b>"}, {Title: "Second"}, {Title: "Third"}}
 	r := channels.Recipient{ID: "u-ann", Email: "ann@example.test", Name: "Ann & co"}
-	err := b.sender.SendDigest(context.Background(), email.DigestMessage{
-		DeliveryID: "dg-1", Recipient: r, Data: config.DigestData{Items: items, Count: 5},
+	err := b.sender.SendDigest(context.Background(), channels.Digest{
+		ID: "dg-1", Recipient: r, Items: items, Count: 5,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -561,12 +561,12 @@ func TestSendDigestFailures(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	ctx := context.Background()
-	if k := kind(t, b.sender.SendDigest(ctx, email.DigestMessage{DeliveryID: "dg", Recipient: *ann()})); k != channels.KindPermanent {
+	if k := kind(t, b.sender.SendDigest(ctx, channels.Digest{ID: "dg", Recipient: *ann()})); k != channels.KindPermanent {
 		t.Errorf("empty digest: kind %v", k)
 	}
 	b.srv.FailNext(1, 451, "later")
-	err := b.sender.SendDigest(ctx, email.DigestMessage{
-		DeliveryID: "dg", Recipient: *ann(), Data: config.DigestData{Items: []config.DigestItem{{Title: "x"}}},
+	err := b.sender.SendDigest(ctx, channels.Digest{
+		ID: "dg", Recipient: *ann(), Items: []channels.DigestItem{{Title: "x"}},
 	})
 	if k := kind(t, err); k != channels.KindTemporary {
 		t.Errorf("451: kind %v", k)
@@ -577,8 +577,8 @@ func TestSendDigestFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer noDigest.Close()
-	err = noDigest.SendDigest(ctx, email.DigestMessage{
-		DeliveryID: "dg", Recipient: *ann(), Data: config.DigestData{Items: []config.DigestItem{{Title: "x"}}},
+	err = noDigest.SendDigest(ctx, channels.Digest{
+		ID: "dg", Recipient: *ann(), Items: []channels.DigestItem{{Title: "x"}},
 	})
 	if k := kind(t, err); k != channels.KindPermanent {
 		t.Errorf("no digest config: kind %v", k)
@@ -699,8 +699,8 @@ notifiers:
 	if err := s.Send(ctx, msg("d-2", fr)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SendDigest(ctx, email.DigestMessage{DeliveryID: "dg", Recipient: *ann(),
-		Data: config.DigestData{Items: []config.DigestItem{{Title: "A"}, {Title: "B"}}}}); err != nil {
+	if err := s.SendDigest(ctx, channels.Digest{ID: "dg", Recipient: *ann(),
+		Items: []channels.DigestItem{{Title: "A"}, {Title: "B"}}}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := srv.WaitFor(3, 5*time.Second)

@@ -34,6 +34,7 @@ var Plugin = channels.Plugin{
 var (
 	_ channels.Channel      = (*Inbox)(nil)
 	_ channels.InboxChannel = (*Inbox)(nil)
+	_ channels.Previewer    = (*Inbox)(nil)
 )
 
 // Templates is a notifier's in_app section (text/template over params).
@@ -54,26 +55,19 @@ func open(s *channels.Setup) (any, error) {
 	if !s.Section.Empty() {
 		s.Problems.Add(s.Section, "", "the in_app channel has no settings (its templates are per notifier)")
 	}
-	in := &Inbox{notifiers: map[string]*Templates{}}
-	for _, name := range s.NotifierNames() {
-		sec := s.Notifiers[name].Section
-		t := &Templates{}
-		if !s.Problems.Decode(sec, t) {
-			continue
-		}
+	p := s.Problems
+	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
 		if t.Title == "" {
-			s.Problems.Add(sec, "title", "must be set (every inbox item has a title)")
+			p.Add(n.Section, "title", "must be set (every inbox item has a title)")
 		}
-		t.title = s.Problems.Text(sec, "title", t.Title)
-		t.body = s.Problems.Text(sec, "body", t.Body)
-		t.url = s.Problems.Text(sec, "url", t.URL)
-		example := s.Config.Notifiers[name].ExampleParams()
-		s.Problems.RenderCheck(sec, "title", t.title, config.TemplateParams(example))
-		s.Problems.RenderCheck(sec, "body", t.body, config.TemplateParams(example))
-		s.Problems.RenderCheck(sec, "url", t.url, config.TemplateParams(example))
-		in.notifiers[name] = t
-	}
-	return in, nil
+		t.title = p.Text(n.Section, "title", t.Title)
+		t.body = p.Text(n.Section, "body", t.Body)
+		t.url = p.Text(n.Section, "url", t.URL)
+		p.RenderCheck(n.Section, "title", t.title, n.Example)
+		p.RenderCheck(n.Section, "body", t.body, n.Example)
+		p.RenderCheck(n.Section, "url", t.url, n.Example)
+	})
+	return &Inbox{notifiers: notifiers}, nil
 }
 
 // Name returns "in_app".
@@ -105,4 +99,13 @@ func (in *Inbox) RenderInbox(notifier string, params map[string]any) (channels.I
 		return channels.InboxItem{}, err
 	}
 	return it, nil
+}
+
+// Preview renders the item the notifier's inbox would show for params.
+func (in *Inbox) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
+	it, err := in.RenderInbox(notifier, params)
+	if err != nil {
+		return nil, err
+	}
+	return []channels.Part{{Name: "title", Value: it.Title}, {Name: "body", Value: it.Body}, {Name: "url", Value: it.URL}}, nil
 }

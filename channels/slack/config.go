@@ -41,25 +41,18 @@ func open(s *channels.Setup) (any, error) {
 	cfg := &Config{}
 	p.Decode(s.Section, cfg)
 	p.Positive(s.Section, "timeout", cfg.Timeout)
-	notifiers := map[string]*Templates{}
-	for _, name := range s.NotifierNames() {
-		sec := s.Notifiers[name].Section
-		t := &Templates{}
-		if !p.Decode(sec, t) {
-			continue
-		}
+	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
 		if t.WebhookURL == "" {
-			p.Add(sec, "webhook_url", "must be set (a Slack incoming-webhook URL)")
+			p.Add(n.Section, "webhook_url", "must be set (a Slack incoming-webhook URL)")
 		} else {
-			p.HTTPURL(sec, "webhook_url", t.WebhookURL)
+			p.HTTPURL(n.Section, "webhook_url", t.WebhookURL)
 		}
 		if t.Text == "" {
-			p.Add(sec, "text", "must be set")
+			p.Add(n.Section, "text", "must be set")
 		}
-		t.text = p.Text(sec, "text", t.Text)
-		p.RenderCheck(sec, "text", t.text, config.TemplateParams(s.Config.Notifiers[name].ExampleParams()))
-		notifiers[name] = t
-	}
+		t.text = p.Text(n.Section, "text", t.Text)
+		p.RenderCheck(n.Section, "text", t.text, n.Example)
+	})
 	if p.Err() != nil {
 		return nil, nil
 	}

@@ -48,18 +48,16 @@ type Templates struct {
 func open(s *channels.Setup) (any, error) {
 	p := s.Problems
 	urls := map[string]string{}
-	for _, name := range s.NotifierNames() {
-		sec := s.Notifiers[name].Section
-		t := &Templates{}
-		if !p.Decode(sec, t) || t.URL == "" {
-			continue
+	channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
+		if t.URL == "" {
+			return
 		}
-		p.HTTPURL(sec, "url", t.URL)
+		p.HTTPURL(n.Section, "url", t.URL)
 		if s.Section.Empty() {
-			p.Add(sec, "url", "a notifier-level webhook needs channels.webhook (its secret signs the payload)")
+			p.Add(n.Section, "url", "a notifier-level webhook needs channels.webhook (its secret signs the payload)")
 		}
-		urls[name] = t.URL
-	}
+		urls[n.Name] = t.URL
+	})
 	if s.Section.Empty() {
 		return nil, nil
 	}

@@ -9,6 +9,7 @@
 //	notifyd deliveries print a notification's ledger
 //	notifyd retry      re-drive failed deliveries
 //	notifyd dev        the embedded default: private Postgres, captured email
+//	notifyd preview    render a notifier's message on one channel
 //	notifyd version    print the version
 //
 // Every command takes -config (default config.yaml, then $NOTIFYD_CONFIG).
@@ -72,6 +73,7 @@ commands:
   deliveries  print a notification's delivery ledger
   retry       re-drive failed deliveries (-status failed -since 1h)
   dev         run with a private PostgreSQL and a captured-email page
+  preview     render a notifier's message on one channel (-notifier N -channel C)
   version     print the version
 
 Every command takes -config FILE (default config.yaml, then $NOTIFYD_CONFIG).`
@@ -107,6 +109,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&RetryCommand{main: m}).Run(ctx, rest)
 	case "dev":
 		return (&DevCommand{main: m}).Run(ctx, rest)
+	case "preview":
+		return (&PreviewCommand{main: m}).Run(ctx, rest)
 	case "version", "-version", "--version":
 		fmt.Fprintln(m.Stdout, "notifyd", version)
 		return nil

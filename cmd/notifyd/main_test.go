@@ -160,3 +160,46 @@ notifiers:
 		t.Fatalf("retry -status sent = %v", err)
 	}
 }
+
+func TestPreview(t *testing.T) {
+	t.Parallel()
+	cfg := writeConfig(t, `notifiers:
+  comment.created:
+    example: {post_title: Hello, author_name: Ada}
+    channels:
+      in_app: {title: "{{.author_name}} commented on {{.post_title}}", url: "/posts/{{.post_title}}"}
+      email:
+        subject: "New comment on {{.post_title}}"
+        text: "Hi {{recipient.Name}}: {{.author_name}} wrote"
+        html: "<p>{{.author_name}}</p>"
+        locales:
+          fr: {subject: "Nouveau commentaire sur {{.post_title}}", text: "Bonjour {{recipient.Name}}"}
+channels:
+  email: {from: "Acme <n@acme.test>", smtp: {host: 127.0.0.1, port: 1025}}
+`)
+	out, _, err := run(t, "preview", "-config", cfg, "-notifier", "comment.created", "-channel", "email")
+	want := "subject:\nNew comment on Hello\n\ntext:\nHi Ada Lovelace: Ada wrote\n\nhtml:\n<p>Ada</p>\n\n"
+	if err != nil || out != want {
+		t.Fatalf("preview email = %q, %v\nwant %q", out, err, want)
+	}
+	out, _, err = run(t, "preview", "-config", cfg, "-notifier", "comment.created", "-channel", "email", "-locale", "fr-CA",
+		"-params", `{"post_title":"<b>X</b>","author_name":"Bo"}`)
+	if err != nil || !strings.HasPrefix(out, "subject:\nNouveau commentaire sur <b>X</b>\n\ntext:\nBonjour Ada Lovelace\n") {
+		t.Fatalf("preview email in fr with params = %q, %v", out, err)
+	}
+	out, _, err = run(t, "preview", "-config", cfg, "-notifier", "comment.created", "-channel", "in_app")
+	if err != nil || out != "title:\nAda commented on Hello\n\nbody:\n\n\nurl:\n/posts/Hello\n\n" {
+		t.Fatalf("preview in_app = %q, %v", out, err)
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"-notifier nope -channel email", `unknown notifier "nope"`},
+		{"-notifier comment.created -channel slack", `has no "slack" channel (it uses [email in_app])`},
+		{"-notifier comment.created -channel email -params [1]", "-params: want a JSON object"},
+		{"-notifier comment.created", "-notifier and -channel are required"},
+	} {
+		_, _, err := run(t, append([]string{"preview", "-config", cfg}, strings.Fields(tc.args)...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("preview %s = %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}

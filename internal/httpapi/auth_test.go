@@ -1,12 +1,18 @@
 package httpapi_test
 
 import (
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
 func signed(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) string {
@@ -21,7 +27,7 @@ func signed(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) 
 func TestRecipientTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	now := time.Now()
+	now := fixedNow // the test server's clock
 	valid := jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
 
 	tests := []struct {
@@ -108,4 +114,41 @@ notifiers:
     channels: {in_app: {title: "x"}}
 `})
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 401, httpapi.CodeUnauthorized)
+}
+
+// A recipient token expires by the server's clock: the same token is
+// accepted before its exp and refused after, with no waiting.
+func TestRecipientTokenExpiresByTheServersClock(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now atomic.Int64
+	now.Store(fixedNow.UnixNano())
+	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg,
+		Clock: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	b := &bundle{cfg: cfg, srv: srv}
+
+	tok, err := notifyd.RecipientTokenAt(tokenSecret, "u1", time.Minute, fixedNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at     time.Duration // after minting
+		status int
+	}{{0, 200}, {59 * time.Second, 200}, {61 * time.Second, 401}, {time.Hour, 401}} {
+		now.Store(fixedNow.Add(step.at).UnixNano())
+		r := b.do(t, "GET", "/v1/inbox/counts", tok, nil)
+		want := ""
+		if step.status == 401 {
+			want = httpapi.CodeUnauthorized
+		}
+		expect(t, r, step.status, want)
+		if step.status == 401 && !strings.Contains(r.errMessage(), "expired") {
+			t.Fatalf("%v after minting: %v, want an expired token", step.at, r.body)
+		}
+	}
 }

@@ -103,7 +103,7 @@ func changedTables(before, after map[string]tableState) []string {
 // hostileTokens builds every kind of bad recipient token for subject u1.
 func hostileTokens(t *testing.T) map[string]string {
 	t.Helper()
-	now := time.Now()
+	now := fixedNow // the test server's clock
 	valid := jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -18,8 +18,8 @@ import (
 )
 
 type inboxResponse struct {
-	Items      []stores.InboxItem `json:"items"`
-	NextCursor *string            `json:"next_cursor"`
+	Items      []InboxItem `json:"items"`
+	NextCursor *string     `json:"next_cursor"`
 }
 
 // listInbox is GET /v1/inbox (and, for an admin, /v1/recipients/{id}/inbox):
@@ -63,7 +63,10 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient str
 	if err != nil {
 		return err
 	}
-	resp := inboxResponse{Items: page.Items}
+	resp := inboxResponse{Items: make([]InboxItem, len(page.Items))}
+	for i, it := range page.Items {
+		resp.Items[i] = InboxItemWire(it)
+	}
 	if page.Next != nil {
 		c := encodeCursor(*page.Next)
 		resp.NextCursor = &c
@@ -139,7 +142,7 @@ func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient s
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, c)
+	WriteJSON(w, http.StatusOK, CountsWire(c))
 	return nil
 }
 

@@ -34,7 +34,7 @@ type unmuteRequest struct {
 }
 
 type mutesResponse struct {
-	Mutes []stores.Mute `json:"mutes"`
+	Mutes []muteJSON `json:"mutes"`
 }
 
 // listMutes is GET /v1/mutes (and /v1/recipients/{id}/mutes): the active
@@ -44,7 +44,11 @@ func (s *Server) listMutes(w http.ResponseWriter, r *http.Request, recipient str
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, mutesResponse{Mutes: mutes})
+	resp := mutesResponse{Mutes: make([]muteJSON, len(mutes))}
+	for i, m := range mutes {
+		resp.Mutes[i] = muteWire(m)
+	}
+	WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -81,7 +85,7 @@ func (s *Server) putMute(w http.ResponseWriter, r *http.Request, recipient strin
 	case err != nil:
 		return err
 	}
-	WriteJSON(w, http.StatusOK, m)
+	WriteJSON(w, http.StatusOK, muteWire(*m))
 	return nil
 }
 

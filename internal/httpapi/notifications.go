@@ -159,14 +159,6 @@ func sendError(err error) error {
 	return err
 }
 
-// notificationResponse is GET /v1/notifications/{id}: the notification and
-// its ledger, at most maxDeliveries rows (deliveries_truncated says when more
-// exist).
-type notificationResponse struct {
-	*stores.Notification
-	DeliveriesTruncated bool `json:"deliveries_truncated"`
-}
-
 func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1, s.reg.Inbox())
@@ -176,12 +168,7 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := notificationResponse{Notification: n}
-	if len(n.Deliveries) > maxDeliveries {
-		n.Deliveries = n.Deliveries[:maxDeliveries]
-		resp.DeliveriesTruncated = true
-	}
-	WriteJSON(w, http.StatusOK, resp)
+	WriteJSON(w, http.StatusOK, notificationWire(n, maxDeliveries))
 	return nil
 }
 

@@ -28,8 +28,9 @@ type Options struct {
 	Client *notifyd.Client
 	// Logger receives one line per request. Nil discards.
 	Logger *slog.Logger
-	// Clock is the time written into read_at, seen_at and archived_at. Nil
-	// means time.Now.
+	// Clock is the time written into read_at, seen_at and archived_at, and
+	// the time recipient tokens' expiry is checked against. Nil means
+	// time.Now.
 	Clock func() time.Time
 	// Extra are more routes, mounted as they are by pattern
 	// ("GET /v1/inbox/stream", "GET /metrics"). They do their own

@@ -192,7 +192,7 @@ func expect(t *testing.T, r response, status int, code string) {
 
 func recipientToken(t *testing.T, id string) string {
 	t.Helper()
-	tok, err := notifyd.RecipientToken(tokenSecret, id, time.Hour)
+	tok, err := notifyd.RecipientTokenAt(tokenSecret, id, time.Hour, fixedNow) // the server's clock
 	if err != nil {
 		t.Fatal(err)
 	}

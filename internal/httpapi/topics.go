@@ -66,7 +66,8 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, sub)
+	WriteJSON(w, http.StatusOK, subscriptionJSON{Topic: sub.Topic, Recipient: sub.Recipient, Reason: sub.Reason,
+		CreatedAt: sub.CreatedAt})
 	return nil
 }
 

@@ -92,7 +92,7 @@ CREATE TABLE notify_deliveries (
     next_attempt_at timestamptz,
     claimed_at      timestamptz,
     settled_at      timestamptz,
-    -- Digests (SPEC §9): a digest is one email covering a set of a recipient's
+    -- Digests: a digest is one email covering a set of a recipient's
     -- digest rows. Its id is generated when the rows are first claimed and
     -- stays on them, so every retry and re-drive carries the same Message-ID.
     --   digest_pending, digest_id NULL   fresh: waiting for the next schedule instant

@@ -41,7 +41,10 @@ var Plugin = channels.Plugin{
 	Open:         open,
 }
 
-var _ channels.Channel = (*Channel)(nil)
+var (
+	_ channels.Channel   = (*Channel)(nil)
+	_ channels.Previewer = (*Channel)(nil)
+)
 
 // Config is the channels.console section.
 type Config struct {
@@ -83,20 +86,13 @@ type Channel struct {
 
 func open(s *channels.Setup) (any, error) {
 	p := s.Problems
-	notifiers := map[string]*Templates{}
-	for _, name := range s.NotifierNames() {
-		sec := s.Notifiers[name].Section
-		t := &Templates{}
-		if !p.Decode(sec, t) {
-			continue
-		}
+	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
 		if t.Text == "" {
-			p.Add(sec, "text", "must be set")
+			p.Add(n.Section, "text", "must be set")
 		}
-		t.text = p.Text(sec, "text", t.Text)
-		p.RenderCheck(sec, "text", t.text, config.TemplateParams(s.Config.Notifiers[name].ExampleParams()))
-		notifiers[name] = t
-	}
+		t.text = p.Text(n.Section, "text", t.Text)
+		p.RenderCheck(n.Section, "text", t.text, n.Example)
+	})
 	if s.Section.Empty() {
 		return nil, nil // not configured: console deliveries are unavailable
 	}
@@ -149,6 +145,19 @@ func (c *Channel) Send(_ context.Context, msg channels.Message) error {
 		return channels.Temporary(fmt.Errorf("console: write %s: %w", c.path, err), 0)
 	}
 	return nil
+}
+
+// Preview renders the notifier's text without writing it.
+func (c *Channel) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
+	t, ok := c.notifiers[notifier]
+	if !ok {
+		return nil, fmt.Errorf("notifier %q has no console templates", notifier)
+	}
+	text, err := config.RenderText(t.text, params)
+	if err != nil {
+		return nil, err
+	}
+	return []channels.Part{{Name: "text", Value: text}}, nil
 }
 
 // Close closes the file; the server calls it when it closes.

@@ -63,8 +63,9 @@ type HandlerOptions struct {
 //   - With position n still in the log: every change after n, in seq order,
 //     then "counts" (id: the last seq replayed, n if none), then live
 //     events, with neither gap nor duplicate between the two.
-//   - With position n trimmed from the log (older than the oldest change
-//     retained), or newer than its newest change (another database):
+//   - With position n from before changes retention has deleted
+//     (stores.TrimmedThrough), or beyond the head of the log (another
+//     database):
 //     "reset" (data {}, id: the newest seq) — reload the inbox, the log
 //     cannot say what was missed — then "counts", then live events.
 //   - inbox.created (data: the item, shape of GET /v1/inbox items),
@@ -173,11 +174,15 @@ func (h *handler) atHead(ctx context.Context, s *sse, recipient string, reset bo
 // counts, and returns the position reached. When the log no longer reaches
 // back to pos it resets instead.
 func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int64) (int64, error) {
-	head, err := stores.MaxChangeSeq(ctx, h.hub.pool)
+	newest, err := stores.NewestChangeSeq(ctx, h.hub.pool)
 	if err != nil {
 		return 0, err
 	}
-	if pos > head {
+	trimmed, err := stores.TrimmedThrough(ctx, h.hub.pool)
+	if err != nil {
+		return 0, err
+	}
+	if pos > max(newest, trimmed) {
 		// A position this log never handed out (a restored or different
 		// database): only a reset can bring the client back in line.
 		return h.reset(ctx, s, recipient)
@@ -188,13 +193,14 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 			return 0, err
 		}
 		// Checked after the read: if nothing after cursor had been trimmed
-		// by now, nothing was when the page was read (retention trims the
-		// oldest rows first), so the page is complete.
-		oldest, err := stores.OldestChangeSeq(ctx, h.hub.pool)
+		// by now, nothing was when the page was read (retention records how
+		// far it trimmed in the statement that trims), so the page is
+		// complete.
+		trimmed, err := stores.TrimmedThrough(ctx, h.hub.pool)
 		if err != nil {
 			return 0, err
 		}
-		if trimmedPast(cursor, oldest) {
+		if cursor < trimmed {
 			return h.reset(ctx, s, recipient)
 		}
 		s.start()
@@ -214,16 +220,6 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 			return 0, err
 		}
 	}
-}
-
-// trimmedPast reports whether changes after pos may have been deleted from
-// the log: its oldest row is beyond pos+1, or it is empty (oldest 0) while
-// pos says something was once there.
-func trimmedPast(pos, oldest int64) bool {
-	if oldest == 0 {
-		return pos > 0
-	}
-	return pos+1 < oldest
 }
 
 // reset tells the client to reload and continues from the head of the log.
@@ -331,7 +327,7 @@ func (s *sse) event(id int64, name string, data []byte) {
 }
 
 func (s *sse) counts(id int64, c stores.InboxCounts) {
-	data, _ := json.Marshal(c) // two ints: cannot fail
+	data, _ := json.Marshal(httpapi.CountsWire(c)) // two ints: cannot fail
 	s.event(id, "counts", data)
 }
 
@@ -350,7 +346,10 @@ func (s *sse) change(c stores.Change) {
 	switch c.Kind {
 	case stores.ChangeCreated:
 		name = "inbox.created"
-		data, err = json.Marshal(c.Item)
+		if c.Item == nil {
+			return
+		}
+		data, err = json.Marshal(httpapi.InboxItemWire(*c.Item))
 	case stores.ChangeUpdated:
 		name = "inbox.updated"
 		// The row's data says what changed ({"read_at": ...}); the ids join it.

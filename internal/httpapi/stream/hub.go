@@ -4,11 +4,13 @@
 // talk to.
 //
 // The change log (notify_inbox_changes, see stores.ChangesAfter) is the
-// truth; LISTEN/NOTIFY only says "look". Every writer of the log notifies
-// the channel stores.InboxChangesChannel in its transaction, so a commit on
-// any replica wakes the Hub of every replica, which reads what is new for its
-// clients in one query and hands it to them. A missed notification costs
-// latency (the Hub also looks every two seconds), never an event.
+// truth. Its writers take no lock and send no notification in their
+// transactions (either would serialise every inbox write of every replica),
+// so the Hub of every replica polls the head of the log, one index probe
+// every livePoll while it has clients, and reads what is new for its clients
+// in one query when the head moved. A notification on
+// stores.InboxChangesChannel (stores.WakeInboxStreams, sent after a commit)
+// makes it look at once; a missed one costs latency, never an event.
 package stream
 
 import (
@@ -27,9 +29,21 @@ import (
 )
 
 const (
-	// safetyPoll is how often the Hub reads the log without being woken, in
-	// case a notification was lost (a LISTEN connection that died silently).
-	safetyPoll = 2 * time.Second
+	// livePoll is how often a Hub with clients looks at the head of the log:
+	// the bound on how late a change reaches a stream when nobody wakes the
+	// Hub (what a change waits for on top of that is the watermark: see
+	// stores.MaxChangeSeq).
+	livePoll = 10 * time.Millisecond
+	// heldPoll is how often it looks while committed changes wait behind an
+	// older transaction (stores.ChangeHead), for up to heldFast of waiting:
+	// they are due the moment it ends. A wait longer than heldWarn is
+	// logged, once: a long transaction is holding every stream back.
+	heldPoll = 2 * time.Millisecond
+	heldFast = time.Second
+	heldWarn = 10 * time.Second
+	// idlePoll is how often a Hub without clients moves its head on, so a
+	// new subscription starts close to it.
+	idlePoll = 2 * time.Second
 	// listenCheck is how long the listener waits for a notification before
 	// it pings its connection, so a dead TCP connection is noticed.
 	listenCheck = 30 * time.Second
@@ -134,20 +148,29 @@ func (h *Hub) Run(ctx context.Context) error {
 	wg.Go(func() { h.listen(ctx) })
 	defer wg.Wait()
 
-	poll := time.NewTicker(safetyPoll)
+	poll := time.NewTimer(livePoll)
 	defer poll.Stop()
 	var retry <-chan time.Time
 	backoff := minBackoff
+	lastRead := time.Now()
+	var heldSince time.Time // zero: nothing held back at the last read
+	warned := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-h.wake:
 		case <-poll.C:
+			if h.Clients() == 0 && time.Since(lastRead) < idlePoll {
+				poll.Reset(livePoll)
+				continue
+			}
 		case <-retry:
 		}
 		retry = nil
-		if err := h.fanOut(ctx); err != nil {
+		lastRead = time.Now()
+		held, err := h.fanOut(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -159,6 +182,20 @@ func (h *Hub) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = minBackoff
+		next := livePoll
+		switch {
+		case !held:
+			heldSince, warned = time.Time{}, false
+		case heldSince.IsZero():
+			heldSince, next = lastRead, heldPoll
+		case lastRead.Sub(heldSince) < heldFast:
+			next = heldPoll
+		case lastRead.Sub(heldSince) > heldWarn && !warned:
+			warned = true
+			h.logger.WarnContext(ctx, "stream hub: committed inbox changes wait for an older transaction of the database still running; streams are held back until it ends",
+				"waiting", lastRead.Sub(heldSince).Round(time.Second))
+		}
+		poll.Reset(next)
 	}
 }
 
@@ -249,18 +286,22 @@ func (h *Hub) wait(ctx context.Context, conn *pgx.Conn) error {
 //
 // Positions are kept per subscription (sub.from: everything of its recipient
 // up to from has been handed to it, or is older than the subscription), and
-// a read starts at the smallest. A read covers the recipients connected when
-// it began; a subscription that arrives during a read keeps its position and
-// is served by the next read, which its own notification will cause. A
-// subscription whose recipient was covered moves to the end of what was
-// read: with seq order equal to commit order, a page that is not full has
-// seen every committed row of those recipients, up to the head read before
-// it.
-func (h *Hub) fanOut(ctx context.Context) error {
-	head, err := stores.MaxChangeSeq(ctx, h.pool)
+// a read starts at the smallest; when the head has not moved past it there is
+// nothing to read. A read covers the recipients connected when it began; a
+// subscription that arrives during a read keeps its position and is served by
+// the next read. A subscription whose recipient was covered moves to the end
+// of what was read: a page that is not full has seen every row of those
+// recipients up to the head read before it, since the head is below the
+// watermark (stores.MaxChangeSeq) and nothing can be added below that.
+//
+// It reports whether committed changes wait behind an older transaction
+// (they are due when it ends: look again soon).
+func (h *Hub) fanOut(ctx context.Context) (held bool, err error) {
+	ch, err := stores.ReadChangeHead(ctx, h.pool)
 	if err != nil {
-		return err
+		return false, err
 	}
+	head, held := ch.Seq, ch.Newest > ch.Seq
 	h.mu.Lock()
 	recipients := make([]string, 0, len(h.subs))
 	after := int64(-1)
@@ -272,10 +313,10 @@ func (h *Hub) fanOut(ctx context.Context) error {
 			}
 		}
 	}
-	if len(recipients) == 0 {
+	if len(recipients) == 0 || after >= head {
 		h.last = max(h.last, head)
 		h.mu.Unlock()
-		return nil
+		return held, nil
 	}
 	h.mu.Unlock()
 	slices.Sort(recipients)
@@ -283,7 +324,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 	for {
 		page, err := stores.ChangesAfterFor(ctx, h.pool, recipients, after, hubPage)
 		if err != nil {
-			return err
+			return false, err
 		}
 		byRecipient := map[string][]stores.Change{}
 		for _, c := range page.Changes {
@@ -297,7 +338,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 			}
 			// Read after the changes, so the counts include them.
 			if counts, err = stores.CountInboxes(ctx, h.pool, changed); err != nil {
-				return err
+				return false, err
 			}
 		}
 		reached := page.Last
@@ -306,7 +347,7 @@ func (h *Hub) fanOut(ctx context.Context) error {
 		}
 		h.deliver(recipients, byRecipient, counts, reached)
 		if !page.More {
-			return nil
+			return held, nil
 		}
 		after = page.Last
 	}

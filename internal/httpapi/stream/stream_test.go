@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
@@ -131,24 +133,32 @@ func create(t testing.TB, pool *pgxpool.Pool, recipients ...string) []string {
 
 func createTitled(t testing.TB, pool *pgxpool.Pool, title string, recipients ...string) []string {
 	t.Helper()
-	ids := make([]string, len(recipients))
-	for i := range ids {
-		ids[i] = uuidv7.String()
-	}
+	var ids []string
 	err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(t.Context(), `
-			INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, url, params)
-			SELECT u.id, u.recipient, 'comment.created', 'k-' || u.id, 'comments', 'author',
-			       coalesce(nullif($3, ''), 'item ' || u.id), 'https://x.test/' || u.id, '{"post": 9}'
-			FROM unnest($1::uuid[], $2::text[]) AS u(id, recipient)`, ids, recipients, title); err != nil {
-			return err
-		}
-		return stores.LogInboxCreated(t.Context(), tx, ids, recipients)
+		var err error
+		ids, err = createIn(t.Context(), tx, title, recipients...)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// createIn is create inside tx, which the caller commits.
+func createIn(ctx context.Context, tx pgx.Tx, title string, recipients ...string) ([]string, error) {
+	ids := make([]string, len(recipients))
+	for i := range ids {
+		ids[i] = uuidv7.String()
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, url, params)
+		SELECT u.id, u.recipient, 'comment.created', 'k-' || u.id, 'comments', 'author',
+		       coalesce(nullif($3, ''), 'item ' || u.id), 'https://x.test/' || u.id, '{"post": 9}'
+		FROM unnest($1::uuid[], $2::text[]) AS u(id, recipient)`, ids, recipients, title); err != nil {
+		return nil, err
+	}
+	return ids, stores.LogInboxCreated(ctx, tx, ids, recipients)
 }
 
 // markRead marks recipient's item id read in a transaction of its own, the
@@ -404,7 +414,7 @@ func TestResumeReplaysWhatWasMissedThenGoesLive(t *testing.T) {
 	}
 	itemJSON := map[string]string{}
 	for _, it := range page.Items {
-		j, _ := json.Marshal(it)
+		j, _ := json.Marshal(httpapi.InboxItemWire(it))
 		itemJSON[it.ID] = string(j)
 	}
 	prev := ev.seq(t)
@@ -492,6 +502,73 @@ func TestTwoReplicasSeeEachOthersWrites(t *testing.T) {
 		reader.expectCounts(t, i+1, i+1)
 		same.expectCreated(t, id)
 		same.expectCounts(t, i+1, i+1)
+	}
+}
+
+// A writer that started first and commits after a later writer: its item
+// still reaches a connected stream, in position order with the later one,
+// whichever of the two got its transaction id first; and a client resuming
+// from the later item's id misses neither.
+func TestLateCommitReachesTheStream(t *testing.T) {
+	t.Parallel()
+	b := setup(t, stream.HandlerOptions{})
+	for _, firstWrites := range []bool{true, false} {
+		me := fmt.Sprintf("late-%v", firstWrites)
+		c := connect(t, b.srv, me, "")
+		start := c.expectCounts(t, 0, 0)
+
+		ctx := t.Context()
+		first, err := b.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.Exec(ctx, `SELECT 1`); err != nil { // begun, no transaction id yet
+			t.Fatal(err)
+		}
+		var early []string
+		if firstWrites {
+			if early, err = createIn(ctx, first, "", me); err != nil {
+				t.Fatal(err)
+			}
+		}
+		later := create(t, b.pool, me)[0] // committed
+		if !firstWrites {
+			if early, err = createIn(ctx, first, "", me); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		want := []string{later, early[0]}
+		if firstWrites {
+			want = []string{early[0], later}
+		}
+		var got []string
+		prev := start.seq(t)
+		for len(got) < 2 {
+			ev := c.next(t)
+			if ev.name == "counts" {
+				continue
+			}
+			if ev.name != "inbox.created" || ev.seq(t) <= prev {
+				t.Fatalf("%s id %s after %d", ev.name, ev.id, prev)
+			}
+			prev = ev.seq(t)
+			got = append(got, ev.json(t)["id"].(string))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("first writes first %v: items %v, want %v", firstWrites, got, want)
+		}
+		c.close()
+
+		// Resuming from the start replays both, in the same order.
+		r := connect(t, b.srv, me, start.id)
+		r.expectCreated(t, want[0])
+		r.expectCreated(t, want[1])
+		r.expectCounts(t, 2, 2)
+		r.close()
 	}
 }
 

@@ -1,0 +1,260 @@
+package channels_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/notifytype"
+)
+
+// opens returns an Open that returns v.
+func opens(v any) func(*channels.Setup) (any, error) {
+	return func(*channels.Setup) (any, error) { return v, nil }
+}
+
+// perRecipient is a minimal per-recipient channel.
+type perRecipient struct{ name string }
+
+func (c perRecipient) Name() string                               { return c.name }
+func (perRecipient) Addressable(string, channels.Recipient) error { return nil }
+func (perRecipient) Send(context.Context, channels.Message) error { return nil }
+
+// notAChannel implements none of the channel interfaces.
+type notAChannel struct{}
+
+func plugin(name string, mod ...func(*channels.Plugin)) channels.Plugin {
+	p := channels.Plugin{Name: name, PerRecipient: true, Open: opens(perRecipient{name})}
+	for _, m := range mod {
+		m(&p)
+	}
+	return p
+}
+
+func TestNewRegistryRefuses(t *testing.T) {
+	t.Parallel()
+	inbox := func(p *channels.Plugin) { p.Inbox = true }
+	digest := func(p *channels.Plugin) { p.Digest = true }
+	tests := []struct {
+		name    string
+		plugins []channels.Plugin
+		err     string
+	}{
+		{"duplicate name", []channels.Plugin{plugin("sms"), plugin("push"), plugin("sms")},
+			"channel sms is registered twice"},
+		{"duplicate of a built-in", append(builtin.Plugins(), plugin("email")),
+			"channel email is registered twice"},
+		{"upper case", []channels.Plugin{plugin("SMS")},
+			`channel name "SMS": want lower-case letters, digits and _, starting with a letter`},
+		{"empty name", []channels.Plugin{plugin("")},
+			`channel name "": want lower-case letters, digits and _, starting with a letter`},
+		{"starts with a digit", []channels.Plugin{plugin("2fa")},
+			`channel name "2fa": want lower-case letters, digits and _, starting with a letter`},
+		{"a dash", []channels.Plugin{plugin("in-app")},
+			`channel name "in-app": want lower-case letters, digits and _, starting with a letter`},
+		{"too long", []channels.Plugin{plugin("c" + strings.Repeat("x", 63))},
+			`channel name "c` + strings.Repeat("x", 63) + `": want lower-case letters, digits and _, starting with a letter`},
+		{"neither per-recipient nor bulk", []channels.Plugin{plugin("sms", func(p *channels.Plugin) { p.PerRecipient = false })},
+			"channel sms: neither per-recipient nor bulk"},
+		{"two inboxes", []channels.Plugin{plugin("inbox", inbox), plugin("feed", inbox)},
+			"channel feed: inbox is the inbox already"},
+		{"a second inbox next to the built-in one", append(builtin.Plugins(), plugin("feed", inbox)),
+			"channel feed: in_app is the inbox already"},
+		{"a bulk inbox", []channels.Plugin{plugin("feed", inbox, func(p *channels.Plugin) { p.PerRecipient, p.Bulk = false, true })},
+			"channel feed: the inbox is a per-recipient channel"},
+		{"two digest channels", append(builtin.Plugins(), plugin("sms", digest)),
+			"channel sms: email digests already (at most one channel can)"},
+		{"bad address", []channels.Plugin{plugin("sms", func(p *channels.Plugin) { p.Address = "phone" })},
+			`channel sms: address "phone": want one of ["" "email" "webhook_url" "name" "locale" "timezone"]`},
+		{"nil Open", []channels.Plugin{plugin("sms", func(p *channels.Plugin) { p.Open = nil })},
+			"channel sms: Open is nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := channels.NewRegistry(tt.plugins...)
+			if err == nil || err.Error() != tt.err {
+				t.Fatalf("NewRegistry = %v, %v; want error %q", r, err, tt.err)
+			}
+			if r != nil {
+				t.Errorf("NewRegistry returned a registry with its error")
+			}
+		})
+	}
+}
+
+func TestRegistryLists(t *testing.T) {
+	t.Parallel()
+	bulk := channels.Plugin{Name: "pager", Bulk: true, Open: opens(nil)}
+	r, err := builtin.Registry(plugin("sms", func(p *channels.Plugin) { p.Address = "name" }), bulk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "pager"}},
+		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms"}},
+		{"Inbox", r.Inbox(), "in_app"},
+		{"Digest", r.Digest(), "email"},
+		{"Plugins", len(r.Plugins()), 6},
+	}
+	for _, c := range checks {
+		if !equal(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	sms, ok := r.Lookup("sms")
+	if !ok || sms.DefaultMode != notifytype.ModeImmediate || sms.Address != "name" {
+		t.Errorf("Lookup(sms) = %+v, %v; want it, with the immediate default", sms, ok)
+	}
+	if _, ok := r.Lookup("fax"); ok {
+		t.Error("Lookup(fax) found a channel")
+	}
+	if got := sms.Modes(); !slices.Equal(got, []notifytype.Mode{notifytype.ModeImmediate, notifytype.ModeOff}) {
+		t.Errorf("sms modes = %v", got)
+	}
+	if em, _ := r.Lookup("email"); !slices.Equal(em.Modes(), []notifytype.Mode{notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff}) {
+		t.Errorf("email modes = %v", em.Modes())
+	}
+	// Plugins is a copy.
+	r.Plugins()[0].Name = "changed"
+	if r.Names()[0] != "in_app" {
+		t.Error("Plugins returned the registry's own slice")
+	}
+}
+
+func equal(a, b any) bool {
+	if as, ok := a.([]string); ok {
+		bs, ok := b.([]string)
+		return ok && slices.Equal(as, bs)
+	}
+	return a == b
+}
+
+func TestOpenRefusesWhatAPluginDoesNotImplement(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		plugin channels.Plugin
+		err    string
+	}{
+		{"per-recipient", plugin("sms", func(p *channels.Plugin) { p.Open = opens(notAChannel{}) }),
+			"channel sms is per-recipient but channels_test.notAChannel does not implement channels.Channel"},
+		{"bulk", channels.Plugin{Name: "pager", Bulk: true, Open: opens(perRecipient{"pager"})},
+			"channel pager is bulk but channels_test.perRecipient does not implement channels.BulkChannel"},
+		{"digest", plugin("sms", func(p *channels.Plugin) { p.Digest = true }),
+			"channel sms is a digest channel but channels_test.perRecipient does not implement channels.DigestChannel"},
+		{"inbox", plugin("feed", func(p *channels.Plugin) { p.Inbox = true }),
+			"channel feed is the inbox but channels_test.perRecipient does not implement channels.InboxChannel"},
+		{"every interface it lacks", plugin("sms", func(p *channels.Plugin) { p.Digest = true; p.Open = opens(notAChannel{}) }),
+			"channel sms is per-recipient but channels_test.notAChannel does not implement channels.Channel\n" +
+				"channel sms is a digest channel but channels_test.notAChannel does not implement channels.DigestChannel"},
+		{"an error of its own", plugin("sms", func(p *channels.Plugin) {
+			p.Open = func(*channels.Setup) (any, error) { return nil, errors.New("no modem") }
+		}), "channels.sms: no modem"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := channels.NewRegistry(tt.plugin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := config.Default()
+			set, err := r.Open(c, nil, nil)
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("Open = %v, %v; want error %q", set, err, tt.err)
+			}
+			// Check reports it too, without a line.
+			_, err = config.ParseWith("test.yaml", nil, r.Check)
+			if want := "test.yaml: " + tt.err; err == nil || err.Error() != want {
+				t.Errorf("ParseWith(Check) = %v, want %q", err, want)
+			}
+		})
+	}
+}
+
+// closer is a channel holding something to release.
+type closer struct {
+	perRecipient
+	closed *atomic.Int32
+}
+
+func (c closer) Close() error { c.closed.Add(1); return nil }
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	var closed atomic.Int32
+	var setup *channels.Setup
+	var checking []bool
+	sms := plugin("sms", func(p *channels.Plugin) {
+		p.Open = func(s *channels.Setup) (any, error) {
+			setup = s
+			checking = append(checking, s.Checking)
+			var cfg struct {
+				Gateway string `yaml:"gateway"`
+			}
+			s.Problems.Decode(s.Section, &cfg)
+			if cfg.Gateway == "" {
+				s.Problems.Add(s.Section, "gateway", "must be set")
+			}
+			return closer{perRecipient{"sms"}, &closed}, nil
+		}
+	})
+	unconfigured := channels.Plugin{Name: "pager", Bulk: true, Open: opens(nil)}
+	r, err := channels.NewRegistry(sms, unconfigured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "channels:\n  sms: {gateway: gw.test}\nnotifiers:\n  b: {channels: {sms: {default: off}}}\n  a: {channels: {sms: {}, pager: {}}}\n  c: {}\n"
+	c, err := config.ParseWith("test.yaml", []byte(src), r.Check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed.Load() != 1 {
+		t.Errorf("Check closed the channel %d times, want 1", closed.Load())
+	}
+	set, err := r.Open(c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := setup.NotifierNames(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Setup.NotifierNames = %v, want the notifiers that use sms", got)
+	}
+	if g, _ := setup.Section.Value("gateway"); g != "gw.test" || setup.Config != c || setup.Logger == nil || setup.Clock == nil {
+		t.Errorf("Setup = %+v", setup)
+	}
+	if setup.Notifiers["b"].Default != "off" {
+		t.Errorf("b's sms section = %+v", setup.Notifiers["b"])
+	}
+	if _, ok := set.Channels["sms"]; !ok || set.Registry != r {
+		t.Errorf("set = %+v", set)
+	}
+	if _, ok := set.Bulk["pager"]; ok {
+		t.Error("pager opened nil and is in the set")
+	}
+	if !slices.Equal(checking, []bool{true, false}) {
+		t.Errorf("Setup.Checking = %v, want true for Check, false for Open", checking)
+	}
+	if err := set.Close(); err != nil || closed.Load() != 2 {
+		t.Errorf("Close = %v, closed %d times, want 2", err, closed.Load())
+	}
+
+	// Without its section the channel gets an empty one, and what it
+	// reports comes with the line of the nearest key written: here the
+	// file's first.
+	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  a:\n    channels:\n      sms: {default: weekly}\n"), r.Check)
+	want := "test.yaml:1: channels.sms.gateway: must be set\n" +
+		"test.yaml:4: notifiers.a.channels.sms.default: unknown mode \"weekly\" (want immediate or off)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+}

@@ -1,0 +1,44 @@
+"""notifyd's functions for psycopg 3's AsyncConnection and AsyncCursor: the
+same calls as the ``notifyd`` module, awaited."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import Notification, SendResult, _fn, _map_error, _send_args, _send_sql
+
+__all__ = ["send", "cancel", "subscribe", "unsubscribe"]
+
+
+async def _run(db: Any, sql: str, args: list) -> tuple:
+    try:
+        cur = await db.execute(sql, args)
+        return await cur.fetchone()
+    except Exception as err:
+        mapped = _map_error(err)
+        if mapped is None:
+            raise
+        raise mapped from err
+
+
+async def send(db: Any, n: Notification, *, schema: Optional[str] = None) -> SendResult:
+    """notifyd.send, awaited."""
+    row = await _run(db, _send_sql(schema), _send_args(n))
+    return SendResult(id=row[0], duplicate=row[1])
+
+
+async def cancel(db: Any, notifier: str, key: str, *, schema: Optional[str] = None) -> Optional[int]:
+    """notifyd.cancel, awaited."""
+    return (await _run(db, "SELECT " + _fn("notify_cancel", schema) + "(%s, %s)", [notifier, key]))[0]
+
+
+async def subscribe(db: Any, topic: str, recipient: str, reason: str = "subscribed", *,
+                    schema: Optional[str] = None) -> bool:
+    """notifyd.subscribe, awaited."""
+    return (await _run(db, "SELECT " + _fn("notify_subscribe", schema) + "(%s, %s, %s)",
+                       [topic, recipient, reason]))[0]
+
+
+async def unsubscribe(db: Any, topic: str, recipient: str, *, schema: Optional[str] = None) -> bool:
+    """notifyd.unsubscribe, awaited."""
+    return (await _run(db, "SELECT " + _fn("notify_unsubscribe", schema) + "(%s, %s)", [topic, recipient]))[0]

@@ -1,0 +1,77 @@
+// Package catalog publishes a daemon's notifier catalog: the notifiers of its
+// config and the fan-out job's definition, which the SQL functions
+// (notify_send and the others, docs/sql-enqueue.md) read. `notifyd migrate`
+// and every daemon start publish it.
+package catalog
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/riverqueue/river"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// Of returns the catalog of cfg: its notifiers, and the fan-out job as
+// jobs.FanoutArgs declares it, with River's defaults for what the
+// declaration leaves unset (the hand-written insert in notify_enqueue must
+// write what River's own InsertTx would).
+func Of(cfg *config.Config) stores.Catalog {
+	var c stores.Catalog
+	for _, name := range cfg.NotifierNames() {
+		nf, _ := cfg.Notifier(name)
+		c.Notifiers = append(c.Notifiers, stores.CatalogNotifier{Name: name, Category: nf.Category,
+			MaxRecipients: nf.MaxRecipients})
+	}
+	args := jobs.FanoutArgs{}
+	opts := args.InsertOpts()
+	c.Fanout = stores.FanoutJob{Kind: args.Kind(), Queue: opts.Queue, MaxAttempts: opts.MaxAttempts,
+		Priority: opts.Priority}
+	if c.Fanout.Queue == "" {
+		c.Fanout.Queue = river.QueueDefault
+	}
+	if c.Fanout.MaxAttempts == 0 {
+		c.Fanout.MaxAttempts = river.MaxAttemptsDefault
+	}
+	if c.Fanout.Priority == 0 {
+		c.Fanout.Priority = river.PriorityDefault
+	}
+	return c
+}
+
+// Publish upserts cfg's catalog: notifiers new in cfg are added, changed ones
+// updated, and none removed. A daemon publishes at start: a replica of an
+// older config that starts during a rolling deploy must not remove what a
+// newer config added.
+func Publish(ctx context.Context, db stores.DB, cfg *config.Config, logger *slog.Logger) error {
+	return publish(ctx, db, cfg, false, logger)
+}
+
+// Sync is Publish that also removes the notifiers cfg no longer declares:
+// `notifyd migrate`, the deploy's own step, makes the catalog exactly cfg's.
+func Sync(ctx context.Context, db stores.DB, cfg *config.Config, logger *slog.Logger) error {
+	return publish(ctx, db, cfg, true, logger)
+}
+
+func publish(ctx context.Context, db stores.DB, cfg *config.Config, prune bool, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := Of(cfg)
+	var changed int
+	var removed []string
+	err := stores.RetryDeadlock(func() error {
+		var err error
+		changed, removed, err = stores.PublishCatalog(ctx, db, c, prune)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	logger.InfoContext(ctx, "published notifier catalog", "notifiers", len(c.Notifiers), "changed", changed,
+		"removed", removed)
+	return nil
+}

@@ -1,0 +1,125 @@
+package stores
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// CatalogNotifier is one notifier as the SQL functions see it: notify_send
+// refuses a notifier that is not in the catalog and inline recipients beyond
+// MaxRecipients.
+type CatalogNotifier struct {
+	Name          string
+	Category      string
+	MaxRecipients int
+}
+
+// FanoutJob is the River job every send inserts beside the notification (see
+// notify_enqueue): the kind and the insert options the Go code declares for
+// the fan-out job, with River's defaults applied.
+type FanoutJob struct {
+	Kind        string
+	Queue       string
+	MaxAttempts int
+	Priority    int
+}
+
+// Catalog is what a daemon publishes for the SQL functions: its config's
+// notifiers and the fan-out job's definition.
+type Catalog struct {
+	Notifiers []CatalogNotifier
+	Fanout    FanoutJob
+}
+
+// publishCatalogSQL writes the catalog in one statement. The notifiers are
+// upserted in name order, so two replicas publishing at once lock rows in the
+// same order; a row is only rewritten when its attributes changed, so
+// updated_at says when it last changed. With $8 (prune) it also deletes the
+// notifiers absent from this catalog.
+const publishCatalogSQL = `
+WITH fanout AS (
+    INSERT INTO notify_fanout_job AS f (singleton, kind, queue, max_attempts, priority)
+    VALUES (true, $1, $2, $3, $4)
+    ON CONFLICT (singleton) DO UPDATE
+    SET kind = EXCLUDED.kind, queue = EXCLUDED.queue, max_attempts = EXCLUDED.max_attempts,
+        priority = EXCLUDED.priority, updated_at = now()
+    WHERE (f.kind, f.queue, f.max_attempts, f.priority)
+          IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.max_attempts, EXCLUDED.priority)
+    RETURNING 1
+), upserted AS (
+    INSERT INTO notify_notifiers AS n (name, category, max_recipients)
+    SELECT u.name, u.category, u.max_recipients
+    FROM unnest($5::text[], $6::text[], $7::integer[]) AS u(name, category, max_recipients)
+    ORDER BY u.name COLLATE "C"
+    ON CONFLICT (name) DO UPDATE
+    SET category = EXCLUDED.category, max_recipients = EXCLUDED.max_recipients, updated_at = now()
+    WHERE (n.category, n.max_recipients) IS DISTINCT FROM (EXCLUDED.category, EXCLUDED.max_recipients)
+    RETURNING 1
+), removed AS (
+    DELETE FROM notify_notifiers
+    WHERE $8 AND name <> ALL ($5::text[])
+    RETURNING name
+)
+SELECT (SELECT count(*) FROM upserted), coalesce((SELECT array_agg(name ORDER BY name) FROM removed), '{}')`
+
+// PublishCatalog writes c for the SQL functions, in one statement: it adds
+// the notifiers that are new, updates those whose category or max_recipients
+// changed, and sets the fan-out job's definition. With prune it also removes
+// the notifiers that c does not list (the daemon prunes at `notifyd migrate`,
+// not at start: see docs/sql-enqueue.md for what a rolling deploy sees). It
+// reports how many notifiers it added or changed and which it removed.
+func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed int, removed []string, err error) {
+	f := c.Fanout
+	if f.Kind == "" || f.Queue == "" || f.MaxAttempts <= 0 || f.Priority <= 0 {
+		return 0, nil, fmt.Errorf("publish catalog: incomplete fan-out job %+v", f)
+	}
+	ns := slices.Clone(c.Notifiers)
+	slices.SortFunc(ns, func(a, b CatalogNotifier) int { return strings.Compare(a.Name, b.Name) })
+	names := make([]string, len(ns))
+	categories := make([]string, len(ns))
+	maxRecipients := make([]int32, len(ns))
+	for i, n := range ns {
+		if n.Name == "" || n.MaxRecipients <= 0 {
+			return 0, nil, fmt.Errorf("publish catalog: notifier %q: a name and a positive max_recipients are required", n.Name)
+		}
+		if i > 0 && ns[i-1].Name == n.Name {
+			return 0, nil, fmt.Errorf("publish catalog: notifier %q listed twice", n.Name)
+		}
+		names[i], categories[i], maxRecipients[i] = n.Name, n.Category, int32(n.MaxRecipients)
+	}
+	var n int64
+	err = db.QueryRow(ctx, publishCatalogSQL, f.Kind, f.Queue, f.MaxAttempts, f.Priority, names, categories,
+		maxRecipients, prune).Scan(&n, &removed)
+	if err != nil {
+		return 0, nil, fmt.Errorf("publish catalog: %w", err)
+	}
+	return int(n), removed, nil
+}
+
+const catalogSQL = `
+SELECT f.kind, f.queue, f.max_attempts, f.priority,
+       coalesce(array_agg(n.name ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
+       coalesce(array_agg(n.category ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
+       coalesce(array_agg(n.max_recipients ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}')
+FROM notify_fanout_job f
+LEFT JOIN notify_notifiers n ON true
+GROUP BY f.kind, f.queue, f.max_attempts, f.priority`
+
+// ReadCatalog reads the published catalog back, notifiers in name order.
+func ReadCatalog(ctx context.Context, db DB) (Catalog, error) {
+	var c Catalog
+	var names, categories []string
+	var maxRecipients []int32
+	err := db.QueryRow(ctx, catalogSQL).Scan(&c.Fanout.Kind, &c.Fanout.Queue, &c.Fanout.MaxAttempts,
+		&c.Fanout.Priority, &names, &categories, &maxRecipients)
+	if err != nil {
+		return Catalog{}, fmt.Errorf("read catalog: %w", notFound(err))
+	}
+	c.Notifiers = make([]CatalogNotifier, len(names))
+	for i := range names {
+		c.Notifiers[i] = CatalogNotifier{Name: names[i], Category: categories[i], MaxRecipients: int(maxRecipients[i])}
+	}
+	return c, nil
+}
