@@ -90,14 +90,14 @@ func TestExampleConfigLoads(t *testing.T) {
 	// And with the variables `notifyd dev` sets.
 	c, err = parseWith("config.example.yaml", data, env(map[string]string{
 		"DATABASE_URL":           "postgres://notifyd@127.0.0.1:5432/notifyd",
-		"NOTIFYD_ADMIN_TOKEN":    "admin",
-		"NOTIFYD_TOKEN_SECRET":   "secret",
+		"NOTIFYD_ADMIN_TOKEN":    "admin-0123456789abcdef0123456789abcdef",
+		"NOTIFYD_TOKEN_SECRET":   "secret-0123456789abcdef0123456789abcdef",
 		"NOTIFYD_WEBHOOK_SECRET": "whsec_c2VjcmV0",
 	}))
 	if err != nil {
 		t.Fatalf("config.example.yaml with variables set: %v", err)
 	}
-	if secret, _ := c.Channels["webhook"].Value("secret"); c.HTTP.AdminToken != "admin" || secret != "whsec_c2VjcmV0" {
+	if secret, _ := c.Channels["webhook"].Value("secret"); c.HTTP.AdminToken != "admin-0123456789abcdef0123456789abcdef" || secret != "whsec_c2VjcmV0" {
 		t.Errorf("variables not expanded: %+v, channels.webhook.secret %q", c.HTTP, secret)
 	}
 }
@@ -387,17 +387,17 @@ func TestEnvExpansion(t *testing.T) {
 		get  func(*Config) any
 		want any
 	}{
-		{"set", "http: {admin_token: '${TOKEN}'}", func(c *Config) any { return c.HTTP.AdminToken }, "s3cr3t #not-a-comment: {x}"},
-		{"plain scalar keeps special characters", "http:\n  admin_token: ${TOKEN}\n", func(c *Config) any { return c.HTTP.AdminToken }, "s3cr3t #not-a-comment: {x}"},
+		{"set", "database: {url: '${TOKEN}'}", func(c *Config) any { return c.Database.URL }, "s3cr3t #not-a-comment: {x}"},
+		{"plain scalar keeps special characters", "database:\n  url: ${TOKEN}\n", func(c *Config) any { return c.Database.URL }, "s3cr3t #not-a-comment: {x}"},
 		{"unset is empty", "http: {admin_token: '${MISSING}'}", func(c *Config) any { return c.HTTP.AdminToken }, ""},
 		{"unset keeps the default", "http: {listen: ${MISSING}, max_body: 10}", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:8080"},
 		{"inside text", "http: {listen: '${LISTEN}'}", func(c *Config) any { return c.HTTP.Listen }, "0.0.0.0:9000"},
 		{"several", "database: {url: 'postgres://${HOST}:${PORT}/db'}", func(c *Config) any { return c.Database.URL }, "postgres://mail.acme.test:2525/db"},
 		{"typed as int", "channels: {email: {from: a@b.test, smtp: {host: '${HOST}', port: ${PORT}}}}", func(c *Config) any { return decodeAs[testEmail](c, c.Channels["email"]).SMTP.Port }, 2525},
 		{"typed as bool", "channels: {webhook: {allow_private: ${FLAG}}}", func(c *Config) any { return decodeAs[testWebhook](c, c.Channels["webhook"]).AllowPrivate }, true},
-		{"number into string", "http: {admin_token: ${NUMERIC}}", func(c *Config) any { return c.HTTP.AdminToken }, "12345"},
-		{"dollar dollar", "http: {admin_token: 'a$$b$${TOKEN}'}", func(c *Config) any { return c.HTTP.AdminToken }, "a$b${TOKEN}"},
-		{"lone dollar kept", "http: {admin_token: 'price $5 {{$x}}'}", func(c *Config) any { return c.HTTP.AdminToken }, "price $5 {{$x}}"},
+		{"number into string", "database: {url: ${NUMERIC}}", func(c *Config) any { return c.Database.URL }, "12345"},
+		{"dollar dollar", "database: {url: 'a$$b$${TOKEN}'}", func(c *Config) any { return c.Database.URL }, "a$b${TOKEN}"},
+		{"lone dollar kept", "database: {url: 'price $5 {{$x}}'}", func(c *Config) any { return c.Database.URL }, "price $5 {{$x}}"},
 		{"template variables kept", "digest: {subject: '{{$.Count}} new'}", func(c *Config) any { return c.Digest.Subject }, "{{$.Count}} new"},
 		{"keys expanded", "notifiers: {'n${PORT}': {}}", func(c *Config) any { _, ok := c.Notifiers["n2525"]; return ok }, true},
 		{"flow mapping with a secret", "channels:\n  webhook: {secret: ${TOKEN}, timeout: 3s}\n", func(c *Config) any { v, _ := c.Channels["webhook"].Value("secret"); return v }, "s3cr3t #not-a-comment: {x}"},
@@ -407,7 +407,7 @@ func TestEnvExpansion(t *testing.T) {
 			v, _ := c.Notifiers["n"].Channels["email"].Section.Value("subject")
 			return v + " " + c.Notifiers["n"].Channels["email"].Default
 		}, "mail.acme.test true"},
-		{"marker-like text is kept", "http: {admin_token: 'xNOTIFYDENV0x'}", func(c *Config) any { return c.HTTP.AdminToken }, "xNOTIFYDENV0x"},
+		{"marker-like text is kept", "database: {url: 'xNOTIFYDENV0x'}", func(c *Config) any { return c.Database.URL }, "xNOTIFYDENV0x"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -457,8 +457,9 @@ func TestEnvExpansionErrorsKeepLines(t *testing.T) {
 
 	// A multi-line value does not shift the lines of later errors.
 	vars := env(map[string]string{"MULTI": "a\nb\nc\nd"})
-	got := parseErrors(t, "http:\n  admin_token: ${MULTI}\n  listen: nope\n", vars)
-	want := `test.yaml:3: http.listen: invalid listen address "nope" (want host:port, such as 127.0.0.1:8080 or :8080)`
+	// (database.url carries the value: http.admin_token would refuse it as short.)
+	got := parseErrors(t, "database:\n  url: ${MULTI}\nhttp:\n  listen: nope\n", vars)
+	want := `test.yaml:4: http.listen: invalid listen address "nope" (want host:port, such as 127.0.0.1:8080 or :8080)`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("got %q, want %q", got, want)
 	}

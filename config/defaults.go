@@ -26,6 +26,15 @@ func (c *Config) setDefaults() {
 	c.Database.Schema = defaultSchema
 	c.HTTP.Listen = defaultListen
 	c.HTTP.MaxBody = defaultMaxBody
+	c.HTTP.ReadHeaderTimeout = Duration(10 * time.Second)
+	c.HTTP.ReadTimeout = Duration(30 * time.Second)
+	c.HTTP.WriteTimeout = Duration(30 * time.Second)
+	c.HTTP.IdleTimeout = Duration(120 * time.Second)
+	c.HTTP.MaxHeaderBytes = 64 << 10
+	c.HTTP.MaxConnections = 1024
+	c.HTTP.MaxStreamsPerRecipient = 5
+	c.HTTP.MaxTopics = 100
+	c.HTTP.Rate = Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400}
 	c.Queues = Queues{
 		Fanout:            4,
 		Send:              50,

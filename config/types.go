@@ -69,6 +69,39 @@ type HTTP struct {
 	// "*") that may call the API from another origin (CORS). Empty: same
 	// origin only.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+
+	// ReadHeaderTimeout bounds reading a request's headers (default 10s),
+	// ReadTimeout the whole request, body included (default 30s),
+	// WriteTimeout writing a response (default 30s; the inbox stream sets its
+	// own deadline per write instead), IdleTimeout how long a keep-alive
+	// connection may wait for its next request (default 120s).
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	ReadTimeout       Duration `yaml:"read_timeout"`
+	WriteTimeout      Duration `yaml:"write_timeout"`
+	IdleTimeout       Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes caps a request's header block (default 64 KiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnections caps the connections the API serves at once, per
+	// replica (default 1024); more wait to be accepted.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxStreamsPerRecipient caps the inbox streams one recipient may hold
+	// open per replica (default 5).
+	MaxStreamsPerRecipient int `yaml:"max_streams_per_recipient"`
+	// MaxTopics caps the topics of one POST /v1/notifications (default 100).
+	MaxTopics int `yaml:"max_topics"`
+	// Rate limits requests per token.
+	Rate Rate `yaml:"rate"`
+}
+
+// Rate is the token-bucket limit of API requests, per recipient (all of one
+// recipient's tokens share a bucket) and for the admin token, per replica.
+// A request over the limit is answered 429 with Retry-After. Zero means
+// unlimited.
+type Rate struct {
+	Recipient      float64 `yaml:"recipient"`       // requests per second per recipient, default 20
+	RecipientBurst int     `yaml:"recipient_burst"` // bucket size, default 40
+	Admin          float64 `yaml:"admin"`           // requests per second for the admin token, default 200
+	AdminBurst     int     `yaml:"admin_burst"`     // bucket size, default 400
 }
 
 // Queues sets River's max workers per notifyd queue, plus fetch tuning.

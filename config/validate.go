@@ -42,9 +42,26 @@ func (c *Config) validate(el *errorList) {
 			el.add(fmt.Sprintf("http.allowed_origins[%d]", i), "invalid origin %q (want scheme://host[:port], such as https://app.example.test, or *)", o)
 		}
 	}
+	c.validateTokens(el)
 	if c.HTTP.MaxBody < 1 {
 		el.add("http.max_body", "must be at least 1, got %d", c.HTTP.MaxBody)
 	}
+	positive(el, "http.read_header_timeout", c.HTTP.ReadHeaderTimeout)
+	positive(el, "http.read_timeout", c.HTTP.ReadTimeout)
+	positive(el, "http.write_timeout", c.HTTP.WriteTimeout)
+	positive(el, "http.idle_timeout", c.HTTP.IdleTimeout)
+	atLeast(el, "http.max_header_bytes", c.HTTP.MaxHeaderBytes, 1024)
+	atLeast(el, "http.max_connections", c.HTTP.MaxConnections, 1)
+	atLeast(el, "http.max_streams_per_recipient", c.HTTP.MaxStreamsPerRecipient, 1)
+	atLeast(el, "http.max_topics", c.HTTP.MaxTopics, 1)
+	if c.HTTP.Rate.Recipient < 0 {
+		el.add("http.rate.recipient", "must not be negative (0 is unlimited), got %g", c.HTTP.Rate.Recipient)
+	}
+	if c.HTTP.Rate.Admin < 0 {
+		el.add("http.rate.admin", "must not be negative (0 is unlimited), got %g", c.HTTP.Rate.Admin)
+	}
+	atLeast(el, "http.rate.recipient_burst", c.HTTP.Rate.RecipientBurst, 1)
+	atLeast(el, "http.rate.admin_burst", c.HTTP.Rate.AdminBurst, 1)
 
 	q := c.Queues
 	atLeast(el, "queues.fanout", q.Fanout, 1)
@@ -288,4 +305,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// MinSecretLength is the shortest http.admin_token and http.token_secret
+// accepted: 32 bytes, the size of the HS256 key (RFC 7518 section 3.2) and
+// enough that guessing is out of reach. `openssl rand -hex 32` makes one.
+const MinSecretLength = 32
+
+// validateTokens refuses short secrets and one secret used for both: a
+// token_secret equal to the admin token would let anyone who holds the admin
+// token mint recipient tokens, and anyone who can read a recipient token's
+// key learn the admin token. An empty value is allowed: it disables that
+// side of the API (a secret left to the environment reads as empty).
+func (c *Config) validateTokens(el *errorList) {
+	for _, kv := range []struct{ key, v string }{
+		{"http.admin_token", c.HTTP.AdminToken},
+		{"http.token_secret", c.HTTP.TokenSecret},
+	} {
+		// The value is never quoted: it is a secret.
+		if kv.v != "" && len(kv.v) < MinSecretLength {
+			el.add(kv.key, "must be at least %d bytes, got %d (generate one with `openssl rand -hex 32`)", MinSecretLength, len(kv.v))
+		}
+	}
+	if c.HTTP.AdminToken != "" && c.HTTP.AdminToken == c.HTTP.TokenSecret {
+		el.add("http.token_secret", "must differ from http.admin_token")
+	}
 }

@@ -131,7 +131,12 @@ func TestWebhook503ThenOKIsOneDeliveryWithTheSameID(t *testing.T) {
 		if r.header.Get("webhook-id") != d.id {
 			t.Fatalf("webhook-id = %q, want the delivery id %s on every attempt", r.header.Get("webhook-id"), d.id)
 		}
-		if err := webhook.Verify(webhookSecret, r.header, r.body, time.Minute); err != nil {
+		// Signed with u1's own secret, derived from the channel's.
+		u1Secret, err := webhook.RecipientSecret(webhookSecret, "u1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := webhook.Verify(u1Secret, r.header, r.body, time.Minute); err != nil {
 			t.Fatalf("signature: %v", err)
 		}
 	}

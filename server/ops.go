@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"riverqueue.com/riverui"
 
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/web"
 )
@@ -43,7 +44,8 @@ func (s *Server) mountOps(reg *prometheus.Registry) error {
 	// refuse cross-site requests (CSRF): a page an admin happens to visit must
 	// not be able to cancel or retry jobs.
 	csrf := http.NewCrossOriginProtection()
-	s.api.Handle("/riverui/", s.api.RequireAdminBrowser(csrf.Handler(ui)))
+	// Never framed (clickjacking of the retry and cancel buttons), never cached.
+	s.api.Handle("/riverui/", httpapi.AdminPage(s.api.RequireAdminBrowser(csrf.Handler(ui))))
 	s.api.Handle("/riverui", http.RedirectHandler("/riverui/", http.StatusMovedPermanently))
 	return nil
 }

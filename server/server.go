@@ -31,6 +31,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/httpapi"
@@ -177,7 +178,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return s, nil
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
-		Clock: opts.Clock, Extra: opts.Routes})
+		Clock: opts.Clock, Extra: opts.Routes, Metrics: m, WebhookSecret: webhookSecrets(s.set)})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.Recipient, stream.HandlerOptions{}))
 	if err := s.mountOps(metricsReg); err != nil {
 		s.Close()
@@ -195,6 +196,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// webhookSecrets returns the opened webhook channel's per-recipient secret,
+// nil when the channel is not configured.
+func webhookSecrets(set *channels.Set) func(string) string {
+	if c, ok := set.Channels[webhook.Name].(interface{ RecipientSecret(id string) string }); ok {
+		return c.RecipientSecret
+	}
+	return nil
 }
 
 // LoadConfig loads the config file at path (config.Load) and checks the
@@ -268,9 +278,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	var srv *http.Server
 	if s.listener != nil {
-		srv = newHTTPServer(s.api.Handler())
+		var ln net.Listener
+		srv, ln = newHTTPServer(s.api.Handler(), s.cfg.HTTP, s.listener)
 		go func() {
-			if err := srv.Serve(s.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()
@@ -302,10 +313,28 @@ func (s *Server) Run(ctx context.Context) error {
 	return runErr
 }
 
-// newHTTPServer is the API's http.Server. It has no WriteTimeout: that would
-// cut the SSE streams, which set their own per-write deadlines.
-func newHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// newHTTPServer is the API's http.Server, and the listener it serves: every
+// connection has a deadline for its headers, its whole request and its
+// response, an idle keep-alive is closed, the header block is capped, and at
+// most http.max_connections are served at once. Without these a client that
+// sends headers slowly, declares a body and never sends it, or opens
+// connections and leaves them idle holds a goroutine and a socket for as long
+// as it likes. The write timeout does not cut the inbox streams: they set
+// their own deadline before every write (http.ResponseController), which
+// replaces the server's.
+func newHTTPServer(h http.Handler, cfg config.HTTP, ln net.Listener) (*http.Server, net.Listener) {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
+		ReadTimeout:       cfg.ReadTimeout.D(),
+		WriteTimeout:      cfg.WriteTimeout.D(),
+		IdleTimeout:       cfg.IdleTimeout.D(),
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+	}
+	if cfg.MaxConnections > 0 {
+		ln = newLimitListener(ln, cfg.MaxConnections)
+	}
+	return srv, ln
 }
 
 // Close releases the pool (when New opened it) and the channels'

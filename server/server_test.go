@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,10 +147,10 @@ channels:
 		return resp.StatusCode, out
 	}
 
-	if code, _ := call("PUT", "/v1/recipients/u2", "admin-token", map[string]any{"email": "u2@example.test", "name": "Grace"}); code != 200 {
+	if code, _ := call("PUT", "/v1/recipients/u2", notifydtest.AdminToken, map[string]any{"email": "u2@example.test", "name": "Grace"}); code != 200 {
 		t.Fatalf("PUT recipient = %d", code)
 	}
-	code, res := call("POST", "/v1/notifications", "admin-token", map[string]any{
+	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-1", "actor": "u1",
 		"recipients": []any{"u1", map[string]any{"id": "u2", "reason": "author"}}, "params": map[string]any{"order": "#42"}})
 	if code != 202 || res["duplicate"] != false {
@@ -157,7 +158,7 @@ channels:
 	}
 	id := res["id"].(string)
 
-	tok, err := notifyd.RecipientToken("token-secret", "u2", time.Hour)
+	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u2", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ channels:
 		t.Fatalf("email = %+v", msgs)
 	}
 	notifydtest.Eventually(t, 10*time.Second, "the ledger says sent", func() bool {
-		_, n := call("GET", "/v1/notifications/"+id, "admin-token", nil)
+		_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
 		for _, d := range n["deliveries"].([]any) {
 			d := d.(map[string]any)
 			if d["channel"] == "email" && d["status"] == "sent" {
@@ -186,7 +187,7 @@ channels:
 		return false
 	})
 	// The actor u1 was dropped.
-	tok1, _ := notifyd.RecipientToken("token-secret", "u1", time.Hour)
+	tok1, _ := notifyd.RecipientToken(notifydtest.TokenSecret, "u1", time.Hour)
 	if _, inbox := call("GET", "/v1/inbox", tok1, nil); len(inbox["items"].([]any)) != 0 {
 		t.Fatal("the actor got an inbox item")
 	}
@@ -215,7 +216,7 @@ channels:
 		t.Fatalf("/riverui/ without credentials = %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 	req, _ := http.NewRequest("GET", base+"/riverui/", nil)
-	req.SetBasicAuth("admin", "admin-token")
+	req.SetBasicAuth("admin", notifydtest.AdminToken)
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
 	}
@@ -224,9 +225,30 @@ channels:
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "<html") {
 		t.Fatalf("/riverui/ with the admin token = %d", resp.StatusCode)
 	}
+	// River UI is never framed (clickjacking its buttons) nor cached: its
+	// page, its API, and its refusals.
+	for _, path := range []string{"/riverui/", "/riverui/api/jobs?state=available", "/riverui/no-such-asset.js"} {
+		for _, auth := range []bool{true, false} {
+			req, _ := http.NewRequest("GET", base+path, nil)
+			if auth {
+				req.SetBasicAuth("admin", notifydtest.AdminToken)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			h := resp.Header
+			if h.Get("X-Frame-Options") != "DENY" || !slices.Contains(h.Values("Content-Security-Policy"), "frame-ancestors 'none'") ||
+				h.Get("Cache-Control") != "no-store" {
+				t.Errorf("GET %s (credentials %v) = %d with X-Frame-Options %q, CSP %q, Cache-Control %q", path, auth,
+					resp.StatusCode, h.Get("X-Frame-Options"), h.Values("Content-Security-Policy"), h.Get("Cache-Control"))
+			}
+		}
+	}
 	// A cross-site POST carrying the browser's Basic credentials is refused (CSRF).
 	req, _ = http.NewRequest("POST", base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["1"]}`))
-	req.SetBasicAuth("admin", "admin-token")
+	req.SetBasicAuth("admin", notifydtest.AdminToken)
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)

@@ -145,7 +145,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	api := apiClient{t: t, base: "http://" + d.Addr()}
 	send := func(key string) {
 		t.Helper()
-		code := api.do("POST", "/v1/notifications", "admin-token", map[string]any{
+		code := api.do("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
 			"notifier": "comment.created", "key": key, "actor": "u1", "recipients": []any{"u2"},
 			"params": map[string]any{"post_title": `<b>post</b> & "` + key + `"`, "author_name": "Ada", "url": ""},
 		}, nil)

@@ -23,8 +23,8 @@ import (
 
 // Credentials every chaos daemon is configured with.
 const (
-	adminToken    = "chaos-admin-token"
-	tokenSecret   = "chaos-token-secret"
+	adminToken    = "chaos-admin-token-0123456789abcdef0123"
+	tokenSecret   = "chaos-token-secret-0123456789abcdef0123"
 	webhookSecret = "chaos-webhook-secret"
 	mailDomain    = "chaos.test"
 	notifierName  = "chaos.ping"
@@ -176,6 +176,7 @@ http:
   listen: %s
   admin_token: %s
   token_secret: %s
+  rate: {recipient: 0, admin: 0}
 queues: {fanout: 2, send: %d, digest: 1, maintenance: 1, fanout_chunk: %d, send_batch: %d}
 channels:
   email:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"hash/fnv"
 	"io"
 	"net/http"
@@ -144,7 +145,7 @@ func (h *hookbox) serve(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("webhook-id")
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := webhook.Verify(webhookSecret, r.Header, body, 5*time.Minute); err != nil {
+	if err := webhook.Verify(destinationSecret(body), r.Header, body, 5*time.Minute); err != nil {
 		// Accept it anyway (a refusal would turn it into a refused
 		// delivery) but count it: an unverifiable webhook is a failure.
 		h.badSig++
@@ -191,4 +192,29 @@ func oneIn(n uint64, seed uint64) func(string) bool {
 		_, _ = f.Write([]byte(id))
 		return (f.Sum64()^seed)%n == 0
 	}
+}
+
+// destinationSecret is the secret a webhook's destination verifies it with:
+// the recipient's, derived from the channel secret, or the notifier's for a
+// notifier-level webhook (data.recipient null). "" when the body says neither,
+// which fails the verification.
+func destinationSecret(body []byte) string {
+	var b struct {
+		Data struct {
+			Notifier  string `json:"notifier"`
+			Recipient *struct {
+				ID string `json:"id"`
+			} `json:"recipient"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	var secret string
+	if b.Data.Recipient != nil {
+		secret, _ = webhook.RecipientSecret(webhookSecret, b.Data.Recipient.ID)
+	} else {
+		secret, _ = webhook.NotifierSecret(webhookSecret, b.Data.Notifier)
+	}
+	return secret
 }

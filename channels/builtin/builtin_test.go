@@ -352,8 +352,8 @@ func TestExampleConfigChecks(t *testing.T) {
 	}
 	vars := map[string]string{
 		"DATABASE_URL":           "postgres://notifyd@127.0.0.1:5432/notifyd",
-		"NOTIFYD_ADMIN_TOKEN":    "admin",
-		"NOTIFYD_TOKEN_SECRET":   "secret",
+		"NOTIFYD_ADMIN_TOKEN":    "admin-0123456789abcdef0123456789abcdef",
+		"NOTIFYD_TOKEN_SECRET":   "secret-0123456789abcdef0123456789abcdef",
 		"NOTIFYD_WEBHOOK_SECRET": "whsec_c2VjcmV0",
 	}
 	for k := range vars {

@@ -79,8 +79,9 @@ notifiers:
 	mu.Lock()
 	got := append([]string(nil), texts...)
 	mu.Unlock()
-	if len(got) != 1 || got[0] != "<Ada> commented " {
-		t.Errorf("posted %q, want [\"<Ada> commented \"]", got)
+	// Params are escaped for Slack: "<Ada>" cannot become markup.
+	if len(got) != 1 || got[0] != "&lt;Ada&gt; commented " {
+		t.Errorf("posted %q, want [\"&lt;Ada&gt; commented \"]", got)
 	}
 
 	err = s.SendBulk(ctx, channels.Message{DeliveryID: "d-2", Notifier: "no.channels"})

@@ -4,7 +4,9 @@
 //
 // The request is a POST of {"text": "<text>"}, where text is the notifier's
 // channels.slack.text template (text/template) rendered over the notification's
-// params. Outcomes are classified like webhooks: 2xx sent; 408 and 5xx
+// params. Every string in the params is escaped (&, <, > become &amp;, &lt;,
+// &gt;) before rendering, so params cannot add Slack markup; the template's own
+// markup is sent as written. Outcomes are classified like webhooks: 2xx sent; 408 and 5xx
 // temporary; 429 rate limited (Retry-After honoured); 410 gone (Slack's
 // channel_is_archived); other 4xx and 3xx refused; destinations on loopback,
 // private, link-local, multicast or reserved addresses refused unless
@@ -143,7 +145,10 @@ func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
 	if !ok {
 		return channels.Permanent(fmt.Errorf("notifier %q has no slack webhook_url", msg.Notifier))
 	}
-	params := msg.Params
+	// The template's own markup (<url|label>, *bold*) stays; a param's &, <
+	// and > are escaped, so a param cannot mention @channel (<!channel>),
+	// disguise a link (<https://evil|your bank>) or break the template's.
+	params, _ := escapeParams(msg.Params).(map[string]any)
 	if params == nil {
 		params = map[string]any{}
 	}
@@ -182,4 +187,31 @@ func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
 	}
 	s.logger.DebugContext(ctx, "slack sent", attrs...)
 	return nil
+}
+
+// slackEscaper escapes the three characters Slack's mrkdwn gives a meaning
+// (https://api.slack.com/reference/surfaces/formatting#escaping).
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// escapeParams returns a copy of v with every string escaped for Slack text,
+// in maps and arrays at any depth. Map keys are kept as they are: templates
+// look values up by them.
+func escapeParams(v any) any {
+	switch v := v.(type) {
+	case string:
+		return slackEscaper.Replace(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = escapeParams(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = escapeParams(e)
+		}
+		return out
+	}
+	return v
 }

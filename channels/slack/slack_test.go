@@ -110,7 +110,7 @@ func TestSendBulkPostsRenderedText(t *testing.T) {
 		t.Fatalf("receiver got %d requests, want 2", len(reqs))
 	}
 	wantTexts := []string{
-		`Ada commented on *Hello "world" & <you>* <https://app.example/p/9|open>`,
+		`Ada commented on *Hello "world" &amp; &lt;you&gt;* <https://app.example/p/9|open>`,
 		"compiled 7",
 	}
 	for i, r := range reqs {
@@ -127,6 +127,47 @@ func TestSendBulkPostsRenderedText(t *testing.T) {
 		if len(body) != 1 || body["text"] != wantTexts[i] {
 			t.Errorf("body = %s, want {\"text\": %q}", r.body, wantTexts[i])
 		}
+	}
+}
+
+// TestParamsCannotAddSlackMarkup: &, < and > in params, at any depth, reach
+// Slack escaped, so a param cannot ping @channel, disguise a link or close the
+// template's own <url|label>; the template's literal markup is sent as
+// written.
+func TestParamsCannotAddSlackMarkup(t *testing.T) {
+	t.Parallel()
+	rcv := newReceiver(t, nil)
+	s, err := New(&Config{AllowPrivate: true}, map[string]*Templates{"n": {
+		WebhookURL: rcv.URL + tokenPath,
+		Text:       "<!here> {{.who}} on <{{.url}}|{{.title}}>{{range .tags}} [{{.}}]{{end}}{{with .author}} by {{.name}}{{end}}",
+	}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := map[string]any{
+		"who":    "<!channel> & <@U123>",
+		"url":    "https://app.example/p?a=1&b=2",
+		"title":  "x|<https://evil.example|your bank>",
+		"tags":   []any{"<b>", 3.0},
+		"author": map[string]any{"name": "A > B"},
+	}
+	if err := s.SendBulk(context.Background(), message("n", params)); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rcv.got()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	var body struct{ Text string }
+	if err := json.Unmarshal(reqs[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := "<!here> &lt;!channel&gt; &amp; &lt;@U123&gt; on <https://app.example/p?a=1&amp;b=2|x|&lt;https://evil.example|your bank&gt;> [&lt;b&gt;] [3] by A &gt; B"
+	if body.Text != want {
+		t.Fatalf("text = %q\nwant   %q", body.Text, want)
+	}
+	if params["who"] != "<!channel> & <@U123>" {
+		t.Fatalf("the message's params were changed: %v", params["who"])
 	}
 }
 

@@ -89,6 +89,42 @@ func Verify(secret string, headers http.Header, body []byte, tolerance time.Dura
 	return fmt.Errorf("%w: no matching signature", ErrInvalidSignature)
 }
 
+// RecipientSecret returns the signing secret of the per-recipient webhooks
+// of recipient id, derived from the channel's secret (channels.webhook.secret):
+// "whsec_" followed by base64 of HMAC-SHA256(key, "recipient:" + id), where
+// key is the channel secret's key (see Sign). The recipient verifies its
+// webhooks with it (GET /v1/webhook-secret shows it); it verifies nothing sent
+// to anyone else, and the channel secret cannot be computed back from it.
+func RecipientSecret(secret, id string) (string, error) {
+	return deriveSecret(secret, recipientPurpose(id))
+}
+
+// NotifierSecret returns the signing secret of notifier name's
+// notifier-level (bulk) webhook: as RecipientSecret, over "notifier:" + name.
+func NotifierSecret(secret, name string) (string, error) {
+	return deriveSecret(secret, notifierPurpose(name))
+}
+
+func recipientPurpose(id string) string  { return "recipient:" + id }
+func notifierPurpose(name string) string { return "notifier:" + name }
+
+func deriveSecret(secret, purpose string) (string, error) {
+	key, err := secretKey(secret)
+	if err != nil {
+		return "", err
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(deriveKey(key, purpose)), nil
+}
+
+// deriveKey is a destination's HMAC key: HMAC-SHA256(key, purpose). The
+// purposes "recipient:<id>" and "notifier:<name>" cannot collide, and an id
+// cannot contain the other prefix's meaning, because the kind comes first.
+func deriveKey(key []byte, purpose string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(purpose))
+	return mac.Sum(nil)
+}
+
 // sign computes "v1,<base64 HMAC-SHA256(key, id.ts.body)>".
 func sign(key []byte, id string, ts int64, body []byte) string {
 	mac := hmac.New(sha256.New, key)

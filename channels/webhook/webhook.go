@@ -14,12 +14,19 @@
 //	webhook-timestamp: <unix seconds when this attempt was signed>
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //
+// Every destination has a key of its own, derived from the channel secret: a
+// per-recipient webhook is signed with RecipientSecret(secret, recipient id),
+// a notifier-level one with NotifierSecret(secret, notifier). The channel
+// secret itself signs nothing, so a receiver that can verify its own webhooks
+// can neither verify nor forge anybody else's.
+//
 // The webhook-id is the delivery's id: it is the same on every retry of a
 // delivery, so a receiver that remembers the ids it processed drops the rare
 // duplicate (notifyd sends at least once). While a secret rotates
 // (channels.webhook.secrets) webhook-signature carries one space-separated
-// signature per secret, the main secret's first; a receiver accepts the message
-// when any of them verifies. Receivers written in Go can use Verify.
+// signature per secret (each derived for the destination), the main secret's
+// first; a receiver accepts the message when any of them verifies, so it keeps
+// working with its old secret until it fetches the new one. Receivers written in Go can use Verify.
 //
 // # Body
 //
@@ -60,6 +67,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,7 +197,7 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if err := s.Addressable(msg.Notifier, *msg.Recipient); err != nil {
 		return channels.Permanent(err)
 	}
-	return s.post(ctx, msg.Recipient.WebhookURL, msg, msg.Recipient)
+	return s.post(ctx, msg.Recipient.WebhookURL, recipientPurpose(msg.Recipient.ID), msg, msg.Recipient)
 }
 
 // SendBulk posts msg to the notifier's webhook URL, with a null recipient. A
@@ -202,7 +210,20 @@ func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
 	if err := safehttp.CheckURL(dest); err != nil {
 		return channels.Permanent(fmt.Errorf("notifier %q webhook url: %w", msg.Notifier, err))
 	}
-	return s.post(ctx, dest, msg, nil)
+	return s.post(ctx, dest, notifierPurpose(msg.Notifier), msg, nil)
+}
+
+// RecipientSecret is the secret recipient id's webhooks are signed with
+// (see the package function RecipientSecret): what the recipient verifies
+// with. While secrets rotate it is the main secret's, the one that stays.
+func (s *Sender) RecipientSecret(id string) string {
+	return secretPrefix + base64.StdEncoding.EncodeToString(deriveKey(s.keys[0], recipientPurpose(id)))
+}
+
+// NotifierSecret is the secret notifier's notifier-level webhooks are signed
+// with.
+func (s *Sender) NotifierSecret(notifier string) string {
+	return secretPrefix + base64.StdEncoding.EncodeToString(deriveKey(s.keys[0], notifierPurpose(notifier)))
 }
 
 // body is the JSON document a webhook carries; see the package comment.
@@ -251,7 +272,9 @@ func encode(msg channels.Message, r *channels.Recipient) ([]byte, error) {
 	})
 }
 
-func (s *Sender) post(ctx context.Context, dest string, msg channels.Message, r *channels.Recipient) error {
+// post sends msg to dest, signed with the keys derived for purpose (the
+// destination).
+func (s *Sender) post(ctx context.Context, dest, purpose string, msg channels.Message, r *channels.Recipient) error {
 	payload, err := encode(msg, r)
 	if err != nil {
 		// Params that cannot be encoded now never will be.
@@ -266,7 +289,7 @@ func (s *Sender) post(ctx context.Context, dest string, msg channels.Message, r 
 	req.Header.Set("User-Agent", "notifyd")
 	req.Header.Set(HeaderID, msg.DeliveryID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderSignature, s.signatures(msg.DeliveryID, now.Unix(), payload))
+	req.Header.Set(HeaderSignature, s.signatures(purpose, msg.DeliveryID, now.Unix(), payload))
 
 	redacted := safehttp.Redact(dest, true)
 	err = safehttp.Deliver(s.client, req, "POST "+redacted, s.clock)
@@ -290,14 +313,15 @@ func (s *Sender) post(ctx context.Context, dest string, msg channels.Message, r 
 	return nil
 }
 
-// signatures is the webhook-signature header: one signature per secret.
-func (s *Sender) signatures(id string, ts int64, payload []byte) string {
+// signatures is the webhook-signature header: one signature per secret, each
+// with the key derived from it for the destination (purpose).
+func (s *Sender) signatures(purpose, id string, ts int64, payload []byte) string {
 	var b []byte
 	for i, key := range s.keys {
 		if i > 0 {
 			b = append(b, ' ')
 		}
-		b = append(b, sign(key, id, ts, payload)...)
+		b = append(b, sign(deriveKey(key, purpose), id, ts, payload)...)
 	}
 	return string(b)
 }

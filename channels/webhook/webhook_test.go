@@ -184,15 +184,20 @@ func TestSendIsSignedPerStandardWebhooks(t *testing.T) {
 		t.Errorf("webhook-timestamp = %q, want unix seconds of the send", r.header.Get("webhook-timestamp"))
 	}
 
-	// The official library accepts it (and checks the timestamp tolerance too).
-	wh, err := standardwebhooks.NewWebhook(vectorSecret)
+	// The official library accepts it with the recipient's own secret (and
+	// checks the timestamp tolerance too).
+	u2Secret := mustDerive(t, RecipientSecret, vectorSecret, "u2")
+	if got := b.sender.RecipientSecret("u2"); got != u2Secret {
+		t.Fatalf("Sender.RecipientSecret = %q, RecipientSecret = %q", got, u2Secret)
+	}
+	wh, err := standardwebhooks.NewWebhook(u2Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := wh.Verify(r.body, r.header); err != nil {
 		t.Errorf("official Verify: %v", err)
 	}
-	if err := Verify(vectorSecret, r.header, r.body, 0); err != nil {
+	if err := Verify(u2Secret, r.header, r.body, 0); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 	// And it rejects a tampered body: the check above can fail.
@@ -233,11 +238,11 @@ func TestRawSecretVerifiesWithOfficialLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.rcv.got()[0]
-	wh, _ := standardwebhooks.NewWebhookRaw([]byte(raw))
+	wh, _ := standardwebhooks.NewWebhook(mustDerive(t, RecipientSecret, raw, "u2"))
 	if err := wh.Verify(r.body, r.header); err != nil {
-		t.Errorf("official Verify with raw key: %v", err)
+		t.Errorf("official Verify with the secret derived from a raw key: %v", err)
 	}
-	if err := Verify(raw, r.header, r.body, 0); err != nil {
+	if err := Verify(mustDerive(t, RecipientSecret, raw, "u2"), r.header, r.body, 0); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 }
@@ -258,8 +263,13 @@ func TestRotationSignsWithEverySecret(t *testing.T) {
 	if len(sigs) != 2 {
 		t.Fatalf("webhook-signature = %q, want two signatures", r.header.Get("webhook-signature"))
 	}
-	newWH, _ := standardwebhooks.NewWebhook(newSecret)
-	oldWH, _ := standardwebhooks.NewWebhookRaw([]byte(oldRaw))
+	// The recipient's secrets, derived from the new and the old one.
+	newDerived, oldDerived := mustDerive(t, RecipientSecret, newSecret, "u2"), mustDerive(t, RecipientSecret, oldRaw, "u2")
+	if got := b.sender.RecipientSecret("u2"); got != newDerived {
+		t.Errorf("the secret shown during a rotation is %q, want the new secret's %q", got, newDerived)
+	}
+	newWH, _ := standardwebhooks.NewWebhook(newDerived)
+	oldWH, _ := standardwebhooks.NewWebhook(oldDerived)
 	otherWH, _ := standardwebhooks.NewWebhookRaw([]byte("some other secret"))
 	only := func(sig string) http.Header {
 		h := r.header.Clone()
@@ -270,7 +280,7 @@ func TestRotationSignsWithEverySecret(t *testing.T) {
 	for i, tc := range []struct {
 		wh     *standardwebhooks.Webhook
 		secret string
-	}{{newWH, newSecret}, {oldWH, oldRaw}} {
+	}{{newWH, newDerived}, {oldWH, oldDerived}} {
 		if err := tc.wh.Verify(r.body, only(sigs[i])); err != nil {
 			t.Errorf("signature %d with its secret: %v", i, err)
 		}
@@ -487,7 +497,7 @@ func TestSendBulk(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].path != "/bulk?token=bulk-secret" {
 		t.Fatalf("requests = %+v, want one to the notifier URL", reqs)
 	}
-	if err := Verify(vectorSecret, reqs[0].header, reqs[0].body, 0); err != nil {
+	if err := Verify(mustDerive(t, NotifierSecret, vectorSecret, "comment.created"), reqs[0].header, reqs[0].body, 0); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 	var body struct {
@@ -648,4 +658,84 @@ func mustPort(t *testing.T, raw string) string {
 		t.Fatal(err)
 	}
 	return u.Port()
+}
+
+func mustDerive(t *testing.T, derive func(secret, name string) (string, error), secret, name string) string {
+	t.Helper()
+	d, err := derive(secret, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestNoDestinationCanVerifyOrForgeAnothers: each destination's webhooks
+// verify with its own derived secret and with no other: not another
+// recipient's, not the notifier-level one's, not the channel secret. A
+// receiver holding its secret cannot make a message another destination
+// accepts, nor replay one of its own to another destination.
+func TestNoDestinationCanVerifyOrForgeAnothers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, nil)
+	u3 := b.msg
+	u3.DeliveryID = "0194a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
+	u3.Recipient = &channels.Recipient{ID: "u3", WebhookURL: b.rcv.URL + "/u3"}
+	bulk := b.msg
+	bulk.DeliveryID = "0194a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d"
+	bulk.Recipient, bulk.Reason = nil, ""
+	// A recipient whose id reads like the notifier's purpose string.
+	tricky := b.msg
+	tricky.DeliveryID = "0194a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5e"
+	tricky.Recipient = &channels.Recipient{ID: "notifier:comment.created", WebhookURL: b.rcv.URL + "/tricky"}
+	for _, m := range []channels.Message{b.msg, u3, tricky} {
+		if err := b.sender.Send(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.sender.SendBulk(context.Background(), bulk); err != nil {
+		t.Fatal(err)
+	}
+	reqs := b.rcv.got()
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	secrets := []string{b.sender.RecipientSecret("u2"), b.sender.RecipientSecret("u3"),
+		b.sender.RecipientSecret("notifier:comment.created"), b.sender.NotifierSecret("comment.created")}
+	for i, r := range reqs {
+		for j, secret := range secrets {
+			err := Verify(secret, r.header, r.body, 0)
+			if i == j && err != nil {
+				t.Errorf("message %d does not verify with its own secret: %v", i, err)
+			}
+			if i != j && err == nil {
+				t.Errorf("message %d verifies with destination %d's secret", i, j)
+			}
+		}
+		if err := Verify(vectorSecret, r.header, r.body, 0); err == nil {
+			t.Errorf("message %d verifies with the channel secret: it must sign nothing itself", i)
+		}
+	}
+	// u3 knows its secret and forges a message signed with it: u2's
+	// receiver, verifying with u2's secret, refuses it; so it does u3's
+	// genuine message replayed to it.
+	forged := reqs[0].header.Clone()
+	sig, err := Sign(secrets[1], forged.Get(HeaderID), time.Now(), reqs[0].body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.Set(HeaderSignature, sig)
+	if err := Verify(secrets[0], forged, reqs[0].body, 0); err == nil {
+		t.Error("u2 accepted a message u3 signed")
+	}
+	if err := Verify(secrets[0], reqs[1].header, reqs[1].body, 0); err == nil {
+		t.Error("u2 accepted u3's message replayed to it")
+	}
+	// Each secret is distinct and none is the channel secret.
+	seen := map[string]bool{vectorSecret: true}
+	for _, s := range secrets {
+		if seen[s] {
+			t.Errorf("secret %q repeats", s)
+		}
+		seen[s] = true
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
@@ -186,6 +187,48 @@ func (c *TokenCommand) Run(_ context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintln(c.main.Stdout, tok)
+	return nil
+}
+
+// WebhookSecretCommand is `notifyd webhook-secret`.
+type WebhookSecretCommand struct{ main *Main }
+
+// Run prints the secret one destination's webhooks are signed with, derived
+// from channels.webhook.secret: a notifier-level webhook's (-notifier) or a
+// recipient's (-recipient; the API shows it too). It is what that receiver
+// verifies with, and it verifies nobody else's webhooks.
+func (c *WebhookSecretCommand) Run(_ context.Context, args []string) error {
+	var path, notifier, recipient string
+	fs := c.main.newFlagSet("webhook-secret", &path)
+	fs.StringVar(&notifier, "notifier", "", "a notifier with a notifier-level webhook")
+	fs.StringVar(&recipient, "recipient", "", "a recipient id (instead of -notifier)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (notifier == "") == (recipient == "") {
+		return errors.New("give one of -notifier and -recipient")
+	}
+	cfg, err := server.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	secret, _ := cfg.Channels[webhook.Name].Value("secret")
+	if secret == "" {
+		return fmt.Errorf("%s: channels.webhook.secret is empty (webhooks are not configured, or its variable is unset)", path)
+	}
+	var derived string
+	if notifier != "" {
+		if _, ok := cfg.Notifier(notifier); !ok {
+			return fmt.Errorf("%s: no notifier %q", path, notifier)
+		}
+		derived, err = webhook.NotifierSecret(secret, notifier)
+	} else {
+		derived, err = webhook.RecipientSecret(secret, recipient)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.main.Stdout, derived)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -38,6 +39,9 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	logger := newLogger(c.main, lvl)
 	cfg, err := server.LoadConfig(path)
 	if err != nil {
+		return err
+	}
+	if err := devmode.CheckListen(cfg.HTTP.Listen); err != nil {
 		return err
 	}
 
@@ -93,7 +97,9 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	page := &devmode.Page{Mailbox: mailbox}
 	var tok string // minted below; the demo page reads it per request
 	send := &devmode.Sender{Config: cfg, Recipient: "u2"}
-	d, err := server.New(ctx, server.Options{Config: cfg, Logger: logger, Listener: ln,
+	// The API is served here, not by the server, so that every request
+	// passes devmode.Guard first (loopback Host only, no CORS on /dev/).
+	d, err := server.New(ctx, server.Options{Config: cfg, Logger: logger, NoListen: true,
 		Routes: map[string]http.Handler{"GET /dev/{$}": page,
 			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return tok }, Recipient: "u2", SendURL: "/dev/send"}),
 			"POST /dev/send": send,
@@ -103,6 +109,15 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
+	srv := &http.Server{Handler: devmode.Guard(d.Handler()), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout.D(),
+		ReadTimeout: cfg.HTTP.ReadTimeout.D(), WriteTimeout: cfg.HTTP.WriteTimeout.D(), IdleTimeout: cfg.HTTP.IdleTimeout.D(), MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	defer func() {
+		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(stop)
+	}()
 	send.Client = d.Client()
 	send.Inbox = d.Registry().Inbox()
 	page.DB = d.Pool()
@@ -111,7 +126,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	base := "http://" + d.Addr()
+	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(c.main.Stdout, `
 notifyd dev is running.
   API:             %[1]s/v1/
@@ -130,5 +145,14 @@ Read u2's inbox:
 
 Ctrl-C stops notifyd and the private PostgreSQL.
 `, base, cfg.HTTP.AdminToken, tok, cfg.HTTP.TokenSecret, cfg.Database.URL)
-	return d.Run(ctx)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go func() {
+		// A listener that fails ends the daemon, as `notifyd run`'s would.
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "err", err)
+			stopRun()
+		}
+	}()
+	return d.Run(runCtx)
 }

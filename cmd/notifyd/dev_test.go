@@ -87,6 +87,19 @@ channels:
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// Every route answers only loopback Host headers (DNS rebinding).
+	for _, path := range []string{"/dev/", "/dev/demo", "/v1/inbox", "/healthz"} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Host = "rebind.attacker.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("GET %s with Host rebind.attacker.example = %d, want 421", path, resp.StatusCode)
+		}
+	}
 	for _, want := range []string{"captured email:", "inbox demo:", "admin token:", "token for u2:", "token secret:", "database:", "curl -s -X POST"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dev output lacks %q", want)
@@ -144,5 +157,23 @@ channels:
 	}
 	if code, body := do("GET", "/v1/inbox", m[1], "", ""); code != 200 || !strings.Contains(body, "New comment on Hello") {
 		t.Fatalf("u2's inbox with the printed token = %d %s", code, body)
+	}
+}
+
+// notifyd dev refuses to listen anywhere but loopback, before it starts
+// anything.
+func TestDevRefusesNonLoopbackListen(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		cfg := writeConfig(t, "http: {listen: \""+listen+"\"}\n")
+		dir := t.TempDir()
+		var out, errs syncBuffer
+		err := (&Main{Stdout: &out, Stderr: &errs}).Run(context.Background(), []string{"dev", "-config", cfg, "-dir", dir})
+		if err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("dev with http.listen %s = %v, want a refusal naming loopback", listen, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("dev with http.listen %s started something in its dir: %v", listen, entries)
+		}
 	}
 }

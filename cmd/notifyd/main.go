@@ -5,6 +5,7 @@
 //	notifyd check      validate a config file
 //	notifyd send       enqueue a notification
 //	notifyd token      mint a recipient token
+//	notifyd webhook-secret  print one webhook destination's signing secret
 //	notifyd deliveries print a notification's ledger
 //	notifyd retry      re-drive failed deliveries
 //	notifyd dev        the embedded default: private Postgres, captured email
@@ -68,6 +69,7 @@ commands:
   check       validate a config file
   send        enqueue a notification
   token       print a recipient token
+  webhook-secret  print the signing secret of a notifier's webhook (-notifier N) or a recipient's (-recipient ID)
   deliveries  print a notification's delivery ledger
   retry       re-drive failed deliveries (-status failed -since 1h)
   dev         run with a private PostgreSQL and a captured-email page
@@ -99,6 +101,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&SendCommand{main: m}).Run(ctx, rest)
 	case "token":
 		return (&TokenCommand{main: m}).Run(ctx, rest)
+	case "webhook-secret":
+		return (&WebhookSecretCommand{main: m}).Run(ctx, rest)
 	case "deliveries":
 		return (&DeliveriesCommand{main: m}).Run(ctx, rest)
 	case "retry":

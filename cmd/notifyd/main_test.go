@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
@@ -47,7 +48,7 @@ func TestCheck(t *testing.T) {
 
 func TestTokenPrintsOnlyTheToken(t *testing.T) {
 	t.Parallel()
-	cfg := writeConfig(t, "http: {token_secret: s3cret}\n")
+	cfg := writeConfig(t, "http: {token_secret: s3cret-0123456789abcdef0123456789abcdef}\n")
 	out, _, err := run(t, "token", "-config", cfg, "-recipient", "u2", "-ttl", "5m")
 	if err != nil {
 		t.Fatal(err)
@@ -56,11 +57,39 @@ func TestTokenPrintsOnlyTheToken(t *testing.T) {
 	if strings.ContainsAny(tok, " \n") {
 		t.Fatalf("stdout = %q: want the token alone", out)
 	}
-	if id, err := notifyd.ParseRecipientToken("s3cret", tok); err != nil || id != "u2" {
+	if id, err := notifyd.ParseRecipientToken("s3cret-0123456789abcdef0123456789abcdef", tok); err != nil || id != "u2" {
 		t.Fatalf("token parses to %q, %v", id, err)
 	}
 	if _, _, err := run(t, "token", "-config", cfg); err == nil {
 		t.Fatal("token without -recipient succeeded")
+	}
+}
+
+// notifyd webhook-secret prints the secret a destination verifies its
+// webhooks with: derived per notifier and per recipient, never the channel
+// secret itself.
+func TestWebhookSecretCommand(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	cfg := writeConfig(t, "channels: {webhook: {secret: "+secret+"}}\nnotifiers:\n  build.failed:\n    channels:\n      webhook: {url: \"https://ci.example.test/hooks\"}\n")
+	for _, tc := range []struct {
+		flag, name string
+		derive     func(string, string) (string, error)
+	}{{"-notifier", "build.failed", webhook.NotifierSecret}, {"-recipient", "u2", webhook.RecipientSecret}} {
+		out, _, err := run(t, "webhook-secret", "-config", cfg, tc.flag, tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := tc.derive(secret, tc.name)
+		if got := strings.TrimSuffix(out, "\n"); got != want || got == secret {
+			t.Fatalf("webhook-secret %s %s = %q, want %q", tc.flag, tc.name, got, want)
+		}
+	}
+	if _, _, err := run(t, "webhook-secret", "-config", cfg, "-notifier", "nope"); err == nil {
+		t.Fatal("webhook-secret of an unknown notifier succeeded")
+	}
+	if _, _, err := run(t, "webhook-secret", "-config", cfg); err == nil {
+		t.Fatal("webhook-secret without -notifier or -recipient succeeded")
 	}
 }
 

@@ -24,8 +24,8 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const (
-	adminToken  = "admin-token"
-	tokenSecret = "token-secret"
+	adminToken  = "admin-token-0123456789abcdef0123456789"
+	tokenSecret = "token-secret-0123456789abcdef0123456789"
 )
 
 type bundle struct {

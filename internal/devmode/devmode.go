@@ -44,11 +44,14 @@ func LoadSecrets(dir string) (Secrets, error) {
 	p := filepath.Join(dir, SecretsFile)
 	var s Secrets
 	if b, err := os.ReadFile(p); err == nil {
-		if err := json.Unmarshal(b, &s); err == nil && s.AdminToken != "" && s.TokenSecret != "" {
+		if err := json.Unmarshal(b, &s); err == nil && len(s.AdminToken) >= config.MinSecretLength &&
+			len(s.TokenSecret) >= config.MinSecretLength && s.AdminToken != s.TokenSecret {
 			return s, nil
 		}
 	}
-	s = Secrets{AdminToken: "dev-admin-" + RandomHex(8), TokenSecret: "dev-secret-" + RandomHex(16)}
+	// Kept secrets shorter than the config allows (older versions made
+	// 26-byte admin tokens) are replaced.
+	s = Secrets{AdminToken: "dev-admin-" + RandomHex(16), TokenSecret: "dev-secret-" + RandomHex(16)}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return s, err
 	}

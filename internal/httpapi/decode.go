@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"unicode/utf8"
@@ -178,4 +179,17 @@ func decodeStrict(prefix string, raw json.RawMessage, dst any) error {
 		return e
 	}
 	return nil
+}
+
+// parseQuery parses r's query string, refusing one that does not parse with
+// a 400 bad_request. r.URL.Query() drops pairs it cannot decode without a
+// word, so "?cursor=%%%garbage" would read as no cursor and answer the first
+// page: a client with a bug would never learn of it.
+func parseQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
+			Message: "malformed query string: " + err.Error()}
+	}
+	return q, nil
 }

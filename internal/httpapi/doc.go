@@ -9,8 +9,8 @@
 //	POST   /v1/notifications                      admin      202 {"id","duplicate":false} | 200 {"id","duplicate":true}
 //	GET    /v1/notifications/{id}                 admin      200 the notification and its ledger
 //	DELETE /v1/notifications/{notifier}/{key...}  admin      200 {"cancelled":n}
-//	PUT    /v1/recipients/{id}                    admin      200 the stored profile
-//	GET    /v1/recipients/{id}                    admin      200 the profile | 404
+//	PUT    /v1/recipients/{id}                    admin      200 the stored profile, with webhook_secret
+//	GET    /v1/recipients/{id}                    admin      200 the profile, with webhook_secret | 404
 //	GET    /v1/recipients/{id}/inbox              admin      200 as /v1/inbox, for that recipient
 //	DELETE /v1/recipients/{id}                    admin      200 {"erased":true,"inbox":n,"deliveries":n,...} | 404
 //	GET    /v1/recipients/{id}/preferences        admin      200 as GET /v1/preferences, for that recipient
@@ -34,6 +34,7 @@
 //	PUT    /v1/mutes                              recipient  200 {"target","until"}
 //	DELETE /v1/mutes?target=...                   recipient  200 {"deleted":true|false}
 //	GET    /v1/subscriptions                      recipient  200 {"subscriptions":[{"topic","reason","created_at"}],"next_cursor":"..."|null}
+//	GET    /v1/webhook-secret                     recipient  200 {"secret":"whsec_..."} | 404 without a webhook channel
 //
 // More routes are mounted through Options.Extra, Options.AdminExtra and
 // Server.Handle (the stream, metrics, River UI).
@@ -53,8 +54,14 @@
 // invalid UTF-8, NUL characters and bad query values are 400 bad_request;
 // well-formed input that breaks a rule of the Go API (a missing key, an id
 // over 255 bytes, no recipients or topics) is 422 invalid_request, like the
-// other 422s (invalid_params, too_many_recipients). A refused request writes
-// nothing.
+// other 422s (invalid_params, too_many_recipients, too_many_topics). A query
+// string that does not parse is a 400 too, never read as absent. An empty
+// token bucket (http.rate, per recipient and for the admin token) is 429
+// rate_limited with Retry-After. A refused request writes nothing.
+//
+// Admin responses, refusals included, carry X-Frame-Options: DENY,
+// Content-Security-Policy: frame-ancestors 'none' and Cache-Control:
+// no-store (AdminPage).
 //
 // # Authorisation
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 )
 
@@ -200,6 +201,16 @@ func TestHostileRequests(t *testing.T) {
 		tenThousandAndOne[i] = fmt.Sprintf("r%d", i)
 	}
 	overLimit := mustJSON(t, map[string]any{"notifier": "bulk.notice", "key": "k", "recipients": tenThousandAndOne})
+	topics := make([]string, 101)
+	for i := range topics {
+		topics[i] = fmt.Sprintf("topic-%d", i)
+	}
+	manyTopics := mustJSON(t, map[string]any{"notifier": "comment.created", "key": "k", "topics": topics, "params": map[string]any{"post_title": "x"}})
+	copies := make([]string, 31)
+	for i := range copies {
+		copies[i] = "u1"
+	}
+	sameRecipient := mustJSON(t, map[string]any{"notifier": "comment.created", "key": "k", "recipients": copies, "params": map[string]any{"post_title": "x"}})
 	twoMiB := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 2<<20) + `"}}`
 	deep := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x","n":` +
 		strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
@@ -237,6 +248,8 @@ func TestHostileRequests(t *testing.T) {
 		{"send: params not an object", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":"x"}`, 400, httpapi.CodeBadRequest},
 		{"send: params nested 20000 deep", "POST", "/v1/notifications", adminToken, deep, 400, httpapi.CodeBadRequest},
 		{"send: 10,001 recipients over max_recipients 10,000", "POST", "/v1/notifications", adminToken, overLimit, 422, httpapi.CodeTooManyRecipients},
+		{"send: 101 topics over http.max_topics 100", "POST", "/v1/notifications", adminToken, manyTopics, 422, httpapi.CodeTooManyTopics},
+		{"send: 31 copies of one recipient, over 10x max_recipients before duplicates collapse", "POST", "/v1/notifications", adminToken, sameRecipient, 422, httpapi.CodeTooManyRecipients},
 		{"send: 2 MiB body", "POST", "/v1/notifications", adminToken, twoMiB, 413, httpapi.CodeBodyTooLarge},
 		{"send: invalid UTF-8", "POST", "/v1/notifications", adminToken, "{\"notifier\":\"comment.created\",\"key\":\"\xc3\x28\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", 400, httpapi.CodeBadRequest},
 		{"send: NUL in key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"a\u0000b","recipients":["u1"],"params":{"post_title":"x"}}`, 400, httpapi.CodeBadRequest},
@@ -338,6 +351,25 @@ func TestHostileRequests(t *testing.T) {
 		{"counts: admin token", "GET", "/v1/inbox/counts", adminToken, nil, 401, httpapi.CodeUnauthorized},
 		{"inbox: token in the query string", "GET", "/v1/inbox?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
 
+		// Query strings that do not parse: r.URL.Query() would drop the bad
+		// pair and answer as if it were absent (the first page, or the
+		// body's target).
+		{"inbox: malformed query", "GET", "/v1/inbox?cursor=%%%garbage", u1, nil, 400, httpapi.CodeBadRequest},
+		{"inbox: malformed pair after a good one", "GET", "/v1/inbox?limit=1&filter=%zz", u1, nil, 400, httpapi.CodeBadRequest},
+		{"admin inbox: malformed query", "GET", "/v1/recipients/u1/inbox?cursor=%%%garbage", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscribers: malformed query", "GET", "/v1/topics/post-9/subscribers?cursor=%%%garbage", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscriptions: malformed query", "GET", "/v1/subscriptions?limit=%G1", u1, nil, 400, httpapi.CodeBadRequest},
+		{"subscriptions: admin twin, malformed query", "GET", "/v1/recipients/u1/subscriptions?cursor=%", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"mutes: delete with a malformed query", "DELETE", "/v1/mutes?%zz", u2, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
+		{"mutes: admin twin, delete with a malformed query", "DELETE", "/v1/recipients/u2/mutes?target=%%", adminToken, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
+
+		// The webhook secret is the recipient's own, read with its token only.
+		{"webhook secret: admin token", "GET", "/v1/webhook-secret", adminToken, nil, 401, httpapi.CodeUnauthorized},
+		{"webhook secret: no token", "GET", "/v1/webhook-secret", "", nil, 401, httpapi.CodeUnauthorized},
+		{"webhook secret: token in the query string", "GET", "/v1/webhook-secret?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
+		{"webhook secret: webhooks not configured", "GET", "/v1/webhook-secret", u1, nil, 404, httpapi.CodeNotFound},
+		{"profile: webhook_secret of the wrong shape is still only ignored, other fields checked", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_secret":"x","email":"bad"}`, 422, httpapi.CodeInvalidRequest},
+
 		// Routing.
 		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, httpapi.CodeMethodNotAllowed},
@@ -415,5 +447,38 @@ func TestHostileRequests(t *testing.T) {
 	}
 	if c := b.do(t, "GET", "/v1/inbox/counts", u1, nil); c.body["unread"] != float64(len(u1Items)) {
 		t.Fatalf("u1's counts include somebody else's items: %s", c.raw)
+	}
+
+	// Floods: with buckets of one request that never refill during the
+	// test, the second request of a recipient or of the admin token is a
+	// 429 that writes nothing.
+	limited := setup(t, setupOpts{yaml: hostileConfig, options: func(o *httpapi.Options) {
+		o.Config.HTTP.Rate = config.Rate{Recipient: 0.001, RecipientBurst: 1, Admin: 0.001, AdminBurst: 1}
+	}})
+	expect(t, limited.do(t, "GET", "/v1/inbox/counts", u1, nil), 200, "")
+	expect(t, limited.do(t, "PUT", "/v1/recipients/u1", adminToken, `{}`), 200, "")
+	floods := []struct {
+		name         string
+		method, path string
+		token        string
+		body         any
+	}{
+		{"flood: recipient over http.rate.recipient", "POST", "/v1/inbox/read", u1, `{"all":true}`},
+		{"flood: the same recipient with a new token", "PUT", "/v1/mutes", recipientToken(t, "u1"), `{"target":"topic:post-9"}`},
+		{"flood: admin over http.rate.admin", "POST", "/v1/notifications", adminToken, notification},
+		{"flood: admin twin over http.rate.admin", "PUT", "/v1/recipients/u1/preferences", adminToken, rule("*", "*", "off")},
+	}
+	for _, tt := range floods {
+		t.Run(tt.name, func(t *testing.T) {
+			before := dbState(t, limited.pool)
+			r := limited.do(t, tt.method, tt.path, tt.token, tt.body)
+			expect(t, r, 429, httpapi.CodeRateLimited)
+			if r.header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			if changed := changedTables(before, dbState(t, limited.pool)); len(changed) > 0 {
+				t.Fatalf("429 wrote to %v", changed)
+			}
+		})
 	}
 }

@@ -27,7 +27,10 @@ type inboxResponse struct {
 // ?filter=all|unread|archived (default all, which leaves archived items out).
 // Items are newest first; ties on created_at are broken by id, ascending.
 func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient string) error {
-	q := r.URL.Query()
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
 	limit := stores.DefaultInboxLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

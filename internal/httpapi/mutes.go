@@ -93,11 +93,15 @@ func (s *Server) putMute(w http.ResponseWriter, r *http.Request, recipient strin
 // admin twin: 200 {"deleted": true} when an active mute was removed, false
 // when there was none (or it had expired).
 func (s *Server) deleteMute(w http.ResponseWriter, r *http.Request, recipient string) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
 	var req unmuteRequest
 	if err := s.DecodeJSON(w, r, &req, true); err != nil {
 		return err
 	}
-	target := r.URL.Query().Get("target")
+	target := q.Get("target")
 	switch {
 	case target == "":
 		target = req.Target

@@ -12,6 +12,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -45,6 +46,9 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 	if err := s.DecodeJSON(w, r, &req, false); err != nil {
 		return err
 	}
+	if err := s.checkSendLimits(&req); err != nil {
+		return err
+	}
 	n, err := req.notification()
 	if err != nil {
 		return err
@@ -63,6 +67,29 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 		status = http.StatusOK
 	}
 	WriteJSON(w, status, sendResponse{ID: res.ID, Duplicate: res.Duplicate})
+	return nil
+}
+
+// checkSendLimits refuses, before anything is decoded further, more topics
+// than http.max_topics and a recipients array longer than rawRecipientsFactor
+// times the notifier's max_recipients (duplicates included: they are only
+// collapsed after sorting the whole array).
+func (s *Server) checkSendLimits(req *sendRequest) error {
+	if max := s.cfg.HTTP.MaxTopics; max > 0 && len(req.Topics) > max {
+		s.metrics.Limited(metrics.LimitTopics)
+		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeTooManyTopics,
+			Message: fmt.Sprintf("%d topics, http.max_topics allows %d", len(req.Topics), max),
+			Details: []any{FieldDetail{Field: "topics", Message: fmt.Sprintf("at most %d", max)}}}
+	}
+	if nf, ok := s.cfg.Notifier(req.Notifier); ok && nf.MaxRecipients > 0 {
+		if max := rawRecipientsFactor * nf.MaxRecipients; len(req.Recipients) > max {
+			s.metrics.Limited(metrics.LimitRecipients)
+			return &Error{Status: http.StatusUnprocessableEntity, Code: CodeTooManyRecipients,
+				Message: fmt.Sprintf("%d recipients listed, notifier %s allows at most %d before duplicates are removed (%d times max_recipients)",
+					len(req.Recipients), req.Notifier, max, rawRecipientsFactor),
+				Details: []any{FieldDetail{Field: "recipients", Message: fmt.Sprintf("at most %d elements", max)}}}
+		}
+	}
 	return nil
 }
 

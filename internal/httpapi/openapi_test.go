@@ -375,6 +375,7 @@ channels:
   email:
     from: "notifyd <notifyd@example.test>"
     smtp: {host: 127.0.0.1, port: %d}
+  webhook: {secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
 `
 
 // startDaemon runs a whole notifyd (workers, stream hub, River UI) on a
@@ -389,6 +390,7 @@ func startDaemon(t *testing.T) *bundle {
 	}
 	_, dbURL := pgtest.NewDBURL(t)
 	cfg.Database.URL = dbURL
+	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0 // the scenario is a burst of requests
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -1201,6 +1203,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, map[string]any{"email": 5}, 400)
 	c.call(t, b, "GET", "/v1/recipients/u2", "", nil, 401)
 	c.call(t, b, "GET", "/v1/recipients/u2", u2, nil, 401)
+	c.call(t, b, "GET", "/v1/webhook-secret", u2, nil, 200)
+	c.call(t, b, "GET", "/v1/webhook-secret", adminToken, nil, 401)
 
 	// Topics.
 	c.call(t, b, "PUT", "/v1/topics/post-9/subscribers/u2", adminToken, map[string]any{"reason": "subscribed"}, 200)

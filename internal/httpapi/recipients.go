@@ -13,9 +13,9 @@ import (
 
 // profileRequest is the body of PUT /v1/recipients/{id}. PUT replaces the
 // whole profile: an absent, null or "" field is cleared. The read-only fields
-// of a GET response (id, webhook_gone_at, created_at, updated_at) are accepted
-// and ignored, so a profile read can be written back; an id in the body must
-// match the path.
+// of a GET response (id, webhook_secret, webhook_gone_at, created_at,
+// updated_at) are accepted and ignored, so a profile read can be written back;
+// an id in the body must match the path.
 type profileRequest struct {
 	ID         *string         `json:"id"`
 	Email      *string         `json:"email"`
@@ -25,6 +25,7 @@ type profileRequest struct {
 	WebhookURL *string         `json:"webhook_url"`
 	Data       json.RawMessage `json:"data"`
 
+	WebhookSecret json.RawMessage `json:"webhook_secret"`
 	WebhookGoneAt json.RawMessage `json:"webhook_gone_at"`
 	CreatedAt     json.RawMessage `json:"created_at"`
 	UpdatedAt     json.RawMessage `json:"updated_at"`
@@ -47,7 +48,36 @@ func (s *Server) putRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, s.profileResponse(out))
+	return nil
+}
+
+// profileResponse is a profile as the admin API shows it: with the secret
+// the recipient's webhooks are signed with (null when the webhook channel is
+// not configured). It is derived, not stored: it cannot be written.
+type profileResponse struct {
+	*stores.RecipientProfile
+	WebhookSecret *string `json:"webhook_secret"`
+}
+
+func (s *Server) profileResponse(p *stores.RecipientProfile) profileResponse {
+	out := profileResponse{RecipientProfile: p}
+	if s.secret != nil {
+		secret := s.secret(p.ID)
+		out.WebhookSecret = &secret
+	}
+	return out
+}
+
+// webhookSecret is GET /v1/webhook-secret: {"secret": "whsec_…"}, what the
+// recipient's webhooks are signed with, to verify them. It is the recipient's
+// alone: it verifies no other destination's webhooks. A 404 when the webhook
+// channel is not configured.
+func (s *Server) webhookSecret(w http.ResponseWriter, r *http.Request, recipient string) error {
+	if s.secret == nil {
+		return notFoundError("webhooks are not configured (no channels.webhook)")
+	}
+	WriteJSON(w, http.StatusOK, map[string]string{"secret": s.secret(recipient)})
 	return nil
 }
 
@@ -125,7 +155,7 @@ func (s *Server) getRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, p)
+	WriteJSON(w, http.StatusOK, s.profileResponse(p))
 	return nil
 }
 

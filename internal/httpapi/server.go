@@ -11,6 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/metrics"
 )
 
 // Options configure a Server.
@@ -42,6 +43,14 @@ type Options struct {
 	// preferences are checked and resolved against it. Nil means the
 	// built-in channels.
 	Registry *channels.Registry
+	// Metrics counts the requests refused by a limit. Nil counts nothing.
+	Metrics *metrics.Metrics
+	// WebhookSecret returns the secret recipient's webhooks are signed with
+	// (the webhook channel's RecipientSecret): shown to the admin in the
+	// profile and to the recipient at GET /v1/webhook-secret. Nil means the
+	// webhook channel is not configured: the profile's webhook_secret is
+	// null and GET /v1/webhook-secret is a 404.
+	WebhookSecret func(recipient string) string
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -57,6 +66,11 @@ type Server struct {
 	schema  string
 	mux     *http.ServeMux
 	handler http.Handler
+	metrics *metrics.Metrics
+	secret  func(recipient string) string // Options.WebhookSecret
+
+	recipientRate *buckets // per recipient id; nil is unlimited
+	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
 }
 
 // DefaultMaxBody is the request body limit when http.max_body is not set.
@@ -69,7 +83,7 @@ const maxDeliveries = 1000
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
 	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, logger: opts.Logger,
-		clock: opts.Clock}
+		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
@@ -98,6 +112,8 @@ func New(opts Options) *Server {
 	// The same convention as `notifyd run`: the default schema is the
 	// connection's search_path.
 	s.schema = s.cfg.Database.SearchSchema()
+	s.recipientRate = newBuckets(s.cfg.HTTP.Rate.Recipient, s.cfg.HTTP.Rate.RecipientBurst)
+	s.adminRate = newBuckets(s.cfg.HTTP.Rate.Admin, s.cfg.HTTP.Rate.AdminBurst)
 
 	s.mux = http.NewServeMux()
 	s.routes()
@@ -105,7 +121,7 @@ func New(opts Options) *Server {
 		s.mux.Handle(pattern, h)
 	}
 	for pattern, h := range opts.AdminExtra {
-		s.mux.Handle(pattern, s.RequireAdmin(h))
+		s.mux.Handle(pattern, AdminPage(s.RequireAdmin(s.limitAdmin(h))))
 	}
 	s.handler = s.logRequests(s.recoverPanics(s.cors(s.jsonMux(s.mux))))
 	return s
@@ -148,6 +164,7 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/mutes", s.recipient(s.putMute))
 	s.mux.Handle("DELETE /v1/mutes", s.recipient(s.deleteMute))
 	s.mux.Handle("GET /v1/subscriptions", s.recipient(s.listSubscriptions))
+	s.mux.Handle("GET /v1/webhook-secret", s.recipient(s.webhookSecret))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic
@@ -173,8 +190,10 @@ func (s *Server) public(h handlerFunc) http.Handler {
 	})
 }
 
+// admin is an admin endpoint: behind the admin token, never framed or
+// cached (AdminPage), its refusals included.
 func (s *Server) admin(h handlerFunc) http.Handler {
-	return s.RequireAdmin(s.public(h))
+	return AdminPage(s.RequireAdmin(s.limitAdmin(s.public(h))))
 }
 
 func (s *Server) recipient(h recipientFunc) http.Handler {
@@ -182,6 +201,9 @@ func (s *Server) recipient(h recipientFunc) http.Handler {
 		// Only the header: tokens in URLs end up in proxies' logs. The stream,
 		// which EventSource cannot give headers, uses s.Recipient instead.
 		id, err := s.recipientFromHeader(r)
+		if err == nil {
+			err = s.limitRecipient(w, id)
+		}
 		if err == nil {
 			err = h(w, r, id)
 		}

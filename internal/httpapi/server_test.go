@@ -24,8 +24,8 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const (
-	adminToken  = "admin-secret"
-	tokenSecret = "token-secret"
+	adminToken  = "admin-secret-0123456789abcdef0123456789"
+	tokenSecret = "token-secret-0123456789abcdef0123456789"
 )
 
 // testConfig has one notifier with a params schema and a small
@@ -58,6 +58,7 @@ type bundle struct {
 type setupOpts struct {
 	yaml    string // testConfig when empty
 	maxBody int64
+	options func(*httpapi.Options) // changes the server's options, when set
 }
 
 func setup(t *testing.T, opts ...setupOpts) *bundle {
@@ -76,8 +77,15 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if o.maxBody != 0 {
 		cfg.HTTP.MaxBody = o.maxBody
 	}
+	// Tests send hundreds of requests a second; the ones about rate limits
+	// set them in options.
+	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0
 	pool := pgtest.NewDB(t)
-	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }})
+	options := httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }}
+	if o.options != nil {
+		o.options(&options)
+	}
+	s := httpapi.New(options)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{pool: pool, cfg: cfg, srv: srv}

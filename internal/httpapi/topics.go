@@ -155,7 +155,10 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, recip
 // keysetQuery reads ?limit= (1..stores.MaxSubscriptionLimit, default
 // stores.DefaultSubscriptionLimit) and ?cursor= (a cursor of kind, or none).
 func keysetQuery(r *http.Request, kind byte) (limit int, after string, err error) {
-	q := r.URL.Query()
+	q, err := parseQuery(r)
+	if err != nil {
+		return 0, "", err
+	}
 	limit = stores.DefaultSubscriptionLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

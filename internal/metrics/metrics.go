@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ type Metrics struct {
 	digestRuns    *prometheus.CounterVec
 	redriven      prometheus.Counter
 	fanoutRows    *prometheus.CounterVec
+	limited       *prometheus.CounterVec
 	river         *otelriver.Middleware
 }
 
@@ -56,7 +58,14 @@ func New(reg prometheus.Registerer, streamClients func() int) (*Metrics, error) 
 			Help: "Rows written by the fan-out, by kind (inbox, delivery).",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.fanoutRows)
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "notifyd_http_limited_total",
+		Help: "API requests refused by a limit, by limit (" + strings.Join(Limits, ", ") + ").",
+	}, []string{"limit"})
+	for _, l := range Limits {
+		m.limited.WithLabelValues(l) // every limit's series exists from the start, at 0
+	}
+	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.fanoutRows, m.limited)
 	// River's series come from its OpenTelemetry middleware, bridged into the
 	// same registry by the OTel Prometheus exporter. Tracing stays off (no
 	// TracerProvider is configured, so spans go to OTel's no-op default).
@@ -115,6 +124,24 @@ func (m *Metrics) FanoutRows(inbox, deliveries int) {
 	if m != nil {
 		m.fanoutRows.WithLabelValues("inbox").Add(float64(inbox))
 		m.fanoutRows.WithLabelValues("delivery").Add(float64(deliveries))
+	}
+}
+
+// The limits Limited counts.
+const (
+	LimitRecipientRate = "recipient_rate" // http.rate.recipient: 429
+	LimitAdminRate     = "admin_rate"     // http.rate.admin: 429
+	LimitTopics        = "topics"         // http.max_topics: 422 too_many_topics
+	LimitRecipients    = "recipients"     // the raw recipients array: 422 too_many_recipients
+)
+
+// Limits lists every limit Limited counts.
+var Limits = []string{LimitRecipientRate, LimitAdminRate, LimitTopics, LimitRecipients}
+
+// Limited counts an API request refused by limit (one of Limits).
+func (m *Metrics) Limited(limit string) {
+	if m != nil {
+		m.limited.WithLabelValues(limit).Inc()
 	}
 }
 

@@ -208,26 +208,64 @@ func partialDeadline(ctx context.Context, n int) (context.Context, context.Cance
 	return context.WithTimeout(ctx, share)
 }
 
-// Reserved and special-purpose IPv4 ranges refused besides the ones netip
-// classifies itself.
+// special is a special-purpose range of IANA's IPv4 and IPv6 Special-Purpose
+// Address Registries (RFC 6890 and its updates) that is not globally
+// reachable, or that only exists inside an operator's own network, with what
+// the refusal calls it.
+type special struct {
+	prefix netip.Prefix
+	reason string
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// special4 are the IPv4 ranges refused besides the ones netip classifies
+// (loopback, RFC 1918, link-local, multicast, unspecified). The registry's
+// globally reachable entries (AS112 192.31.196.0/24 and 192.175.48.0/24, AMT
+// 192.52.193.0/24) stay allowed.
+var special4 = []special{
+	{mustPrefix("0.0.0.0/8"), "a reserved address"},            // RFC 791 "this network"
+	{mustPrefix("100.64.0.0/10"), "a shared (CGNAT) address"},  // RFC 6598
+	{mustPrefix("192.0.0.0/24"), "a reserved address"},         // RFC 6890 IETF protocol assignments
+	{mustPrefix("192.0.2.0/24"), "a documentation address"},    // RFC 5737 TEST-NET-1
+	{mustPrefix("192.88.99.0/24"), "a reserved address"},       // RFC 7526 deprecated 6to4 relay anycast
+	{mustPrefix("198.18.0.0/15"), "a reserved address"},        // RFC 2544 benchmarking
+	{mustPrefix("198.51.100.0/24"), "a documentation address"}, // RFC 5737 TEST-NET-2
+	{mustPrefix("203.0.113.0/24"), "a documentation address"},  // RFC 5737 TEST-NET-3
+	{mustPrefix("240.0.0.0/4"), "a reserved address"},          // RFC 1112 reserved, and the broadcast address
+}
+
+// Ranges of IPv6 addresses that carry an IPv4 address.
 var (
-	cgnat4      = netip.MustParsePrefix("100.64.0.0/10")  // RFC 6598 shared address space
-	thisNet4    = netip.MustParsePrefix("0.0.0.0/8")      // RFC 1122 "this network"
-	ietf4       = netip.MustParsePrefix("192.0.0.0/24")   // RFC 6890 IETF protocol assignments
-	benchmark4  = netip.MustParsePrefix("198.18.0.0/15")  // RFC 2544 benchmarking
-	reserved4   = netip.MustParsePrefix("240.0.0.0/4")    // RFC 1112 reserved, and broadcast
-	nat64       = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: embeds an IPv4 address
-	nat64Local  = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215 local-use NAT64: an operator's own network
-	sixToFour   = netip.MustParsePrefix("2002::/16")      // RFC 3056: embeds an IPv4 address
-	ipv4Compat6 = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible IPv6
-	siteLocal6  = netip.MustParsePrefix("fec0::/10")      // deprecated site-local
+	mapped6  = mustPrefix("::ffff:0:0/96") // RFC 4291 IPv4-mapped: the connection is IPv4
+	nat64    = mustPrefix("64:ff9b::/96")  // RFC 6052 well-known NAT64 prefix: globally reachable, judged by its IPv4 address
+	six2four = mustPrefix("2002::/16")     // RFC 3056 6to4: judged by its IPv4 address
+	global6  = mustPrefix("2000::/3")      // IANA's global unicast space; everything else is refused
 )
 
+// special6 are the IPv6 ranges refused besides the ones netip classifies.
+// Outside 2000::/3 nothing is global unicast; the names here only make the
+// refusal say what the address is.
+var special6 = []special{
+	{mustPrefix("::/96"), "a reserved address"},                          // deprecated IPv4-compatible (RFC 4291)
+	{mustPrefix("::ffff:0:0:0/96"), "an IPv4-translated (SIIT) address"}, // RFC 2765: a translator on the operator's network
+	{mustPrefix("64:ff9b:1::/48"), "a reserved address"},                 // RFC 8215 local-use NAT64
+	{mustPrefix("100::/64"), "a reserved address"},                       // RFC 6666 discard-only
+	{mustPrefix("100:0:0:1::/64"), "a reserved address"},                 // RFC 9780 dummy prefix
+	{mustPrefix("2001::/32"), "a Teredo address"},                        // RFC 4380: tunnels to an embedded client address
+	{mustPrefix("2001::/23"), "a reserved address"},                      // RFC 2928 IETF protocol assignments (benchmarking, ORCHID, ...)
+	{mustPrefix("2001:db8::/32"), "a documentation address"},             // RFC 3849
+	{mustPrefix("3fff::/20"), "a documentation address"},                 // RFC 9637
+	{mustPrefix("5f00::/16"), "a reserved address"},                      // RFC 9602 SRv6 SIDs
+	{mustPrefix("fec0::/10"), "a reserved address"},                      // deprecated site-local (RFC 3879)
+}
+
 // Forbidden returns an *AddressError when a client built without allowPrivate
-// must not connect to ip, and nil when it may. IPv4-mapped IPv6 addresses
-// (::ffff:10.0.0.1) are judged as the IPv4 address they carry, and so are the
-// IPv4 addresses embedded in NAT64 and 6to4 addresses. An invalid (zero) Addr is
-// refused.
+// must not connect to ip, and nil when it may: only global unicast addresses
+// are allowed, as IANA's special-purpose registries define them. IPv4-mapped
+// IPv6 addresses (::ffff:10.0.0.1) are judged as the IPv4 address they carry,
+// and so are the IPv4 addresses embedded in well-known NAT64 (64:ff9b::/96)
+// and 6to4 (2002::/16) addresses. An invalid (zero) Addr is refused.
 func Forbidden(ip netip.Addr) error {
 	if reason := classify(ip); reason != "" {
 		return &AddressError{Addr: ip, Reason: reason}
@@ -240,20 +278,19 @@ func classify(ip netip.Addr) string {
 	if !ip.IsValid() {
 		return "an invalid address"
 	}
-	ip = ip.WithZone("").Unmap()
+	ip = ip.WithZone("")
+	if mapped6.Contains(ip) {
+		ip = ip.Unmap()
+	}
 	if ip.Is6() {
 		// Addresses that carry an IPv4 address the network may route to.
 		switch {
 		case nat64.Contains(ip):
 			b := ip.As16()
-			if r := classify(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
-				return r
-			}
-		case sixToFour.Contains(ip):
+			return classify(netip.AddrFrom4([4]byte(b[12:16])))
+		case six2four.Contains(ip):
 			b := ip.As16()
-			if r := classify(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
-				return r
-			}
+			return classify(netip.AddrFrom4([4]byte(b[2:6])))
 		}
 	}
 	switch {
@@ -267,10 +304,18 @@ func classify(ip netip.Addr) string {
 		return "a link-local address"
 	case ip.IsMulticast(), ip.IsLinkLocalMulticast(), ip.IsInterfaceLocalMulticast():
 		return "a multicast address"
-	case cgnat4.Contains(ip):
-		return "a shared (CGNAT) address"
-	case thisNet4.Contains(ip), ietf4.Contains(ip), benchmark4.Contains(ip), reserved4.Contains(ip),
-		ipv4Compat6.Contains(ip), siteLocal6.Contains(ip), nat64Local.Contains(ip):
+	}
+	ranges := special4
+	if ip.Is6() {
+		ranges = special6
+	}
+	// The most specific range names the address (2001::/32 before 2001::/23).
+	for _, r := range ranges {
+		if r.prefix.Contains(ip) {
+			return r.reason
+		}
+	}
+	if ip.Is6() && !global6.Contains(ip) {
 		return "a reserved address"
 	}
 	return ""

@@ -22,12 +22,19 @@ import (
 	"github.com/notifyd/notifyd/jobs"
 )
 
+// AdminToken and TokenSecret are BaseConfig's http.admin_token and
+// http.token_secret: 32 bytes or more, as the config requires.
+const (
+	AdminToken  = "test-admin-token-0123456789abcdef0123"
+	TokenSecret = "test-token-secret-0123456789abcdef0123"
+)
+
 // BaseConfig is a small config with the notifiers the integration tests use.
 // Tests append their own notifiers or channels by editing the parsed Config.
 const BaseConfig = `
 reasons: [assigned, author, mentioned, subscribed, role-default]
 queues: {fanout: 2, send: 4, digest: 2, maintenance: 1, fanout_chunk: 100}
-http: {admin_token: admin-token, token_secret: token-secret}
+http: {admin_token: ` + AdminToken + `, token_secret: ` + TokenSecret + `}
 notifiers:
   comment.created:
     category: comments

@@ -15,6 +15,8 @@ package pgcluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +45,13 @@ type Options struct {
 	// database survives between runs. Required. When Dir's path is too long
 	// for a Unix socket (about 100 bytes) the socket goes to a private
 	// directory under /tmp instead, removed by Stop.
+	//
+	// Run as root, the server runs as the postgres account, which must be
+	// able to reach Dir. When a directory above Dir is closed to it (a home
+	// directory, t.TempDir's 0700 parents), the cluster lives instead in a
+	// directory of its own under /tmp, owned by postgres and mode 0700, named
+	// after Dir so that the next run on the same Dir finds it again
+	// (Cluster.Dir says where). Directories above Dir are never opened up.
 	Dir string
 
 	// Tuned trades durability for speed, for tests and benchmarks: fsync,
@@ -155,13 +164,11 @@ func start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{
-		dir:     dir,
-		dataDir: filepath.Join(dir, "data"),
-		logPath: filepath.Join(dir, "postgresql.log"),
-		binDir:  binDir,
-		tuned:   opts.Tuned,
-		owner:   owner,
-		logger:  opts.Logger,
+		dir:    dir,
+		binDir: binDir,
+		tuned:  opts.Tuned,
+		owner:  owner,
+		logger: opts.Logger,
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -169,6 +176,8 @@ func start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 	if err := c.prepareDir(); err != nil {
 		return nil, err
 	}
+	c.dataDir = filepath.Join(c.dir, "data")
+	c.logPath = filepath.Join(c.dir, "postgresql.log")
 	if err := c.initdb(ctx); err != nil {
 		return nil, err
 	}
@@ -196,7 +205,12 @@ func (c *Cluster) URL(dbname string) string {
 	return u.String()
 }
 
-// DataDir returns the server's data directory (Options.Dir/data).
+// Dir returns the directory the cluster lives in: Options.Dir, or, run as
+// root with Options.Dir out of the postgres account's reach, the private
+// directory under /tmp that stands in for it.
+func (c *Cluster) Dir() string { return c.dir }
+
+// DataDir returns the server's data directory (Dir()/data).
 func (c *Cluster) DataDir() string { return c.dataDir }
 
 // LogFile returns the path of the server log (Options.Dir/postgresql.log). Each
@@ -316,44 +330,84 @@ func (c *Cluster) chown(path string) error {
 }
 
 func (c *Cluster) prepareDir() error {
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return err
-	}
 	if c.owner == nil {
-		return nil
+		return os.MkdirAll(c.dir, 0o700)
 	}
-	if err := c.chown(c.dir); err != nil {
+	// Parents that do not exist yet are ours to make: searchable (0711), not
+	// listable, so that postgres can walk through them.
+	if err := os.MkdirAll(filepath.Dir(c.dir), 0o711); err != nil {
 		return err
 	}
-	return c.makeTraversable(filepath.Dir(c.dir))
-}
-
-// makeTraversable lets the postgres account walk down to Dir: a directory made
-// by os.MkdirTemp or t.TempDir is mode 0700, owned by root. Only the search
-// bit is added, never read or write.
-func (c *Cluster) makeTraversable(dir string) error {
-	for {
-		info, err := os.Stat(dir)
+	if closed := c.closedAncestor(filepath.Dir(c.dir)); closed != "" {
+		// Opening the closed directory (o+x) would let every account on the
+		// machine walk into it: the caller's home, say. The cluster moves
+		// to a directory that belongs to postgres instead.
+		own, err := c.ownDir()
 		if err != nil {
 			return err
 		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		mode := info.Mode().Perm()
-		canSearch := mode&0o001 != 0 ||
-			(ok && int(st.Uid) == c.owner.uid && mode&0o100 != 0) ||
-			(ok && int(st.Gid) == c.owner.gid && mode&0o010 != 0)
-		if !canSearch {
-			if err := os.Chmod(dir, mode|0o001); err != nil {
-				return fmt.Errorf("let user postgres reach the cluster through %s: %w", dir, err)
+		c.logger.Info("user postgres cannot reach the cluster directory; the cluster lives in a private directory of its own",
+			"dir", c.dir, "closed", closed, "cluster_dir", own)
+		c.dir = own
+		return nil
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	return c.chown(c.dir)
+}
+
+// closedAncestor returns the first directory, from dir up to /, that the
+// postgres account cannot search, or "" when it can reach dir. Nothing is
+// changed.
+func (c *Cluster) closedAncestor(dir string) string {
+	for {
+		info, err := os.Stat(dir)
+		if err == nil {
+			st, ok := info.Sys().(*syscall.Stat_t)
+			mode := info.Mode().Perm()
+			canSearch := mode&0o001 != 0 ||
+				(ok && int(st.Uid) == c.owner.uid && mode&0o100 != 0) ||
+				(ok && int(st.Gid) == c.owner.gid && mode&0o010 != 0)
+			if !canSearch {
+				return dir
 			}
-			c.logger.Info("made directory searchable so user postgres can reach the cluster", "dir", dir)
+		} else {
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return nil
+			return ""
 		}
 		dir = parent
 	}
+}
+
+// ownDir makes (or, on a later run for the same Dir, finds) the private
+// directory that stands in for a Dir postgres cannot reach:
+// /tmp/notifyd-pg-<hash of Dir>, owned by postgres, mode 0700. One that
+// exists must be exactly that (a directory, not a link, postgres's, 0700):
+// /tmp is shared, and anything else may be somebody else's.
+func (c *Cluster) ownDir() (string, error) {
+	sum := sha256.Sum256([]byte(c.dir))
+	dir := filepath.Join("/tmp", "notifyd-pg-"+hex.EncodeToString(sum[:8]))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("private cluster directory: %w", err)
+	} else if err == nil {
+		if err := c.chown(dir); err != nil {
+			_ = os.Remove(dir)
+			return "", err
+		}
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("private cluster directory: %w", err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !info.IsDir() || !ok || int(st.Uid) != c.owner.uid || info.Mode().Perm() != 0o700 {
+		return "", fmt.Errorf("private cluster directory %s exists but is not a 0700 directory of user postgres; remove it", dir)
+	}
+	return dir, nil
 }
 
 // command prepares one of the server programs, run as the server's account,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 func startCluster(t *testing.T, dir string, tuned bool) *Cluster {
 	t.Helper()
 	if dir == "" {
-		dir = t.TempDir()
+		dir = reachableTempDir(t)
 	}
 	c, err := Start(t.Context(), Options{Dir: dir, Tuned: tuned})
 	if err != nil {
@@ -31,6 +32,22 @@ func startCluster(t *testing.T, dir string, tuned bool) *Cluster {
 		}
 	})
 	return c
+}
+
+// reachableTempDir is a t.TempDir() that the postgres account can reach when
+// the test runs as root: the test's own temporary directories (and only
+// those) are made searchable, 0711, so the cluster lives in Dir itself.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() == 0 {
+		for _, d := range []string{dir, filepath.Dir(dir)} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
 }
 
 func connect(t *testing.T, c *Cluster) *pgx.Conn {
@@ -55,7 +72,7 @@ func socketDirOf(t *testing.T, c *Cluster) string {
 func TestStartStopReuse(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	dir := filepath.Join(t.TempDir(), "cluster") // does not exist yet
+	dir := filepath.Join(reachableTempDir(t), "cluster") // does not exist yet
 
 	c := startCluster(t, dir, true)
 	if got := c.Settings(); !strings.Contains(got, "fsync=off") || !strings.Contains(got, "shared_buffers=256MB") || !strings.Contains(got, "max_connections=300") {
@@ -159,7 +176,7 @@ func TestStartWithStaleLockFiles(t *testing.T) {
 	otherPID := other.srv.cmd.Process.Pid
 	other.mu.Unlock()
 
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	c := startCluster(t, dir, true)
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
@@ -187,7 +204,7 @@ func TestStartRefusesARunningServer(t *testing.T) {
 	defer func(d time.Duration) { liveServerWait = d }(liveServerWait)
 	liveServerWait = 200 * time.Millisecond
 
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	startCluster(t, dir, true)
 	c, err := Start(t.Context(), Options{Dir: dir, Tuned: true})
 	if err == nil {
@@ -201,7 +218,7 @@ func TestStartRefusesARunningServer(t *testing.T) {
 
 func TestLongDirPutsSocketInTmp(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), strings.Repeat("long-directory-name-", 6))
+	dir := filepath.Join(reachableTempDir(t), strings.Repeat("long-directory-name-", 6))
 	c := startCluster(t, dir, true)
 	sock := socketDirOf(t, c)
 	if strings.HasPrefix(sock, dir) || len(sock) > maxSocketDirLen {
@@ -220,7 +237,7 @@ func TestLongDirPutsSocketInTmp(t *testing.T) {
 
 func TestStartFailureShowsServerLog(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	c := startCluster(t, dir, true)
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
@@ -240,7 +257,7 @@ func TestStartFailureShowsServerLog(t *testing.T) {
 
 func TestStartRejectsOtherMajorVersion(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	dir := reachableTempDir(t)
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -328,5 +345,54 @@ func TestCompareVersions(t *testing.T) {
 		if (got > 0) != (tt.want > 0) || (got < 0) != (tt.want < 0) {
 			t.Errorf("compareVersions(%q, %q) = %d, want sign %d", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// TestClosedParentIsNotOpened: run as root with Dir below a directory the
+// postgres account cannot enter (a home directory, say), the cluster is not
+// reached by opening that directory: it lives in a private 0700 directory of
+// postgres's under /tmp, found again by the next run on the same Dir, and
+// the closed directory's mode is unchanged.
+func TestClosedParentIsNotOpened(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only a run as root hands the cluster to another account")
+	}
+	home := t.TempDir() // 0700, root's: closed to postgres
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, "project", ".notifyd", "postgres")
+	c := startCluster(t, dir, true)
+	t.Cleanup(func() { _ = os.RemoveAll(c.Dir()) })
+	if info, err := os.Stat(home); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("the closed directory was changed: %v %v", info.Mode(), err)
+	}
+	if strings.HasPrefix(c.Dir(), home) {
+		t.Fatalf("the cluster lives in %s, under the closed directory", c.Dir())
+	}
+	info, err := os.Lstat(c.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); !ok || info.Mode().Perm() != 0o700 || int(st.Uid) == 0 {
+		t.Fatalf("cluster directory %s: mode %v, owner %v: want 0700 and user postgres's", c.Dir(), info.Mode(), info.Sys())
+	}
+	conn := connect(t, c)
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE kept (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The next run on the same Dir finds the same cluster.
+	c2 := startCluster(t, dir, true)
+	if c2.Dir() != c.Dir() {
+		t.Fatalf("second run in %s, first in %s", c2.Dir(), c.Dir())
+	}
+	var n int
+	if err := connect(t, c2).QueryRow(t.Context(), "SELECT count(*) FROM kept").Scan(&n); err != nil {
+		t.Fatalf("the data of the first run is gone: %v", err)
 	}
 }
