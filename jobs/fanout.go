@@ -238,7 +238,8 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 			return false, fmt.Errorf("complete fan-out job %d: %w", job.ID, err)
 		}
 	}
-	// Last: the change-log lock is held from here to COMMIT.
+	// The chunk's one change-log row, and the wake-up of the stream hubs that
+	// its commit sends (the log's position comes from this transaction's id).
 	if err := stores.LogInboxCreated(ctx, tx, res.InboxIDs, res.InboxRecipients); err != nil {
 		return false, err
 	}

@@ -11,21 +11,21 @@ import (
 // (email, webhook_url), what templates may use (name, locale, data) and the
 // time zone their digests are scheduled in. A nil field is not set.
 type RecipientProfile struct {
-	ID         string  `json:"id"`
-	Email      *string `json:"email"`
-	Name       *string `json:"name"`
-	Locale     *string `json:"locale"`
-	Timezone   *string `json:"timezone"`
-	WebhookURL *string `json:"webhook_url"`
+	ID         string
+	Email      *string
+	Name       *string
+	Locale     *string
+	Timezone   *string
+	WebhookURL *string
 	// Data is a JSON object for the application's own use; nil writes {}.
-	Data json.RawMessage `json:"data"`
+	Data json.RawMessage
 	// WebhookGoneAt is when the webhook endpoint answered 410 Gone; while set,
 	// no webhook is sent to WebhookURL. Writing a different WebhookURL clears it.
 	// PutRecipient ignores it.
-	WebhookGoneAt *time.Time `json:"webhook_gone_at"`
+	WebhookGoneAt *time.Time
 	// CreatedAt and UpdatedAt are set by the database; PutRecipient ignores them.
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // putRecipientSQL creates or replaces a profile. It is a full replace (PUT):

@@ -28,7 +28,7 @@ const (
 	webhookSecret = "chaos-webhook-secret"
 	mailDomain    = "chaos.test"
 	notifierName  = "chaos.ping"
-	// digestNotifier sends email as a digest by default (SPEC §9); the chaos
+	// digestNotifier sends email as a digest by default; the chaos
 	// config makes every minute a schedule instant.
 	digestNotifier = "chaos.digest"
 )

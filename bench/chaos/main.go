@@ -1,4 +1,4 @@
-// Command chaos runs notifyd's fault-injection scenarios (SPEC §3 and §15)
+// Command chaos runs notifyd's fault-injection scenarios (the README's guarantees and docs/security.md)
 // end to end, with real processes, and prints one table:
 //
 //	go run ./bench/chaos [-seed N] [-scale F] [-run kill,pgrestart,...] [-rescue] [-sequential] [-keep]
@@ -9,7 +9,7 @@
 // (internal/testing/smtptest) and a webhook receiver (net/http/httptest) that record
 // every message they accept. Duplicates are counted by the idempotency
 // handle every outbound message carries: the email Message-ID and the
-// webhook-id, both the delivery id (SPEC §3.4). All traffic stays on
+// webhook-id, both the delivery id. All traffic stays on
 // 127.0.0.1 and Unix sockets.
 //
 // Scenarios (recipient counts and the SMTP outage are multiplied by -scale):

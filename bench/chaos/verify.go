@@ -12,7 +12,7 @@ import (
 	"github.com/notifyd/notifyd"
 )
 
-// verifyDigests checks SPEC §9 and §15 for the email rows of the given
+// verifyDigests checks the digest guarantees for the email rows of the given
 // notifications, all of them digest rows: every row digest_sent, exactly one
 // digest per recipient per due instant, every digest received at least once
 // (more only in the crash window). It returns the digests column.
@@ -103,7 +103,7 @@ func verifyDigests(ctx context.Context, r *result, db *database, ids []string, d
 }
 
 // The harness's reads of the ledger. They are written against the tables
-// (SPEC §4), not through stores, so that they check what is stored rather
+// (docs/architecture.md, "Tables"), not through stores, so that they check what is stored rather
 // than what the code under test believes it stored.
 const (
 	ledgerSQL = `
@@ -151,7 +151,7 @@ type ledgerRow struct {
 
 // redriven reports whether the retry sweep took the row's claim back (a
 // process died between claim and settle): the only crash window in which a
-// duplicate is allowed (SPEC §3.4). The sweep writes this last_error and a
+// duplicate is allowed (the README's guarantee 4). The sweep writes this last_error and a
 // successful settle keeps it.
 func (r ledgerRow) redriven() bool { return strings.HasPrefix(r.lastError, "claim expired") }
 

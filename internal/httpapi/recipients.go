@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/notifyd/notifyd"
@@ -56,12 +57,23 @@ func (s *Server) putRecipient(w http.ResponseWriter, r *http.Request) error {
 // the recipient's webhooks are signed with (null when the webhook channel is
 // not configured). It is derived, not stored: it cannot be written.
 type profileResponse struct {
-	*stores.RecipientProfile
-	WebhookSecret *string `json:"webhook_secret"`
+	ID            string          `json:"id"`
+	Email         *string         `json:"email"`
+	Name          *string         `json:"name"`
+	Locale        *string         `json:"locale"`
+	Timezone      *string         `json:"timezone"`
+	WebhookURL    *string         `json:"webhook_url"`
+	Data          json.RawMessage `json:"data"`
+	WebhookGoneAt *time.Time      `json:"webhook_gone_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+	WebhookSecret *string         `json:"webhook_secret"`
 }
 
 func (s *Server) profileResponse(p *stores.RecipientProfile) profileResponse {
-	out := profileResponse{RecipientProfile: p}
+	out := profileResponse{ID: p.ID, Email: p.Email, Name: p.Name, Locale: p.Locale, Timezone: p.Timezone,
+		WebhookURL: p.WebhookURL, Data: p.Data, WebhookGoneAt: p.WebhookGoneAt, CreatedAt: p.CreatedAt,
+		UpdatedAt: p.UpdatedAt}
 	if s.secret != nil {
 		secret := s.secret(p.ID)
 		out.WebhookSecret = &secret
