@@ -49,8 +49,8 @@ func runFanout(ctx context.Context, h *harness, n, naiveN int) []Result {
 			err        error
 			target     float64
 		}{
-			{name + " vs raw", "raw INSERT…SELECT", raw, rawErr, 0.6},
-			{name + " vs naive", "naive job/recipient", naive, naiveErr, 5},
+			{name + " vs raw", "raw INSERT…SELECT", raw, rawErr, 0.8},
+			{name + " vs naive", "naive job/recipient", naive, naiveErr, 10},
 		} {
 			switch {
 			case err != nil:

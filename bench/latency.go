@@ -28,15 +28,15 @@ func runLatency(ctx context.Context, h *harness, n int, rate float64) []Result {
 	lat, m, err := measureLatency(ctx, h, n, rate)
 	if err != nil {
 		return []Result{
-			errorResult("stream latency p50", "ms", "<=", 50, "absolute", err),
-			errorResult("stream latency p99", "ms", "<=", 250, "absolute", err),
+			errorResult("stream latency p50", "ms", "<=", 20, "absolute", err),
+			errorResult("stream latency p99", "ms", "<=", 100, "absolute", err),
 		}
 	}
 	p50, p99 := quantile(lat, 0.50), quantile(lat, 0.99)
 	fmt.Printf("  commit → inbox.created: p50 %.1f ms, p99 %.1f ms (%s)\n", p50, p99, m.note)
 	return []Result{
-		annotate(absoluteResult("stream latency p50", "ms", p50, "<=", 50), n, m, nil),
-		annotate(absoluteResult("stream latency p99", "ms", p99, "<=", 250), n, m, nil),
+		annotate(absoluteResult("stream latency p50", "ms", p50, "<=", 20), n, m, nil),
+		annotate(absoluteResult("stream latency p99", "ms", p99, "<=", 100), n, m, nil),
 	}
 }
 

@@ -37,12 +37,12 @@ func runRSS(ctx context.Context, h *harness, bin string, sizes map[string]int) [
 		name := fmt.Sprintf("daemon peak RSS, %s %s", mode, shortCount(n))
 		m, err := measureRSS(ctx, h, bin, mode, n)
 		if err != nil {
-			out = append(out, errorResult(name, "MB", "<=", 200, "absolute", err))
+			out = append(out, errorResult(name, "MB", "<=", 100, "absolute", err))
 			continue
 		}
 		fmt.Printf("  %s: VmHWM %.0f MB (%s)\n", name, m.rate, m.note)
 		// The daemon is a subprocess: its CPU is in the notes, not in m.cpu.
-		r := absoluteResult(name, "MB", m.rate, "<=", 200)
+		r := absoluteResult(name, "MB", m.rate, "<=", 100)
 		r.N, r.Seconds, r.Notes = n, m.seconds, m.note
 		out = append(out, r)
 	}
