@@ -323,9 +323,9 @@ $$;
 -- fresh snapshot that sees that chunk's rows. Every later chunk sees the
 -- status and writes nothing. A delivery already claimed (sending,
 -- digest_sending) or settled is left alone; the list below is the statuses
--- the Go code calls protected (stores.protectedStatuses). The change-log lock
--- (7343, stores.ChangeLogLock) is taken last, as every inbox writer does, and
--- is held until the caller's transaction ends.
+-- the Go code calls protected (stores.protectedStatuses). Its change-log rows
+-- take their positions from the transaction's id, as every inbox writer's do
+-- (migration 00009): no lock, no NOTIFY.
 -- +goose StatementBegin
 CREATE FUNCTION notify_cancel(notifier text, key text) RETURNS integer
 LANGUAGE plpgsql
@@ -369,13 +369,11 @@ BEGIN
            coalesce((SELECT array_agg(i.recipient ORDER BY i.recipient, i.id) FROM i), '{}')
     INTO v_deliveries, v_items, v_recipients;
     IF cardinality(v_items) > 0 THEN
-        PERFORM pg_advisory_xact_lock(7343);
         INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
         SELECT u.recipient, 'deleted', array_agg(u.id ORDER BY u.id)
         FROM unnest(v_items, v_recipients) AS u(id, recipient)
         GROUP BY u.recipient
         ORDER BY u.recipient;
-        PERFORM pg_notify('notifyd_inbox', '');
     END IF;
     RETURN v_deliveries + cardinality(v_items);
 END
