@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -25,9 +26,10 @@ type DevCommand struct{ main *Main }
 
 // Run starts everything and blocks until a signal; it stops what it started.
 func (c *DevCommand) Run(ctx context.Context, args []string) error {
-	var path, dir, level string
+	var path, dir, level, smtp string
 	fs := c.main.newFlagSet("dev", &path)
 	fs.StringVar(&dir, "dir", ".notifyd", "where the private PostgreSQL keeps its data")
+	fs.StringVar(&smtp, "smtp", "capture", "capture: email goes to dev's own SMTP server, shown on /dev/; config: to channels.email's server")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -35,6 +37,9 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	lvl, err := logLevel(level)
 	if err != nil {
 		return err
+	}
+	if smtp != "capture" && smtp != "config" {
+		return fmt.Errorf("-smtp %q: want capture or config", smtp)
 	}
 	logger := newLogger(c.main, lvl)
 	cfg, err := server.LoadConfig(path)
@@ -76,6 +81,13 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("start the dev SMTP server: %w", err)
 	}
 	defer mailbox.Close()
+	mailTo := "captured here, shown on the captured-email page (-smtp config sends it to channels.email's server)"
+	if smtp == "config" {
+		host, _ := cfg.Channels["email"].Value("smtp.host")
+		port, _ := cfg.Channels["email"].Value("smtp.port")
+		mailTo = "channels.email's server, " + net.JoinHostPort(host, port)
+		mailbox = nil
+	}
 	if err := devmode.Configure(cfg, mailbox); err != nil {
 		return err
 	}
@@ -84,11 +96,13 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = server.Migrate(ctx, cfg, pool, logger)
+	// One summary line instead of a line per migration.
+	err = server.Migrate(ctx, cfg, pool, newLogger(c.main, max(lvl, slog.LevelWarn)))
 	pool.Close()
 	if err != nil {
 		return err
 	}
+	fmt.Fprintln(c.main.Stdout, "database migrated")
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
@@ -121,6 +135,10 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	send.Client = d.Client()
 	send.Inbox = d.Registry().Inbox()
 	page.DB = d.Pool()
+	seeded, err := devmode.SeedRecipients(ctx, d.Client())
+	if err != nil {
+		return err
+	}
 
 	tok, err = notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", 24*time.Hour)
 	if err != nil {
@@ -136,6 +154,8 @@ notifyd dev is running.
   token for u2:    %[3]s
   token secret:    %[4]s   (NOTIFYD_TOKEN_SECRET for your app and `+"`notifyd token`"+`)
   database:        %[5]s
+  email goes to:   %[6]s
+  demo recipients: %[7]s
 
 Send a notification:
   curl -s -X POST %[1]s/v1/notifications -H 'Authorization: Bearer %[2]s' \
@@ -144,7 +164,7 @@ Read u2's inbox:
   curl -s %[1]s/v1/inbox -H 'Authorization: Bearer %[3]s'
 
 Ctrl-C stops notifyd and the private PostgreSQL.
-`, base, cfg.HTTP.AdminToken, tok, cfg.HTTP.TokenSecret, cfg.Database.URL)
+`, base, cfg.HTTP.AdminToken, tok, cfg.HTTP.TokenSecret, cfg.Database.URL, mailTo, seeded)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	go func() {

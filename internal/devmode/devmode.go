@@ -5,9 +5,11 @@
 package devmode
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
@@ -69,9 +72,38 @@ func RandomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// demoRecipients are the profiles dev gives the demo's recipients, so that
+// the first notification the README's curl sends shows an email too.
+var demoRecipients = []struct{ id, name string }{{"u1", "Ada Lovelace"}, {"u2", "Grace Hopper"}, {"u3", "Linus Torvalds"}}
+
+// SeedRecipients gives each demo recipient (u1, u2, u3) a profile with an
+// email address at example.test, unless it has one already (a profile you
+// changed stays as it is), and says what it did.
+func SeedRecipients(ctx context.Context, c *notifyd.Client) (string, error) {
+	var added []string
+	for _, r := range demoRecipients {
+		_, err := c.GetRecipient(ctx, r.id)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, notifyd.ErrRecipientNotFound) {
+			return "", err
+		}
+		if err := c.PutRecipient(ctx, r.id, notifyd.Profile{Email: r.id + "@example.test", Name: r.name}); err != nil {
+			return "", fmt.Errorf("seed demo recipient %s: %w", r.id, err)
+		}
+		added = append(added, r.id)
+	}
+	if len(added) == 0 {
+		return "u1, u2 and u3 keep the profiles they have", nil
+	}
+	return strings.Join(added, ", ") + " given profiles with addresses at example.test", nil
+}
+
 // Configure points the email channel at the capturing SMTP server whatever
 // the config says (with a sender address when it has none), and gives a
-// configured webhook channel without a secret a fixed dev secret.
+// configured webhook channel without a secret a fixed dev secret. A nil
+// mailbox leaves channels.email as configured.
 func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
 	if cfg.Channels == nil {
 		cfg.Channels = config.Channels{}
@@ -85,6 +117,9 @@ func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
 			cfg.Channels[webhook.Name] = sec
 		}
 	}
+	if mailbox == nil {
+		return nil
+	}
 	smtp := map[string]any{"smtp.host": mailbox.Host(), "smtp.port": mailbox.Port(), "smtp.tls": "none"}
 	if _, ok := cfg.Channels[email.Name].Value("from"); !ok {
 		smtp["from"] = "notifyd dev <dev@notifyd.test>"
@@ -97,8 +132,8 @@ func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
 	return nil
 }
 
-// Page is GET /dev/: the captured emails, newest first, and the delivery
-// log.
+// Page is GET /dev/: the captured emails, newest first (none when Mailbox
+// is nil: email goes to the configured server), and the delivery log.
 type Page struct {
 	Mailbox *smtptest.Server
 	DB      stores.DB // set once the daemon's pool exists
@@ -125,7 +160,10 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;heigh
 
 // ServeHTTP renders the page.
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	msgs := p.Mailbox.Messages()
+	var msgs []smtptest.Message
+	if p.Mailbox != nil { // nil with -smtp config: email went to the configured server
+		msgs = p.Mailbox.Messages()
+	}
 	for i, j := 0, len(msgs)-1; i < j; i, j = i+1, j-1 {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
 	}
