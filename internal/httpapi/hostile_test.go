@@ -295,6 +295,8 @@ func TestHostileRequests(t *testing.T) {
 		{"profile: id over 255 bytes", "PUT", "/v1/recipients/" + strings.Repeat("u", 256), adminToken, `{}`, 400, httpapi.CodeBadRequest},
 		{"profile: invalid UTF-8 id", "PUT", "/v1/recipients/%c3%28", adminToken, `{}`, 400, httpapi.CodeBadRequest},
 		{"profile: recipient token", "PUT", "/v1/recipients/u1", u1, `{"email":"evil@example.com"}`, 401, httpapi.CodeUnauthorized},
+		{"profile: tokens_valid_after not a time", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"yesterday"}`, 400, httpapi.CodeBadRequest},
+		{"profile: tokens_valid_after of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":1700000000}`, 400, httpapi.CodeBadRequest},
 		{"profile: get unknown", "GET", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"erase: unknown recipient", "DELETE", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"erase: recipient token erasing another recipient", "DELETE", "/v1/recipients/u2", u1, nil, 401, httpapi.CodeUnauthorized},

@@ -1205,6 +1205,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		"timezone": "America/New_York", "webhook_url": "https://hooks.example.test/notifyd", "data": map[string]any{"plan": "pro"}}
 	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, profile, 200)
 	c.call(t, b, "PUT", "/v1/recipients/u3", adminToken, map[string]any{}, 200)
+	c.call(t, b, "PUT", "/v1/recipients/u3", adminToken, map[string]any{"tokens_valid_after": "2000-01-01T00:00:00Z"}, 200)
 	got := c.call(t, b, "GET", "/v1/recipients/u2", adminToken, nil, 200)
 	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, got.raw, 200) // read, written back
 	c.call(t, b, "GET", "/v1/recipients/nobody", adminToken, nil, 404)

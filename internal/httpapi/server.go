@@ -203,6 +203,9 @@ func (s *Server) recipient(h recipientFunc) http.Handler {
 		c, err := s.recipientFromHeader(r)
 		id := c.Recipient
 		if err == nil {
+			err = s.checkRevoked(r, c)
+		}
+		if err == nil {
 			err = s.limitRecipient(w, id)
 		}
 		if err == nil {
