@@ -45,8 +45,9 @@ func RecipientTokenAt(secret, recipient string, ttl time.Duration, now time.Time
 }
 
 // ParseRecipientToken verifies token against secret and returns its recipient
-// id. It accepts only HS256, requires exp (and rejects an expired token) and a
-// non-empty subject.
+// id. It accepts only HS256, requires exp (and rejects an expired token), iat
+// and a non-empty subject, and refuses a token with a crit header. It does not
+// cap the lifetime: the daemon does, at http.max_token_ttl (VerifyRecipientToken).
 func ParseRecipientToken(secret, token string) (string, error) {
 	return ParseRecipientTokenAt(secret, token, time.Now())
 }
@@ -54,21 +55,53 @@ func ParseRecipientToken(secret, token string) (string, error) {
 // ParseRecipientTokenAt is ParseRecipientToken with now as the current time:
 // a token whose exp is not after now is expired. A zero now means time.Now.
 func ParseRecipientTokenAt(secret, token string, now time.Time) (string, error) {
+	c, err := VerifyRecipientToken(secret, token, now, 0)
+	return c.Recipient, err
+}
+
+// RecipientClaims are what a verified recipient token says.
+type RecipientClaims struct {
+	Recipient string    // the subject
+	IssuedAt  time.Time // iat, second precision
+	ExpiresAt time.Time // exp, second precision
+}
+
+// VerifyRecipientToken is ParseRecipientTokenAt that returns the token's
+// claims and, when maxTTL is positive, refuses a token whose lifetime
+// (exp − iat) is longer than maxTTL. An iat after now is accepted (the
+// minting program's clock may run ahead; only the secret's holder can mint).
+// A zero now means time.Now.
+func VerifyRecipientToken(secret, token string, now time.Time, maxTTL time.Duration) (RecipientClaims, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
 	if secret == "" {
-		return "", errors.New("recipient tokens are disabled (no http.token_secret)")
+		return RecipientClaims{}, errors.New("recipient tokens are disabled (no http.token_secret)")
 	}
 	var claims jwt.RegisteredClaims
-	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return []byte(secret), nil },
+	_, err := jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+		// RFC 7515 §4.1.11: a recipient must refuse a token whose crit
+		// header names an extension it does not understand, and notifyd
+		// understands none.
+		if _, ok := t.Header["crit"]; ok {
+			return nil, errors.New("token has a crit header (no extensions are supported)")
+		}
+		return []byte(secret), nil
+	},
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
-		return "", err
+		return RecipientClaims{}, err
 	}
 	if s := claims.Subject; s == "" || len(s) > 255 || !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
-		return "", errors.New("token has no valid subject (a recipient id of 1 to 255 bytes of UTF-8 text)")
+		return RecipientClaims{}, errors.New("token has no valid subject (a recipient id of 1 to 255 bytes of UTF-8 text)")
 	}
-	return claims.Subject, nil
+	if claims.IssuedAt == nil {
+		return RecipientClaims{}, errors.New("token has no iat (issued-at) claim")
+	}
+	c := RecipientClaims{Recipient: claims.Subject, IssuedAt: claims.IssuedAt.Time, ExpiresAt: claims.ExpiresAt.Time}
+	if life := c.ExpiresAt.Sub(c.IssuedAt); maxTTL > 0 && life > maxTTL {
+		return RecipientClaims{}, fmt.Errorf("token lifetime (exp - iat) %s is longer than http.max_token_ttl %s", life, maxTTL)
+	}
+	return c, nil
 }

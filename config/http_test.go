@@ -57,14 +57,15 @@ func TestHTTPLimitKeys(t *testing.T) {
 	if h.Rate != (Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400}) || h.MaxTopics != 100 ||
 		h.MaxConnections != 1024 || h.MaxStreamsPerRecipient != 5 || h.MaxHeaderBytes != 64<<10 ||
 		h.ReadHeaderTimeout.D() != 10*time.Second || h.ReadTimeout.D() != 30*time.Second ||
-		h.WriteTimeout.D() != 30*time.Second || h.IdleTimeout.D() != 120*time.Second {
+		h.WriteTimeout.D() != 30*time.Second || h.IdleTimeout.D() != 120*time.Second || h.MaxTokenTTL.D() != 24*time.Hour {
 		t.Fatalf("defaults: %+v", h)
 	}
-	set, err := Parse("test.yaml", []byte("http: {rate: {recipient: 5}, max_topics: 3, idle_timeout: 5s}\n"))
+	set, err := Parse("test.yaml", []byte("http: {rate: {recipient: 5}, max_topics: 3, idle_timeout: 5s, max_token_ttl: 1h}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set.HTTP.Rate.Recipient != 5 || set.HTTP.Rate.RecipientBurst != 40 || set.HTTP.MaxTopics != 3 || set.HTTP.IdleTimeout.D() != 5*time.Second {
+	if set.HTTP.Rate.Recipient != 5 || set.HTTP.Rate.RecipientBurst != 40 || set.HTTP.MaxTopics != 3 || set.HTTP.IdleTimeout.D() != 5*time.Second ||
+		set.HTTP.MaxTokenTTL.D() != time.Hour {
 		t.Fatalf("set: %+v", set.HTTP)
 	}
 	for src, want := range map[string]string{
@@ -73,6 +74,7 @@ func TestHTTPLimitKeys(t *testing.T) {
 		"http: {max_connections: 0}\n":           "http.max_connections",
 		"http: {read_timeout: 0s}\n":             "http.read_timeout",
 		"http: {max_streams_per_recipient: 0}\n": "http.max_streams_per_recipient",
+		"http: {max_token_ttl: 0s}\n":            "http.max_token_ttl",
 	} {
 		if _, err := Parse("test.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want one naming %s", src, err, want)

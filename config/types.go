@@ -89,6 +89,9 @@ type HTTP struct {
 	MaxStreamsPerRecipient int `yaml:"max_streams_per_recipient"`
 	// MaxTopics caps the topics of one POST /v1/notifications (default 100).
 	MaxTopics int `yaml:"max_topics"`
+	// MaxTokenTTL caps a recipient token's lifetime, exp − iat (default 24h):
+	// a token minted for longer is refused, however far it is from expiry.
+	MaxTokenTTL Duration `yaml:"max_token_ttl"`
 	// Rate limits requests per token.
 	Rate Rate `yaml:"rate"`
 }

@@ -54,6 +54,7 @@ func (c *Config) validate(el *errorList) {
 	atLeast(el, "http.max_connections", c.HTTP.MaxConnections, 1)
 	atLeast(el, "http.max_streams_per_recipient", c.HTTP.MaxStreamsPerRecipient, 1)
 	atLeast(el, "http.max_topics", c.HTTP.MaxTopics, 1)
+	positive(el, "http.max_token_ttl", c.HTTP.MaxTokenTTL)
 	if c.HTTP.Rate.Recipient < 0 {
 		el.add("http.rate.recipient", "must not be negative (0 is unlimited), got %g", c.HTTP.Rate.Recipient)
 	}

@@ -179,7 +179,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
 		Clock: opts.Clock, Extra: opts.Routes, Metrics: m, WebhookSecret: webhookSecrets(s.set)})
-	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.Recipient, stream.HandlerOptions{}))
+	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
+		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {
 		s.Close()
 		return nil, err

@@ -3,8 +3,11 @@ package stores
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // RecipientProfile is a recipient's profile: what channels need to reach them
@@ -23,6 +26,12 @@ type RecipientProfile struct {
 	// no webhook is sent to WebhookURL. Writing a different WebhookURL clears it.
 	// PutRecipient ignores it.
 	WebhookGoneAt *time.Time
+	// TokensValidAfter revokes the recipient's tokens issued (iat) before
+	// it; nil revokes none. PutRecipient writes it only when
+	// SetTokensValidAfter is true, and keeps the stored value otherwise, so
+	// that a profile write that does not know of it cannot undo a revocation.
+	TokensValidAfter    *time.Time
+	SetTokensValidAfter bool
 	// CreatedAt and UpdatedAt are set by the database; PutRecipient ignores them.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -32,8 +41,8 @@ type RecipientProfile struct {
 // a field given as NULL is cleared. webhook_gone_at survives only while the
 // webhook_url stays the same: a new address deserves a new try.
 const putRecipientSQL = `
-INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'))
+INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data, tokens_valid_after)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), CASE WHEN $9::boolean THEN $8::timestamptz END)
 ON CONFLICT (id) DO UPDATE
 SET email = EXCLUDED.email,
     name = EXCLUDED.name,
@@ -42,8 +51,9 @@ SET email = EXCLUDED.email,
     webhook_url = EXCLUDED.webhook_url,
     webhook_gone_at = CASE WHEN r.webhook_url IS NOT DISTINCT FROM EXCLUDED.webhook_url THEN r.webhook_gone_at END,
     data = EXCLUDED.data,
+    tokens_valid_after = CASE WHEN $9::boolean THEN EXCLUDED.tokens_valid_after ELSE r.tokens_valid_after END,
     updated_at = now()
-RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, created_at, updated_at`
+RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at`
 
 // PutRecipient creates p.ID's profile or replaces it with p (nil fields are
 // cleared) and returns the profile as stored. Validation of the fields is the
@@ -53,7 +63,8 @@ func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientPro
 	if p.Data != nil {
 		data = string(p.Data)
 	}
-	row := db.QueryRow(ctx, putRecipientSQL, p.ID, p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL, data)
+	row := db.QueryRow(ctx, putRecipientSQL, p.ID, p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL, data,
+		p.TokensValidAfter, p.SetTokensValidAfter)
 	out, err := scanRecipient(row)
 	if err != nil {
 		return nil, fmt.Errorf("put recipient %s: %w", p.ID, err)
@@ -62,7 +73,7 @@ func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientPro
 }
 
 const getRecipientSQL = `
-SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, created_at, updated_at
+SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at
 FROM notify_recipients
 WHERE id = $1`
 
@@ -78,10 +89,28 @@ func GetRecipient(ctx context.Context, db DB, id string) (*RecipientProfile, err
 func scanRecipient(row interface{ Scan(...any) error }) (*RecipientProfile, error) {
 	var p RecipientProfile
 	if err := row.Scan(&p.ID, &p.Email, &p.Name, &p.Locale, &p.Timezone, &p.WebhookURL, &p.Data,
-		&p.WebhookGoneAt, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		&p.WebhookGoneAt, &p.TokensValidAfter, &p.CreatedAt, &p.UpdatedAt); err != nil {
 		return nil, err
 	}
-	p.WebhookGoneAt = utcPtr(p.WebhookGoneAt)
+	p.WebhookGoneAt, p.TokensValidAfter = utcPtr(p.WebhookGoneAt), utcPtr(p.TokensValidAfter)
 	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
 	return &p, nil
+}
+
+const tokensValidAfterSQL = `
+SELECT tokens_valid_after FROM notify_recipients WHERE id = $1`
+
+// TokensValidAfter reads the time before which recipient's tokens are
+// revoked, by primary key: the zero time when none are (no profile, or a
+// null tokens_valid_after).
+func TokensValidAfter(ctx context.Context, db DB, recipient string) (time.Time, error) {
+	var t *time.Time
+	err := db.QueryRow(ctx, tokensValidAfterSQL, recipient).Scan(&t)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("read tokens_valid_after of %s: %w", recipient, err)
+	}
+	if t == nil {
+		return time.Time{}, nil
+	}
+	return *t, nil
 }

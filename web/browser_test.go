@@ -292,6 +292,19 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	p.eval(ctx, in(`(inbox.setAttribute("token", `+jsString(token)+`), true)`), nil)
 	p.waitFor(ctx, wait, "back with the good token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2"`), inboxState)
 
+	// 9b. A token that expires in a second or two: the stream ends with
+	// reauth, the element fires notifyd:reauth and waits; a fresh token
+	// resumes it with the list kept.
+	short, err := notifyd.RecipientTokenAt(cfg.HTTP.TokenSecret, "u2", 2*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.eval(ctx, in(`(window.reauths = 0, inbox.addEventListener("notifyd:reauth", () => window.reauths++),
+		inbox.setAttribute("token", `+jsString(short)+`), true)`), nil)
+	p.waitFor(ctx, wait, "reauth when the token expires", in(`inbox.connectionState === "reauth" && window.reauths === 1 && $$(".item").length === 5`), inboxState)
+	p.eval(ctx, in(`(inbox.token = `+jsString(token)+`, true)`), nil)
+	p.waitFor(ctx, wait, "resumed with the fresh token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2" && window.reauths === 1`), inboxState)
+
 	// 10. The preference center: effective modes as selects, digest on email
 	// only, off disabled for the required notifier; a save merges rules.
 	const prefsState = `(() => { const s = document.querySelector("notifyd-preferences").shadowRoot;

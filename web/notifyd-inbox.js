@@ -37,7 +37,11 @@
 // element reconnects itself with backoff (1 s doubling to 60 s, with jitter),
 // passing the last event id it saw as ?last_event_id=, so nothing is missed
 // then either. A 401 stops the retries and fires notifyd:error with status
-// 401: set a fresh token attribute to continue.
+// 401: set a fresh token attribute to continue. When the stream's token
+// expires the server sends "reauth" and closes the stream: the element fires
+// notifyd:reauth and waits (connection state "reauth"); set a fresh token
+// (attribute or property) and it reconnects where it left off, passing the
+// last event id it saw, without reloading the list.
 //
 // Events, dispatched on the element (they bubble and cross shadow roots):
 //   notifyd:counts      {unread, unseen}           the badge changed source data
@@ -45,6 +49,8 @@
 //   notifyd:updated     {ids, read_at|seen_at|archived_at}  a live update
 //   notifyd:deleted     {ids}                      items were removed
 //   notifyd:reset       {}                         the stream asked for a reload
+//   notifyd:reauth      {}                         the token expired: set a
+//                                                  fresh token to continue
 //   notifyd:click       {item}                     an item was activated;
 //                                                  cancelable: preventDefault()
 //                                                  keeps the browser from
@@ -54,7 +60,8 @@
 //   notifyd:open, notifyd:close  {}                the panel opened or closed
 //   notifyd:connection  {state}                    "connecting", "open",
 //                                                  "reconnecting", "closed",
-//                                                  "unauthorized", "idle"
+//                                                  "unauthorized", "reauth",
+//                                                  "idle"
 //   notifyd:error       {status, code, message, details, action}
 //                                                  a request failed; code,
 //                                                  message and details are the
@@ -216,6 +223,7 @@ export class NotifydInbox extends HTMLElement {
   #clock = 0;
   #restartQueued = false;
   #connected = false;
+  #reauth = false; // the stream ended for a fresh token: resume when it comes
 
   constructor() {
     super();
@@ -304,12 +312,22 @@ export class NotifydInbox extends HTMLElement {
     if (oldValue === newValue) return;
     if (name === "label") this.#renderLabel();
     if (name === "badge") this.#renderBadge();
+    // A new endpoint is a new inbox: never resume across it.
+    if (name === "endpoint") this.#reauth = false;
     if ((name === "token" || name === "endpoint") && this.#connected && !this.#restartQueued) {
       // endpoint and token often change together: restart once.
       this.#restartQueued = true;
       queueMicrotask(() => {
         this.#restartQueued = false;
-        if (this.#connected) this.#start();
+        if (!this.#connected) return;
+        if (this.#reauth && this.token) {
+          // The fresh token after a reauth: the same inbox, resumed from
+          // the last event id, the list kept.
+          this.#reauth = false;
+          this.#connect(this.#gen);
+          return;
+        }
+        this.#start();
       });
     }
   }
@@ -447,6 +465,7 @@ export class NotifydInbox extends HTMLElement {
 
   #start() {
     this.#stop(false);
+    this.#reauth = false;
     const gen = ++this.#gen;
     this.#abort = new AbortController();
     this.#lastEventId = "";
@@ -536,6 +555,15 @@ export class NotifydInbox extends HTMLElement {
     on("reset", () => {
       this.#emit("notifyd:reset", {});
       if (this.#loaded || this.#loading) this.reload();
+    });
+    // The token expired: the server closes the stream. Close it first, or
+    // the browser would reconnect with the expired token and get a 401.
+    on("reauth", () => {
+      es.close();
+      if (this.#es === es) this.#es = null;
+      this.#reauth = true;
+      this.#setState("reauth");
+      this.#emit("notifyd:reauth", {});
     });
   }
 

@@ -168,7 +168,7 @@ func (c *TokenCommand) Run(_ context.Context, args []string) error {
 	var ttl time.Duration
 	fs := c.main.newFlagSet("token", &path)
 	fs.StringVar(&recipient, "recipient", "", "recipient id (required)")
-	fs.DurationVar(&ttl, "ttl", time.Hour, "token lifetime")
+	fs.DurationVar(&ttl, "ttl", time.Hour, "token lifetime (at most http.max_token_ttl)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -181,6 +181,11 @@ func (c *TokenCommand) Run(_ context.Context, args []string) error {
 	}
 	if cfg.HTTP.TokenSecret == "" {
 		return fmt.Errorf("%s: http.token_secret is empty (set NOTIFYD_TOKEN_SECRET)", path)
+	}
+	// The daemon refuses a token that lives longer than its cap: minting one
+	// would only hand out a token that never works.
+	if max := cfg.HTTP.MaxTokenTTL.D(); ttl > max {
+		return fmt.Errorf("-ttl %s is longer than http.max_token_ttl %s: the daemon would refuse the token (raise http.max_token_ttl or ask for less)", ttl, max)
 	}
 	tok, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, recipient, ttl)
 	if err != nil {

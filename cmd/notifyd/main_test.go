@@ -63,6 +63,13 @@ func TestTokenPrintsOnlyTheToken(t *testing.T) {
 	if _, _, err := run(t, "token", "-config", cfg); err == nil {
 		t.Fatal("token without -recipient succeeded")
 	}
+	// Over http.max_token_ttl (24h by default) the daemon would refuse it.
+	if out, _, err := run(t, "token", "-config", cfg, "-recipient", "u2", "-ttl", "25h"); err == nil || !strings.Contains(err.Error(), "http.max_token_ttl") || out != "" {
+		t.Fatalf("token -ttl 25h = %q, %v; want a refusal naming http.max_token_ttl", out, err)
+	}
+	if _, _, err := run(t, "token", "-config", cfg, "-recipient", "u2", "-ttl", "24h"); err != nil {
+		t.Fatalf("token -ttl 24h: %v", err)
+	}
 }
 
 // notifyd webhook-secret prints the secret a destination verifies its

@@ -5,8 +5,10 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/stores"
 )
 
 // RequireAdmin wraps h so it runs only for "Authorization: Bearer
@@ -44,38 +46,75 @@ func (s *Server) checkAdmin(r *http.Request) error {
 // Recipient authenticates a recipient request and returns the recipient id
 // (the token's subject). The token is read from "Authorization: Bearer <jwt>"
 // or, when that header is absent, from the access_token query parameter (for
-// EventSource, which cannot set headers). The error is an *Error (401
-// unauthorized) to hand to WriteError: the token is missing, forged, expired,
-// not HS256, or recipient tokens are disabled (no http.token_secret).
+// EventSource, which cannot set headers). The error is an *Error to hand to
+// WriteError: 400 bad_request for a query string that does not parse, else
+// 401 unauthorized: the token is missing, forged, expired, not HS256,
+// without iat, with a crit header, longer-lived than http.max_token_ttl, or
+// recipient tokens are disabled (no http.token_secret).
 func (s *Server) Recipient(r *http.Request) (string, error) {
-	if r.Header.Get("Authorization") == "" {
-		if tok := r.URL.Query().Get("access_token"); tok != "" {
-			return s.parseRecipient(tok)
-		}
-	}
-	return s.recipientFromHeader(r)
+	c, err := s.RecipientClaims(r)
+	return c.Recipient, err
 }
 
-func (s *Server) recipientFromHeader(r *http.Request) (string, error) {
+// RecipientClaims is Recipient returning the token's claims: the stream
+// ends at ExpiresAt.
+func (s *Server) RecipientClaims(r *http.Request) (notifyd.RecipientClaims, error) {
+	if r.Header.Get("Authorization") == "" {
+		q, err := parseQuery(r)
+		if err != nil {
+			return notifyd.RecipientClaims{}, err
+		}
+		if tok := q.Get("access_token"); tok != "" {
+			c, err := s.parseRecipient(tok)
+			if err == nil {
+				err = s.checkRevoked(r, c)
+			}
+			return c, err
+		}
+	}
+	c, err := s.recipientFromHeader(r)
+	if err == nil {
+		err = s.checkRevoked(r, c)
+	}
+	return c, err
+}
+
+// checkRevoked refuses a token issued before its recipient's
+// tokens_valid_after: one primary-key read per authenticated request.
+// Strictly before: iat has whole seconds, so a token minted in the second
+// of the revocation is refused too (mint it a second later).
+func (s *Server) checkRevoked(r *http.Request, c notifyd.RecipientClaims) error {
+	after, err := stores.TokensValidAfter(r.Context(), s.pool, c.Recipient)
+	if err != nil {
+		return err
+	}
+	if !after.IsZero() && c.IssuedAt.Before(after) {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized,
+			"invalid recipient token: revoked (issued before the recipient's tokens_valid_after %s)", after.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (s *Server) recipientFromHeader(r *http.Request) (notifyd.RecipientClaims, error) {
 	tok, ok := bearer(r)
 	if !ok {
-		return "", errorf(http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <recipient token>")
+		return notifyd.RecipientClaims{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <recipient token>")
 	}
 	return s.parseRecipient(tok)
 }
 
-func (s *Server) parseRecipient(tok string) (string, error) {
+func (s *Server) parseRecipient(tok string) (notifyd.RecipientClaims, error) {
 	if s.cfg.HTTP.TokenSecret == "" {
-		return "", errorf(http.StatusUnauthorized, CodeUnauthorized, "recipient endpoints are disabled: http.token_secret is not set")
+		return notifyd.RecipientClaims{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "recipient endpoints are disabled: http.token_secret is not set")
 	}
 	// The server's clock decides expiry, like every other time it uses.
-	id, err := notifyd.ParseRecipientTokenAt(s.cfg.HTTP.TokenSecret, tok, s.clock())
+	c, err := notifyd.VerifyRecipientToken(s.cfg.HTTP.TokenSecret, tok, s.clock(), s.cfg.HTTP.MaxTokenTTL.D())
 	if err != nil {
 		// The cause (expired, bad signature, wrong algorithm) helps a developer
 		// and tells an attacker nothing they do not know.
-		return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "invalid recipient token: " + err.Error()}
+		return notifyd.RecipientClaims{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "invalid recipient token: " + err.Error()}
 	}
-	return id, nil
+	return c, nil
 }
 
 // bearer returns the token of "Authorization: Bearer <token>" (the scheme is

@@ -28,7 +28,13 @@ func TestRecipientTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	now := fixedNow // the test server's clock
-	valid := jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+	valid := jwt.RegisteredClaims{Subject: "u1", IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+	crit := jwt.NewWithClaims(jwt.SigningMethodHS256, valid)
+	crit.Header["crit"] = []string{"exp"}
+	critTok, err := crit.SignedString([]byte(tokenSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name  string
@@ -45,6 +51,11 @@ func TestRecipientTokens(t *testing.T) {
 		{"no subject", signed(t, jwt.SigningMethodHS256, []byte(tokenSecret),
 			jwt.RegisteredClaims{ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))})},
 		{"admin token", adminToken},
+		{"no iat", signed(t, jwt.SigningMethodHS256, []byte(tokenSecret),
+			jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))})},
+		{"crit header", critTok},
+		{"lifetime over http.max_token_ttl", signed(t, jwt.SigningMethodHS256, []byte(tokenSecret),
+			jwt.RegisteredClaims{Subject: "u1", IssuedAt: jwt.NewNumericDate(now.Add(-time.Hour)), ExpiresAt: jwt.NewNumericDate(now.Add(24 * time.Hour))})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -104,7 +104,13 @@ func changedTables(before, after map[string]tableState) []string {
 func hostileTokens(t *testing.T) map[string]string {
 	t.Helper()
 	now := fixedNow // the test server's clock
-	valid := jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+	valid := jwt.RegisteredClaims{Subject: "u1", IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour))}
+	crit := jwt.NewWithClaims(jwt.SigningMethodHS256, valid)
+	crit.Header["crit"] = []string{"exp"}
+	critTok, err := crit.SignedString([]byte(tokenSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -120,24 +126,27 @@ func hostileTokens(t *testing.T) map[string]string {
 		base64.RawURLEncoding.EncodeToString(mustJSON(t, valid)) + "."
 	good := recipientToken(t, "u1")
 	return map[string]string{
-		"absent":                   "",
-		"garbage":                  "not.a.jwt",
-		"expired":                  signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(-time.Minute))}),
-		"no exp":                   signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1"}),
-		"not yet valid":            signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: valid.ExpiresAt, NotBefore: jwt.NewNumericDate(now.Add(time.Hour))}),
-		"wrong secret":             signed(t, jwt.SigningMethodHS256, []byte("not-the-secret"), valid),
-		"admin token as secret":    signed(t, jwt.SigningMethodHS256, []byte(adminToken), valid),
-		"alg none":                 none,
-		"alg none (library)":       signed(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid),
-		"wrong alg HS512":          signed(t, jwt.SigningMethodHS512, []byte(tokenSecret), valid),
-		"wrong alg HS384":          signed(t, jwt.SigningMethodHS384, []byte(tokenSecret), valid),
-		"wrong alg RS256":          signed(t, jwt.SigningMethodRS256, rsaKey, valid),
-		"HS256 keyed with RSA pub": signed(t, jwt.SigningMethodHS256, pub, valid),
-		"empty subject":            signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{ExpiresAt: valid.ExpiresAt}),
-		"subject over 255 bytes":   signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: strings.Repeat("u", 256), ExpiresAt: valid.ExpiresAt}),
-		"admin token":              adminToken,
-		"truncated signature":      good[:len(good)-3],
-		"payload swapped":          strings.Join([]string{strings.Split(good, ".")[0], base64.RawURLEncoding.EncodeToString(mustJSON(t, jwt.RegisteredClaims{Subject: "u2", ExpiresAt: valid.ExpiresAt})), strings.Split(good, ".")[2]}, "."),
+		"absent":                      "",
+		"garbage":                     "not.a.jwt",
+		"expired":                     signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: jwt.NewNumericDate(now.Add(-time.Minute))}),
+		"no exp":                      signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1"}),
+		"not yet valid":               signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: valid.ExpiresAt, NotBefore: jwt.NewNumericDate(now.Add(time.Hour))}),
+		"wrong secret":                signed(t, jwt.SigningMethodHS256, []byte("not-the-secret"), valid),
+		"admin token as secret":       signed(t, jwt.SigningMethodHS256, []byte(adminToken), valid),
+		"alg none":                    none,
+		"alg none (library)":          signed(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, valid),
+		"wrong alg HS512":             signed(t, jwt.SigningMethodHS512, []byte(tokenSecret), valid),
+		"wrong alg HS384":             signed(t, jwt.SigningMethodHS384, []byte(tokenSecret), valid),
+		"wrong alg RS256":             signed(t, jwt.SigningMethodRS256, rsaKey, valid),
+		"HS256 keyed with RSA pub":    signed(t, jwt.SigningMethodHS256, pub, valid),
+		"empty subject":               signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{ExpiresAt: valid.ExpiresAt}),
+		"subject over 255 bytes":      signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: strings.Repeat("u", 256), ExpiresAt: valid.ExpiresAt}),
+		"admin token":                 adminToken,
+		"truncated signature":         good[:len(good)-3],
+		"no iat":                      signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: valid.ExpiresAt}),
+		"crit header":                 critTok,
+		"lifetime over max_token_ttl": signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", IssuedAt: jwt.NewNumericDate(now.Add(-time.Hour)), ExpiresAt: jwt.NewNumericDate(now.Add(24 * time.Hour))}),
+		"payload swapped":             strings.Join([]string{strings.Split(good, ".")[0], base64.RawURLEncoding.EncodeToString(mustJSON(t, jwt.RegisteredClaims{Subject: "u2", ExpiresAt: valid.ExpiresAt})), strings.Split(good, ".")[2]}, "."),
 	}
 }
 
@@ -286,6 +295,8 @@ func TestHostileRequests(t *testing.T) {
 		{"profile: id over 255 bytes", "PUT", "/v1/recipients/" + strings.Repeat("u", 256), adminToken, `{}`, 400, httpapi.CodeBadRequest},
 		{"profile: invalid UTF-8 id", "PUT", "/v1/recipients/%c3%28", adminToken, `{}`, 400, httpapi.CodeBadRequest},
 		{"profile: recipient token", "PUT", "/v1/recipients/u1", u1, `{"email":"evil@example.com"}`, 401, httpapi.CodeUnauthorized},
+		{"profile: tokens_valid_after not a time", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"yesterday"}`, 400, httpapi.CodeBadRequest},
+		{"profile: tokens_valid_after of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":1700000000}`, 400, httpapi.CodeBadRequest},
 		{"profile: get unknown", "GET", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"erase: unknown recipient", "DELETE", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
 		{"erase: recipient token erasing another recipient", "DELETE", "/v1/recipients/u2", u1, nil, 401, httpapi.CodeUnauthorized},

@@ -46,6 +46,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
@@ -803,7 +804,11 @@ func checkStreamExamples(t *testing.T, doc *apiDoc, ptr string, media map[string
 			continue
 		}
 		seen[ev.name] = true
-		checkStreamID(t, doc, ptr+": example event "+ev.name, ev.id)
+		if ev.name != "reauth" { // the stream's last event, which moves no position
+			checkStreamID(t, doc, ptr+": example event "+ev.name, ev.id)
+		} else if ev.id != "" {
+			t.Errorf("%s: example event reauth has id %q, want none", ptr, ev.id)
+		}
 		v, err := jsonschema.UnmarshalJSON(strings.NewReader(ev.data))
 		if err != nil {
 			t.Errorf("%s: example event %s: data is not JSON: %v", ptr, ev.name, err)
@@ -1011,7 +1016,11 @@ func (c *checker) checkEvent(t testing.TB, ev sseEvent) {
 		t.Errorf("stream event %q is not documented", ev.name)
 		return
 	}
-	checkStreamID(t, c.doc, "stream event "+ev.name, ev.id)
+	if ev.name != "reauth" {
+		checkStreamID(t, c.doc, "stream event "+ev.name, ev.id)
+	} else if ev.id != "" {
+		t.Errorf("stream event reauth has id %q, want none", ev.id)
+	}
 	c.validateBody(t, "stream event "+ev.name, rptr+"/content/text~1event-stream/x-sse-events/"+escape(ev.name),
 		response{raw: []byte(ev.data)})
 	c.record(t, "event "+ev.name, []byte(ev.data))
@@ -1196,6 +1205,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		"timezone": "America/New_York", "webhook_url": "https://hooks.example.test/notifyd", "data": map[string]any{"plan": "pro"}}
 	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, profile, 200)
 	c.call(t, b, "PUT", "/v1/recipients/u3", adminToken, map[string]any{}, 200)
+	c.call(t, b, "PUT", "/v1/recipients/u3", adminToken, map[string]any{"tokens_valid_after": "2000-01-01T00:00:00Z"}, 200)
 	got := c.call(t, b, "GET", "/v1/recipients/u2", adminToken, nil, 200)
 	c.call(t, b, "PUT", "/v1/recipients/u2", adminToken, got.raw, 200) // read, written back
 	c.call(t, b, "GET", "/v1/recipients/nobody", adminToken, nil, 404)
@@ -1377,6 +1387,15 @@ func TestOpenAPIResponses(t *testing.T) {
 	resumed.cancel()
 	bare.cancel()
 	reset.cancel()
+	// A token that expires in a second or two: the stream ends with reauth.
+	short, err := notifyd.RecipientTokenAt(tokenSecret, "u2", 2*time.Second, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiring := c.openStream(t, b, "/v1/inbox/stream", http.Header{"Authorization": {"Bearer " + short}})
+	expiring.next(t, c, "reauth")
+	expiring.cancel()
+	c.call(t, b, "GET", "/v1/inbox/stream?last_event_id=%zz", u2, nil, 400)
 
 	// Erasure.
 	c.call(t, b, "DELETE", "/v1/recipients/u2", adminToken, nil, 200)

@@ -16,7 +16,9 @@ import (
 // whole profile: an absent, null or "" field is cleared. The read-only fields
 // of a GET response (id, webhook_secret, webhook_gone_at, created_at,
 // updated_at) are accepted and ignored, so a profile read can be written back;
-// an id in the body must match the path.
+// an id in the body must match the path. tokens_valid_after is the
+// exception to the full replace: absent keeps the stored value (a profile
+// write that does not know of it cannot undo a revocation), null clears it.
 type profileRequest struct {
 	ID         *string         `json:"id"`
 	Email      *string         `json:"email"`
@@ -25,6 +27,9 @@ type profileRequest struct {
 	Timezone   *string         `json:"timezone"`
 	WebhookURL *string         `json:"webhook_url"`
 	Data       json.RawMessage `json:"data"`
+	// TokensValidAfter is RFC 3339 or null: the recipient's tokens issued
+	// (iat) before it are refused.
+	TokensValidAfter json.RawMessage `json:"tokens_valid_after"`
 
 	WebhookSecret json.RawMessage `json:"webhook_secret"`
 	WebhookGoneAt json.RawMessage `json:"webhook_gone_at"`
@@ -65,14 +70,17 @@ type profileResponse struct {
 	WebhookURL    *string         `json:"webhook_url"`
 	Data          json.RawMessage `json:"data"`
 	WebhookGoneAt *time.Time      `json:"webhook_gone_at"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-	WebhookSecret *string         `json:"webhook_secret"`
+	// TokensValidAfter: tokens issued before it are refused; null: none.
+	TokensValidAfter *time.Time `json:"tokens_valid_after"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	WebhookSecret    *string    `json:"webhook_secret"`
 }
 
 func (s *Server) profileResponse(p *stores.RecipientProfile) profileResponse {
 	out := profileResponse{ID: p.ID, Email: p.Email, Name: p.Name, Locale: p.Locale, Timezone: p.Timezone,
-		WebhookURL: p.WebhookURL, Data: p.Data, WebhookGoneAt: p.WebhookGoneAt, CreatedAt: p.CreatedAt,
+		WebhookURL: p.WebhookURL, Data: p.Data, WebhookGoneAt: p.WebhookGoneAt, TokensValidAfter: p.TokensValidAfter,
+		CreatedAt: p.CreatedAt,
 		UpdatedAt: p.UpdatedAt}
 	if s.secret != nil {
 		secret := s.secret(p.ID)
@@ -114,6 +122,17 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	data, err := decodeObject("data", req.Data)
 	if err != nil {
 		return p, err
+	}
+	if req.TokensValidAfter != nil {
+		p.SetTokensValidAfter = true
+		if string(req.TokensValidAfter) != "null" {
+			var at time.Time
+			if err := json.Unmarshal(req.TokensValidAfter, &at); err != nil {
+				return p, fieldError("tokens_valid_after", "want an RFC 3339 time or null: %v", err)
+			}
+			at = at.UTC()
+			p.TokensValidAfter = &at
+		}
 	}
 	// Re-encoded, not stored as sent: the decoder has replaced what jsonb
 	// cannot hold (lone surrogate escapes) and checked it is an object.

@@ -200,7 +200,11 @@ func (s *Server) recipient(h recipientFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Only the header: tokens in URLs end up in proxies' logs. The stream,
 		// which EventSource cannot give headers, uses s.Recipient instead.
-		id, err := s.recipientFromHeader(r)
+		c, err := s.recipientFromHeader(r)
+		id := c.Recipient
+		if err == nil {
+			err = s.checkRevoked(r, c)
+		}
 		if err == nil {
 			err = s.limitRecipient(w, id)
 		}

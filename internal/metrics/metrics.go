@@ -133,10 +133,11 @@ const (
 	LimitAdminRate     = "admin_rate"     // http.rate.admin: 429
 	LimitTopics        = "topics"         // http.max_topics: 422 too_many_topics
 	LimitRecipients    = "recipients"     // the raw recipients array: 422 too_many_recipients
+	LimitStreams       = "streams"        // http.max_streams_per_recipient: 429
 )
 
 // Limits lists every limit Limited counts.
-var Limits = []string{LimitRecipientRate, LimitAdminRate, LimitTopics, LimitRecipients}
+var Limits = []string{LimitRecipientRate, LimitAdminRate, LimitTopics, LimitRecipients, LimitStreams}
 
 // Limited counts an API request refused by limit (one of Limits).
 func (m *Metrics) Limited(limit string) {

@@ -6,9 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
 	"time"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -22,6 +27,10 @@ const (
 	DefaultBuffer = 64
 	// DefaultWriteTimeout bounds every write to a client.
 	DefaultWriteTimeout = 30 * time.Second
+	// streamsRetryAfter is the Retry-After, in seconds, of a stream refused
+	// for one too many: streams end when their page closes, not on a clock,
+	// so it is only a pace for the client's retries.
+	streamsRetryAfter = 5
 	// replayPage is how many change-log rows a resuming stream reads at a
 	// time: replay memory is bounded by one page, however long the gap.
 	replayPage = 500
@@ -40,6 +49,16 @@ type HandlerOptions struct {
 	// reading is disconnected after it, instead of holding a goroutine and a
 	// connection until TCP gives up. Zero means DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// MaxPerRecipient caps the streams one recipient holds open through
+	// this handler (http.max_streams_per_recipient); one more is answered 429
+	// rate_limited with Retry-After. Zero means unlimited.
+	MaxPerRecipient int
+	// Clock is the time a token's expiry is measured against. Nil means
+	// time.Now.
+	Clock func() time.Time
+	// Metrics counts the streams refused by MaxPerRecipient. Nil counts
+	// nothing.
+	Metrics *metrics.Metrics
 }
 
 // Handler serves GET /v1/inbox/stream as Server-Sent Events for the
@@ -48,9 +67,10 @@ type HandlerOptions struct {
 // a stream and no body).
 //
 // auth runs before anything is written. Its error is answered with the API's
-// JSON error shape: an *httpapi.Error as it says (httpapi.Server.Recipient
+// JSON error shape: an *httpapi.Error as it says (httpapi.Server.RecipientClaims
 // returns 401 ones), any other error as 401 unauthorized with its text as the
-// message.
+// message. A query string that does not parse is a 400 bad_request, and a
+// recipient holding MaxPerRecipient streams already gets a 429 rate_limited.
 //
 // Every event's id is a cursor, "<epoch>.<seq>" (see cursor.go): the epoch
 // of this database's change log (stores.ChangeLogEpoch) and a position in
@@ -80,8 +100,12 @@ type HandlerOptions struct {
 // Every event that ends a batch is flushed at once. The stream ends when the
 // client goes away, when the Hub stops (server shutdown), or when the Hub
 // drops the client for being too slow; in every case the client reconnects
-// with its Last-Event-ID and loses nothing.
-func Handler(h *Hub, auth func(*http.Request) (recipient string, err error), opts HandlerOptions) http.Handler {
+// with its Last-Event-ID and loses nothing. It also ends when its token
+// expires (the claims' ExpiresAt, by Clock): the last event is "reauth"
+// (data {}, no id), and the client reconnects with a fresh token and its
+// Last-Event-ID (an EventSource reconnecting by itself would present the
+// expired token and get a 401).
+func Handler(h *Hub, auth func(*http.Request) (notifyd.RecipientClaims, error), opts HandlerOptions) http.Handler {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
@@ -91,17 +115,31 @@ func Handler(h *Hub, auth func(*http.Request) (recipient string, err error), opt
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	return &handler{hub: h, auth: auth, opts: opts}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	return &handler{hub: h, auth: auth, opts: opts, open: map[string]int{}}
 }
 
 type handler struct {
 	hub  *Hub
-	auth func(*http.Request) (string, error)
+	auth func(*http.Request) (notifyd.RecipientClaims, error)
 	opts HandlerOptions
+
+	mu   sync.Mutex
+	open map[string]int // streams open per recipient
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	recipient, err := h.auth(r)
+	// Parsed strictly: r.URL.Query() drops a pair it cannot decode, and a
+	// last_event_id lost that way would restart the stream without a word.
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusBadRequest, Code: httpapi.CodeBadRequest,
+			Message: "malformed query string: " + err.Error()})
+		return
+	}
+	claims, err := h.auth(r)
 	if err != nil {
 		var apiErr *httpapi.Error
 		if !errors.As(err, &apiErr) {
@@ -110,12 +148,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, err)
 		return
 	}
-	lastID, resume := lastEventID(r)
+	recipient := claims.Recipient
+	lastID, resume := lastEventID(r, query)
 	s := &sse{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout}
 	if r.Method == http.MethodHead {
 		s.start() // the headers a GET would get, and no stream to keep open
 		return
 	}
+	if !h.acquire(recipient) {
+		h.opts.Metrics.Limited(metrics.LimitStreams)
+		w.Header().Set("Retry-After", strconv.Itoa(streamsRetryAfter))
+		n := strconv.Itoa(h.opts.MaxPerRecipient)
+		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusTooManyRequests, Code: httpapi.CodeRateLimited,
+			Message: "too many open streams: http.max_streams_per_recipient is " + n + "; close one, or retry after " +
+				strconv.Itoa(streamsRetryAfter) + " s",
+			Details: []any{httpapi.FieldDetail{Field: "http.max_streams_per_recipient", Message: "at most " + n + " open streams"}}})
+		return
+	}
+	defer h.release(recipient)
 	ctx := r.Context()
 	// Subscribe before reading the database: whatever commits from now on
 	// reaches the subscription, and whatever committed before is in the
@@ -155,7 +205,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, s, recipient, err)
 		return
 	}
-	h.live(ctx, s, sub, last)
+	h.live(ctx, s, sub, last, claims.ExpiresAt)
+}
+
+// acquire counts one more open stream of recipient, unless it holds
+// MaxPerRecipient already.
+func (h *handler) acquire(recipient string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if max := h.opts.MaxPerRecipient; max > 0 && h.open[recipient] >= max {
+		return false
+	}
+	h.open[recipient]++
+	return true
+}
+
+func (h *handler) release(recipient string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open[recipient]--; h.open[recipient] <= 0 {
+		delete(h.open, recipient) // the map holds only recipients with streams
+	}
 }
 
 // fresh starts a stream without a position at the head of the log and
@@ -250,12 +320,24 @@ func (h *handler) reset(ctx context.Context, s *sse, recipient, why string) (int
 	return h.atHead(ctx, s, recipient, true)
 }
 
-// live forwards the Hub's batches newer than last until the stream ends.
-func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int64) {
+// live forwards the Hub's batches newer than last until the stream ends. At
+// expires (when not zero) it sends "reauth" and ends it.
+func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int64, expires time.Time) {
 	heartbeat := time.NewTicker(h.opts.Heartbeat)
 	defer heartbeat.Stop()
+	var expired <-chan time.Time
+	if !expires.IsZero() {
+		t := time.NewTimer(expires.Sub(h.opts.Clock()))
+		defer t.Stop()
+		expired = t.C
+	}
 	for {
 		select {
+		case <-expired:
+			// No id: the client's position stays that of the last change.
+			s.buf.WriteString("event: reauth\ndata: {}\n\n")
+			_ = s.flush()
+			return
 		case <-ctx.Done():
 			return
 		case <-h.hub.done:
@@ -305,10 +387,10 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *sse, recipient
 // not parsed here: a cursor that is not one gets a reset, not an error (an
 // EventSource gives up on an error response, and would never get back in
 // line).
-func lastEventID(r *http.Request) (id string, resume bool) {
+func lastEventID(r *http.Request, query url.Values) (id string, resume bool) {
 	id = r.Header.Get("Last-Event-ID")
 	if id == "" {
-		id = r.URL.Query().Get("last_event_id")
+		id = query.Get("last_event_id")
 	}
 	return id, id != ""
 }

@@ -40,19 +40,19 @@ const (
 
 // auth is what httpapi.Server.Recipient does, with the test secret: a bearer
 // token, or access_token when there is no Authorization header.
-func auth(r *http.Request) (string, error) {
+func auth(r *http.Request) (notifyd.RecipientClaims, error) {
 	tok := r.URL.Query().Get("access_token")
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, t, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return "", errors.New("not a bearer token")
+			return notifyd.RecipientClaims{}, errors.New("not a bearer token")
 		}
 		tok = t
 	}
 	if tok == "" {
-		return "", errors.New("missing recipient token")
+		return notifyd.RecipientClaims{}, errors.New("missing recipient token")
 	}
-	return notifyd.ParseRecipientToken(secret, tok)
+	return notifyd.VerifyRecipientToken(secret, tok, time.Time{}, 0)
 }
 
 func token(t testing.TB, recipient string) string {

@@ -1,0 +1,105 @@
+package stream_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/httpapi/stream"
+)
+
+// At its token's exp (by the handler's clock, here an hour on) the stream
+// sends reauth, without an id, and ends.
+func TestStreamEndsWithReauthWhenItsTokenExpires(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	b := setup(t, stream.HandlerOptions{Clock: func() time.Time { return now.Add(time.Hour) }})
+	tok, err := notifyd.RecipientTokenAt(secret, "u1", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, b.srv, nil, http.Header{"Authorization": {"Bearer " + tok}})
+	c.expectCounts(t, 0, 0)
+	ev := c.expect(t, "reauth")
+	if ev.id != "" || ev.data != "{}" {
+		t.Fatalf("reauth: id %q data %q, want no id and {}", ev.id, ev.data)
+	}
+	select {
+	case ev, ok := <-c.events:
+		if ok {
+			t.Fatalf("an event after reauth: %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream stayed open after reauth")
+	}
+	// A stream whose token has an hour to go by the handler's clock stays.
+	live := setup(t, stream.HandlerOptions{})
+	s := connect(t, live.srv, "u1", "")
+	s.expectCounts(t, 0, 0)
+	create(t, live.pool, "u1")
+	s.expect(t, "inbox.created")
+}
+
+// The stream of one recipient too many is a 429 in the API's error shape,
+// with Retry-After; other recipients are not affected, and a closed stream
+// frees its place.
+func TestStreamsPerRecipientAreCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, stream.HandlerOptions{MaxPerRecipient: 2})
+	first := connect(t, b.srv, "u1", "")
+	first.expectCounts(t, 0, 0)
+	connect(t, b.srv, "u1", "").expectCounts(t, 0, 0)
+	resp, cancel := get(t, b.srv, nil, http.Header{"Authorization": {"Bearer " + token(t, "u1")}})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error.Code != "rate_limited" ||
+		resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("third stream: %s Retry-After %q: %s", resp.Status, resp.Header.Get("Retry-After"), body)
+	}
+	connect(t, b.srv, "u2", "").expectCounts(t, 0, 0)
+	first.close()
+	waitFor(t, "the closed stream's place", func() bool {
+		resp, cancel := get(t, b.srv, nil, http.Header{"Authorization": {"Bearer " + token(t, "u1")}})
+		if resp.StatusCode == http.StatusOK {
+			t.Cleanup(func() { cancel(); resp.Body.Close() })
+			return true
+		}
+		resp.Body.Close()
+		cancel()
+		return false
+	})
+}
+
+// A query string that does not parse is a 400, not a stream that lost its
+// last_event_id.
+func TestStreamRefusesAMalformedQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t, stream.HandlerOptions{})
+	resp, cancel := get(t, b.srv, nil, http.Header{"Authorization": {"Bearer " + token(t, "u1")}})
+	resp.Body.Close()
+	cancel()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("control: %s", resp.Status)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.srv.URL+path+"?last_event_id=%zz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token(t, "u1"))
+	resp, err = b.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("malformed query: %s: %s", resp.Status, body)
+	}
+}
