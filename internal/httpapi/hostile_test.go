@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -8,7 +9,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
+	sse "github.com/notifyd/notifyd/internal/httpapi/stream"
 )
 
 // hostileConfig has a notifier with a params schema, and one whose
@@ -489,6 +493,52 @@ func TestHostileRequests(t *testing.T) {
 			}
 			if changed := changedTables(before, dbState(t, limited.pool)); len(changed) > 0 {
 				t.Fatalf("429 wrote to %v", changed)
+			}
+		})
+	}
+
+	// The stream, mounted as the daemon mounts it, with a cap of one stream
+	// per recipient: a malformed query string is a 400 (the access_token's
+	// included), the second stream of a recipient a 429; neither writes.
+	streamed := setup(t, setupOpts{yaml: hostileConfig, options: func(o *httpapi.Options) {
+		auth := httpapi.New(*o) // the same settings: the daemon's token checks
+		hub := sse.NewHub(o.Pool, slog.New(slog.NewTextHandler(t.Output(), nil)))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- hub.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		o.Extra = map[string]http.Handler{"GET /v1/inbox/stream": sse.Handler(hub, auth.RecipientClaims,
+			sse.HandlerOptions{MaxPerRecipient: 1, Clock: o.Clock})}
+	}})
+	req, err := http.NewRequestWithContext(t.Context(), "GET", streamed.srv.URL+"/v1/inbox/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+u1)
+	open, err := streamed.srv.Client().Do(req)
+	if err != nil || open.StatusCode != 200 {
+		t.Fatalf("u1's first stream: %v %v", open, err)
+	}
+	defer open.Body.Close()
+	for _, tt := range []struct {
+		name, path, token string
+		status            int
+		code              string
+	}{
+		{"stream: malformed query", "/v1/inbox/stream?last_event_id=%zz", u2, 400, httpapi.CodeBadRequest},
+		{"stream: access_token beside a malformed pair", "/v1/inbox/stream?access_token=" + u2 + "&%zz", "", 400, httpapi.CodeBadRequest},
+		{"stream: token without iat", "/v1/inbox/stream", hostileTokens(t)["no iat"], 401, httpapi.CodeUnauthorized},
+		{"stream: one over http.max_streams_per_recipient", "/v1/inbox/stream", u1, 429, httpapi.CodeRateLimited},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := dbState(t, streamed.pool)
+			r := streamed.do(t, "GET", tt.path, tt.token, nil)
+			expect(t, r, tt.status, tt.code)
+			if tt.status == 429 && r.header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			if changed := changedTables(before, dbState(t, streamed.pool)); len(changed) > 0 {
+				t.Fatalf("%d wrote to %v", r.status, changed)
 			}
 		})
 	}

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
+	"github.com/notifyd/notifyd/internal/metrics"
 )
 
 // At its token's exp (by the handler's clock, here an hour on) the stream
@@ -48,7 +51,12 @@ func TestStreamEndsWithReauthWhenItsTokenExpires(t *testing.T) {
 // frees its place.
 func TestStreamsPerRecipientAreCapped(t *testing.T) {
 	t.Parallel()
-	b := setup(t, stream.HandlerOptions{MaxPerRecipient: 2})
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, func() int { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, stream.HandlerOptions{MaxPerRecipient: 2, Metrics: m})
 	first := connect(t, b.srv, "u1", "")
 	first.expectCounts(t, 0, 0)
 	connect(t, b.srv, "u1", "").expectCounts(t, 0, 0)
@@ -62,6 +70,21 @@ func TestStreamsPerRecipientAreCapped(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error.Code != "rate_limited" ||
 		resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("third stream: %s Retry-After %q: %s", resp.Status, resp.Header.Get("Retry-After"), body)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := false
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			if mf.GetName() == "notifyd_http_limited_total" && mm.GetLabel()[0].GetValue() == metrics.LimitStreams {
+				counted = mm.GetCounter().GetValue() == 1
+			}
+		}
+	}
+	if !counted {
+		t.Fatal(`notifyd_http_limited_total{limit="streams"} is not 1`)
 	}
 	connect(t, b.srv, "u2", "").expectCounts(t, 0, 0)
 	first.close()
