@@ -83,9 +83,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	defer mailbox.Close()
 	mailTo := "captured here, shown on the captured-email page (-smtp config sends it to channels.email's server)"
 	if smtp == "config" {
-		host, _ := cfg.Channels["email"].Value("smtp.host")
-		port, _ := cfg.Channels["email"].Value("smtp.port")
-		mailTo = "channels.email's server, " + net.JoinHostPort(host, port)
+		mailTo = devmode.ConfiguredRelay(cfg)
 		mailbox = nil
 	}
 	if err := devmode.Configure(cfg, mailbox); err != nil {

@@ -14,6 +14,7 @@ import (
 	"html/template"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,6 +131,14 @@ func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
 	}
 	cfg.Channels[email.Name] = sec
 	return nil
+}
+
+// ConfiguredRelay says where email goes when dev does not capture it: the
+// email channel's SMTP server as the config names it.
+func ConfiguredRelay(cfg *config.Config) string {
+	host, _ := cfg.Channels[email.Name].Value("smtp.host")
+	port, _ := cfg.Channels[email.Name].Value("smtp.port")
+	return "channels." + email.Name + "'s server, " + net.JoinHostPort(host, port)
 }
 
 // Page is GET /dev/: the captured emails, newest first (none when Mailbox
