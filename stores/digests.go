@@ -512,19 +512,26 @@ func SettleDigests(ctx context.Context, db DB, ss []DigestSettlement, now time.T
 	if err != nil {
 		return nil, fmt.Errorf("settle %d digests: %w", len(ss), err)
 	}
+	return heldPerSettlement(rows, len(ss), "digests")
+}
+
+// heldPerSettlement reads the (ord, count) rows of a grouped digest settle:
+// how many rows each settlement's claim still held, in settlement order.
+func heldPerSettlement(rows pgx.Rows, n int, what string) ([]int64, error) {
 	defer rows.Close()
+	held := make([]int64, n)
 	for rows.Next() {
 		var ord int
-		var n int64
-		if err := rows.Scan(&ord, &n); err != nil {
+		var c int64
+		if err := rows.Scan(&ord, &c); err != nil {
 			return nil, err
 		}
-		if ord >= 1 && ord <= len(held) {
-			held[ord-1] = n
+		if ord >= 1 && ord <= n {
+			held[ord-1] = c
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("settle %d digests: %w", len(ss), err)
+		return nil, fmt.Errorf("settle %d %s: %w", n, what, err)
 	}
 	return held, nil
 }
@@ -580,21 +587,7 @@ func SettleDigestRetries(ctx context.Context, db DB, ss []DigestSettlement, now 
 	if err != nil {
 		return nil, fmt.Errorf("settle %d digest retries: %w", len(ss), err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var ord int
-		var n int64
-		if err := rows.Scan(&ord, &n); err != nil {
-			return nil, err
-		}
-		if ord >= 1 && ord <= len(held) {
-			held[ord-1] = n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("settle %d digest retries: %w", len(ss), err)
-	}
-	return held, nil
+	return heldPerSettlement(rows, len(ss), "digest retries")
 }
 
 // RedrivenDigest is a digest the sweep took back: its rows are digest_pending
