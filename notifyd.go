@@ -107,6 +107,10 @@ const (
 	StatusDigestSent    = notifytype.StatusDigestSent
 	StatusDigestFailed  = notifytype.StatusDigestFailed
 	StatusDigestDropped = notifytype.StatusDigestDropped
+	StatusScheduled     = notifytype.StatusScheduled
+	StatusBatched       = notifytype.StatusBatched
+	StatusThrottled     = notifytype.StatusThrottled
+	StatusSuppressed    = notifytype.StatusSuppressed
 )
 
 // Rule is one preference rule of a recipient: Scope "*", "category:<c>" or

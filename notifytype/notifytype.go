@@ -50,13 +50,19 @@ const (
 	StatusDigestSent    DeliveryStatus = "digest_sent"
 	StatusDigestFailed  DeliveryStatus = "digest_failed"
 	StatusDigestDropped DeliveryStatus = "digest_dropped"
+	// Workflows and deliverability.
+	StatusScheduled  DeliveryStatus = "scheduled"  // waiting for a delay or quiet hours to end (next_attempt_at)
+	StatusBatched    DeliveryStatus = "batched"    // carried by another delivery of its batch
+	StatusThrottled  DeliveryStatus = "throttled"  // over the notifier channel's throttle limit
+	StatusSuppressed DeliveryStatus = "suppressed" // the address is on the suppression list
 )
 
 // Terminal reports whether s is a final status. Unknown statuses are not terminal.
 func (s DeliveryStatus) Terminal() bool {
 	switch s {
 	case StatusSent, StatusRefused, StatusExpired, StatusUnavailable, StatusSkipped,
-		StatusCancelled, StatusDigestSent, StatusDigestFailed, StatusDigestDropped:
+		StatusCancelled, StatusDigestSent, StatusDigestFailed, StatusDigestDropped,
+		StatusBatched, StatusThrottled, StatusSuppressed:
 		return true
 	}
 	return false
