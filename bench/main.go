@@ -16,6 +16,8 @@
 //	         InsertTx), -enqueue-conc goroutines, -enqueue-n transactions
 //	latency  commit → inbox.created on /v1/inbox/stream, -latency-n sends at
 //	         -latency-rate per second: p50 and p99
+//	maillatency  commit → email accepted by the SMTP sink, -maillatency-n
+//	         sends (one recipient each) at -maillatency-rate per second
 //	marks    inbox marks: -marks-conc connections each marking items of its
 //	         own recipients read (stores.MarkInbox, -marks-n transactions) vs
 //	         the same UPDATEs with no change log; with -marks-durable also on
@@ -56,7 +58,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "marks", "digest", "rss"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "rss"}
 
 type options struct {
 	fanoutN          int
@@ -66,6 +68,8 @@ type options struct {
 	enqueueConc      int
 	latencyN         int
 	latencyRate      float64
+	mailLatencyN     int
+	mailLatencyRate  float64
 	marksN           int
 	marksConc        int
 	marksDurable     bool
@@ -99,6 +103,8 @@ func run() int {
 	flag.IntVar(&o.enqueueConc, "enqueue-conc", 8, "concurrent application goroutines in the enqueue scenario")
 	flag.IntVar(&o.latencyN, "latency-n", 1000, "notifications sent in the latency scenario")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 50, "sends per second in the latency scenario")
+	flag.IntVar(&o.mailLatencyN, "maillatency-n", 2000, "notifications sent in the commit → email scenario")
+	flag.Float64Var(&o.mailLatencyRate, "maillatency-rate", 200, "sends per second in the commit → email scenario")
 	flag.IntVar(&o.marksN, "marks-n", 20_000, "inbox-mark transactions per variant of the marks scenario")
 	flag.IntVar(&o.marksConc, "marks-conc", 32, "connections of the marks scenario")
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")
@@ -191,6 +197,9 @@ func run() int {
 	}
 	if section("latency", fmt.Sprintf("commit → /v1/inbox/stream, %d sends at %.0f/s", o.latencyN, o.latencyRate)) {
 		results = append(results, runLatency(ctx, h, o.latencyN, o.latencyRate)...)
+	}
+	if section("maillatency", fmt.Sprintf("commit → email accepted, %d sends at %.0f/s", o.mailLatencyN, o.mailLatencyRate)) {
+		results = append(results, runMailLatency(ctx, h, o.mailLatencyN, o.mailLatencyRate)...)
 	}
 	if section("marks", fmt.Sprintf("inbox marks from %d connections, %d transactions", o.marksConc, o.marksN)) {
 		results = append(results, runMarks(ctx, h, o.marksN, o.marksConc, o.marksDurable)...)

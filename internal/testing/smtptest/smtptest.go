@@ -46,11 +46,17 @@ type options struct {
 	user, pass  string
 	startTLS    bool
 	implicitTLS bool
+	accepted    func(to []string)
 }
 
 // WithDiscard makes the server count accepted messages without keeping them:
 // Messages returns nil and WaitFor waits on Count only. Use it for benchmarks.
 func WithDiscard() Option { return func(o *options) { o.discard = true } }
+
+// WithAccepted calls f with a message's envelope recipients as soon as the
+// server has accepted it (before it answers the end of DATA), also in discard
+// mode: a benchmark times deliveries with it. f must not block.
+func WithAccepted(f func(to []string)) Option { return func(o *options) { o.accepted = f } }
 
 // WithAuth requires SMTP AUTH PLAIN with the given credentials before MAIL.
 // Plain-text authentication is allowed on unencrypted connections: this is a
@@ -516,6 +522,9 @@ func (ss *session) Data(r io.Reader) error {
 	}
 	if fail {
 		return smtpError(f)
+	}
+	if ss.s.opts.accepted != nil {
+		ss.s.opts.accepted(ss.to)
 	}
 	if ss.s.opts.discard {
 		ss.s.record(nil)
