@@ -24,6 +24,8 @@
 //	         a second private cluster with PostgreSQL's durable defaults
 //	digest   -digest-recipients × -digest-rows pending digest rows → emails/s
 //	         vs the immediate email rate
+//	footprint  on a cluster with PostgreSQL's default settings: WAL and
+//	         storage per recipient, and peak connections of one replica
 //	rss      peak RSS (VmHWM) of a `notifyd run` subprocess fanning out to a
 //	         topic with -rss-n subscribers and to -rss-inline-n inline recipients
 //
@@ -58,7 +60,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "rss"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -77,6 +79,7 @@ type options struct {
 	digestRows       int
 	rssN             int
 	rssInlineN       int
+	footprintN       int
 	only             string
 	out              string
 	dir              string
@@ -105,6 +108,7 @@ func run() int {
 	flag.Float64Var(&o.latencyRate, "latency-rate", 50, "sends per second in the latency scenario")
 	flag.IntVar(&o.mailLatencyN, "maillatency-n", 2000, "notifications sent in the commit → email scenario")
 	flag.Float64Var(&o.mailLatencyRate, "maillatency-rate", 200, "sends per second in the commit → email scenario")
+	flag.IntVar(&o.footprintN, "footprint-n", 20_000, "recipients of the footprint scenario's notifications")
 	flag.IntVar(&o.marksN, "marks-n", 20_000, "inbox-mark transactions per variant of the marks scenario")
 	flag.IntVar(&o.marksConc, "marks-conc", 32, "connections of the marks scenario")
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")
@@ -206,6 +210,9 @@ func run() int {
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
 		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+	}
+	if section("footprint", fmt.Sprintf("WAL, storage and connections per recipient, %d recipients, durable settings", o.footprintN)) {
+		results = append(results, runFootprint(ctx, h, o.footprintN)...)
 	}
 	if section("rss", fmt.Sprintf("peak RSS of `notifyd run` during in_app fan-outs to a %d-subscriber topic and %d inline recipients",
 		o.rssN, o.rssInlineN)) {

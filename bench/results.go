@@ -169,6 +169,9 @@ func printTable(w io.Writer, results []Result) {
 		} else {
 			target += " " + r.Unit
 		}
+		if r.TargetKind == "info" {
+			target = "-"
+		}
 		switch r.Status {
 		case "n/a":
 			fmt.Fprintf(tw, "%s\tn/a (%s)\t\t\t%s\t-\n", r.Scenario, r.Notes, target)
@@ -189,6 +192,9 @@ func printTable(w io.Writer, results []Result) {
 			ratio = fmt.Sprintf("%.2f×", *r.Ratio)
 		}
 		result := "MISS"
+		if r.TargetKind == "info" {
+			result = "info"
+		}
 		if r.Pass != nil && *r.Pass {
 			result = "PASS"
 		}

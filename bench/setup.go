@@ -22,6 +22,7 @@ const (
 	notifierInApp  = "bench.inapp"  // in_app only
 	notifierEmail  = "bench.email"  // email only, immediate
 	notifierDigest = "bench.digest" // in_app + email in digest mode
+	notifierBoth   = "bench.both"   // in_app + email, immediate
 )
 
 // benchParams are the params of every bench notification.
@@ -98,6 +99,22 @@ func configYAML(o configOptions) string {
           {{.actor}} commented on {{.item}}.
 
           https://app.test/items/{{.item}}
+  bench.both:
+    category: bench
+    max_recipients: 2000000
+    params:
+      type: object
+      required: [actor, item]
+      properties: {actor: {type: string}, item: {type: string}}
+    channels:
+      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+        body: "A new comment"
+        url: "https://app.test/items/{{.item}}"
+      email:
+        default: immediate
+        subject: "{{.actor}} commented on {{.item}}"
+        text: "{{.actor}} commented on {{.item}}."
   bench.digest:
     category: bench
     max_recipients: 2000000
