@@ -55,6 +55,20 @@ func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
 		Changes:    now.Add(-r.Changes.D()),
 	}
 	var total stores.RetentionResult
+	// The change log first: create the days ahead, drop the days past the
+	// cutoff whole. Rows older than every day left can only be in the
+	// default partition; the batched delete below trims only those.
+	if _, err := stores.ExtendChangeLog(ctx, d.Pool); err != nil {
+		return total, err
+	}
+	dropped, oldestKept, err := stores.DropChangeLogDays(ctx, d.Pool, cut.Changes)
+	if err != nil {
+		return total, err
+	}
+	total.ChangeDays = int64(dropped)
+	if !oldestKept.IsZero() && oldestKept.Before(cut.Changes) {
+		cut.Changes = oldestKept
+	}
 	stopAt := time.Now().Add(d.maxRun())
 	for {
 		if err := ctx.Err(); err != nil {
@@ -78,7 +92,7 @@ func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
 	}
 	if total != (stores.RetentionResult{}) {
 		d.logger().InfoContext(ctx, "retention deleted old rows", "inbox", total.Inbox, "deliveries",
-			total.Deliveries, "changes", total.Changes, "notifications", total.Notifications)
+			total.Deliveries, "changes", total.Changes, "change_log_days", total.ChangeDays, "notifications", total.Notifications)
 	}
 	return total, nil
 }

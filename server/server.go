@@ -148,6 +148,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
+	// The change log's partitions for the days ahead, in case retention has
+	// not run for a while; a lock timeout here is not fatal (rows without a
+	// day partition go to the default one).
+	if _, err := stores.ExtendChangeLog(ctx, s.pool); err != nil {
+		logger.WarnContext(ctx, "could not create the inbox change log's partitions ahead", "err", err)
+	}
 	s.deps = &jobs.Deps{Pool: s.pool, Config: cfg, Logger: logger, Clock: opts.Clock, Registry: reg,
 		Inbox: s.set.Inbox, Channels: s.set.Channels, Bulk: s.set.Bulk}
 	if d := reg.Digest(); d != "" {

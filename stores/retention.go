@@ -55,9 +55,12 @@ type RetentionCutoffs struct {
 }
 
 // RetentionResult counts what one batch round deleted (inbox items, delivery
-// rows, change-log rows) and compacted (notifications).
+// rows, change-log rows) and compacted (notifications), and what a retention
+// pass dropped whole.
 type RetentionResult struct {
 	Inbox, Deliveries, Changes, Notifications int64
+	// ChangeDays counts the change log's day partitions dropped whole.
+	ChangeDays int64
 }
 
 // DeleteExpired deletes at most batch rows of each kind older than the cutoffs.
