@@ -16,7 +16,7 @@ func (d *Deps) suppressFields() stores.AddressFields {
 		return f
 	}
 	for _, p := range d.Registry.Plugins() {
-		if p.PerRecipient && (p.Address == "email" || p.Address == "webhook_url") {
+		if p.PerRecipient && channels.SuppressibleAddress(p.Address) {
 			f.Channels = append(f.Channels, p.Name)
 			f.Fields = append(f.Fields, p.Address)
 		}
