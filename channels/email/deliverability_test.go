@@ -289,8 +289,8 @@ func TestDKIMKeyProblems(t *testing.T) {
 	notPEM := filepath.Join(dir, "x.pem")
 	_ = os.WriteFile(notPEM, []byte("hello"), 0o600)
 	for path, want := range map[string]string{
-		notPEM:             "no PEM block",
-		dir + "/missing":   "no such file",
+		notPEM:           "no PEM block",
+		dir + "/missing": "no such file",
 	} {
 		if _, err := email.LoadDKIMKey(path); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", path, err, want)

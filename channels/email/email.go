@@ -93,9 +93,9 @@
 package email
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -531,7 +531,7 @@ const (
 // it refused.
 type txError struct {
 	step txStep
-	code int // 0 when there was no reply: the connection failed (or the reply was garbled)
+	code int    // 0 when there was no reply: the connection failed (or the reply was garbled)
 	rcpt string // the mailbox the refusal is about, when it names one
 	err  error
 }

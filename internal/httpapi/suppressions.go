@@ -57,7 +57,6 @@ func (s *Server) suppressionChannel(field, name string) (string, error) {
 	return p.Address, nil
 }
 
-
 // suppressionAddress checks and normalises an address for a channel whose
 // profile field is addrField.
 func suppressionAddress(field, addrField, address string) (string, error) {
