@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/stores"
 )
@@ -22,7 +24,7 @@ type bounceRequest struct {
 	Address string `json:"address"`
 	Kind    string `json:"kind"`
 	// Reason, optional, is stored with the suppression after the kind
-	// ("hard: 5.1.1 user unknown").
+	// ("hard: 5.1.1 user unknown"), on one line, cut to 200 bytes.
 	Reason string `json:"reason"`
 }
 
@@ -67,10 +69,9 @@ func (s *Server) postBounce(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return invalidField("kind", "want hard, soft or complaint")
 	}
-	detail := strings.TrimSpace(req.Reason)
-	if err := checkReason("reason", detail); err != nil {
-		return err
-	}
+	// A provider's diagnostic is whatever it is: folded onto one line and
+	// cut to fit rather than refused, so a relay never loses a bounce to it.
+	detail := clip(strings.Join(strings.FieldsFunc(req.Reason, isSpaceOrControl), " "), maxSuppressionReason)
 	if req.Kind == bounceSoft {
 		b, err := stores.RecordSoftBounce(r.Context(), s.pool, req.Channel, address, s.clock())
 		if err != nil {
@@ -95,4 +96,17 @@ func (s *Server) postBounce(w http.ResponseWriter, r *http.Request) error {
 	s.logger.InfoContext(r.Context(), "address suppressed by a bounce report", "channel", req.Channel, "kind", req.Kind)
 	WriteJSON(w, http.StatusOK, bounceResponse{Kind: req.Kind, Suppressed: true, Suppression: &wire})
 	return nil
+}
+
+func isSpaceOrControl(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
+
+// clip cuts s to at most n bytes without splitting a UTF-8 sequence.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

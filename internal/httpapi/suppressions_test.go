@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
 )
@@ -103,6 +104,12 @@ func TestBounces(t *testing.T) {
 	expect(t, r, 200, "")
 	if r.body["suppressed"] != true || r.body["suppression"].(map[string]any)["reason"] != "hard: 5.1.1 user unknown" {
 		t.Fatalf("hard: %s", r.raw)
+	}
+	long := "5.1.1\n" + strings.Repeat("é", 150)
+	r = b.do(t, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "Gone@example.test", "kind": "hard", "reason": long})
+	expect(t, r, 200, "")
+	if got := r.body["suppression"].(map[string]any)["reason"].(string); !strings.HasPrefix(got, "hard: 5.1.1 é") || len(got) > 210 || !utf8.ValidString(got) {
+		t.Fatalf("a long diagnostic: %q", got)
 	}
 	r = b.do(t, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "spam@example.test", "kind": "complaint"})
 	if expect(t, r, 200, ""); r.body["suppression"].(map[string]any)["reason"] != "complaint" {
