@@ -27,7 +27,7 @@ type Suppression struct {
 func NormalizeAddress(a string) string { return strings.ToLower(strings.TrimSpace(a)) }
 
 // AddressFields pairs each channel whose deliveries go to a profile address
-// with the profile field it reads ("email", "webhook_url"): the suppression
+// with the profile field it reads (its Plugin.Address): the suppression
 // check compares that field with the list. The registry knows the pairs
 // (Plugin.Address); stores only uses them.
 type AddressFields struct {
