@@ -44,16 +44,23 @@ type Claimed struct {
 // $4 channel, $5 profile field: AddressFields) is on the suppression list is
 // settled `suppressed` here, with the suppression's reason, and not
 // returned, so its channel is never called. sup is one probe of the list's
-// primary key per row of the batch, skipped whole while the list is empty.
+// primary key (channel, address) per row of the batch, skipped whole while
+// the list is empty. The addresses are worked out in a subquery of their
+// own: joined in one, the planner probed the list by channel alone and
+// filtered every address of the channel.
 const claimSQL = `
 WITH sup AS (
-    SELECT d.id, 'address is suppressed: ' || s.reason AS reason
-    FROM notify_deliveries d
-    JOIN unnest($4::text[], $5::text[]) AS a(channel, field) ON a.channel = d.channel
-    JOIN notify_recipients p ON p.id = d.recipient
-    JOIN notify_suppressions s ON s.channel = d.channel
-     AND s.address = lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END))
-    WHERE d.id = ANY($1::text[]::uuid[]) AND EXISTS (SELECT 1 FROM notify_suppressions)
+    SELECT x.id, 'address is suppressed: ' || s.reason AS reason
+    FROM (
+        SELECT d.id, d.channel,
+               lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END)) AS address
+        FROM notify_deliveries d
+        JOIN unnest($4::text[], $5::text[]) AS a(channel, field) ON a.channel = d.channel
+        JOIN notify_recipients p ON p.id = d.recipient
+        WHERE d.id = ANY($1::text[]::uuid[]) AND EXISTS (SELECT 1 FROM notify_suppressions)
+        OFFSET 0 -- planned on its own, so the probe below is by the whole primary key
+    ) x
+    JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address
 ), claimed AS (
     UPDATE notify_deliveries d
     SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled'

@@ -332,12 +332,15 @@ ORDER BY h.ord, h.created_at, h.id`
 // profile field $3[k] of the channel $2[k]) on the suppression list, with
 // the reason.
 const digestSuppressedSQL = `
-SELECT p.id, 'address is suppressed: ' || s.reason
-FROM notify_recipients p
-JOIN unnest($2::text[], $3::text[]) AS a(channel, field) ON true
-JOIN notify_suppressions s ON s.channel = a.channel
- AND s.address = lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END))
-WHERE p.id = ANY($1::text[])`
+SELECT x.id, 'address is suppressed: ' || s.reason
+FROM (
+    SELECT p.id, a.channel,
+           lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END)) AS address
+    FROM notify_recipients p, unnest($2::text[], $3::text[]) AS a(channel, field)
+    WHERE p.id = ANY($1::text[])
+    OFFSET 0 -- planned on its own: the probe below is by the whole primary key
+) x
+JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address`
 
 const getRecipientsSQL = `
 SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at
