@@ -87,3 +87,35 @@ func Classify(err error) (Kind, time.Duration) {
 	}
 	return KindTemporary, 0
 }
+
+// SuppressError is a permanent send error that also says the address must
+// not be tried again on the channel (an SMTP server answering that the
+// mailbox does not exist): the send job refuses the delivery and adds
+// (channel, Address) to the suppression list, so later deliveries to it are
+// `suppressed` without a provider call. Build it with Suppress.
+type SuppressError struct {
+	// Address is the recipient's address on the channel, as sent.
+	Address string
+	// Reason is recorded with the suppression (the server's reply).
+	Reason string
+	Err    error
+}
+
+func (e *SuppressError) Error() string { return e.Err.Error() }
+
+func (e *SuppressError) Unwrap() error { return e.Err }
+
+// Suppress marks err as permanent and address as one to suppress on the
+// channel, for the given reason. Classify reads it as KindPermanent.
+func Suppress(err error, address, reason string) error {
+	return &SuppressError{Address: address, Reason: reason, Err: Permanent(err)}
+}
+
+// SuppressionOf returns the SuppressError in err's chain, if any.
+func SuppressionOf(err error) (*SuppressError, bool) {
+	var se *SuppressError
+	if errors.As(err, &se) {
+		return se, true
+	}
+	return nil, false
+}

@@ -149,8 +149,18 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 			retries = append(retries, w.giveBack(req, claim, limited))
 			continue
 		}
-		sendErr := w.send(ctx, req, claim)
-		s, wait := w.outcome(claim, req.DigestID, sendErr)
+		var sendErr error
+		var s stores.DigestSettlement
+		var wait time.Duration
+		if claim.Suppressed != "" {
+			// The address is on the suppression list: no email, the rows
+			// settle `suppressed` with the list's reason.
+			s = stores.DigestSettlement{DigestID: req.DigestID, ClaimedAt: claim.ClaimedAt,
+				Status: string(notifytype.StatusSuppressed), Error: claim.Suppressed}
+		} else {
+			sendErr = w.send(ctx, req, claim)
+			s, wait = w.outcome(claim, req.DigestID, sendErr)
+		}
 		if s.Status == string(notifytype.StatusDigestPending) {
 			if s.Refund { // rate limited
 				limited = wait
@@ -165,6 +175,12 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 			return fmt.Errorf("settle digest %s of %s: %w", req.DigestID, req.Recipient, err)
 		}
 		log := d.logger().With("recipient", req.Recipient, "digest_id", req.DigestID, "job_id", job.ID)
+		if sup := suppression(d.Registry.Digest(), sendErr); sup != nil && held > 0 {
+			// Right after the settle: the digest is refused either way.
+			if err := d.putSuppressions(ctx, []stores.Suppression{*sup}); err != nil {
+				log.WarnContext(ctx, "could not suppress the address the digest was refused for", "err", err)
+			}
+		}
 		w.record(ctx, log, claim, s, held, sendErr)
 	}
 	return w.settleRetries(ctx, job, retries)
@@ -184,7 +200,7 @@ func (w *DigestWorker) claim(ctx context.Context, refs []DigestRef) ([]stores.Di
 	reqs := make([]stores.DigestClaimRequest, len(refs))
 	for i, r := range refs {
 		reqs[i] = stores.DigestClaimRequest{Recipient: r.Recipient, DigestID: r.DigestID, Resend: r.DigestID != "",
-			DueAt: r.DueAt, Now: now, MaxItems: d.Config.Digest.MaxItems}
+			DueAt: r.DueAt, Now: now, MaxItems: d.Config.Digest.MaxItems, Suppress: d.digestSuppressFields()}
 		if !reqs[i].Resend {
 			reqs[i].DigestID = ids[i]
 		}
@@ -327,6 +343,10 @@ func (w *DigestWorker) record(ctx context.Context, log *slog.Logger, claim *stor
 		d.Metrics.DigestRun("sent")
 		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
 		log.DebugContext(ctx, "digest sent")
+	case s.Status == string(notifytype.StatusSuppressed):
+		d.Metrics.DigestRun("suppressed")
+		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
+		log.InfoContext(ctx, "digest not sent: the address is suppressed", "reason", s.Error)
 	case s.Status == string(notifytype.StatusDigestPending) && sendErr == nil:
 		d.Metrics.DigestRun("retried")
 		log.DebugContext(ctx, "digest not attempted (batch out of time, stopping, or rate limited); resend scheduled",

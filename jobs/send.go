@@ -129,7 +129,8 @@ func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*send
 	if err != nil {
 		return nil, fmt.Errorf("send job without its River client: %w", err)
 	}
-	claimed, err := stores.ClaimDeliveries(ctx, d.Pool, job.Args.DeliveryIDs, d.now())
+	// Deliveries to a suppressed address settle `suppressed` in the claim.
+	claimed, err := stores.ClaimDeliveriesSuppressing(ctx, d.Pool, job.Args.DeliveryIDs, d.now(), d.suppressFields())
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +261,9 @@ func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error)
 			Error: msg, Terminal: true}}
 		if kind == channels.KindGone && c.Recipient != nil {
 			req.gone = []string{*c.Recipient}
+		}
+		if sup := suppression(c.Channel, sendErr); sup != nil && c.Recipient != nil {
+			req.suppress = []stores.Suppression{*sup} // settled with the refusal, in its transaction
 		}
 		log.WarnContext(ctx, "delivery refused", "err", msg)
 	case channels.KindRateLimited:

@@ -44,6 +44,9 @@ type settleReq struct {
 	settled []stores.Settlement
 	retries []retryJob // a send job for each retried delivery, at its time
 	gone    []string   // recipients whose webhook_url answered 410
+	// suppress are addresses a refusal put on the suppression list
+	// (channels.Suppress): inserted in the settle's transaction.
+	suppress []stores.Suppression
 	// client inserts the retry jobs: the River client of the running job.
 	client *river.Client[pgx.Tx]
 }
@@ -86,10 +89,12 @@ func newSettler(d *Deps, batch int, lanes func() int) *settler {
 			ctx, cancel := bounded()
 			defer cancel()
 			var gone []string
+			var suppress []stores.Suppression
 			var retries []retryJob
 			var client *river.Client[pgx.Tx]
 			for _, r := range reqs {
 				gone = append(gone, r.gone...)
+				suppress = append(suppress, r.suppress...)
 				retries = append(retries, r.retries...)
 				if client == nil {
 					client = r.client
@@ -100,6 +105,9 @@ func newSettler(d *Deps, batch int, lanes func() int) *settler {
 					return err
 				}
 				if err := stores.MarkWebhookGone(ctx, tx, gone, d.now()); err != nil {
+					return err
+				}
+				if err := stores.PutSuppressions(ctx, tx, suppress, d.now()); err != nil {
 					return err
 				}
 				return insertRetryJobs(ctx, tx, client, retries, batch)
@@ -134,7 +142,7 @@ func (s *settler) record(ctx context.Context, d *Deps, req settleReq) error {
 		return nil
 	}
 	g := s.terminal
-	if len(req.retries) > 0 || len(req.gone) > 0 || slices.ContainsFunc(req.settled, func(x stores.Settlement) bool { return !x.Terminal }) {
+	if len(req.retries) > 0 || len(req.gone) > 0 || len(req.suppress) > 0 || slices.ContainsFunc(req.settled, func(x stores.Settlement) bool { return !x.Terminal }) {
 		g = s.retries
 	}
 	if _, err := g.do(req); err == nil {

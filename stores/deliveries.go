@@ -39,14 +39,38 @@ type Claimed struct {
 // skips it. attempts counts the attempt being made. A row whose notification
 // was cancelled (a retry scheduled before the cancel committed) is settled
 // `cancelled` instead of being claimed.
+//
+// Suppression: a row whose recipient's address for its channel (the pairs
+// $4 channel, $5 profile field: AddressFields) is on the suppression list is
+// settled `suppressed` here, with the suppression's reason, and not
+// returned, so its channel is never called. sup is one probe of the list's
+// primary key (channel, address) per row of the batch, skipped whole while
+// the list is empty. The addresses are worked out in a subquery of their
+// own: joined in one, the planner probed the list by channel alone and
+// filtered every address of the channel.
 const claimSQL = `
-WITH claimed AS (
+WITH sup AS (
+    SELECT x.id, 'address is suppressed: ' || s.reason AS reason
+    FROM (
+        SELECT d.id, d.channel,
+               lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END)) AS address
+        FROM notify_deliveries d
+        JOIN unnest($4::text[], $5::text[]) AS a(channel, field) ON a.channel = d.channel
+        JOIN notify_recipients p ON p.id = d.recipient
+        WHERE d.id = ANY($1::text[]::uuid[]) AND EXISTS (SELECT 1 FROM notify_suppressions)
+        OFFSET 0 -- planned on its own, so the probe below is by the whole primary key
+    ) x
+    JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address
+), claimed AS (
     UPDATE notify_deliveries d
-    SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled' ELSE 'sending' END,
-        claimed_at = CASE WHEN n.status = 'cancelled' THEN NULL ELSE $3::timestamptz END,
-        attempts = d.attempts + CASE WHEN n.status = 'cancelled' THEN 0 ELSE 1 END,
-        settled_at = CASE WHEN n.status = 'cancelled' THEN $3::timestamptz END,
-        last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled' ELSE d.last_error END,
+    SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled'
+                      WHEN d.id IN (SELECT id FROM sup) THEN 'suppressed' ELSE 'sending' END,
+        claimed_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) THEN NULL ELSE $3::timestamptz END,
+        attempts = d.attempts + CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) THEN 0 ELSE 1 END,
+        settled_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) THEN $3::timestamptz END,
+        last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled'
+                          WHEN d.id IN (SELECT id FROM sup) THEN (SELECT reason FROM sup WHERE sup.id = d.id LIMIT 1)
+                          ELSE d.last_error END,
         updated_at = $3
     FROM notify_notifications n
     WHERE d.id = ANY($1::text[]::uuid[])
@@ -68,9 +92,17 @@ LEFT JOIN notify_recipients p ON p.id = c.recipient
 WHERE c.status = 'sending'
 ORDER BY c.id`
 
-// ClaimDeliveries claims whichever of ids can be sent now, at time now.
+// ClaimDeliveries claims whichever of ids can be sent now, at time now,
+// without a suppression check (ClaimDeliveriesSuppressing).
 func ClaimDeliveries(ctx context.Context, db DB, ids []string, now time.Time) ([]Claimed, error) {
-	rows, err := db.Query(ctx, claimSQL, ids, protectedStatuses, now)
+	return ClaimDeliveriesSuppressing(ctx, db, ids, now, AddressFields{})
+}
+
+// ClaimDeliveriesSuppressing is ClaimDeliveries that also settles, in the
+// same statement, the rows whose recipient's address (per fields) is on the
+// suppression list as `suppressed`; they are not returned.
+func ClaimDeliveriesSuppressing(ctx context.Context, db DB, ids []string, now time.Time, fields AddressFields) ([]Claimed, error) {
+	rows, err := db.Query(ctx, claimSQL, ids, protectedStatuses, now, fields.Channels, fields.Fields)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}

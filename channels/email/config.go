@@ -42,12 +42,25 @@ type Config struct {
 	SMTP SMTP   `yaml:"smtp"`
 	// Rate is messages per second per replica; 0 is unlimited.
 	Rate float64 `yaml:"rate"`
-	// ListUnsubscribe, when set, is rendered (text/template over
-	// ListUnsubscribeData) into a List-Unsubscribe header.
-	ListUnsubscribe string `yaml:"list_unsubscribe"`
 	// Timeout bounds one SMTP conversation (waiting for a connection to the
 	// server's reply to one message). Default 30s.
 	Timeout config.Duration `yaml:"timeout"`
+
+	// Deliverability: one-click unsubscribe and DKIM.
+	//
+	// UnsubscribeURL is notifyd's public base URL ("https://notify.acme.test"):
+	// every email of a notifier that is not required carries a signed
+	// one-click link to {UnsubscribeURL}/v1/unsubscribe/{token}. Empty: no
+	// List-Unsubscribe header. https, or http for a loopback host.
+	UnsubscribeURL string `yaml:"unsubscribe_url"`
+	// UnsubscribeMailto, optional, adds <mailto:ADDRESS?subject=unsubscribe
+	// TOKEN> to the header for receivers that only mail.
+	UnsubscribeMailto string `yaml:"unsubscribe_mailto"`
+	// DKIM, when set, signs every message.
+	DKIM *DKIM `yaml:"dkim"`
+	// ListUnsubscribe is the removed list_unsubscribe template, decoded only
+	// to refuse it with a message that names its replacement.
+	ListUnsubscribe string `yaml:"list_unsubscribe"`
 }
 
 // SetDefaults sets tls none and a 30 s timeout.
@@ -171,11 +184,28 @@ func open(s *channels.Setup) (any, error) {
 		p.Add(sec, "rate", "must not be negative (0 is unlimited), got %v", cfg.Rate)
 	}
 	p.Positive(sec, "timeout", cfg.Timeout)
-	p.Text(sec, "list_unsubscribe", cfg.ListUnsubscribe)
+	checkUnsubscribe(p, sec, cfg, s.Config, s.Checking)
+	if cfg.DKIM != nil {
+		_, problems := checkDKIM(cfg.DKIM)
+		for _, k := range problems {
+			p.Add(sec, "dkim."+k.key, "%s", k.msg)
+		}
+	}
 	if p.Err() != nil {
 		return nil, nil // the registry reports the problems
 	}
-	sender, err := New(cfg, &s.Config.Digest, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
+	opts := Options{Logger: s.Logger, Clock: s.Clock, TokenSecret: s.Config.HTTP.TokenSecret,
+		Notifier: func(name string) (string, bool, bool) {
+			n, ok := s.Config.Notifier(name)
+			if !ok {
+				return "", false, false
+			}
+			return n.Category, n.Required, true
+		}}
+	if s.Checking && opts.TokenSecret == "" {
+		opts.TokenSecret = "checking only: no links are sent" // the daemon refuses to start without the secret
+	}
+	sender, err := New(cfg, &s.Config.Digest, notifiers, opts)
 	if err != nil {
 		return nil, err
 	}

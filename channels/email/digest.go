@@ -35,9 +35,11 @@ func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: %w", r.ID, err))
 	}
-	m, err := s.message(d.ID, to, subject, text, html, ListUnsubscribeData{
-		Recipient: r, DeliveryID: d.ID, Digest: true,
-	})
+	var scopes []string
+	if s.unsub != nil {
+		scopes = s.unsub.digestScopes(d.Items)
+	}
+	m, err := s.message(d.ID, to, subject, text, html, r.ID, scopes)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: %w", r.ID, err))
 	}

@@ -26,9 +26,22 @@
 // out, for "and N more") and .Recipient (a channels.Recipient); the recipient
 // function works there too.
 //
-// channels.email.list_unsubscribe is a text/template over ListUnsubscribeData
-// ({{.Recipient.ID}}, {{.Notifier}}, ...). Its result is one URI or a
-// comma-separated list; each is sent in angle brackets.
+// # Unsubscribe links
+//
+// With channels.email.unsubscribe_url set, every email of a notifier that is
+// not required, and every digest that lists at least one such notifier,
+// carries a one-click unsubscribe link (RFC 8058):
+//
+//	List-Unsubscribe: <{unsubscribe_url}/v1/unsubscribe/{token}>[, <mailto:…>]
+//	List-Unsubscribe-Post: List-Unsubscribe=One-Click
+//
+// The token is signed (internal/unsubscribe) and names the recipient, this
+// channel and the preference scope to turn off: the notifier's category
+// ("category:comments"), or the notifier itself when it has no category; a
+// digest's token names the scope of each notifier it lists. It is base64url,
+// so a recipient id can never add a second URI or a line to the header. The
+// list_unsubscribe template of earlier versions is gone: a config that sets
+// it is refused with a pointer to unsubscribe_url.
 //
 // # The message
 //
@@ -38,7 +51,8 @@
 //	Message-ID: <DELIVERYID@from-domain>   e.g. <0194…@acme.test>
 //	X-Notifyd-Delivery: <delivery id>
 //	X-Notifyd-Notifier: <notifier>          (X-Notifyd-Digest: <count> for a digest)
-//	List-Unsubscribe: <…>                   when configured
+//	List-Unsubscribe, List-Unsubscribe-Post when unsubscribe_url is set
+//	DKIM-Signature                          when channels.email.dkim is set
 //
 // with a text/plain body, a text/html body, or both as multipart/alternative.
 // The Message-ID depends only on the delivery id, so every retry of a delivery
@@ -66,7 +80,10 @@
 //
 // A 4xx reply, a refused or dropped connection and a timeout are temporary
 // (channels.Temporary); a 5xx reply to MAIL, RCPT or DATA is permanent
-// (channels.Permanent), with the server's reply in the error. Failures before a
+// (channels.Permanent), with the server's reply in the error; a 5xx to RCPT
+// or DATA whose enhanced status code is 5.1.x (the mailbox does not exist,
+// RFC 3463) is channels.Suppress: the delivery is refused and the address
+// suppressed, so nothing is sent to it again. Failures before a
 // message transaction starts (greeting, EHLO, STARTTLS, AUTH) are temporary
 // whatever the code: they say nothing about the message, and a fixed
 // configuration lets the retries through. A template that fails to render or
@@ -76,16 +93,18 @@
 package email
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	netmail "net/mail"
 	"net/textproto"
+	"regexp"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/wneessen/go-mail"
@@ -116,16 +135,13 @@ type Options struct {
 	// TLSConfig verifies the server for smtp.tls starttls and tls. Nil means the
 	// system roots; an empty ServerName is set to smtp.host.
 	TLSConfig *tls.Config
-}
-
-// ListUnsubscribeData is the dot of the channels.email.list_unsubscribe
-// template.
-type ListUnsubscribeData struct {
-	Recipient  channels.Recipient
-	Notifier   string // "" for a digest
-	Key        string // the notification key; "" for a digest
-	DeliveryID string
-	Digest     bool
+	// TokenSecret is http.token_secret: unsubscribe links are signed with a
+	// key derived from it. Required when channels.email.unsubscribe_url is set.
+	TokenSecret string
+	// Notifier returns a notifier's category and whether it is required (no
+	// unsubscribe link); ok false for a notifier it does not know. Nil: every
+	// notifier is optional, with the message's category.
+	Notifier func(name string) (category string, required, ok bool)
 }
 
 // Sender is the email channel. It is safe for concurrent use; Close releases
@@ -137,7 +153,8 @@ type Sender struct {
 	timeout   time.Duration
 	notifiers map[string]*notifierTemplates
 	digest    *digestTemplates
-	listUnsub *template.Template
+	unsub     *unsubscriber // nil: no List-Unsubscribe
+	dkim      *dkimSigner   // nil: unsigned
 	limiter   *rate.Limiter // nil: unlimited
 	pool      *pool
 	log       *slog.Logger
@@ -218,9 +235,14 @@ func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, op
 		s.digest = &digestTemplates{maxItems: digest.MaxItems, set: set}
 	}
 	if cfg.ListUnsubscribe != "" {
-		s.listUnsub, err = template.New("channels.email.list_unsubscribe").Option("missingkey=zero").Parse(cfg.ListUnsubscribe)
-		if err != nil {
-			return nil, fmt.Errorf("email: parse channels.email.list_unsubscribe: %w", err)
+		return nil, errors.New("email: channels.email.list_unsubscribe was removed: set unsubscribe_url")
+	}
+	if s.unsub, err = newUnsubscriber(cfg, opts); err != nil {
+		return nil, err
+	}
+	if cfg.DKIM != nil {
+		if s.dkim, err = newDKIMSigner(cfg.DKIM); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.Rate > 0 {
@@ -289,9 +311,13 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
 	}
-	m, err := s.message(msg.DeliveryID, to, subject, text, html, ListUnsubscribeData{
-		Recipient: r, Notifier: msg.Notifier, Key: msg.Key, DeliveryID: msg.DeliveryID,
-	})
+	var scopes []string
+	if s.unsub != nil {
+		if sc := s.unsub.scope(msg.Notifier, msg.Category); sc != "" {
+			scopes = []string{sc}
+		}
+	}
+	m, err := s.message(msg.DeliveryID, to, subject, text, html, r.ID, scopes)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
 	}
@@ -317,7 +343,8 @@ func (s *Sender) Preview(notifier string, params map[string]any, r channels.Reci
 }
 
 // message builds the headers and body common to notifications and digests.
-func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, html string, lu ListUnsubscribeData) (*mail.Msg, error) {
+// scopes are what its unsubscribe link turns off (none: no link).
+func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, html, recipient string, scopes []string) (*mail.Msg, error) {
 	if deliveryID == "" || strings.ContainsAny(deliveryID, " \t\r\n<>@()[]\\\",;:") {
 		return nil, fmt.Errorf("delivery id %q cannot be a Message-ID", deliveryID)
 	}
@@ -329,18 +356,8 @@ func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, 
 	m.SetDateWithValue(s.clock())
 	m.SetMessageIDWithValue(deliveryID + "@" + s.domain)
 	m.SetGenHeader("X-Notifyd-Delivery", deliveryID)
-	if s.listUnsub != nil {
-		var b strings.Builder
-		if err := s.listUnsub.Execute(&b, lu); err != nil {
-			return nil, fmt.Errorf("render channels.email.list_unsubscribe: %w", err)
-		}
-		v := strings.TrimSpace(b.String())
-		if strings.ContainsAny(v, "\r\n") {
-			return nil, fmt.Errorf("channels.email.list_unsubscribe rendered a line break: %q", v)
-		}
-		if v != "" {
-			m.SetListUnsubscribe(strings.Split(v, ",")...)
-		}
+	if err := s.unsub.set(m, recipient, scopes); err != nil {
+		return nil, fmt.Errorf("unsubscribe link: %w", err)
 	}
 	switch {
 	case text != "" && html != "":
@@ -365,6 +382,18 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("envelope recipients: %w", err))
 	}
+	var body io.WriterTo = m
+	if s.dkim != nil {
+		var raw bytes.Buffer
+		if _, err := m.WriteTo(&raw); err != nil {
+			return channels.Permanent(fmt.Errorf("render message: %w", err))
+		}
+		signed, err := s.dkim.sign(raw.Bytes())
+		if err != nil {
+			return channels.Permanent(err)
+		}
+		body = bytesMessage(signed)
+	}
 	if s.limiter != nil {
 		now := s.clock()
 		res := s.limiter.ReserveN(now, 1)
@@ -382,7 +411,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 		if err != nil {
 			return channels.Temporary(err, 0)
 		}
-		err = s.sendOn(ctx, c, from, rcpts, m)
+		err = s.sendOn(ctx, c, from, rcpts, body)
 		if err == nil {
 			return nil
 		}
@@ -419,7 +448,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 // pipelined even when the server offers PIPELINING: the smtp package reads
 // each reply before it returns, and pipelining would mean writing the protocol
 // on its textproto.Conn by hand.
-func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []string, m *mail.Msg) (err error) {
+func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []string, m io.WriterTo) (err error) {
 	keep := false
 	defer func() { s.pool.release(c, keep) }()
 
@@ -460,13 +489,15 @@ func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []strin
 // DATA, then m and the end of the data. Its errors are *txError. It stops at
 // the first refusal; after a failure while writing m the connection is in the
 // middle of the data and must be dropped (the error has no reply code).
-func transact(sc *smtp.Client, from string, rcpts []string, m *mail.Msg) error {
+func transact(sc *smtp.Client, from string, rcpts []string, m io.WriterTo) error {
 	if err := sc.Mail(from); err != nil {
 		return newTxError(stepMail, err)
 	}
 	for _, to := range rcpts {
 		if err := sc.Rcpt(to); err != nil {
-			return newTxError(stepRcpt, err)
+			e := newTxError(stepRcpt, err)
+			e.rcpt = to
+			return e
 		}
 	}
 	w, err := sc.Data()
@@ -477,7 +508,11 @@ func transact(sc *smtp.Client, from string, rcpts []string, m *mail.Msg) error {
 		return newTxError(stepMessage, err)
 	}
 	if err := w.Close(); err != nil {
-		return newTxError(stepMessage, err)
+		e := newTxError(stepMessage, err)
+		if len(rcpts) == 1 {
+			e.rcpt = rcpts[0] // a refusal of the data is about the one mailbox
+		}
+		return e
 	}
 	return nil
 }
@@ -496,7 +531,8 @@ const (
 // it refused.
 type txError struct {
 	step txStep
-	code int // 0 when there was no reply: the connection failed (or the reply was garbled)
+	code int    // 0 when there was no reply: the connection failed (or the reply was garbled)
+	rcpt string // the mailbox the refusal is about, when it names one
 	err  error
 }
 
@@ -522,14 +558,58 @@ func beforeData(err error) bool {
 }
 
 // classify turns a send error into the channels error kind: a 5xx reply is
-// permanent; a 4xx reply, a closed connection, a timeout or any other failure
+// permanent (a suppression when its enhanced code is 5.1.x and it is about
+// the recipient's mailbox); a 4xx reply, a closed connection, a timeout or any other failure
 // is temporary.
 func classify(err error) error {
 	var te *txError
 	if errors.As(err, &te) && te.code >= 500 {
+		if status := enhancedStatus(te.err); strings.HasPrefix(status, "5.1.") && (te.step == stepRcpt || te.step == stepMessage) {
+			return channels.Suppress(err, strings.Trim(te.rcpt, "<>"), "smtp "+status+": "+replyText(te.err))
+		}
 		return channels.Permanent(err)
 	}
 	return channels.Temporary(err, 0)
+}
+
+// enhancedStatusRE matches an RFC 3463 enhanced status code at the start of a
+// reply's text ("5.1.1 no such user").
+var enhancedStatusRE = regexp.MustCompile(`^([245])\.(\d{1,3})\.(\d{1,3})(\s|$)`)
+
+// enhancedStatus returns the enhanced status code ("5.1.1") of the reply in
+// err, "" when it has none.
+func enhancedStatus(err error) string {
+	var te *textproto.Error
+	if !errors.As(err, &te) {
+		return ""
+	}
+	m := enhancedStatusRE.FindStringSubmatch(strings.TrimSpace(te.Msg))
+	if m == nil {
+		return ""
+	}
+	return m[1] + "." + m[2] + "." + m[3]
+}
+
+// replyText is the reply's text without its enhanced code, on one line and
+// at most 200 bytes (it is stored with the suppression).
+func replyText(err error) string {
+	var te *textproto.Error
+	if !errors.As(err, &te) {
+		return err.Error()
+	}
+	t := strings.Join(strings.Fields(enhancedStatusRE.ReplaceAllString(strings.TrimSpace(te.Msg), "")), " ")
+	if len(t) > 200 {
+		t = t[:200]
+	}
+	return t
+}
+
+// bytesMessage is a rendered (and signed) message, written as it is.
+type bytesMessage []byte
+
+func (b bytesMessage) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b)
+	return int64(n), err
 }
 
 // Close closes the pooled connections. Sends in flight finish (or time out)

@@ -503,24 +503,6 @@ func TestPermanentWithoutContacting(t *testing.T) {
 	}
 }
 
-func TestListUnsubscribe(t *testing.T) {
-	t.Parallel()
-	b := setup(t, nil, func(c *email.Config, _ *email.Options) {
-		c.ListUnsubscribe = "mailto:unsub@acme.test?subject={{.Recipient.ID}}, https://acme.test/u/{{.Recipient.ID}}?n={{.Notifier}}"
-	})
-	if err := b.sender.Send(context.Background(), msg("d-1", ann())); err != nil {
-		t.Fatal(err)
-	}
-	m := b.srv.WaitFor(1, 5*time.Second)
-	if len(m) != 1 {
-		t.Fatal("no message")
-	}
-	want := "<mailto:unsub@acme.test?subject=u-ann>, <https://acme.test/u/u-ann?n=comment.created>"
-	if got := m[0].HeaderValue("List-Unsubscribe"); got != want {
-		t.Fatalf("List-Unsubscribe = %q, want %q", got, want)
-	}
-}
-
 func TestSendDigest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -671,7 +653,9 @@ channels:
   email:
     from: "Acme <notify@acme.test>"
     smtp: {host: %s, port: %d, tls: none}
-    list_unsubscribe: "https://acme.test/unsub/{{.Recipient.ID}}"
+    unsubscribe_url: https://acme.test/notify
+http:
+  token_secret: a-token-secret-of-at-least-32-bytes
 digest:
   max_items: 1
 notifiers:
@@ -709,7 +693,7 @@ notifiers:
 	}
 	if m := msgs[0]; m.Text != `Bob wrote <script>alert("x")</script> ()` ||
 		m.HTML != `<p>Bob wrote &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</p>` ||
-		m.HeaderValue("List-Unsubscribe") != "<https://acme.test/unsub/u-ann>" {
+		!strings.HasPrefix(m.HeaderValue("List-Unsubscribe"), "<https://acme.test/notify/v1/unsubscribe/") {
 		t.Errorf("notification: text %q html %q list-unsubscribe %q", m.Text, m.HTML, m.HeaderValue("List-Unsubscribe"))
 	}
 	if m := msgs[1]; m.Subject != "Commentaire sur Hello" {

@@ -106,6 +106,11 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 	}
+	// Unsubscribe links in captured mail point at this server.
+	if err := devmode.ConfigureUnsubscribe(cfg, "http://"+ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
 	page := &devmode.Page{Mailbox: mailbox}
 	var tok string // minted below; the demo page reads it per request
 	send := &devmode.Sender{Config: cfg, Recipient: "u2"}

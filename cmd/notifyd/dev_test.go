@@ -151,6 +151,24 @@ channels:
 	if !strings.Contains(page, "New comment on Hello") || !strings.Contains(page, "Hi Grace") {
 		t.Fatalf("captured email not rendered on /dev/:\n%s", page)
 	}
+	// The captured email's one-click unsubscribe link points at the dev
+	// server and works there: the page, then the POST, then the rule.
+	linkRE := regexp.MustCompile(`<a class="unsubscribe" href="(http://[^"]+)"`)
+	lm := linkRE.FindStringSubmatch(page)
+	if lm == nil || !strings.HasPrefix(lm[1], base+"/v1/unsubscribe/") {
+		t.Fatalf("no unsubscribe link to %s on /dev/:\n%s", base, page)
+	}
+	unsubPath := strings.TrimPrefix(lm[1], base)
+	if code, body := do("GET", unsubPath, "", "", ""); code != 200 || !strings.Contains(body, `<form method="post">`) {
+		t.Fatalf("GET the unsubscribe link = %d %s", code, body)
+	}
+	if code, body := do("POST", unsubPath, "", "application/x-www-form-urlencoded", "List-Unsubscribe=One-Click"); code != 200 {
+		t.Fatalf("POST the unsubscribe link = %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/recipients/u2/preferences", secrets.AdminToken, "", ""); code != 200 ||
+		!strings.Contains(body, `"channel":"email","mode":"off"`) {
+		t.Fatalf("u2's preferences after the unsubscribe = %d %s", code, body)
+	}
 	code, demo := do("GET", "/dev/demo", "", "", "")
 	tokRE := regexp.MustCompile(`token for u2:\s+(\S+)`)
 	m := tokRE.FindStringSubmatch(out.String())

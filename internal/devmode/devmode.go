@@ -133,6 +133,36 @@ func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
 	return nil
 }
 
+// ConfigureUnsubscribe points the email channel's one-click unsubscribe
+// links at the dev server itself (base is its loopback URL, such as
+// http://127.0.0.1:8080), whatever the config says, so the links in captured
+// mail work on this machine. Without a channels.email section it does
+// nothing.
+func ConfigureUnsubscribe(cfg *config.Config, base string) error {
+	sec, ok := cfg.Channels[email.Name]
+	if !ok || sec.Empty() {
+		return nil
+	}
+	sec, err := sec.With("channels."+email.Name, map[string]any{"unsubscribe_url": base})
+	if err != nil {
+		return err
+	}
+	cfg.Channels[email.Name] = sec
+	return nil
+}
+
+// unsubscribeLink returns the http(s) URI of a captured message's
+// List-Unsubscribe header ("" when it has none), for the dev page.
+func unsubscribeLink(m smtptest.Message) string {
+	for _, part := range strings.Split(m.HeaderValue("List-Unsubscribe"), ",") {
+		u := strings.Trim(strings.TrimSpace(part), "<>")
+		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
+			return u
+		}
+	}
+	return ""
+}
+
 // ConfiguredRelay says where email goes when dev does not capture it: the
 // email channel's SMTP server as the config names it.
 func ConfiguredRelay(cfg *config.Config) string {
@@ -148,7 +178,7 @@ type Page struct {
 	DB      stores.DB // set once the daemon's pool exists
 }
 
-var devTemplate = template.Must(template.New("dev").Parse(`<!doctype html>
+var devTemplate = template.Must(template.New("dev").Funcs(template.FuncMap{"unsubscribe": unsubscribeLink}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>notifyd dev: captured email</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}article{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:1em}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}table{border-collapse:collapse}td,th{border-bottom:1px solid #eee;padding:.2em .5em;text-align:left}</style></head>
@@ -157,6 +187,7 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;heigh
 <p><small>Every message notifyd sent through the dev SMTP server. Reload to refresh.</small></p>
 {{range .Messages}}<article><h2>{{.Subject}}</h2>
 <p><small>To {{range .To}}{{.}} {{end}}· Message-ID {{.MessageID}}</small></p>
+{{with unsubscribe .}}<p><small>One-click unsubscribe (List-Unsubscribe): <a class="unsubscribe" href="{{.}}" target="_blank" rel="noreferrer">{{.}}</a> — the link shows the confirmation page; its button sends the POST a mailbox provider would.</small></p>{{end}}
 {{if .HTML}}<iframe sandbox srcdoc="{{.HTML}}"></iframe>{{end}}
 {{if .Text}}<pre>{{.Text}}</pre>{{end}}</article>{{else}}<p>No email yet.</p>{{end}}
 <h1 id="ledger">Delivery log</h1>

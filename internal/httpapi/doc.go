@@ -35,6 +35,12 @@
 //	DELETE /v1/mutes?target=...                   recipient  200 {"deleted":true|false}
 //	GET    /v1/subscriptions                      recipient  200 {"subscriptions":[{"topic","reason","created_at"}],"next_cursor":"..."|null}
 //	GET    /v1/webhook-secret                     recipient  200 {"secret":"whsec_..."} | 404 without a webhook channel
+//	GET    /v1/unsubscribe/{token}                token      200 the confirm page (text/html; changes nothing) | 404
+//	POST   /v1/unsubscribe/{token}                token      200 {"unsubscribed":true,"channel","scopes"} | 404
+//	GET    /v1/suppressions                       admin      200 {"suppressions":[...],"next_cursor":"..."|null}
+//	PUT    /v1/suppressions/{channel}/{address}   admin      200 {"channel","address","reason","created_at","updated_at"}
+//	DELETE /v1/suppressions/{channel}/{address}   admin      200 {"deleted":true|false}
+//	POST   /v1/bounces                            admin      200 {"kind","suppressed",...}
 //
 // More routes are mounted through Options.Extra, Options.AdminExtra and
 // Server.Handle (the stream, metrics, River UI).
@@ -192,4 +198,20 @@
 // and params) stays until retention; and the application sending to the id
 // again starts a new inbox. The request log line carries the path, and with
 // it the id.
+//
+// Suppressed addresses are kept by an erasure unless ?suppressions=true is
+// given (they are lifted first, while the profile still names them; the
+// answer's "suppressions" counts them): keeping them is what stops notifyd
+// mailing a dead or complaining mailbox again when the application
+// re-creates the recipient.
+//
+// # Deliverability
+//
+// POST /v1/unsubscribe/{token} is the one-click unsubscribe of RFC 8058; the
+// token (internal/unsubscribe) is its only authority and names the
+// recipient, the channel and the preference scopes it turns off. GET shows a
+// confirm page and never writes (link scanners follow GETs). Both forbid
+// framing and caching, and a bad token is the same 404 whatever is wrong
+// with it. The suppression list (GET/PUT/DELETE /v1/suppressions) and POST
+// /v1/bounces are admin endpoints; see docs/deliverability.md.
 package httpapi

@@ -30,6 +30,9 @@ type erasureResponse struct {
 	Notifications int `json:"notifications"`
 	// Pseudonym is what the recipient's id was replaced with in the rows kept.
 	Pseudonym string `json:"pseudonym"`
+	// Suppressions counts the suppressions of the recipient's addresses that
+	// were lifted: only with ?suppressions=true (see eraseRecipient).
+	Suppressions int `json:"suppressions"`
 }
 
 // eraseRecipient is DELETE /v1/recipients/{id}: erase everything notifyd
@@ -39,6 +42,25 @@ func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := checkPathText("id", id); err != nil {
 		return err
+	}
+	// Suppressions of the recipient's addresses are kept unless the
+	// operator asks: an address is not the person, and keeping it on the
+	// list is what stops notifyd mailing a dead or complaining mailbox again
+	// when the application re-creates the recipient. They are lifted first,
+	// while the profile still names the addresses.
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	var lifted int
+	switch v := q.Get("suppressions"); v {
+	case "", "false":
+	case "true":
+		if lifted, err = stores.DeleteRecipientSuppressions(r.Context(), s.pool, id, s.suppressFields()); err != nil {
+			return err
+		}
+	default:
+		return fieldError("suppressions", "want true or false")
 	}
 	e, err := s.client.EraseRecipient(r.Context(), id)
 	if errors.Is(err, notifyd.ErrRecipientNotFound) {
@@ -51,6 +73,6 @@ func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
 		"deliveries", e.Deliveries, "cancelled", e.Cancelled)
 	WriteJSON(w, http.StatusOK, erasureResponse{Erased: true, Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes,
 		Deliveries: e.Deliveries, Cancelled: e.Cancelled, Preferences: e.Preferences, Subscriptions: e.Subscriptions,
-		Mutes: e.Mutes, Notifications: e.Notifications, Pseudonym: stores.ErasedID(id)})
+		Mutes: e.Mutes, Notifications: e.Notifications, Pseudonym: stores.ErasedID(id), Suppressions: lifted})
 	return nil
 }

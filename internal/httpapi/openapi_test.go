@@ -1397,6 +1397,46 @@ func TestOpenAPIResponses(t *testing.T) {
 	expiring.cancel()
 	c.call(t, b, "GET", "/v1/inbox/stream?last_event_id=%zz", u2, nil, 400)
 
+	// Deliverability: the one-click unsubscribe link of an email, the
+	// suppression list, bounce reports.
+	unsubTok := unsubscribeToken(t, "u3", "category:comments")
+	htmlPage := func(method, path string) response {
+		req, err := http.NewRequestWithContext(t.Context(), method, b.srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/html")
+		r := rawRequest(t, b, req)
+		c.check(t, method, path, r)
+		return r
+	}
+	if r := htmlPage("GET", "/v1/unsubscribe/"+unsubTok); r.status != 200 {
+		t.Fatalf("unsubscribe page: %d", r.status)
+	}
+	if r := htmlPage("POST", "/v1/unsubscribe/"+unsubTok); r.status != 200 {
+		t.Fatalf("unsubscribe from the page: %d", r.status)
+	}
+	c.call(t, b, "POST", "/v1/unsubscribe/"+unsubTok, "", nil, 200)
+	c.call(t, b, "POST", "/v1/unsubscribe/"+unsubTok+"x", "", nil, 404)
+	c.call(t, b, "GET", "/v1/unsubscribe/nope", "", nil, 404)
+	c.call(t, b, "PUT", "/v1/suppressions/email/ada@example.test", adminToken, map[string]any{"reason": "manual"}, 200)
+	c.call(t, b, "PUT", "/v1/suppressions/email/grace@example.test", adminToken, nil, 200)
+	c.call(t, b, "PUT", "/v1/suppressions/email/not-an-address", adminToken, nil, 422)
+	c.call(t, b, "PUT", "/v1/suppressions/nope/ada@example.test", adminToken, nil, 404)
+	sups := c.call(t, b, "GET", "/v1/suppressions?channel=email&limit=1", adminToken, nil, 200)
+	supNext, _ := sups.body["next_cursor"].(string)
+	if supNext == "" {
+		t.Fatalf("no next_cursor: %s", sups.raw)
+	}
+	c.call(t, b, "GET", "/v1/suppressions?cursor="+url.QueryEscape(supNext), adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/suppressions?cursor=bogus", adminToken, nil, 400)
+	c.call(t, b, "DELETE", "/v1/suppressions/email/ada@example.test", adminToken, nil, 200)
+	c.call(t, b, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "bob@example.test", "kind": "hard", "reason": "5.1.1 user unknown"}, 200)
+	c.call(t, b, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "bob@example.test", "kind": "soft"}, 200)
+	c.call(t, b, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "bob@example.test", "kind": "bounced"}, 422)
+	c.call(t, b, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "kind": "hard"}, 422)
+	c.call(t, b, "DELETE", "/v1/recipients/u3?suppressions=true", adminToken, nil, 200)
+
 	// Erasure.
 	c.call(t, b, "DELETE", "/v1/recipients/u2", adminToken, nil, 200)
 	c.call(t, b, "DELETE", "/v1/recipients/u2", adminToken, nil, 404)

@@ -12,6 +12,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/unsubscribe"
 )
 
 // Options configure a Server.
@@ -68,6 +69,7 @@ type Server struct {
 	handler http.Handler
 	metrics *metrics.Metrics
 	secret  func(recipient string) string // Options.WebhookSecret
+	unsub   *unsubscribe.Signer           // nil without http.token_secret: unsubscribe links are 404s
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
@@ -95,6 +97,7 @@ func New(opts Options) *Server {
 		panic("httpapi: " + err.Error()) // the embedded document is checked by its tests
 	}
 	s.openapi = doc
+	s.unsub, _ = unsubscribe.NewSigner(s.cfg.HTTP.TokenSecret) // nil without a secret
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -165,6 +168,15 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/mutes", s.recipient(s.deleteMute))
 	s.mux.Handle("GET /v1/subscriptions", s.recipient(s.listSubscriptions))
 	s.mux.Handle("GET /v1/webhook-secret", s.recipient(s.webhookSecret))
+
+	// Deliverability: one-click unsubscribe (the link's token is the only
+	// authority), the suppression list and bounce reports (admin).
+	s.mux.Handle("GET /v1/unsubscribe/{token}", AdminPage(s.public(s.unsubscribePage)))
+	s.mux.Handle("POST /v1/unsubscribe/{token}", AdminPage(s.public(s.unsubscribePost)))
+	s.mux.Handle("GET /v1/suppressions", s.admin(s.listSuppressions))
+	s.mux.Handle("PUT /v1/suppressions/{channel}/{address}", s.admin(s.putSuppression))
+	s.mux.Handle("DELETE /v1/suppressions/{channel}/{address}", s.admin(s.deleteSuppression))
+	s.mux.Handle("POST /v1/bounces", s.admin(s.postBounce))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic

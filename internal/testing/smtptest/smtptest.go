@@ -424,7 +424,16 @@ func smtpError(f failure) *gosmtp.SMTPError {
 	if msg == "" {
 		msg = fmt.Sprintf("scripted failure %d", f.code)
 	}
-	return &gosmtp.SMTPError{Code: f.code, EnhancedCode: gosmtp.EnhancedCodeNotSet, Message: msg}
+	// A text that starts with an enhanced status code ("5.1.1 no such
+	// user") is sent with that code rather than the generic X.0.0.
+	enh := gosmtp.EnhancedCodeNotSet
+	var e [3]int
+	if n, _ := fmt.Sscanf(msg, "%d.%d.%d ", &e[0], &e[1], &e[2]); n == 3 {
+		if _, rest, ok := strings.Cut(msg, " "); ok {
+			enh, msg = gosmtp.EnhancedCode(e), rest
+		}
+	}
+	return &gosmtp.SMTPError{Code: f.code, EnhancedCode: enh, Message: msg}
 }
 
 type countingListener struct {
