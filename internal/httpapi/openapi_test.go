@@ -331,6 +331,11 @@ func patternOp(pattern string) (method, path string) {
 	}
 	path = strings.ReplaceAll(path, "...}", "}")
 	path = strings.TrimSuffix(path, "{$}")
+	if method == "" && strings.HasSuffix(path, "/") {
+		// A subtree ("/riverui/") is documented as one path with a
+		// parameter for the rest: OpenAPI tools refuse a trailing slash.
+		path += "{path}"
+	}
 	return method, path
 }
 
