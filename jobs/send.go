@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/channels"
@@ -517,4 +518,23 @@ func retrySettle(ctx context.Context, settle func() error) error {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// RetryDelivery is an operator's retry of one delivery (the console's retry
+// button, POST /v1/deliveries/{id}/retry): from a re-drivable status (see
+// stores.RedrivableStatuses) it becomes failed, due now, and a send job for
+// it is enqueued through client (an insert-only client will do) in the same
+// transaction. It returns the delivery's status, with stores.ErrNotFound or
+// stores.ErrNotRetryable when it was not retried. An expired delivery gets
+// one more attempt: its age still counts from its creation.
+func RetryDelivery(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], id string, now time.Time) (string, error) {
+	var status string
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		if status, err = stores.RetryDelivery(ctx, tx, id, now); err != nil {
+			return err
+		}
+		return insertSendJobsWith(ctx, tx, client, []string{id}, 1)
+	})
+	return status, err
 }

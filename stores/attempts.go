@@ -193,10 +193,10 @@ WITH scan AS (
     LIMIT $5
 )
 SELECT id::text, notifier, key, actor, status, error, created_at, updated_at,
-       (SELECT count(*) FROM scan), (SELECT min(id)::text FROM scan)
+       (SELECT count(*) FROM scan), (SELECT id::text FROM scan ORDER BY id LIMIT 1)
 FROM hit
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM scan), (SELECT min(id)::text FROM scan)
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM scan), (SELECT id::text FROM scan ORDER BY id LIMIT 1)
 ORDER BY 1 DESC NULLS LAST`
 
 // ListNotifications reads one page of notifications, newest first.

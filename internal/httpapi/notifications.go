@@ -168,7 +168,13 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, notificationWire(n, maxDeliveries))
+	p, err := stores.NotificationProgress(r.Context(), s.pool, id, s.reg.Inbox())
+	if err != nil {
+		return err
+	}
+	out := notificationWire(n, maxDeliveries)
+	out.Progress = progressWire(p)
+	WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
