@@ -170,6 +170,7 @@ function localInput(iso) {
 }
 
 let catalog = null;
+const isInbox = (channel) => !!(catalog && catalog.channels.some((c) => c.name === channel && c.inbox));
 async function notifierCatalog() {
   if (!catalog) catalog = await api("GET", "/v1/notifiers");
   return catalog;
@@ -251,7 +252,8 @@ function deliveryRow(d, refresh, withNotification = false) {
     el("td", { class: "err" }, d.last_error || ""),
     el("td", { class: "mono" }, d.provider || ""),
     el("td", { class: "mono" }, fmtTime(d.updated_at)),
-    el("td", {}, link("#/d/" + id, "attempts"), " ", retry));
+    // An inbox delivery is its inbox item: no ledger row, no attempts.
+    el("td", {}, isInbox(d.channel) ? "" : [link("#/d/" + id, "attempts"), " ", retry]));
 }
 
 async function retryDelivery(id, refresh) {
@@ -467,6 +469,7 @@ async function route() {
   const params = new URLSearchParams(query || "");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   try {
+    await notifierCatalog();
     switch (parts[0]) {
       case undefined:
         return await viewNotifications(params);
