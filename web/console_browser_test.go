@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
@@ -52,11 +53,16 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	devPage := &devmode.Page{Mailbox: mailbox}
+	demoToken, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second,
-		Routes: map[string]http.Handler{"GET /dev/{$}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			devPage.ServeHTTP(w, r)
-		})}})
+		Routes: map[string]http.Handler{
+			"GET /dev/{$}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { devPage.ServeHTTP(w, r) }),
+			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return demoToken }, Recipient: "u2"}),
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +212,22 @@ func TestBrowserConsole(t *testing.T) {
 	p.navigate(ctx, api.base+"/dev/")
 	p.waitFor(ctx, wait, "the dev page", `document.querySelector("#email") !== null`, "document.body.innerText.slice(0, 300)")
 	shot("dev-page.png")
+
+	// 9. The demo: clicking an item stays on the page (its url points at the
+	// example app, which does not exist) and says where it would go.
+	p.navigate(ctx, api.base+"/dev/demo")
+	p.waitFor(ctx, wait, "the demo's inbox", in(`inbox.connectionState === "open"`), inboxState)
+	p.click(ctx, in(`$(".bell")`))
+	p.waitFor(ctx, wait, "the demo's items", in(`$$(".item").length === 3`), inboxState)
+	p.click(ctx, in(`$(".item .main")`))
+	p.waitFor(ctx, wait, "the click to be answered in place",
+		`document.querySelector("#clicked").textContent.startsWith("Marked read.")`, "document.querySelector('#clicked').textContent")
+	var href string
+	p.eval(ctx, `location.href`, &href)
+	if href != api.base+"/dev/demo" {
+		t.Fatalf("clicking a demo item navigated to %s", href)
+	}
+	shot("dev-demo.png")
 }
 
 func hasRecipient(msgs []smtptest.Message, addr string) bool {
