@@ -221,7 +221,7 @@ func TestBrowserConsole(t *testing.T) {
 	p.waitFor(ctx, wait, "the demo's items", in(`$$(".item").length === 3`), inboxState)
 	p.click(ctx, in(`$(".item .main")`))
 	p.waitFor(ctx, wait, "the click to be answered in place",
-		`document.querySelector("#clicked").textContent.startsWith("Marked read.")`, "document.querySelector('#clicked').textContent")
+		`document.querySelector("#clicked").textContent.startsWith("Marked read")`, "document.querySelector('#clicked').textContent")
 	var href string
 	p.eval(ctx, `location.href`, &href)
 	if href != api.base+"/dev/demo" {
