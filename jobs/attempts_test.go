@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -76,5 +78,59 @@ func TestSuccessfulSendWritesNoAttemptRow(t *testing.T) {
 	}
 	if n != 0 || provider != "relay.test:25#1" {
 		t.Fatalf("after a first-time send: %d attempt rows, provider %q; want 0 and relay.test:25#1", n, provider)
+	}
+}
+
+// reportingDigests is the digest channel naming the relay of each attempt.
+type reportingDigests struct {
+	jobs.DigestSender
+	provider string
+}
+
+func (c reportingDigests) SendDigest(ctx context.Context, d channels.Digest) error {
+	channels.SetProvider(ctx, fmt.Sprintf("%s#%d", c.provider, d.Attempt))
+	return c.DigestSender.SendDigest(ctx, d)
+}
+
+// TestDigestFailedAttemptIsKeptOnEachRow: a digest that fails once and then
+// goes out leaves one failed attempt on each of its rows, and the provider of
+// the send that worked on every row.
+func TestDigestFailedAttemptIsKeptOnEachRow(t *testing.T) {
+	t.Parallel()
+	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
+	b.deps.Digests = reportingDigests{DigestSender: b.deps.Digests, provider: "relay.test:25"}
+	b.profile(t, "u1", "u1@example.test")
+	client := notifydtest.StartWorkers(t, b.deps)
+	b.report(t, "a", "u1")
+	b.report(t, "b", "u1")
+	b.waitRows(t, "digest_pending", 2)
+	b.smtp.FailNext(1, 451, "4.7.1 try again later")
+	b.ahead(13 * time.Hour)
+	if n := b.sweep(t, client); n != 1 {
+		t.Fatalf("sweep enqueued %d digests, want 1", n)
+	}
+	b.waitRows(t, "digest_sent", 2)
+	rows, err := b.pool.Query(context.Background(), `SELECT d.key, coalesce(d.provider, ''), a.attempt, a.error, coalesce(a.provider, '')
+		FROM notify_deliveries d JOIN notify_delivery_attempts a ON a.delivery_id = d.id
+		WHERE d.recipient = 'u1' AND d.channel = 'email' ORDER BY d.key, a.attempt`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var key, provider, errText, attemptProvider string
+		var attempt int
+		if err := rows.Scan(&key, &provider, &attempt, &errText, &attemptProvider); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(errText, "451") {
+			t.Errorf("%s attempt %d: error %q, want the 451", key, attempt, errText)
+		}
+		got = append(got, fmt.Sprintf("%s %s %d %s", key, provider, attempt, attemptProvider))
+	}
+	want := []string{"a relay.test:25#2 1 relay.test:25#1", "b relay.test:25#2 1 relay.test:25#1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("digest rows and attempts:\n got %q\nwant %q", got, want)
 	}
 }

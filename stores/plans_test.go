@@ -61,7 +61,7 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}', '{"",""}', '{f,f}'`, ids, times),
 			"notify_deliveries_pkey"},
 		{"settleDigestsSQL", digests,
-			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now()`, ids, times),
+			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now(), '{"",""}', '{f,f}'`, ids, times),
 			"notify_deliveries_digest_flight_idx"},
 	} {
 		if _, err := conn.Exec(ctx, `PREPARE plan_test AS `+c.sql); err != nil {
