@@ -9,7 +9,11 @@
 -- notify_delivery_attempts holds FAILED attempts only. A successful send, the
 -- common case, writes nothing here: its outcome is the delivery row itself.
 -- A delivery that failed twice and then went out has two rows. Rows go with
--- their delivery (retention, erasure) through the foreign key.
+-- their delivery through the foreign key (retention), and when a recipient is
+-- erased, their delivery rows are pseudonymised (the recipient column
+-- changes): the trigger below deletes those rows' attempts, whose errors may
+-- name the address. Settles never set the recipient column, so the trigger
+-- costs them nothing.
 
 -- +goose Up
 ALTER TABLE notify_deliveries ADD COLUMN provider text;
@@ -23,6 +27,30 @@ CREATE TABLE notify_delivery_attempts (
 );
 CREATE INDEX notify_delivery_attempts_delivery_idx ON notify_delivery_attempts (delivery_id, attempt);
 
+-- +goose StatementBegin
+CREATE FUNCTION notify_delivery_attempts_forget() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    DELETE FROM notify_delivery_attempts WHERE delivery_id = NEW.id;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+DO $$
+BEGIN
+    EXECUTE format('ALTER FUNCTION notify_delivery_attempts_forget() SET search_path = %I, pg_temp', current_schema());
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER notify_deliveries_forget_attempts
+    AFTER UPDATE OF recipient ON notify_deliveries
+    FOR EACH ROW WHEN (OLD.recipient IS DISTINCT FROM NEW.recipient)
+    EXECUTE FUNCTION notify_delivery_attempts_forget();
+
 -- +goose Down
+DROP TRIGGER notify_deliveries_forget_attempts ON notify_deliveries;
+DROP FUNCTION notify_delivery_attempts_forget();
 DROP TABLE notify_delivery_attempts;
 ALTER TABLE notify_deliveries DROP COLUMN provider;
