@@ -199,6 +199,11 @@ func TestBrowserConsole(t *testing.T) {
 	p.eval(ctx, `location.hash = "#/preview?notifier=mention.created&channel=email"`, nil)
 	p.waitFor(ctx, wait, "the rendered email", `document.querySelector(".part[data-name=subject] pre") &&
 		document.querySelector(".part[data-name=subject] pre").textContent.includes("mentioned you")`, state)
+	// Params typed in render too.
+	p.eval(ctx, `document.querySelector("#preview-params").value = '{"who": "Grace"}'`, nil)
+	p.click(ctx, `document.querySelector("#preview-form button")`)
+	p.waitFor(ctx, wait, "the email rendered with the typed params",
+		`document.querySelector(".part[data-name=subject] pre").textContent === "Grace mentioned you"`, state)
 	shot("console-preview.png")
 
 	// 7. A recipient's page.
