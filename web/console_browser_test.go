@@ -60,7 +60,7 @@ func TestBrowserConsole(t *testing.T) {
 	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
 		DrainTimeout: 5 * time.Second,
 		Routes: map[string]http.Handler{
-			"GET /dev/{$}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { devPage.ServeHTTP(w, r) }),
+			"GET /dev/{$}":  http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { devPage.ServeHTTP(w, r) }),
 			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return demoToken }, Recipient: "u2"}),
 		}})
 	if err != nil {
@@ -102,7 +102,10 @@ func TestBrowserConsole(t *testing.T) {
 	var delivery string
 	notifydtest.Eventually(t, 30*time.Second, "Ada's email to be refused", func() bool {
 		var n struct {
-			Deliveries []struct{ ID, Channel, Status string; Recipient *string }
+			Deliveries []struct {
+				ID, Channel, Status string
+				Recipient           *string
+			}
 		}
 		api.do("GET", "/v1/notifications/"+id, admin, nil, &n)
 		for _, x := range n.Deliveries {
