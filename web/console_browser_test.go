@@ -249,4 +249,3 @@ func hasRecipient(msgs []smtptest.Message, addr string) bool {
 	return false
 }
 
-var _ = web.AdminPrefix
