@@ -173,7 +173,8 @@ const listScan = 5000
 // $6 and $7, and need no index), at most listScan of them past the cursor,
 // then applies the recipient test to those. A recipient is found through the
 // inline list, the inbox (by its unique index) or the delivery rows (by the
-// identity index's leading column). $9 = 0 when the scan ran out before the
+// identity index: coalesce(recipient, '') is its third column, so the test is
+// made on index entries, without reading the rows). $9 = 0 when the scan ran out before the
 // page was full.
 const listNotificationsSQL = `
 WITH scan AS (
@@ -188,7 +189,7 @@ WITH scan AS (
     WHERE $3 = ''
        OR n.recipients @> ARRAY[$3::text]::text[]
        OR EXISTS (SELECT 1 FROM notify_inbox i WHERE i.recipient = $3 AND i.notifier = n.notifier AND i.key = n.key)
-       OR EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.notification_id = n.id AND d.recipient = $3)
+       OR EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.notification_id = n.id AND coalesce(d.recipient, '') = $3)
     ORDER BY n.id DESC
     LIMIT $5
 )
