@@ -1278,6 +1278,8 @@ func TestOpenAPIResponses(t *testing.T) {
 		return r.status == 200 && strings.Contains(string(r.raw), `"channel":"email","reason":"author","mode":"immediate","status":"sent"`)
 	})
 	c.call(t, b, "GET", "/v1/notifications/"+id, adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/notifications/"+id+"?progress=true", adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/notifications/"+id+"?progress=yes", adminToken, nil, 400)
 	c.call(t, b, "GET", "/v1/notifications/0190b8a4-0000-7000-8000-000000000000", adminToken, nil, 404)
 
 	// The operator's endpoints (what the console at /admin/ reads and does).

@@ -28,8 +28,9 @@ type notificationJSON struct {
 	UpdatedAt           time.Time       `json:"updated_at"`
 	Deliveries          []deliveryJSON  `json:"deliveries"`
 	DeliveriesTruncated bool            `json:"deliveries_truncated"`
-	// Progress is the fan-out's progress and the ledger's counts (admin.go).
-	Progress progressJSON `json:"progress"`
+	// Progress is the fan-out's progress and the ledger's counts, with
+	// ?progress=true only.
+	Progress *progressJSON `json:"progress,omitempty"`
 }
 
 // deliveryJSON is one ledger row of a notification. The inbox channel's

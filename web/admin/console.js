@@ -179,7 +179,7 @@ async function notifierCatalog() {
 // --- one notification ---
 
 async function viewNotification(id) {
-  const n = await api("GET", "/v1/notifications/" + enc(id));
+  const n = await api("GET", `/v1/notifications/${enc(id)}?progress=true`);
   const p = n.progress;
   let lanes = [n.status === "fanned_out" ? "complete" : n.status];
   if (p.lanes_total > 0) {
