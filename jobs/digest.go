@@ -158,8 +158,12 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 			s = stores.DigestSettlement{DigestID: req.DigestID, ClaimedAt: claim.ClaimedAt,
 				Status: string(notifytype.StatusSuppressed), Error: claim.Suppressed}
 		} else {
-			sendErr = w.send(ctx, req, claim)
+			rctx, report := channels.WithReport(ctx)
+			sendErr = w.send(rctx, req, claim)
 			s, wait = w.outcome(claim, req.DigestID, sendErr)
+			// Who answered goes on the rows, and a send that failed (not a rate
+			// limit, which spends no attempt) is kept as a failed attempt of each.
+			s.Provider, s.Failed = report.Provider, sendErr != nil && !s.Refund
 		}
 		if s.Status == string(notifytype.StatusDigestPending) {
 			if s.Refund { // rate limited

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/channels"
@@ -200,7 +201,7 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 		}
 		started := time.Now()
 		stuck := time.AfterFunc(stuckAfter, func() { r.w.stuck.Add(1) })
-		sendErr := r.sendWaiting(ctx, c)
+		provider, sendErr := r.sendWaiting(ctx, c)
 		if !stuck.Stop() {
 			r.w.stuck.Add(-1)
 		}
@@ -217,7 +218,7 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 		}
 		d.Metrics.Send(c.Channel, outcome, time.Since(started))
 
-		req, limited := r.outcome(ctx, c, sendErr)
+		req, limited := r.outcome(ctx, c, sendErr, provider)
 		if !r.settle(ctx, req) {
 			return
 		}
@@ -240,13 +241,16 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 }
 
 // outcome turns a send's result into its settle request, logging it. A rate
-// limit also returns how long the target asked to wait.
-func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error) (settleReq, time.Duration) {
+// limit also returns how long the target asked to wait. provider (the
+// channel's Report) goes on the row whatever the outcome, and a provider call
+// that failed is also kept as a failed attempt (see stores.Settlement.Failed).
+func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error, provider string) (settleReq, time.Duration) {
 	d := r.w.Deps
 	req := settleReq{client: r.client}
 	log := d.logger()
 	if sendErr == nil {
-		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusSent), Terminal: true}}
+		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusSent), Terminal: true,
+			Provider: provider}}
 		if log.Enabled(ctx, slog.LevelDebug) { // the common case: no attributes built for nothing
 			r.deliveryLog(c).DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
 		}
@@ -258,7 +262,7 @@ func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error)
 	switch kind {
 	case channels.KindPermanent, channels.KindGone:
 		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusRefused),
-			Error: msg, Terminal: true}}
+			Error: msg, Terminal: true, Provider: provider, Failed: true}}
 		if kind == channels.KindGone && c.Recipient != nil {
 			req.gone = []string{*c.Recipient}
 		}
@@ -270,10 +274,13 @@ func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error)
 		if after <= 0 {
 			after = time.Second
 		}
-		req.settled = []stores.Settlement{r.rateLimit(c, after)}
+		s := r.rateLimit(c, after)
+		s.Provider = provider
+		req.settled = []stores.Settlement{s}
 		return req, after
 	default:
 		s := r.failed(c, msg, after)
+		s.Provider, s.Failed = provider, true
 		req.settled = []stores.Settlement{s}
 		if s.NextAttemptAt != nil {
 			req.retries = []retryJob{{id: c.ID, at: *s.NextAttemptAt}}
@@ -414,22 +421,24 @@ func (r *sendRun) failed(c *stores.Claimed, msg string, after time.Duration) sto
 const maxRateWait = 2 * time.Second
 
 // sendWaiting is send, waiting out short rate limits (without spending an
-// attempt) as long as the job's budget allows.
-func (r *sendRun) sendWaiting(ctx context.Context, c *stores.Claimed) error {
+// attempt) as long as the job's budget allows. It also returns the provider
+// the channel reported (channels.Report) for its last call.
+func (r *sendRun) sendWaiting(ctx context.Context, c *stores.Claimed) (string, error) {
 	for {
-		err := r.send(ctx, c)
+		rctx, report := channels.WithReport(ctx)
+		err := r.send(rctx, c)
 		if err == nil {
-			return nil
+			return report.Provider, nil
 		}
 		kind, after := channels.Classify(err)
 		if kind != channels.KindRateLimited || after <= 0 || after > maxRateWait || time.Now().Add(after).After(r.budget) {
-			return err
+			return report.Provider, err
 		}
 		t := time.NewTimer(after)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return report.Provider, err
 		case <-t.C:
 		}
 	}
@@ -513,4 +522,23 @@ func retrySettle(ctx context.Context, settle func() error) error {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// RetryDelivery is an operator's retry of one delivery (the console's retry
+// button, POST /v1/deliveries/{id}/retry): from a re-drivable status (see
+// stores.RedrivableStatuses) it becomes failed, due now, and a send job for
+// it is enqueued through client (an insert-only client will do) in the same
+// transaction. It returns the delivery's status, with stores.ErrNotFound or
+// stores.ErrNotRetryable when it was not retried. An expired delivery gets
+// one more attempt: its age still counts from its creation.
+func RetryDelivery(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], id string, now time.Time) (string, error) {
+	var status string
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		if status, err = stores.RetryDelivery(ctx, tx, id, now); err != nil {
+			return err
+		}
+		return insertSendJobsWith(ctx, tx, client, []string{id}, 1)
+	})
+	return status, err
 }

@@ -131,6 +131,13 @@ type Settlement struct {
 	// Refund gives the attempt back (rate limiting, or never attempted).
 	Refund   bool
 	Terminal bool
+	// Provider is who answered the attempt (channels.Report): recorded on
+	// the row; "" keeps what it had.
+	Provider string
+	// Failed records the outcome as a failed attempt (time, Error, Provider)
+	// in notify_delivery_attempts: set for a provider call that failed, not
+	// for a delivery given back, parked or rate-limited without an attempt.
+	Failed bool
 }
 
 // settleSQL records outcomes in one statement. It only touches rows still held
@@ -162,30 +169,57 @@ type Settlement struct {
 // The lock-free statement joins the notifications directly: as an inlined CTE
 // they became a semi-join that probed the batch's ids again for every row
 // (immediate email fell from 10,000 to 1,500 deliveries/s).
+//
+// A batch with a failed attempt in it (see Settlement.Failed) settles with
+// the same statement wrapped in a CTE whose RETURNING feeds one INSERT into
+// notify_delivery_attempts: still one statement, no round trip per row, and
+// the batches of the common case (every send accepted) write nothing more
+// than the delivery rows. The provider of every outcome lands on the row.
 const (
 	settleSQL      = settleSetSQL + ` notify_notifications n` + settleWhereSQL
-	settleRetrySQL = `WITH n AS (
+	settleRetrySQL = settleLockSQL + settleSetSQL + ` n` + settleWhereSQL
+
+	settleAttemptsSQL      = `WITH settled AS (` + settleSQL + settleReturningSQL + `)` + insertAttemptsSQL
+	settleRetryAttemptsSQL = settleLockSQL + `, settled AS (` + settleSetSQL + ` n` + settleWhereSQL +
+		settleReturningSQL + `)` + insertAttemptsSQL
+)
+
+const settleLockSQL = `WITH n AS (
     SELECT id, status FROM notify_notifications
     WHERE id IN (SELECT notification_id FROM notify_deliveries WHERE id = ANY($1::text[]::uuid[]))
     FOR SHARE
-)` + settleSetSQL + ` n` + settleWhereSQL
-)
+)`
 
 const settleSetSQL = `
 UPDATE notify_deliveries d
 SET status = CASE WHEN u.status IN ('failed', 'rate_limited') AND n.status = 'cancelled' THEN 'cancelled' ELSE u.status END,
     last_error = CASE WHEN u.err = '' THEN d.last_error ELSE u.err END,
+    provider = CASE WHEN u.provider = '' THEN d.provider ELSE u.provider END,
     attempts = d.attempts - CASE WHEN u.refund THEN 1 ELSE 0 END,
     next_attempt_at = u.next_at,
     settled_at = CASE WHEN u.terminal OR n.status = 'cancelled' THEN $7::timestamptz END,
     claimed_at = NULL,
     updated_at = $7
-FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[])
-     AS u(id, claimed_at, status, err, next_at, refund, terminal),`
+FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[],
+            $9::text[], $10::boolean[])
+     AS u(id, claimed_at, status, err, next_at, refund, terminal, provider, failed),`
 
 const settleWhereSQL = `
 WHERE d.id = ANY($1::text[]::uuid[]) -- the only index condition: see above
   AND d.id = u.id AND (d.status = 'sending') IS TRUE AND d.claimed_at = u.claimed_at AND n.id = d.notification_id`
+
+// settleReturningSQL and insertAttemptsSQL record the failed attempts of the
+// rows the settle matched (a late settle of a claim taken back records
+// nothing, like the update). attempts already counts the attempt that failed
+// (the claim added it; a failed attempt is never refunded).
+const settleReturningSQL = `
+RETURNING d.id, d.attempts, u.err, u.provider, u.failed`
+
+const insertAttemptsSQL = `, attempts AS (
+    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
+    SELECT id, attempts, $7, err, nullif(provider, '') FROM settled WHERE failed
+)
+SELECT count(*) FROM settled`
 
 // SettleDeliveries records outcomes at time now and reports how many rows were
 // still held by their claim.
@@ -200,15 +234,35 @@ func SettleDeliveries(ctx context.Context, db DB, s []Settlement, now time.Time)
 	next := make([]*time.Time, len(s))
 	refund := make([]bool, len(s))
 	terminal := make([]bool, len(s))
-	sql := settleSQL
+	providers := make([]string, len(s))
+	failed := make([]bool, len(s))
+	retry, attempts := false, false
 	for i, x := range s {
-		ids[i], claimed[i], statuses[i], errs[i], next[i], refund[i], terminal[i] =
-			x.ID, x.ClaimedAt, x.Status, x.Error, x.NextAttemptAt, x.Refund, x.Terminal
-		if !x.Terminal {
-			sql = settleRetrySQL
-		}
+		ids[i], claimed[i], statuses[i], errs[i], next[i], refund[i], terminal[i], providers[i], failed[i] =
+			x.ID, x.ClaimedAt, x.Status, x.Error, x.NextAttemptAt, x.Refund, x.Terminal, x.Provider, x.Failed
+		retry = retry || !x.Terminal
+		attempts = attempts || x.Failed
 	}
-	tag, err := db.Exec(ctx, sql, ids, claimed, statuses, errs, next, refund, now, terminal)
+	args := []any{ids, claimed, statuses, errs, next, refund, now, terminal, providers, failed}
+	var sql string
+	switch {
+	case attempts && retry:
+		sql = settleRetryAttemptsSQL
+	case attempts:
+		sql = settleAttemptsSQL
+	case retry:
+		sql = settleRetrySQL
+	default:
+		sql = settleSQL
+	}
+	if attempts {
+		var n int64
+		if err := db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			return 0, fmt.Errorf("settle %d deliveries: %w", len(s), err)
+		}
+		return n, nil
+	}
+	tag, err := db.Exec(ctx, sql, args...)
 	if err != nil {
 		return 0, fmt.Errorf("settle %d deliveries: %w", len(s), err)
 	}

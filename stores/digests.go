@@ -477,30 +477,46 @@ type DigestSettlement struct {
 	NextAttemptAt *time.Time
 	// Refund gives the attempt back (rate limited, or never attempted).
 	Refund bool
+	// Provider is who answered the send (channels.Report), recorded on every
+	// row of the digest; "" keeps what they had.
+	Provider string
+	// Failed records the send as a failed attempt of every row of the digest
+	// (notify_delivery_attempts), as Settlement.Failed does for a delivery.
+	Failed bool
 }
 
 // settleDigestSQL records a digest's outcome on all its rows in one statement,
 // only while they are still held by the same claim: a claim the sweep took back
 // after its lease, and re-drove, is not overwritten by a late worker.
 const settleDigestSQL = `
-UPDATE notify_deliveries
-SET status = $3,
-    last_error = CASE WHEN $4 = '' THEN last_error ELSE $4 END,
-    attempts = attempts - CASE WHEN $6 THEN 1 ELSE 0 END,
-    next_attempt_at = $5,
-    settled_at = CASE WHEN $3 = 'digest_pending' THEN NULL ELSE $7::timestamptz END,
-    claimed_at = NULL,
-    updated_at = $7
-WHERE digest_id = $1::uuid AND status = 'digest_sending' AND claimed_at = $2`
+WITH settled AS (
+    UPDATE notify_deliveries
+    SET status = $3,
+        last_error = CASE WHEN $4 = '' THEN last_error ELSE $4 END,
+        provider = coalesce(nullif($8::text, ''), provider),
+        attempts = attempts - CASE WHEN $6 THEN 1 ELSE 0 END,
+        next_attempt_at = $5,
+        settled_at = CASE WHEN $3 = 'digest_pending' THEN NULL ELSE $7::timestamptz END,
+        claimed_at = NULL,
+        updated_at = $7
+    WHERE digest_id = $1::uuid AND status = 'digest_sending' AND claimed_at = $2
+    RETURNING id, attempts
+), attempts AS (
+    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
+    SELECT id, attempts, $7, $4, nullif($8::text, '') FROM settled WHERE $9
+)
+SELECT count(*) FROM settled`
 
 // SettleDigest records s at time now and reports how many rows were still held
 // by the claim (0: the claim was lost, record nothing else).
 func SettleDigest(ctx context.Context, db DB, s DigestSettlement, now time.Time) (int64, error) {
-	tag, err := db.Exec(ctx, settleDigestSQL, s.DigestID, s.ClaimedAt, s.Status, s.Error, s.NextAttemptAt, s.Refund, now)
+	var n int64
+	err := db.QueryRow(ctx, settleDigestSQL, s.DigestID, s.ClaimedAt, s.Status, s.Error, s.NextAttemptAt, s.Refund, now,
+		s.Provider, s.Failed).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("settle digest %s: %w", s.DigestID, err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // settleDigestsSQL is settleDigestSQL for many terminal outcomes at once
@@ -519,6 +535,7 @@ WITH a AS MATERIALIZED (
     UPDATE notify_deliveries d
     SET status = ($3::text[])[array_position(a.ids, d.digest_id)],
         last_error = coalesce(nullif(($4::text[])[array_position(a.ids, d.digest_id)], ''), d.last_error),
+        provider = coalesce(nullif(($6::text[])[array_position(a.ids, d.digest_id)], ''), d.provider),
         next_attempt_at = NULL,
         settled_at = $5::timestamptz,
         claimed_at = NULL,
@@ -527,7 +544,12 @@ WITH a AS MATERIALIZED (
     WHERE d.digest_id = ANY($1::text[]::uuid[]) -- the index condition (a.ids would be a filter over every digest in flight)
       AND d.status = 'digest_sending'
       AND d.claimed_at = ($2::timestamptz[])[array_position(a.ids, d.digest_id)]
-    RETURNING array_position(a.ids, d.digest_id) AS ord
+    RETURNING array_position(a.ids, d.digest_id) AS ord, d.id, d.attempts
+), attempts AS (
+    -- A failed digest is a failed attempt of each of its rows.
+    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
+    SELECT id, attempts, $5, ($4::text[])[ord], nullif(($6::text[])[ord], '')
+    FROM settled WHERE ($7::boolean[])[ord]
 )
 SELECT ord, count(*) FROM settled GROUP BY ord`
 
@@ -544,13 +566,15 @@ func SettleDigests(ctx context.Context, db DB, ss []DigestSettlement, now time.T
 	claimedAts := make([]time.Time, len(ss))
 	statuses := make([]string, len(ss))
 	errs := make([]string, len(ss))
+	providers := make([]string, len(ss))
+	failed := make([]bool, len(ss))
 	for i, s := range ss {
 		if s.Status == "digest_pending" || s.Refund || s.NextAttemptAt != nil {
 			return nil, fmt.Errorf("settle digests: digest %s is a retry; settle it with SettleDigest", s.DigestID)
 		}
-		ids[i], claimedAts[i], statuses[i], errs[i] = s.DigestID, s.ClaimedAt, s.Status, s.Error
+		ids[i], claimedAts[i], statuses[i], errs[i], providers[i], failed[i] = s.DigestID, s.ClaimedAt, s.Status, s.Error, s.Provider, s.Failed
 	}
-	rows, err := db.Query(ctx, settleDigestsSQL, ids, claimedAts, statuses, errs, now)
+	rows, err := db.Query(ctx, settleDigestsSQL, ids, claimedAts, statuses, errs, now, providers, failed)
 	if err != nil {
 		return nil, fmt.Errorf("settle %d digests: %w", len(ss), err)
 	}
@@ -593,6 +617,7 @@ WITH a AS MATERIALIZED (
     SET status = 'digest_pending',
         last_error = coalesce(nullif(($3::text[])[array_position(a.ids, d.digest_id)], ''), d.last_error),
         attempts = d.attempts - CASE WHEN ($5::bool[])[array_position(a.ids, d.digest_id)] THEN 1 ELSE 0 END,
+        provider = coalesce(nullif(($7::text[])[array_position(a.ids, d.digest_id)], ''), d.provider),
         next_attempt_at = ($4::timestamptz[])[array_position(a.ids, d.digest_id)],
         settled_at = NULL,
         claimed_at = NULL,
@@ -601,7 +626,11 @@ WITH a AS MATERIALIZED (
     WHERE d.digest_id = ANY($1::text[]::uuid[]) -- the index condition, as in settleDigestsSQL
       AND d.status = 'digest_sending'
       AND d.claimed_at = ($2::timestamptz[])[array_position(a.ids, d.digest_id)]
-    RETURNING array_position(a.ids, d.digest_id) AS ord
+    RETURNING array_position(a.ids, d.digest_id) AS ord, d.id, d.attempts
+), attempts AS (
+    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
+    SELECT id, attempts, $6, ($3::text[])[ord], nullif(($7::text[])[ord], '')
+    FROM settled WHERE ($8::boolean[])[ord]
 )
 SELECT ord, count(*) FROM settled GROUP BY ord`
 
@@ -619,13 +648,16 @@ func SettleDigestRetries(ctx context.Context, db DB, ss []DigestSettlement, now 
 	errs := make([]string, len(ss))
 	nexts := make([]time.Time, len(ss))
 	refunds := make([]bool, len(ss))
+	providers := make([]string, len(ss))
+	failed := make([]bool, len(ss))
 	for i, s := range ss {
 		if s.Status != "digest_pending" || s.NextAttemptAt == nil {
 			return nil, fmt.Errorf("settle digest retries: digest %s is not a retry (status %s)", s.DigestID, s.Status)
 		}
-		ids[i], claimedAts[i], errs[i], nexts[i], refunds[i] = s.DigestID, s.ClaimedAt, s.Error, *s.NextAttemptAt, s.Refund
+		ids[i], claimedAts[i], errs[i], nexts[i], refunds[i], providers[i], failed[i] =
+			s.DigestID, s.ClaimedAt, s.Error, *s.NextAttemptAt, s.Refund, s.Provider, s.Failed
 	}
-	rows, err := db.Query(ctx, settleDigestRetriesSQL, ids, claimedAts, errs, nexts, refunds, now)
+	rows, err := db.Query(ctx, settleDigestRetriesSQL, ids, claimedAts, errs, nexts, refunds, now, providers, failed)
 	if err != nil {
 		return nil, fmt.Errorf("settle %d digest retries: %w", len(ss), err)
 	}

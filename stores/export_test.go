@@ -11,3 +11,9 @@ func SettleSQLs() (deliveries, deliveriesRetry, digests string) {
 // ProtectedStatuses exposes the statuses a cancel must leave alone to the
 // test of notify_cancel, which lists them in SQL.
 var ProtectedStatuses = protectedStatuses
+
+// SettleAttemptsSQLs exposes the settle statements that also record failed
+// attempts, for the plan test.
+func SettleAttemptsSQLs() (deliveries, deliveriesRetry string) {
+	return settleAttemptsSQL, settleRetryAttemptsSQL
+}

@@ -38,6 +38,7 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 	}
 	defer conn.Release()
 	deliveries, deliveriesRetry, digests := stores.SettleSQLs()
+	attempts, attemptsRetry := stores.SettleAttemptsSQLs()
 	// A generic plan, as a prepared statement gets after its fifth run.
 	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
@@ -48,13 +49,19 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 		name, sql, args, want string
 	}{
 		{"settleSQL", deliveries,
-			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}'`, ids, times),
+			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}', '{"",""}', '{f,f}'`, ids, times),
+			"notify_deliveries_pkey"},
+		{"settleAttemptsSQL", attempts,
+			fmt.Sprintf(`%s, %s, '{refused,sent}', '{"550",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}', '{"a","b"}', '{t,f}'`, ids, times),
+			"notify_deliveries_pkey"},
+		{"settleRetryAttemptsSQL", attemptsRetry,
+			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}', '{"a","b"}', '{t,f}'`, ids, times),
 			"notify_deliveries_pkey"},
 		{"settleRetrySQL", deliveriesRetry,
-			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}'`, ids, times),
+			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}', '{"",""}', '{f,f}'`, ids, times),
 			"notify_deliveries_pkey"},
 		{"settleDigestsSQL", digests,
-			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now()`, ids, times),
+			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now(), '{"",""}', '{f,f}'`, ids, times),
 			"notify_deliveries_digest_flight_idx"},
 	} {
 		if _, err := conn.Exec(ctx, `PREPARE plan_test AS `+c.sql); err != nil {

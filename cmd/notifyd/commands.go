@@ -279,17 +279,20 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(c.main.Stdout)
 	tw := tabwriter.NewWriter(c.main.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RECIPIENT\tCHANNEL\tREASON\tMODE\tSTATUS\tATTEMPTS\tUPDATED\tLAST ERROR")
+	fmt.Fprintln(tw, "RECIPIENT\tCHANNEL\tREASON\tMODE\tSTATUS\tATTEMPTS\tUPDATED\tPROVIDER\tLAST ERROR")
 	for _, d := range n.Deliveries {
-		rcpt, lastErr := "(bulk)", ""
+		rcpt, lastErr, provider := "(bulk)", "", "-"
 		if d.Recipient != nil {
 			rcpt = *d.Recipient
 		}
 		if d.LastError != nil {
 			lastErr = *d.LastError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", rcpt, d.Channel, d.Reason, d.Mode, d.Status, d.Attempts,
-			d.UpdatedAt.Format(time.RFC3339), lastErr)
+		if d.Provider != nil {
+			provider = *d.Provider
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", rcpt, d.Channel, d.Reason, d.Mode, d.Status, d.Attempts,
+			d.UpdatedAt.Format(time.RFC3339), provider, lastErr)
 	}
 	return tw.Flush()
 }

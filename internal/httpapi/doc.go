@@ -22,6 +22,13 @@
 //	GET    /v1/topics/{topic}/subscribers         admin      200 {"subscribers":[{"recipient","reason","created_at"}],"next_cursor":"..."|null}
 //	PUT    /v1/topics/{topic}/subscribers/{r}     admin      200 {"topic","recipient","reason","created_at"}
 //	DELETE /v1/topics/{topic}/subscribers/{r}     admin      200 {"deleted":true|false}
+//	GET    /v1/notifications?notifier=&key=&...    admin      200 {"items":[...],"next_cursor":"..."|null} (admin.go)
+//	GET    /v1/deliveries/{id}                    admin      200 the delivery with its failed_attempts | 404
+//	POST   /v1/deliveries/{id}/retry              admin      202 the delivery, due now | 409 not_retryable | 404
+//	GET    /v1/recipients/{id}/deliveries         admin      200 {"deliveries":[...]}
+//	GET    /v1/notifiers                          admin      200 {"notifiers":[...],"channels":[...]}
+//	GET    /v1/notifiers/{n}/preview/{channel}    admin      200 {"notifier","channel","params","parts":[...]}
+//	GET    /admin/{file...}                       none       the operator's console (web.Admin)
 //	GET    /v1/inbox                              recipient  200 {"items":[...],"next_cursor":"..."|null}
 //	GET    /v1/inbox/counts                       recipient  200 {"unread":n,"unseen":n}
 //	POST   /v1/inbox/read                         recipient  200 {"marked":n}

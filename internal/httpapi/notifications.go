@@ -168,7 +168,22 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, notificationWire(n, maxDeliveries))
+	out := notificationWire(n, maxDeliveries)
+	// The progress counts every row of the notification: only on request
+	// (the console asks), so that polling a large notification stays cheap.
+	switch v := r.URL.Query().Get("progress"); v {
+	case "", "false":
+	case "true":
+		p, err := stores.NotificationProgress(r.Context(), s.pool, id, s.reg.Inbox())
+		if err != nil {
+			return err
+		}
+		pw := progressWire(p)
+		out.Progress = &pw
+	default:
+		return fieldError("progress", "want true or false")
+	}
+	WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/web"
 )
 
 // Options configure a Server.
@@ -73,6 +74,8 @@ type Server struct {
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
+
+	adminLazy adminState // what the operator's endpoints open on first use (admin.go)
 }
 
 // DefaultMaxBody is the request body limit when http.max_body is not set.
@@ -154,6 +157,16 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/topics/{topic}/subscribers/{recipient}", s.admin(s.subscribe))
 	s.mux.Handle("DELETE /v1/topics/{topic}/subscribers/{recipient}", s.admin(s.unsubscribe))
 
+	// The operator's console (web/admin) and the endpoints it reads (admin.go).
+	s.mux.Handle("GET /v1/notifications", s.admin(s.listNotifications))
+	s.mux.Handle("GET /v1/deliveries/{id}", s.admin(s.getDelivery))
+	s.mux.Handle("POST /v1/deliveries/{id}/retry", s.admin(s.retryDelivery))
+	s.mux.Handle("GET /v1/recipients/{id}/deliveries", s.admin(s.recipientDeliveries))
+	s.mux.Handle("GET /v1/notifiers", s.admin(s.listNotifiers))
+	s.mux.Handle("GET /v1/notifiers/{notifier}/preview/{channel}", s.admin(s.previewTemplate))
+	s.mux.Handle("GET /admin/{file...}", AdminPage(web.Admin()))
+	s.mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
+
 	// Recipient.
 	s.mux.Handle("GET /v1/inbox", s.recipient(s.listInbox))
 	s.mux.Handle("GET /v1/inbox/counts", s.recipient(s.inboxCounts))
@@ -203,9 +216,10 @@ func (s *Server) public(h handlerFunc) http.Handler {
 }
 
 // admin is an admin endpoint: behind the admin token, never framed or
-// cached (AdminPage), its refusals included.
+// cached (AdminPage), its refusals included, and refusing state-changing
+// requests from other sites (sameOrigin).
 func (s *Server) admin(h handlerFunc) http.Handler {
-	return AdminPage(s.RequireAdmin(s.limitAdmin(s.public(h))))
+	return AdminPage(s.sameOrigin(s.RequireAdmin(s.limitAdmin(s.public(h)))))
 }
 
 func (s *Server) recipient(h recipientFunc) http.Handler {

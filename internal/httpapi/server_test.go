@@ -246,7 +246,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") {
 		t.Fatalf("Allow %q, want GET listed", allow)
 	}
-	expect(t, b.do(t, "GET", "/v1/notifications", adminToken, nil), 405, httpapi.CodeMethodNotAllowed)
+	expect(t, b.do(t, "PUT", "/v1/notifications", adminToken, nil), 405, httpapi.CodeMethodNotAllowed)
 
 	// A cancel without a key is no route, not the mux's redirect to the
 	// {key...} route's empty remainder.

@@ -28,6 +28,9 @@ type notificationJSON struct {
 	UpdatedAt           time.Time       `json:"updated_at"`
 	Deliveries          []deliveryJSON  `json:"deliveries"`
 	DeliveriesTruncated bool            `json:"deliveries_truncated"`
+	// Progress is the fan-out's progress and the ledger's counts, with
+	// ?progress=true only.
+	Progress *progressJSON `json:"progress,omitempty"`
 }
 
 // deliveryJSON is one ledger row of a notification. The inbox channel's
@@ -42,6 +45,14 @@ type deliveryJSON struct {
 	Attempts  int       `json:"attempts"`
 	LastError *string   `json:"last_error"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Provider is who answered the last attempt (an SMTP relay of several);
+	// null when the channel does not say, and for in_app.
+	Provider *string `json:"provider"`
+}
+
+func deliveryWire(d stores.Delivery) deliveryJSON {
+	return deliveryJSON{ID: d.ID, Recipient: d.Recipient, Channel: d.Channel, Reason: d.Reason, Mode: d.Mode,
+		Status: d.Status, Attempts: d.Attempts, LastError: d.LastError, UpdatedAt: d.UpdatedAt, Provider: d.Provider}
 }
 
 func notificationWire(n *stores.Notification, max int) notificationJSON {
@@ -53,9 +64,7 @@ func notificationWire(n *stores.Notification, max int) notificationJSON {
 			out.DeliveriesTruncated = true
 			break
 		}
-		out.Deliveries = append(out.Deliveries, deliveryJSON{ID: d.ID, Recipient: d.Recipient, Channel: d.Channel,
-			Reason: d.Reason, Mode: d.Mode, Status: d.Status, Attempts: d.Attempts, LastError: d.LastError,
-			UpdatedAt: d.UpdatedAt})
+		out.Deliveries = append(out.Deliveries, deliveryWire(d))
 	}
 	return out
 }
@@ -111,3 +120,122 @@ type Counts struct {
 
 // CountsWire is c as the API shows it.
 func CountsWire(c stores.InboxCounts) Counts { return Counts{Unread: c.Unread, Unseen: c.Unseen} }
+
+// The operator's endpoints (admin.go): the console's reading of the ledger.
+
+// notificationPageJSON is GET /v1/notifications: newest first; next_cursor is
+// null at the end. A page may be short (even empty) with a cursor when its
+// filters matched few of the notifications it examined: go on from there.
+type notificationPageJSON struct {
+	Items      []notificationSummaryJSON `json:"items"`
+	NextCursor *string                   `json:"next_cursor"`
+}
+
+type notificationSummaryJSON struct {
+	ID        string    `json:"id"`
+	Notifier  string    `json:"notifier"`
+	Key       string    `json:"key"`
+	Actor     *string   `json:"actor"`
+	Status    string    `json:"status"`
+	Error     *string   `json:"error"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func notificationPageWire(p *stores.NotificationPage) notificationPageJSON {
+	out := notificationPageJSON{Items: make([]notificationSummaryJSON, len(p.Items))}
+	for i, n := range p.Items {
+		out.Items[i] = notificationSummaryJSON{ID: n.ID, Notifier: n.Notifier, Key: n.Key, Actor: n.Actor,
+			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
+	}
+	if p.NextCursor != "" {
+		c := p.NextCursor
+		out.NextCursor = &c
+	}
+	return out
+}
+
+// progressJSON is the progress of GET /v1/notifications/{id}: audience
+// size, fan-out lanes, and the ledger's counts per channel and status.
+type progressJSON struct {
+	InlineRecipients int                       `json:"inline_recipients"`
+	Topics           int                       `json:"topics"`
+	Audience         int                       `json:"audience"`
+	LanesTotal       int                       `json:"lanes_total"`
+	LanesDone        int                       `json:"lanes_done"`
+	ByStatus         map[string]map[string]int `json:"by_status"`
+}
+
+func progressWire(p *stores.Progress) progressJSON {
+	return progressJSON{InlineRecipients: p.InlineRecipients, Topics: p.Topics, Audience: p.Audience,
+		LanesTotal: p.LanesTotal, LanesDone: p.LanesDone, ByStatus: p.ByStatus}
+}
+
+// deliveryDetailJSON is GET /v1/deliveries/{id}: a ledger row with its
+// notification and its failed attempts, oldest first.
+type deliveryDetailJSON struct {
+	deliveryJSON
+	NotificationID string        `json:"notification_id"`
+	Notifier       string        `json:"notifier"`
+	Key            string        `json:"key"`
+	NextAttemptAt  *time.Time    `json:"next_attempt_at"`
+	SettledAt      *time.Time    `json:"settled_at"`
+	CreatedAt      time.Time     `json:"created_at"`
+	FailedAttempts []attemptJSON `json:"failed_attempts"`
+}
+
+type attemptJSON struct {
+	Attempt  int       `json:"attempt"`
+	At       time.Time `json:"at"`
+	Error    string    `json:"error"`
+	Provider *string   `json:"provider"`
+}
+
+func deliveryDetailWire(d *stores.DeliveryDetail) deliveryDetailJSON {
+	out := deliveryDetailJSON{deliveryJSON: deliveryWire(d.Delivery), NotificationID: d.NotificationID,
+		Notifier: d.Notifier, Key: d.Key, NextAttemptAt: d.NextAttemptAt, SettledAt: d.SettledAt,
+		CreatedAt: d.CreatedAt, FailedAttempts: make([]attemptJSON, len(d.FailedAttempts))}
+	for i, a := range d.FailedAttempts {
+		out.FailedAttempts[i] = attemptJSON{Attempt: a.Attempt, At: a.At, Error: a.Error, Provider: a.Provider}
+	}
+	return out
+}
+
+// recipientDeliveriesJSON is GET /v1/recipients/{id}/deliveries.
+type recipientDeliveriesJSON struct {
+	Deliveries []deliveryDetailJSON `json:"deliveries"`
+}
+
+// notifiersJSON is GET /v1/notifiers.
+type notifiersJSON struct {
+	Notifiers []notifierJSON `json:"notifiers"`
+	Channels  []channelJSON  `json:"channels"`
+}
+
+type channelJSON struct {
+	Name    string `json:"name"`
+	Address string `json:"address"` // the profile field it sends to; "" for none
+	Inbox   bool   `json:"inbox"`
+	Bulk    bool   `json:"bulk"`
+}
+
+type notifierJSON struct {
+	Name     string         `json:"name"`
+	Category string         `json:"category"`
+	Required bool           `json:"required"`
+	Channels []string       `json:"channels"`
+	Example  map[string]any `json:"example"`
+}
+
+// previewJSON is GET /v1/notifiers/{notifier}/preview/{channel}.
+type previewJSON struct {
+	Notifier string         `json:"notifier"`
+	Channel  string         `json:"channel"`
+	Params   map[string]any `json:"params"`
+	Parts    []partJSON     `json:"parts"`
+}
+
+type partJSON struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}

@@ -1,0 +1,271 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// The operator's endpoints: what the console at /admin/ reads and does, each
+// usable by a script with the admin token as well.
+
+// Error codes of the operator's endpoints.
+const (
+	// CodeNotRetryable (409): the delivery is in a status an operator cannot
+	// re-drive (sent, in flight, cancelled, skipped, a digest row).
+	CodeNotRetryable = "not_retryable"
+	// CodeForbidden (403): a state-changing admin request a browser sent from
+	// another site (see sameOrigin).
+	CodeForbidden = "forbidden"
+)
+
+// adminState is what the operator's endpoints open lazily: the insert-only
+// River client a retry enqueues through and the channels a preview renders
+// with.
+type adminState struct {
+	riverOnce sync.Once
+	river     *river.Client[pgx.Tx]
+	riverErr  error
+
+	previewOnce sync.Once
+	preview     *channels.Set
+	previewErr  error
+}
+
+func (s *Server) adminState() *adminState { return &s.adminLazy }
+
+// sameOrigin refuses a state-changing request (POST, PUT, DELETE) that a
+// browser sent from another site, with 403 forbidden. The admin endpoints
+// take the admin token in the Authorization header only, which a browser
+// never attaches by itself, so a forged cross-site request cannot carry it:
+// this check is defence in depth for the console, which keeps the token in
+// the page. Requests without browser headers (Sec-Fetch-Site, Origin: curl,
+// SDKs, scripts) pass, and so do the origins in http.allowed_origins (a
+// browser app the operator allowed to call the API).
+func (s *Server) sameOrigin(h http.Handler) http.Handler {
+	allowed := s.cfg.HTTP.AllowedOrigins
+	if slices.Contains(allowed, "*") {
+		return h
+	}
+	p := http.NewCrossOriginProtection()
+	for _, o := range allowed {
+		_ = p.AddTrustedOrigin(o) // validated by config
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Check(r); err != nil {
+			WriteError(w, r, errorf(http.StatusForbidden, CodeForbidden,
+				"%s %s from another site refused: the admin API takes state-changing requests from scripts or from its own console only", r.Method, r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// listNotifications is GET /v1/notifications: newest first, filtered, in
+// keyset pages.
+func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := stores.NotificationFilter{Notifier: q.Get("notifier"), Key: q.Get("key"), Recipient: q.Get("recipient"),
+		Status: q.Get("status"), Cursor: q.Get("cursor")}
+	for _, p := range []struct {
+		name string
+		to   *time.Time
+	}{{"before", &f.Before}, {"after", &f.After}} {
+		if v := q.Get(p.name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return fieldError(p.name, "want an RFC 3339 time such as 2030-01-02T15:04:05Z")
+			}
+			*p.to = t
+		}
+	}
+	if f.Cursor != "" && !uuidv7.Valid(f.Cursor) {
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadCursor, Message: "cursor was not issued by this API",
+			Details: []any{FieldDetail{Field: "cursor", Message: "pass next_cursor as it was returned"}}}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			return fieldError("limit", "want an integer from 1 to 200")
+		}
+		f.Limit = n
+	}
+	page, err := stores.ListNotifications(r.Context(), s.pool, f)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, notificationPageWire(page))
+	return nil
+}
+
+// getDelivery is GET /v1/deliveries/{id}: one ledger row with its failed
+// attempts.
+func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	d, err := stores.GetDelivery(r.Context(), s.pool, id)
+	if errors.Is(err, stores.ErrNotFound) {
+		return notFoundError("no delivery %q (an in-app delivery is its inbox item and has no ledger row)", id)
+	}
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, deliveryDetailWire(d))
+	return nil
+}
+
+// retryDelivery is POST /v1/deliveries/{id}/retry: the delivery is due now,
+// with a send job, in one transaction; 202 with the delivery as it now is.
+func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	client, err := s.riverClient()
+	if err != nil {
+		return err
+	}
+	status, err := jobs.RetryDelivery(r.Context(), s.pool, client, id, s.clock())
+	switch {
+	case errors.Is(err, stores.ErrNotFound):
+		return notFoundError("no delivery %q", id)
+	case errors.Is(err, stores.ErrNotRetryable):
+		return errorf(http.StatusConflict, CodeNotRetryable,
+			"delivery %s is %s: only %v deliveries can be retried", id, status, stores.RedrivableStatuses)
+	case err != nil:
+		return err
+	}
+	d, err := stores.GetDelivery(r.Context(), s.pool, id)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusAccepted, deliveryDetailWire(d))
+	return nil
+}
+
+// riverClient is an insert-only River client on the API's pool: the retry
+// enqueues a send job through it, the daemon's workers run it.
+func (s *Server) riverClient() (*river.Client[pgx.Tx], error) {
+	st := s.adminState()
+	st.riverOnce.Do(func() {
+		st.river, st.riverErr = river.NewClient(riverpgxv5.New(s.pool), &river.Config{Schema: s.schema})
+	})
+	return st.river, st.riverErr
+}
+
+// recipientDeliveries is GET /v1/recipients/{id}/deliveries: the recipient's
+// latest ledger rows.
+func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := checkPathText("id", id); err != nil {
+		return err
+	}
+	limit := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			return fieldError("limit", "want an integer from 1 to 200")
+		}
+		limit = n
+	}
+	ds, err := stores.RecipientDeliveries(r.Context(), s.pool, id, limit)
+	if err != nil {
+		return err
+	}
+	out := recipientDeliveriesJSON{Deliveries: make([]deliveryDetailJSON, len(ds))}
+	for i := range ds {
+		out.Deliveries[i] = deliveryDetailWire(&ds[i])
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listNotifiers is GET /v1/notifiers: the configured notifiers and their
+// channels (what the console's filters and template preview offer), and the
+// registered channels with the profile field each one sends to (where the
+// console looks for a recipient's suppressed addresses).
+func (s *Server) listNotifiers(w http.ResponseWriter, r *http.Request) error {
+	out := notifiersJSON{Notifiers: []notifierJSON{}, Channels: []channelJSON{}}
+	for _, p := range s.reg.Plugins() {
+		out.Channels = append(out.Channels, channelJSON{Name: p.Name, Address: p.Address, Inbox: p.Inbox, Bulk: p.Bulk})
+	}
+	for _, name := range s.cfg.NotifierNames() {
+		nf, _ := s.cfg.Notifier(name)
+		n := notifierJSON{Name: name, Category: nf.Category, Required: nf.Required, Channels: []string{}}
+		for _, c := range slices.Sorted(maps.Keys(nf.Channels)) {
+			if _, ok := s.reg.Lookup(c); ok {
+				n.Channels = append(n.Channels, c)
+			}
+		}
+		n.Example = nf.ExampleParams()
+		if n.Example == nil {
+			n.Example = map[string]any{}
+		}
+		out.Notifiers = append(out.Notifiers, n)
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// previewTemplate is GET /v1/notifiers/{notifier}/preview/{channel}: the
+// message the channel would send for the notifier, rendered with its example
+// params (or ?params=, a JSON object) for a sample recipient, as `notifyd
+// preview` prints it. Nothing is sent or written.
+func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
+	notifier, channel := r.PathValue("notifier"), r.PathValue("channel")
+	nf, ok := s.cfg.Notifier(notifier)
+	if !ok {
+		return errorf(http.StatusNotFound, CodeUnknownNotifier, "unknown notifier %q", notifier)
+	}
+	if !channels.Uses(nf, channel) {
+		return notFoundError("notifier %q has no %q channel", notifier, channel)
+	}
+	q := r.URL.Query()
+	params := nf.ExampleParams()
+	if raw := q.Get("params"); raw != "" {
+		params = map[string]any{}
+		if err := json.Unmarshal([]byte(raw), &params); err != nil {
+			return fieldError("params", "want a JSON object: %v", err)
+		}
+	}
+	if params == nil {
+		params = map[string]any{}
+	}
+	if err := nf.ValidateParams(params); err != nil {
+		return sendError(err)
+	}
+	st := s.adminState()
+	st.previewOnce.Do(func() { st.preview, st.previewErr = s.reg.OpenToCheck(s.cfg) })
+	if st.previewErr != nil {
+		return st.previewErr
+	}
+	v, ok := st.preview.Opened(channel)
+	if !ok {
+		return notFoundError("channel %q is not configured (channels.%s)", channel, channel)
+	}
+	pv, ok := v.(channels.Previewer)
+	if !ok {
+		return notFoundError("channel %q cannot preview its messages", channel)
+	}
+	parts, err := pv.Preview(notifier, params, channels.Recipient{ID: "preview", Name: "Ada Lovelace",
+		Email: "ada@example.test", Locale: q.Get("locale")})
+	if err != nil {
+		return errorf(http.StatusUnprocessableEntity, CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)
+	}
+	out := previewJSON{Notifier: notifier, Channel: channel, Params: params, Parts: make([]partJSON, len(parts))}
+	for i, p := range parts {
+		out.Parts[i] = partJSON{Name: p.Name, Value: p.Value}
+	}
+	WriteJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,34 @@
+package stores_test
+
+import (
+	"testing"
+
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// TestErasureForgetsFailedAttempts: erasing a recipient takes their
+// deliveries' failed attempts (whose errors name the address) with it, and
+// leaves other recipients' alone.
+func TestErasureForgetsFailedAttempts(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	const n = "00000000-0000-7000-8000-0000000000a1"
+	exec(t, tx, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k', 'fanned_out', true)`, n)
+	exec(t, tx, `INSERT INTO notify_recipients (id, email) VALUES ('att-x', 'x@example.com'), ('att-y', 'y@example.com')`)
+	exec(t, tx, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, attempts)
+		VALUES ('00000000-0000-7000-8000-0000000000b1', $1, 'n', 'k', 'att-x', 'email', 'immediate', 'refused', 1),
+		       ('00000000-0000-7000-8000-0000000000b2', $1, 'n', 'k', 'att-y', 'email', 'immediate', 'refused', 1)`, n)
+	exec(t, tx, `INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
+		VALUES ('00000000-0000-7000-8000-0000000000b1', 1, now(), '550 no mailbox x@example.com', 'relay'),
+		       ('00000000-0000-7000-8000-0000000000b2', 1, now(), '550 no mailbox y@example.com', 'relay')`)
+	if _, err := stores.EraseRecipient(t.Context(), tx, "att-x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(t, tx, `SELECT count(*) FROM notify_delivery_attempts WHERE error LIKE '%x@example.com%'`); got != 0 {
+		t.Fatalf("%d failed attempts of the erased recipient remain", got)
+	}
+	if got := countRows(t, tx, `SELECT count(*) FROM notify_delivery_attempts WHERE delivery_id = '00000000-0000-7000-8000-0000000000b2'`); got != 1 {
+		t.Fatalf("the other recipient's attempts: %d rows, want 1", got)
+	}
+}
