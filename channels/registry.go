@@ -39,7 +39,7 @@ type Plugin struct {
 	// InboxChannel. At most one registered channel is the inbox.
 	Inbox bool
 	// Address is the profile field a per-recipient delivery needs: "email",
-	// "webhook_url", "name", "locale" or "timezone". A recipient without it
+	// "webhook_url", "phone", "name", "locale" or "timezone". A recipient without it
 	// gets an `unavailable` delivery ("recipient has no <address>") and the
 	// channel is not asked. "" means the channel needs no address.
 	Address string
@@ -125,7 +125,7 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 // addresses are the profile fields a Plugin's Address may name: the ones the
 // fan-out reads with each recipient.
-var addresses = []string{"", "email", "webhook_url", "name", "locale", "timezone"}
+var addresses = []string{"", "email", "webhook_url", "phone", "name", "locale", "timezone"}
 
 // Registry is the set of channels a daemon knows, in registration order (the
 // order the API and the preference center list them in).
