@@ -9,6 +9,7 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/channels/inapp"
 	"github.com/notifyd/notifyd/channels/slack"
+	"github.com/notifyd/notifyd/channels/sms"
 	"github.com/notifyd/notifyd/channels/webhook"
 )
 
@@ -20,6 +21,7 @@ func Plugins() []channels.Plugin {
 		email.Plugin,
 		webhook.Plugin,
 		slack.Plugin,
+		sms.Plugin,
 	}
 }
 

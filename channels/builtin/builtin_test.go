@@ -18,7 +18,7 @@ import (
 )
 
 // registered is how the registry lists the built-in channels in its errors.
-const registered = "in_app, email, webhook, slack"
+const registered = "in_app, email, webhook, slack, sms"
 
 // parse parses src as "test.yaml" through the whole pipeline: config, then
 // every built-in channel's check of its sections.
@@ -111,10 +111,10 @@ func TestErrors(t *testing.T) {
 			`2: channels.in_app: the in_app channel has no settings (its templates are per notifier)`},
 
 		// Channels the registry does not know.
-		{"unknown channel", "channels:\n  sms: {from: x}\n",
-			`2: channels.sms: unknown channel "sms" (registered: ` + registered + `)`},
-		{"unknown notifier channel", "notifiers:\n  n:\n    channels:\n      in_app: {title: t}\n      sms: {text: x}\n",
-			`5: notifiers.n.channels.sms: unknown channel "sms" (registered: ` + registered + `)`},
+		{"unknown channel", "channels:\n  fax: {from: x}\n",
+			`2: channels.fax: unknown channel "fax" (registered: ` + registered + `)`},
+		{"unknown notifier channel", "notifiers:\n  n:\n    channels:\n      in_app: {title: t}\n      fax: {text: x}\n",
+			`5: notifiers.n.channels.fax: unknown channel "fax" (registered: ` + registered + `)`},
 		{"notifier webhook url without channels.webhook", "notifiers:\n  n:\n    channels:\n      webhook: {url: 'https://hooks.acme.test/x'}\n",
 			`4: notifiers.n.channels.webhook.url: a notifier-level webhook needs channels.webhook (its secret signs the payload)`},
 	}
