@@ -22,11 +22,12 @@ var fuzzModes = map[string][]string{
 // canDo lists what a built-in channel can actually do: in_app, webhook and
 // slack are immediate or off, only email digests.
 var canDo = map[string][]notifytype.Mode{
-	"in_app":  {notifytype.ModeImmediate, notifytype.ModeOff},
-	"email":   {notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff},
-	"webhook": {notifytype.ModeImmediate, notifytype.ModeOff},
-	"slack":   {notifytype.ModeImmediate, notifytype.ModeOff},
-	"sms":     {notifytype.ModeImmediate, notifytype.ModeOff},
+	"in_app":   {notifytype.ModeImmediate, notifytype.ModeOff},
+	"email":    {notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff},
+	"webhook":  {notifytype.ModeImmediate, notifytype.ModeOff},
+	"slack":    {notifytype.ModeImmediate, notifytype.ModeOff},
+	"sms":      {notifytype.ModeImmediate, notifytype.ModeOff},
+	"web_push": {notifytype.ModeImmediate, notifytype.ModeOff},
 }
 
 // fuzzShape is the part of a fuzz notifier's shape that its config holds:

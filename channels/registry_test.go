@@ -100,8 +100,8 @@ func TestRegistryLists(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "texter", "pager"}},
-		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "texter"}},
+		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "web_push", "texter", "pager"}},
+		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "web_push", "texter"}},
 		{"Inbox", r.Inbox(), "in_app"},
 		{"Digest", r.Digest(), "email"},
 		{"Plugins", len(r.Plugins()), len(builtin.Plugins()) + 2},

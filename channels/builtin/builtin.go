@@ -11,6 +11,7 @@ import (
 	"github.com/notifyd/notifyd/channels/slack"
 	"github.com/notifyd/notifyd/channels/sms"
 	"github.com/notifyd/notifyd/channels/webhook"
+	"github.com/notifyd/notifyd/channels/webpush"
 )
 
 // Plugins returns the built-in channels, in the order the API and the
@@ -22,6 +23,7 @@ func Plugins() []channels.Plugin {
 		webhook.Plugin,
 		slack.Plugin,
 		sms.Plugin,
+		webpush.Plugin,
 	}
 }
 
