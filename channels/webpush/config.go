@@ -121,7 +121,9 @@ func open(s *channels.Setup) (any, error) {
 		return nil, nil
 	}
 	if s.PushSubscriptions == nil && !s.Checking {
-		return nil, errors.New("web push needs the daemon's push subscription store (channels.WithPushSubscriptions)")
+		// A registry opened without the daemon's store (a program's own
+		// check): sends fail as temporary until one is given.
+		s.Logger.Warn("web push is opened without a push subscription store (channels.WithPushSubscriptions): its sends will fail")
 	}
 	return New(cfg, notifiers, s.PushSubscriptions, Options{Logger: s.Logger, Clock: s.Clock})
 }

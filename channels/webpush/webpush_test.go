@@ -300,8 +300,14 @@ func TestConfigCheck(t *testing.T) {
 	if _, ok := set.Channels[webpush.Name]; !ok {
 		t.Fatal("web_push is not configured")
 	}
-	if _, err := reg.Open(c, nil, nil); err == nil || !strings.Contains(err.Error(), "push subscription store") {
-		t.Errorf("opened to run without a store: %v", err)
+	bare, err := reg.Open(c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	err = bare.Channels[webpush.Name].Send(context.Background(), message("x"))
+	if k, _ := channels.Classify(err); err == nil || k != channels.KindTemporary || !strings.Contains(err.Error(), "store") {
+		t.Errorf("a send without a store: %v, want temporary", err)
 	}
 
 	for _, tc := range []struct{ name, section, want string }{
