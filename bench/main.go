@@ -56,7 +56,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "marks", "digest", "rss"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "marks", "digest", "push", "rss"}
 
 type options struct {
 	fanoutN          int
@@ -71,6 +71,7 @@ type options struct {
 	marksDurable     bool
 	digestRecipients int
 	digestRows       int
+	pushN            int
 	rssN             int
 	rssInlineN       int
 	only             string
@@ -104,6 +105,7 @@ func run() int {
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")
 	flag.IntVar(&o.digestRecipients, "digest-recipients", 10_000, "recipients with pending digest rows")
 	flag.IntVar(&o.digestRows, "digest-rows", 5, "pending digest rows per recipient")
+	flag.IntVar(&o.pushN, "push-n", 10_000, "web push deliveries (one subscription per recipient) to a local push service")
 	flag.IntVar(&o.rssN, "rss-n", 1_000_000, "recipients (topic subscribers) of the peak-RSS fan-out; 0 skips it")
 	// The row names the size used; scale it down with this flag on a slower
 	// machine (see docs/performance.md for the timing).
@@ -197,6 +199,9 @@ func run() int {
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
 		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+	}
+	if section("push", fmt.Sprintf("web push, %d deliveries to a local push endpoint", o.pushN)) {
+		results = append(results, runPush(ctx, h, o.pushN, immediate)...)
 	}
 	if section("rss", fmt.Sprintf("peak RSS of `notifyd run` during in_app fan-outs to a %d-subscriber topic and %d inline recipients",
 		o.rssN, o.rssInlineN)) {
