@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/stores"
@@ -12,9 +15,24 @@ import (
 // channel reads and updates the recipients' subscriptions through it. The
 // registry opens the channels before the pool exists, so db is set once it
 // does; sends start only after that.
+//
+// Successes are the common case, one per push: they are gathered and
+// written in one statement every successFlush (or successBatch ids),
+// rather than a round trip each; a send's own success is recorded shortly
+// after it returns. Close writes what is left.
 type pushSubscriptions struct {
-	db stores.DB
+	db     stores.DB
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	pending []string
+	timer   *time.Timer
 }
+
+const (
+	successFlush = 50 * time.Millisecond
+	successBatch = 500
+)
 
 var _ channels.PushSubscriptions = (*pushSubscriptions)(nil)
 
@@ -36,11 +54,47 @@ func (p *pushSubscriptions) List(ctx context.Context, recipient string) ([]chann
 	return out, nil
 }
 
-func (p *pushSubscriptions) Succeeded(ctx context.Context, ids []string) error {
+func (p *pushSubscriptions) Succeeded(_ context.Context, ids []string) error {
 	if p.db == nil {
 		return errNoPool
 	}
-	return stores.PushSucceeded(ctx, p.db, ids)
+	p.mu.Lock()
+	p.pending = append(p.pending, ids...)
+	n := len(p.pending)
+	if p.timer == nil && n < successBatch {
+		p.timer = time.AfterFunc(successFlush, p.flush)
+	}
+	p.mu.Unlock()
+	if n >= successBatch {
+		p.flush()
+	}
+	return nil
+}
+
+// flush writes the gathered successes in one statement.
+func (p *pushSubscriptions) flush() {
+	p.mu.Lock()
+	ids := p.pending
+	p.pending = nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.mu.Unlock()
+	if len(ids) == 0 || p.db == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := stores.PushSucceeded(ctx, p.db, ids); err != nil && p.logger != nil {
+		p.logger.Warn("record push successes", "subscriptions", len(ids), "err", err)
+	}
+}
+
+// close writes the successes not yet written.
+func (p *pushSubscriptions) close() error {
+	p.flush()
+	return nil
 }
 
 func (p *pushSubscriptions) Failed(ctx context.Context, ids []string) error {

@@ -123,7 +123,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.registry = reg
-	push := &pushSubscriptions{}
+	push := &pushSubscriptions{logger: logger}
 	s.set, err = reg.Open(cfg, logger, opts.Clock, channels.WithPushSubscriptions(push))
 	if err != nil {
 		return nil, err
@@ -139,6 +139,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		s.closers = append(s.closers, func() error { pool.Close(); return nil })
 	}
 	push.db = s.pool
+	s.closers = append(s.closers, push.close) // before the pool closes (closers run last first)
 	if err := stores.CheckMigrations(ctx, s.pool, cfg.Database.SearchSchema()); err != nil {
 		s.Close()
 		if errors.Is(err, stores.ErrPendingMigrations) {
