@@ -143,26 +143,36 @@ channels:
 		t.Fatalf("POST subscription = %d %v", code, res)
 	}
 
+	// u3 has an email address only: no phone, no push subscription.
+	if code, _ := call("PUT", "/v1/recipients/u3", notifydtest.AdminToken, map[string]any{"email": "u3@example.test"}); code != 200 {
+		t.Fatalf("PUT recipient = %d", code)
+	}
 	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
-		"notifier": "order.shipped", "key": "o-1", "recipients": []any{"u2"}, "params": map[string]any{"order": "42"}})
+		"notifier": "order.shipped", "key": "o-1", "recipients": []any{"u2", "u3"}, "params": map[string]any{"order": "42"}})
 	if code != 202 {
 		t.Fatalf("POST notification = %d %v", code, res)
 	}
 	id := res["id"].(string)
 
-	notifydtest.Eventually(t, 20*time.Second, "email, sms and web push are sent", func() bool {
+	var rows map[string]string // recipient/channel -> status (last_error)
+	notifydtest.Eventually(t, 20*time.Second, "email, sms and web push settled", func() bool {
 		_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
-		sent := map[string]bool{}
+		rows = map[string]string{}
 		for _, d := range n["deliveries"].([]any) {
 			d := d.(map[string]any)
-			if d["status"] == "sent" {
-				sent[d["channel"].(string)] = true
-			}
+			r, _ := d["recipient"].(string)
+			e, _ := d["last_error"].(string)
+			rows[r+"/"+d["channel"].(string)] = fmt.Sprint(d["status"]) + " " + e
 		}
-		return sent["email"] && sent["sms"] && sent["web_push"]
+		return strings.HasPrefix(rows["u2/email"], "sent") && strings.HasPrefix(rows["u2/sms"], "sent") &&
+			strings.HasPrefix(rows["u2/web_push"], "sent") && strings.HasPrefix(rows["u3/email"], "sent") &&
+			strings.HasPrefix(rows["u3/web_push"], "refused")
 	})
+	if !strings.HasPrefix(rows["u3/sms"], "unavailable") || !strings.Contains(rows["u3/web_push"], "no push subscriptions") {
+		t.Errorf("u3 without a phone or a subscription: %v", rows)
+	}
 
-	if msgs := secondary.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0].Text, "Order 42 is on its way") {
+	if msgs := secondary.Messages(); len(msgs) != 2 || !strings.Contains(msgs[0].Text, "Order 42 is on its way") {
 		t.Errorf("secondary SMTP server got %d messages, want the email", len(msgs))
 	}
 	mu.Lock()
