@@ -30,6 +30,7 @@ type Profile struct {
 	Locale     string // a BCP 47 tag: "en", "pt-BR"
 	Timezone   string // an IANA name: "Europe/Paris"
 	WebhookURL string // an absolute http or https URL
+	Phone      string // E.164: "+" and 8 to 15 digits, the first not 0 ("+14155550123")
 	// Data is a JSON object for the application's own use (templates see it
 	// as .Data); nil is {}.
 	Data map[string]any
@@ -50,7 +51,21 @@ const (
 	maxLocale     = 35
 	maxTimezone   = 64
 	maxWebhookURL = 2048
+	maxPhone      = 16
 )
+
+// phoneRE is E.164: a "+", a country code that does not start with 0, and at
+// most 15 digits in all. Eight digits is the shortest real number with its
+// country code; spaces, dashes and brackets are refused rather than
+// stripped, so the stored number is the one text messages go to.
+var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
+
+func checkPhone(s string) string {
+	if !phoneRE.MatchString(s) {
+		return "want an E.164 phone number such as +14155550123 (a +, the country code, no spaces)"
+	}
+	return ""
+}
 
 var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
 
@@ -77,6 +92,7 @@ func (p Profile) validateText() error {
 		{"locale", p.Locale, maxLocale, checkLocale},
 		{"timezone", p.Timezone, maxTimezone, checkTimezone},
 		{"webhook_url", p.WebhookURL, maxWebhookURL, checkWebhookURL},
+		{"phone", p.Phone, maxPhone, checkPhone},
 	} {
 		if f.value == "" {
 			continue
@@ -170,7 +186,7 @@ func putRecipient(ctx context.Context, db stores.DB, id string, p Profile) error
 	}
 	_, err = stores.PutRecipient(ctx, db, stores.RecipientProfile{ID: id, Email: optional(p.Email),
 		Name: optional(p.Name), Locale: optional(p.Locale), Timezone: optional(p.Timezone),
-		WebhookURL: optional(p.WebhookURL), Data: data})
+		WebhookURL: optional(p.WebhookURL), Phone: optional(p.Phone), Data: data})
 	return err
 }
 
@@ -199,7 +215,7 @@ func (c *Client) GetRecipient(ctx context.Context, id string) (Profile, error) {
 		dst *string
 		src *string
 	}{{&p.Email, sp.Email}, {&p.Name, sp.Name}, {&p.Locale, sp.Locale}, {&p.Timezone, sp.Timezone},
-		{&p.WebhookURL, sp.WebhookURL}} {
+		{&p.WebhookURL, sp.WebhookURL}, {&p.Phone, sp.Phone}} {
 		if f.src != nil {
 			*f.dst = *f.src
 		}

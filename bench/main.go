@@ -60,7 +60,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "rss", "footprint"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "push", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -77,6 +77,7 @@ type options struct {
 	marksDurable     bool
 	digestRecipients int
 	digestRows       int
+	pushN            int
 	rssN             int
 	rssInlineN       int
 	footprintN       int
@@ -114,6 +115,7 @@ func run() int {
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")
 	flag.IntVar(&o.digestRecipients, "digest-recipients", 10_000, "recipients with pending digest rows")
 	flag.IntVar(&o.digestRows, "digest-rows", 5, "pending digest rows per recipient")
+	flag.IntVar(&o.pushN, "push-n", 10_000, "web push deliveries (one subscription per recipient) to a local push service")
 	flag.IntVar(&o.rssN, "rss-n", 1_000_000, "recipients (topic subscribers) of the peak-RSS fan-out; 0 skips it")
 	// The row names the size used; scale it down with this flag on a slower
 	// machine (see docs/performance.md for the timing).
@@ -210,6 +212,9 @@ func run() int {
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
 		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+	}
+	if section("push", fmt.Sprintf("web push, %d deliveries to a local push endpoint", o.pushN)) {
+		results = append(results, runPush(ctx, h, o.pushN, immediate)...)
 	}
 	if section("footprint", fmt.Sprintf("WAL, storage and connections per recipient, %d recipients, durable settings", o.footprintN)) {
 		results = append(results, runFootprint(ctx, h, o.footprintN)...)

@@ -24,17 +24,21 @@ type Recipient struct {
 	Locale     string         `json:"locale,omitempty"`
 	Timezone   string         `json:"timezone,omitempty"`
 	WebhookURL string         `json:"webhook_url,omitempty"`
+	Phone      string         `json:"phone,omitempty"` // E.164: "+14155550123"
 	Data       map[string]any `json:"data,omitempty"`
 }
 
 // Address returns the profile field a Plugin's Address names: "email",
-// "webhook_url", "name", "locale" or "timezone"; "" for any other name.
+// "webhook_url", "phone", "name", "locale" or "timezone"; "" for any other
+// name.
 func (r Recipient) Address(field string) string {
 	switch field {
 	case "email":
 		return r.Email
 	case "webhook_url":
 		return r.WebhookURL
+	case "phone":
+		return r.Phone
 	case "name":
 		return r.Name
 	case "locale":

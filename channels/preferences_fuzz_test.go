@@ -22,10 +22,12 @@ var fuzzModes = map[string][]string{
 // canDo lists what a built-in channel can actually do: in_app, webhook and
 // slack are immediate or off, only email digests.
 var canDo = map[string][]notifytype.Mode{
-	"in_app":  {notifytype.ModeImmediate, notifytype.ModeOff},
-	"email":   {notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff},
-	"webhook": {notifytype.ModeImmediate, notifytype.ModeOff},
-	"slack":   {notifytype.ModeImmediate, notifytype.ModeOff},
+	"in_app":   {notifytype.ModeImmediate, notifytype.ModeOff},
+	"email":    {notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff},
+	"webhook":  {notifytype.ModeImmediate, notifytype.ModeOff},
+	"slack":    {notifytype.ModeImmediate, notifytype.ModeOff},
+	"sms":      {notifytype.ModeImmediate, notifytype.ModeOff},
+	"web_push": {notifytype.ModeImmediate, notifytype.ModeOff},
 }
 
 // fuzzShape is the part of a fuzz notifier's shape that its config holds:
@@ -101,7 +103,7 @@ func FuzzPreferenceRules(f *testing.F) {
 	f.Add(uint32(0x0000_0006), "x", "notifier:,*,off|category:,*,off|*,slack,off|*,*,later", true)
 	f.Add(uint32(0x0000_0004), "", "*,*,digest", false)
 	f.Add(uint32(0x0000_001f), "comments", "*,*,\x00|\xff,\xff,\xff", false)
-	f.Add(uint32(0x0000_0018), "a", "*,slack,immediate|*,sms,off|*,webhook,digest", false)
+	f.Add(uint32(0x0000_0018), "a", "*,slack,immediate|*,texter,off|*,webhook,digest", false)
 
 	reg := builtin.MustRegistry()
 	// Every shape is one notifier of one config, parsed and checked as the
@@ -146,7 +148,7 @@ func FuzzPreferenceRules(f *testing.F) {
 				}
 			}
 		}
-		for _, ch := range append(reg.Names(), "sms") {
+		for _, ch := range append(reg.Names(), "texter") {
 			// Whatever the rules, resolution does not panic.
 			_ = reg.Resolve(n, ch, all, muted)
 			_ = reg.DefaultMode(n, ch)

@@ -149,7 +149,7 @@ func TestResolve(t *testing.T) {
 		{"unused channel, muted", inAppOnlyNotifier, "webhook", nil, true, channels.Resolution{Mode: off, Why: "default"}},
 		{"unused channel, required", securityNotifier, "slack", rules("*", "*", "immediate"), false,
 			channels.Resolution{Mode: off, Why: "default"}},
-		{"unknown channel", commentNotifier, "sms", nil, false, channels.Resolution{Mode: off, Why: "default"}},
+		{"unknown channel", commentNotifier, "texter", nil, false, channels.Resolution{Mode: off, Why: "default"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,7 +186,7 @@ func TestDefaultMode(t *testing.T) {
 		{"report.weekly", "webhook", notifytype.ModeOff},
 		{"badge.earned", "email", notifytype.ModeOff},
 		{"comment.created", "slack", notifytype.ModeOff},
-		{"comment.created", "sms", notifytype.ModeOff},
+		{"comment.created", "texter", notifytype.ModeOff},
 	}
 	for _, tt := range tests {
 		if got := reg.DefaultMode(c.Notifiers[tt.notifier], tt.channel); got != tt.want {
@@ -195,8 +195,8 @@ func TestDefaultMode(t *testing.T) {
 	}
 	// A section for a channel the registry does not know is refused when
 	// the config is checked, so a built notifier stands for it here.
-	n := &config.Notifier{Name: "x", Channels: config.NotifierChannels{"sms": {Default: "immediate"}}}
-	if got := reg.DefaultMode(n, "sms"); got != notifytype.ModeOff {
+	n := &config.Notifier{Name: "x", Channels: config.NotifierChannels{"texter": {Default: "immediate"}}}
+	if got := reg.DefaultMode(n, "texter"); got != notifytype.ModeOff {
 		t.Errorf("DefaultMode on an unregistered channel = %s, want off", got)
 	}
 }
@@ -219,9 +219,9 @@ func TestRuleValidate(t *testing.T) {
 		{notifytype.Rule{Scope: "topic:x", Channel: "*", Mode: "off"}, `scope "topic:x": want "*", "category:<name>" or "notifier:<name>"`},
 		{notifytype.Rule{Scope: "notifier:" + string(make([]byte, 250)), Channel: "*", Mode: "off"}, "scope longer than 255 bytes"},
 		// slack is bulk: a recipient has no mode on it.
-		{notifytype.Rule{Scope: "*", Channel: "slack", Mode: "off"}, `channel "slack": want "*", "in_app", "email" or "webhook"`},
-		{notifytype.Rule{Scope: "*", Channel: "", Mode: "off"}, `channel "": want "*", "in_app", "email" or "webhook"`},
-		{notifytype.Rule{Scope: "*", Channel: "sms", Mode: "off"}, `channel "sms": want "*", "in_app", "email" or "webhook"`},
+		{notifytype.Rule{Scope: "*", Channel: "slack", Mode: "off"}, `channel "slack": want "*", "in_app", "email", "webhook", "sms" or "web_push"`},
+		{notifytype.Rule{Scope: "*", Channel: "", Mode: "off"}, `channel "": want "*", "in_app", "email", "webhook", "sms" or "web_push"`},
+		{notifytype.Rule{Scope: "*", Channel: "texter", Mode: "off"}, `channel "texter": want "*", "in_app", "email", "webhook", "sms" or "web_push"`},
 		{notifytype.Rule{Scope: "*", Channel: "in_app", Mode: "digest"}, "mode digest: channel in_app cannot digest"},
 		{notifytype.Rule{Scope: "*", Channel: "webhook", Mode: "digest"}, "mode digest: channel webhook cannot digest"},
 		{notifytype.Rule{Scope: "*", Channel: "*", Mode: ""}, `mode "": want immediate, digest or off`},
@@ -238,35 +238,35 @@ func TestRuleValidate(t *testing.T) {
 	}
 }
 
-// sms is a per-recipient channel of the application's own: what a program
+// texter is a per-recipient channel of the application's own: what a program
 // embedding notifyd registers next to the built-in channels.
-type sms struct{ texts map[string]string }
+type texter struct{ texts map[string]string }
 
-func (*sms) Name() string { return "sms" }
+func (*texter) Name() string { return "texter" }
 
-func (s *sms) Addressable(notifier string, r channels.Recipient) error {
+func (s *texter) Addressable(notifier string, r channels.Recipient) error {
 	if _, ok := s.texts[notifier]; !ok {
 		return channels.Permanent(errNoText)
 	}
 	return nil
 }
 
-func (*sms) Send(context.Context, channels.Message) error { return nil }
+func (*texter) Send(context.Context, channels.Message) error { return nil }
 
-var errNoText = errString("notifier has no sms text")
+var errNoText = errString("notifier has no texter text")
 
 type errString string
 
 func (e errString) Error() string { return string(e) }
 
-// smsPlugin registers sms. Its notifiers' sections have a text; it needs
+// texterPlugin registers texter. Its notifiers' sections have a text; it needs
 // no section of its own and is off unless a notifier or a rule turns it on.
-var smsPlugin = channels.Plugin{
-	Name:         "sms",
+var texterPlugin = channels.Plugin{
+	Name:         "texter",
 	PerRecipient: true,
 	DefaultMode:  notifytype.ModeOff,
 	Open: func(s *channels.Setup) (any, error) {
-		ch := &sms{texts: map[string]string{}}
+		ch := &texter{texts: map[string]string{}}
 		for _, name := range s.NotifierNames() {
 			var sec struct {
 				Text string `yaml:"text"`
@@ -290,26 +290,26 @@ var smsPlugin = channels.Plugin{
 // is refused with the list of those that are.
 func TestCustomChannelRules(t *testing.T) {
 	t.Parallel()
-	reg, err := builtin.Registry(smsPlugin)
+	reg, err := builtin.Registry(texterPlugin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `want "*", "in_app", "email", "webhook" or "sms"`
+	const want = `want "*", "in_app", "email", "webhook", "sms", "web_push" or "texter"`
 	tests := []struct {
 		name string
 		reg  *channels.Registry
 		rule notifytype.Rule
 		err  string
 	}{
-		{"custom channel off", reg, notifytype.Rule{Scope: "*", Channel: "sms", Mode: "off"}, ""},
-		{"custom channel immediate", reg, notifytype.Rule{Scope: "notifier:otp.sent", Channel: "sms", Mode: "immediate"}, ""},
-		{"custom channel cannot digest", reg, notifytype.Rule{Scope: "*", Channel: "sms", Mode: "digest"}, "mode digest: channel sms cannot digest"},
+		{"custom channel off", reg, notifytype.Rule{Scope: "*", Channel: "texter", Mode: "off"}, ""},
+		{"custom channel immediate", reg, notifytype.Rule{Scope: "notifier:otp.sent", Channel: "texter", Mode: "immediate"}, ""},
+		{"custom channel cannot digest", reg, notifytype.Rule{Scope: "*", Channel: "texter", Mode: "digest"}, "mode digest: channel texter cannot digest"},
 		{"built-in channel still valid", reg, notifytype.Rule{Scope: "*", Channel: "email", Mode: "digest"}, ""},
 		{"* digest", reg, notifytype.Rule{Scope: "*", Channel: "*", Mode: "digest"}, ""},
 		{"unregistered channel", reg, notifytype.Rule{Scope: "*", Channel: "pager", Mode: "off"}, `channel "pager": ` + want},
 		{"bulk channel", reg, notifytype.Rule{Scope: "*", Channel: "slack", Mode: "off"}, `channel "slack": ` + want},
-		{"custom channel not registered here", builtin.MustRegistry(), notifytype.Rule{Scope: "*", Channel: "sms", Mode: "off"},
-			`channel "sms": want "*", "in_app", "email" or "webhook"`},
+		{"custom channel not registered here", builtin.MustRegistry(), notifytype.Rule{Scope: "*", Channel: "texter", Mode: "off"},
+			`channel "texter": want "*", "in_app", "email", "webhook", "sms" or "web_push"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -330,10 +330,10 @@ notifiers:
   otp.sent:
     required: true
     channels:
-      sms: {text: "Your code is {{.code}}", default: immediate}
+      texter: {text: "Your code is {{.code}}", default: immediate}
   digest.ready:
     channels:
-      sms: {text: "Digest ready"}
+      texter: {text: "Digest ready"}
       in_app: {title: t}
 `)
 	otp, ready := c.Notifiers["otp.sent"], c.Notifiers["digest.ready"]
@@ -345,15 +345,15 @@ notifiers:
 		want     channels.Resolution
 	}{
 		{"notifier default", otp, nil, false, channels.Resolution{Mode: notifytype.ModeImmediate}},
-		{"required ignores off", otp, rules("*", "sms", "off"), true, channels.Resolution{Mode: notifytype.ModeImmediate}},
+		{"required ignores off", otp, rules("*", "texter", "off"), true, channels.Resolution{Mode: notifytype.ModeImmediate}},
 		{"plugin default off", ready, nil, false, channels.Resolution{Mode: notifytype.ModeOff, Why: "default"}},
-		{"rule turns it on", ready, rules("*", "sms", "immediate"), false, channels.Resolution{Mode: notifytype.ModeImmediate}},
+		{"rule turns it on", ready, rules("*", "texter", "immediate"), false, channels.Resolution{Mode: notifytype.ModeImmediate}},
 		{"digest reads immediate", ready, rules("*", "*", "digest"), false, channels.Resolution{Mode: notifytype.ModeImmediate}},
-		{"muted", ready, rules("*", "sms", "immediate"), true, channels.Resolution{Mode: notifytype.ModeOff, Why: "muted"}},
+		{"muted", ready, rules("*", "texter", "immediate"), true, channels.Resolution{Mode: notifytype.ModeOff, Why: "muted"}},
 	}
 	for _, tt := range resolutions {
-		if got := reg.Resolve(tt.notifier, "sms", tt.rules, tt.muted); got != tt.want {
-			t.Errorf("%s: Resolve(%s, sms, %v, %v) = %+v, want %+v", tt.name, tt.notifier.Name, tt.rules, tt.muted, got, tt.want)
+		if got := reg.Resolve(tt.notifier, "texter", tt.rules, tt.muted); got != tt.want {
+			t.Errorf("%s: Resolve(%s, texter, %v, %v) = %+v, want %+v", tt.name, tt.notifier.Name, tt.rules, tt.muted, got, tt.want)
 		}
 	}
 
@@ -362,9 +362,9 @@ notifiers:
 		t.Fatal(err)
 	}
 	defer set.Close()
-	ch, ok := set.Channels["sms"].(*sms)
+	ch, ok := set.Channels["texter"].(*texter)
 	if !ok || ch.texts["otp.sent"] != "Your code is {{.code}}" {
-		t.Fatalf("sms channel = %#v", set.Channels["sms"])
+		t.Fatalf("texter channel = %#v", set.Channels["texter"])
 	}
 	if err := ch.Addressable("digest.ready", channels.Recipient{ID: "u"}); err != nil {
 		t.Errorf("Addressable = %v", err)
@@ -372,12 +372,12 @@ notifiers:
 
 	// Its sections are checked with their lines, and the built-in registry
 	// does not know it.
-	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  n:\n    channels:\n      sms: {txt: x}\n"), reg.Check)
-	if want := "test.yaml:4: notifiers.n.channels.sms.txt: unknown key (want text)"; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("sms section with a typo: %v, want %s", err, want)
+	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  n:\n    channels:\n      texter: {txt: x}\n"), reg.Check)
+	if want := "test.yaml:4: notifiers.n.channels.texter.txt: unknown key (want text)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("texter section with a typo: %v, want %s", err, want)
 	}
-	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  n:\n    channels:\n      sms: {text: x}\n"), builtin.MustRegistry().Check)
-	if want := `test.yaml:4: notifiers.n.channels.sms: unknown channel "sms" (registered: in_app, email, webhook, slack)`; err == nil || err.Error() != want {
-		t.Errorf("sms without its plugin: %v, want %s", err, want)
+	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  n:\n    channels:\n      texter: {text: x}\n"), builtin.MustRegistry().Check)
+	if want := `test.yaml:4: notifiers.n.channels.texter: unknown channel "texter" (registered: in_app, email, webhook, slack, sms, web_push)`; err == nil || err.Error() != want {
+		t.Errorf("texter without its plugin: %v, want %s", err, want)
 	}
 }

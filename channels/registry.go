@@ -39,7 +39,7 @@ type Plugin struct {
 	// InboxChannel. At most one registered channel is the inbox.
 	Inbox bool
 	// Address is the profile field a per-recipient delivery needs: "email",
-	// "webhook_url", "name", "locale" or "timezone". A recipient without it
+	// "webhook_url", "phone", "name", "locale" or "timezone". A recipient without it
 	// gets an `unavailable` delivery ("recipient has no <address>") and the
 	// channel is not asked. "" means the channel needs no address.
 	Address string
@@ -82,6 +82,10 @@ type Setup struct {
 	// taken from the environment, such as a secret, may be missing then
 	// without being a problem; the daemon refuses to start without it.
 	Checking bool
+	// PushSubscriptions is the store of browser push subscriptions, given
+	// by the daemon (WithPushSubscriptions); nil when checking, or when the
+	// program opening the registry provides none.
+	PushSubscriptions PushSubscriptions
 }
 
 // NotifierNames returns the names of the notifiers that use the channel, sorted.
@@ -125,7 +129,7 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 // addresses are the profile fields a Plugin's Address may name: the ones the
 // fan-out reads with each recipient.
-var addresses = []string{"", "email", "webhook_url", "name", "locale", "timezone"}
+var addresses = []string{"", "email", "webhook_url", "phone", "name", "locale", "timezone"}
 
 // Registry is the set of channels a daemon knows, in registration order (the
 // order the API and the preference center list them in).
@@ -270,10 +274,11 @@ func (s *Set) Opened(name string) (any, bool) {
 // every registered channel. A section for a channel that is not registered,
 // a notifier `default` the channel does not allow, and every problem a
 // channel reports are returned together as a *config.Errors, each with its
-// file and line. Close releases what the channels hold.
-func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() time.Time) (*Set, error) {
+// file and line. Close releases what the channels hold. opts give the
+// channels what the daemon provides (WithPushSubscriptions).
+func (r *Registry) Open(cfg *config.Config, logger *slog.Logger, clock func() time.Time, opts ...OpenOption) (*Set, error) {
 	problems := cfg.NewProblems()
-	s, errs := r.open(cfg, problems, logger, clock, false)
+	s, errs := r.open(cfg, problems, logger, clock, false, opts...)
 	if err := problems.Err(); err != nil {
 		errs = append([]error{err}, errs...)
 	}
@@ -312,7 +317,7 @@ func (r *Registry) Check(cfg *config.Config, p *config.Problems) {
 }
 
 func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *slog.Logger, clock func() time.Time,
-	checking bool,
+	checking bool, opts ...OpenOption,
 ) (*Set, []error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -357,8 +362,12 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 		if sec == nil {
 			sec = emptySection(p.Name)
 		}
-		v, err := p.Open(&Setup{Config: cfg, Section: sec, Notifiers: perChannel[p.Name], Problems: problems,
-			Logger: logger.With("channel", p.Name), Clock: clock, Checking: checking})
+		setup := &Setup{Config: cfg, Section: sec, Notifiers: perChannel[p.Name], Problems: problems,
+			Logger: logger.With("channel", p.Name), Clock: clock, Checking: checking}
+		for _, o := range opts {
+			o(setup)
+		}
+		v, err := p.Open(setup)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("channels.%s: %w", p.Name, err))
 			continue

@@ -46,8 +46,8 @@ func TestNewRegistryRefuses(t *testing.T) {
 		plugins []channels.Plugin
 		err     string
 	}{
-		{"duplicate name", []channels.Plugin{plugin("sms"), plugin("push"), plugin("sms")},
-			"channel sms is registered twice"},
+		{"duplicate name", []channels.Plugin{plugin("texter"), plugin("push"), plugin("texter")},
+			"channel texter is registered twice"},
 		{"duplicate of a built-in", append(builtin.Plugins(), plugin("email")),
 			"channel email is registered twice"},
 		{"upper case", []channels.Plugin{plugin("SMS")},
@@ -60,20 +60,20 @@ func TestNewRegistryRefuses(t *testing.T) {
 			`channel name "in-app": want lower-case letters, digits and _, starting with a letter`},
 		{"too long", []channels.Plugin{plugin("c" + strings.Repeat("x", 63))},
 			`channel name "c` + strings.Repeat("x", 63) + `": want lower-case letters, digits and _, starting with a letter`},
-		{"neither per-recipient nor bulk", []channels.Plugin{plugin("sms", func(p *channels.Plugin) { p.PerRecipient = false })},
-			"channel sms: neither per-recipient nor bulk"},
+		{"neither per-recipient nor bulk", []channels.Plugin{plugin("texter", func(p *channels.Plugin) { p.PerRecipient = false })},
+			"channel texter: neither per-recipient nor bulk"},
 		{"two inboxes", []channels.Plugin{plugin("inbox", inbox), plugin("feed", inbox)},
 			"channel feed: inbox is the inbox already"},
 		{"a second inbox next to the built-in one", append(builtin.Plugins(), plugin("feed", inbox)),
 			"channel feed: in_app is the inbox already"},
 		{"a bulk inbox", []channels.Plugin{plugin("feed", inbox, func(p *channels.Plugin) { p.PerRecipient, p.Bulk = false, true })},
 			"channel feed: the inbox is a per-recipient channel"},
-		{"two digest channels", append(builtin.Plugins(), plugin("sms", digest)),
-			"channel sms: email digests already (at most one channel can)"},
-		{"bad address", []channels.Plugin{plugin("sms", func(p *channels.Plugin) { p.Address = "phone" })},
-			`channel sms: address "phone": want one of ["" "email" "webhook_url" "name" "locale" "timezone"]`},
-		{"nil Open", []channels.Plugin{plugin("sms", func(p *channels.Plugin) { p.Open = nil })},
-			"channel sms: Open is nil"},
+		{"two digest channels", append(builtin.Plugins(), plugin("texter", digest)),
+			"channel texter: email digests already (at most one channel can)"},
+		{"bad address", []channels.Plugin{plugin("texter", func(p *channels.Plugin) { p.Address = "fax" })},
+			`channel texter: address "fax": want one of ["" "email" "webhook_url" "phone" "name" "locale" "timezone"]`},
+		{"nil Open", []channels.Plugin{plugin("texter", func(p *channels.Plugin) { p.Open = nil })},
+			"channel texter: Open is nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +92,7 @@ func TestNewRegistryRefuses(t *testing.T) {
 func TestRegistryLists(t *testing.T) {
 	t.Parallel()
 	bulk := channels.Plugin{Name: "pager", Bulk: true, Open: opens(nil)}
-	r, err := builtin.Registry(plugin("sms", func(p *channels.Plugin) { p.Address = "name" }), bulk)
+	r, err := builtin.Registry(plugin("texter", func(p *channels.Plugin) { p.Address = "name" }), bulk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,26 +100,26 @@ func TestRegistryLists(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "pager"}},
-		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms"}},
+		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "web_push", "texter", "pager"}},
+		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "web_push", "texter"}},
 		{"Inbox", r.Inbox(), "in_app"},
 		{"Digest", r.Digest(), "email"},
-		{"Plugins", len(r.Plugins()), 6},
+		{"Plugins", len(r.Plugins()), len(builtin.Plugins()) + 2},
 	}
 	for _, c := range checks {
 		if !equal(c.got, c.want) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	sms, ok := r.Lookup("sms")
-	if !ok || sms.DefaultMode != notifytype.ModeImmediate || sms.Address != "name" {
-		t.Errorf("Lookup(sms) = %+v, %v; want it, with the immediate default", sms, ok)
+	texter, ok := r.Lookup("texter")
+	if !ok || texter.DefaultMode != notifytype.ModeImmediate || texter.Address != "name" {
+		t.Errorf("Lookup(texter) = %+v, %v; want it, with the immediate default", texter, ok)
 	}
 	if _, ok := r.Lookup("fax"); ok {
 		t.Error("Lookup(fax) found a channel")
 	}
-	if got := sms.Modes(); !slices.Equal(got, []notifytype.Mode{notifytype.ModeImmediate, notifytype.ModeOff}) {
-		t.Errorf("sms modes = %v", got)
+	if got := texter.Modes(); !slices.Equal(got, []notifytype.Mode{notifytype.ModeImmediate, notifytype.ModeOff}) {
+		t.Errorf("texter modes = %v", got)
 	}
 	if em, _ := r.Lookup("email"); !slices.Equal(em.Modes(), []notifytype.Mode{notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff}) {
 		t.Errorf("email modes = %v", em.Modes())
@@ -146,20 +146,20 @@ func TestOpenRefusesWhatAPluginDoesNotImplement(t *testing.T) {
 		plugin channels.Plugin
 		err    string
 	}{
-		{"per-recipient", plugin("sms", func(p *channels.Plugin) { p.Open = opens(notAChannel{}) }),
-			"channel sms is per-recipient but channels_test.notAChannel does not implement channels.Channel"},
+		{"per-recipient", plugin("texter", func(p *channels.Plugin) { p.Open = opens(notAChannel{}) }),
+			"channel texter is per-recipient but channels_test.notAChannel does not implement channels.Channel"},
 		{"bulk", channels.Plugin{Name: "pager", Bulk: true, Open: opens(perRecipient{"pager"})},
 			"channel pager is bulk but channels_test.perRecipient does not implement channels.BulkChannel"},
-		{"digest", plugin("sms", func(p *channels.Plugin) { p.Digest = true }),
-			"channel sms is a digest channel but channels_test.perRecipient does not implement channels.DigestChannel"},
+		{"digest", plugin("texter", func(p *channels.Plugin) { p.Digest = true }),
+			"channel texter is a digest channel but channels_test.perRecipient does not implement channels.DigestChannel"},
 		{"inbox", plugin("feed", func(p *channels.Plugin) { p.Inbox = true }),
 			"channel feed is the inbox but channels_test.perRecipient does not implement channels.InboxChannel"},
-		{"every interface it lacks", plugin("sms", func(p *channels.Plugin) { p.Digest = true; p.Open = opens(notAChannel{}) }),
-			"channel sms is per-recipient but channels_test.notAChannel does not implement channels.Channel\n" +
-				"channel sms is a digest channel but channels_test.notAChannel does not implement channels.DigestChannel"},
-		{"an error of its own", plugin("sms", func(p *channels.Plugin) {
+		{"every interface it lacks", plugin("texter", func(p *channels.Plugin) { p.Digest = true; p.Open = opens(notAChannel{}) }),
+			"channel texter is per-recipient but channels_test.notAChannel does not implement channels.Channel\n" +
+				"channel texter is a digest channel but channels_test.notAChannel does not implement channels.DigestChannel"},
+		{"an error of its own", plugin("texter", func(p *channels.Plugin) {
 			p.Open = func(*channels.Setup) (any, error) { return nil, errors.New("no modem") }
-		}), "channels.sms: no modem"},
+		}), "channels.texter: no modem"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,7 +195,7 @@ func TestOpen(t *testing.T) {
 	var closed atomic.Int32
 	var setup *channels.Setup
 	var checking []bool
-	sms := plugin("sms", func(p *channels.Plugin) {
+	texter := plugin("texter", func(p *channels.Plugin) {
 		p.Open = func(s *channels.Setup) (any, error) {
 			setup = s
 			checking = append(checking, s.Checking)
@@ -206,15 +206,15 @@ func TestOpen(t *testing.T) {
 			if cfg.Gateway == "" {
 				s.Problems.Add(s.Section, "gateway", "must be set")
 			}
-			return closer{perRecipient{"sms"}, &closed}, nil
+			return closer{perRecipient{"texter"}, &closed}, nil
 		}
 	})
 	unconfigured := channels.Plugin{Name: "pager", Bulk: true, Open: opens(nil)}
-	r, err := channels.NewRegistry(sms, unconfigured)
+	r, err := channels.NewRegistry(texter, unconfigured)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := "channels:\n  sms: {gateway: gw.test}\nnotifiers:\n  b: {channels: {sms: {default: off}}}\n  a: {channels: {sms: {}, pager: {}}}\n  c: {}\n"
+	src := "channels:\n  texter: {gateway: gw.test}\nnotifiers:\n  b: {channels: {texter: {default: off}}}\n  a: {channels: {texter: {}, pager: {}}}\n  c: {}\n"
 	c, err := config.ParseWith("test.yaml", []byte(src), r.Check)
 	if err != nil {
 		t.Fatal(err)
@@ -227,15 +227,15 @@ func TestOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := setup.NotifierNames(); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("Setup.NotifierNames = %v, want the notifiers that use sms", got)
+		t.Errorf("Setup.NotifierNames = %v, want the notifiers that use texter", got)
 	}
 	if g, _ := setup.Section.Value("gateway"); g != "gw.test" || setup.Config != c || setup.Logger == nil || setup.Clock == nil {
 		t.Errorf("Setup = %+v", setup)
 	}
 	if setup.Notifiers["b"].Default != "off" {
-		t.Errorf("b's sms section = %+v", setup.Notifiers["b"])
+		t.Errorf("b's texter section = %+v", setup.Notifiers["b"])
 	}
-	if _, ok := set.Channels["sms"]; !ok || set.Registry != r {
+	if _, ok := set.Channels["texter"]; !ok || set.Registry != r {
 		t.Errorf("set = %+v", set)
 	}
 	if _, ok := set.Bulk["pager"]; ok {
@@ -251,9 +251,9 @@ func TestOpen(t *testing.T) {
 	// Without its section the channel gets an empty one, and what it
 	// reports comes with the line of the nearest key written: here the
 	// file's first.
-	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  a:\n    channels:\n      sms: {default: weekly}\n"), r.Check)
-	want := "test.yaml:1: channels.sms.gateway: must be set\n" +
-		"test.yaml:4: notifiers.a.channels.sms.default: unknown mode \"weekly\" (want immediate or off)"
+	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  a:\n    channels:\n      texter: {default: weekly}\n"), r.Check)
+	want := "test.yaml:1: channels.texter.gateway: must be set\n" +
+		"test.yaml:4: notifiers.a.channels.texter.default: unknown mode \"weekly\" (want immediate or off)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}

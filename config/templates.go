@@ -60,8 +60,8 @@ const recipientFunc = "recipient"
 // exampleProfile has the fields of a recipient's profile as a channel's
 // templates see them (channels.Recipient), for rendering at check time.
 type exampleProfile struct {
-	ID, Email, Name, Locale, Timezone, WebhookURL string
-	Data                                          map[string]any
+	ID, Email, Name, Locale, Timezone, WebhookURL, Phone string
+	Data                                                 map[string]any
 }
 
 func exampleRecipient() exampleProfile {

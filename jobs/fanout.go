@@ -578,7 +578,7 @@ type mergedRecipient struct {
 
 func (r *mergedRecipient) profile() channels.Recipient {
 	return channels.Recipient{ID: r.ID, Email: r.Email, Name: r.Name, Locale: r.Locale, Timezone: r.Timezone,
-		WebhookURL: r.WebhookURL}
+		WebhookURL: r.WebhookURL, Phone: r.Phone}
 }
 
 type merged struct {

@@ -480,7 +480,7 @@ func (r *sendRun) send(ctx context.Context, c *stores.Claimed) (err error) {
 	var data map[string]any
 	_ = json.Unmarshal(c.Data, &data)
 	msg.Recipient = &channels.Recipient{ID: *c.Recipient, Email: c.Email, Name: c.Name, Locale: c.Locale,
-		Timezone: c.Timezone, WebhookURL: c.Webhook, Data: data}
+		Timezone: c.Timezone, WebhookURL: c.Webhook, Phone: c.Phone, Data: data}
 	if err := ch.Addressable(c.Notifier, *msg.Recipient); err != nil {
 		return channels.Permanent(err) // the address went away after fan-out
 	}

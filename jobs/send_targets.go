@@ -48,7 +48,7 @@ func (d *Deps) targetOf(c *stores.Claimed) string {
 		msg := channels.Message{DeliveryID: c.ID, NotificationID: c.NotificationID, Notifier: c.Notifier, Key: c.Key}
 		if c.Recipient != nil {
 			msg.Recipient = &channels.Recipient{ID: *c.Recipient, Email: c.Email, Name: c.Name, Locale: c.Locale,
-				Timezone: c.Timezone, WebhookURL: c.Webhook}
+				Timezone: c.Timezone, WebhookURL: c.Webhook, Phone: c.Phone}
 		}
 		if name := t.Target(msg); name != "" {
 			return c.Channel + " " + name

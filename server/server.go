@@ -123,7 +123,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.registry = reg
-	s.set, err = reg.Open(cfg, logger, opts.Clock)
+	push := &pushSubscriptions{logger: logger}
+	s.set, err = reg.Open(cfg, logger, opts.Clock, channels.WithPushSubscriptions(push))
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +138,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		pool := s.pool
 		s.closers = append(s.closers, func() error { pool.Close(); return nil })
 	}
+	push.db = s.pool
+	s.closers = append(s.closers, push.close) // before the pool closes (closers run last first)
 	if err := stores.CheckMigrations(ctx, s.pool, cfg.Database.SearchSchema()); err != nil {
 		s.Close()
 		if errors.Is(err, stores.ErrPendingMigrations) {
@@ -184,7 +187,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return s, nil
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
-		Clock: opts.Clock, Extra: opts.Routes, Metrics: m, WebhookSecret: webhookSecrets(s.set)})
+		Clock: opts.Clock, Extra: opts.Routes, Metrics: m, WebhookSecret: webhookSecrets(s.set),
+		Push: pushService(s.set)})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
 		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {

@@ -29,6 +29,7 @@ type Claimed struct {
 	Locale   string
 	Timezone string
 	Webhook  string
+	Phone    string
 	Data     json.RawMessage
 }
 
@@ -85,7 +86,7 @@ SELECT c.id::text, c.notification_id::text, c.notifier, c.key, c.recipient, c.ch
        n.params, coalesce(n.actor, ''),
        coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
        CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
-       coalesce(p.data, '{}')
+       coalesce(p.data, '{}'), coalesce(p.phone, '')
 FROM claimed c
 JOIN notify_notifications n ON n.id = c.notification_id
 LEFT JOIN notify_recipients p ON p.id = c.recipient
@@ -112,7 +113,7 @@ func ClaimDeliveriesSuppressing(ctx context.Context, db DB, ids []string, now ti
 		var c Claimed
 		if err := rows.Scan(&c.ID, &c.NotificationID, &c.Notifier, &c.Key, &c.Recipient, &c.Channel, &c.Reason,
 			&c.Mode, &c.Attempts, &c.CreatedAt, &c.ClaimedAt, &c.LastError, &c.Params, &c.Actor, &c.Email, &c.Name,
-			&c.Locale, &c.Timezone, &c.Webhook, &c.Data); err != nil {
+			&c.Locale, &c.Timezone, &c.Webhook, &c.Data, &c.Phone); err != nil {
 			return nil, err
 		}
 		out = append(out, c)

@@ -343,7 +343,8 @@ FROM (
 JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address`
 
 const getRecipientsSQL = `
-SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at
+SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
+       phone
 FROM notify_recipients
 WHERE id = ANY($1::text[])`
 

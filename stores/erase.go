@@ -122,6 +122,9 @@ WITH nt AS (
     RETURNING 1
 ), subs AS (
     DELETE FROM notify_subscriptions WHERE recipient = $1 RETURNING 1
+), push AS (
+    -- Executed though not read: a data-modifying WITH always runs.
+    DELETE FROM notify_push_subscriptions WHERE recipient = $1 RETURNING 1
 ), prefs AS (
     DELETE FROM notify_preferences WHERE recipient = $1 RETURNING 1
 ), mutes AS (

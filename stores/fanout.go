@@ -274,6 +274,7 @@ type Candidate struct {
 	Name       string
 	Locale     string
 	Timezone   string
+	Phone      string
 	Rules      json.RawMessage // [[scope, channel, mode], ...] that can apply to this notifier, or null
 	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
 }
@@ -312,7 +313,7 @@ WITH n AS (
 )
 SELECT c.source, c.recipient, c.reason,
        coalesce(p.email, ''), CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
-       coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
+       coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''), coalesce(p.phone, ''),
        (SELECT jsonb_agg(jsonb_build_array(pr.scope, pr.channel, pr.mode))
         FROM notify_preferences pr WHERE pr.recipient = c.recipient AND pr.scope = ANY($3::text[])),
        ARRAY(SELECT m.target FROM notify_mutes m
@@ -333,7 +334,7 @@ func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, s
 	for rows.Next() {
 		var c Candidate
 		if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,
-			&c.Timezone, &c.Rules, &c.Mutes); err != nil {
+			&c.Timezone, &c.Phone, &c.Rules, &c.Mutes); err != nil {
 			return nil, err
 		}
 		out = append(out, c)

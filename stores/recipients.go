@@ -20,6 +20,8 @@ type RecipientProfile struct {
 	Locale     *string
 	Timezone   *string
 	WebhookURL *string
+	// Phone is an E.164 number ("+14155550123") for text messages.
+	Phone *string
 	// Data is a JSON object for the application's own use; nil writes {}.
 	Data json.RawMessage
 	// WebhookGoneAt is when the webhook endpoint answered 410 Gone; while set,
@@ -41,8 +43,8 @@ type RecipientProfile struct {
 // a field given as NULL is cleared. webhook_gone_at survives only while the
 // webhook_url stays the same: a new address deserves a new try.
 const putRecipientSQL = `
-INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data, tokens_valid_after)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), CASE WHEN $9::boolean THEN $8::timestamptz END)
+INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data, tokens_valid_after, phone)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), CASE WHEN $9::boolean THEN $8::timestamptz END, $10)
 ON CONFLICT (id) DO UPDATE
 SET email = EXCLUDED.email,
     name = EXCLUDED.name,
@@ -51,9 +53,11 @@ SET email = EXCLUDED.email,
     webhook_url = EXCLUDED.webhook_url,
     webhook_gone_at = CASE WHEN r.webhook_url IS NOT DISTINCT FROM EXCLUDED.webhook_url THEN r.webhook_gone_at END,
     data = EXCLUDED.data,
+    phone = EXCLUDED.phone,
     tokens_valid_after = CASE WHEN $9::boolean THEN EXCLUDED.tokens_valid_after ELSE r.tokens_valid_after END,
     updated_at = now()
-RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at`
+RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
+          phone`
 
 // PutRecipient creates p.ID's profile or replaces it with p (nil fields are
 // cleared) and returns the profile as stored. Validation of the fields is the
@@ -64,7 +68,7 @@ func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientPro
 		data = string(p.Data)
 	}
 	row := db.QueryRow(ctx, putRecipientSQL, p.ID, p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL, data,
-		p.TokensValidAfter, p.SetTokensValidAfter)
+		p.TokensValidAfter, p.SetTokensValidAfter, p.Phone)
 	out, err := scanRecipient(row)
 	if err != nil {
 		return nil, fmt.Errorf("put recipient %s: %w", p.ID, err)
@@ -73,7 +77,8 @@ func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientPro
 }
 
 const getRecipientSQL = `
-SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at
+SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
+       phone
 FROM notify_recipients
 WHERE id = $1`
 
@@ -89,7 +94,7 @@ func GetRecipient(ctx context.Context, db DB, id string) (*RecipientProfile, err
 func scanRecipient(row interface{ Scan(...any) error }) (*RecipientProfile, error) {
 	var p RecipientProfile
 	if err := row.Scan(&p.ID, &p.Email, &p.Name, &p.Locale, &p.Timezone, &p.WebhookURL, &p.Data,
-		&p.WebhookGoneAt, &p.TokensValidAfter, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		&p.WebhookGoneAt, &p.TokensValidAfter, &p.CreatedAt, &p.UpdatedAt, &p.Phone); err != nil {
 		return nil, err
 	}
 	p.WebhookGoneAt, p.TokensValidAfter = utcPtr(p.WebhookGoneAt), utcPtr(p.TokensValidAfter)

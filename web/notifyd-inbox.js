@@ -15,6 +15,10 @@
 //   label       the accessible name of the bell and the panel heading
 //               (default "Notifications").
 //   badge       what the badge counts: "unread" (default) or "unseen".
+//   service-worker  the URL of the desktop notifications' service worker
+//               (default endpoint + "/ui/notifyd-sw.js"). Service workers are
+//               same-origin: a page on another origin than notifyd serves a
+//               copy of notifyd-sw.js itself and names it here.
 // Changing endpoint or token closes the stream and every request in flight,
 // forgets the list and starts again (for instance with a refreshed token).
 //
@@ -66,8 +70,19 @@
 //                                                  a request failed; code,
 //                                                  message and details are the
 //                                                  API's error shape
+// Desktop notifications (web push): when the browser supports them and the
+// recipient has not refused them, the panel's header offers "Enable desktop
+// notifications". It asks for permission, registers the service worker,
+// subscribes with the VAPID key from GET /v1/push-subscriptions/vapid-key and
+// registers the subscription (POST /v1/push-subscriptions), then fires
+//   notifyd:push        {state: "enabled", id, endpoint}  (or "disabled")
+// A failure fires notifyd:error with action "push" (code permission_denied,
+// unsupported, push_unavailable, or the API's: not_found when the daemon has
+// no channels.web_push). The service worker shows each push as a notification
+// and opens its url on click.
+//
 // Methods: open(), close(), toggle(), reload(), markRead(ids), markAllRead(),
-// archive(ids). Read-only properties: counts, items, connectionState.
+// archive(ids), enablePush(), disablePush(). Read-only properties: counts, items, connectionState.
 //
 // Theming: CSS custom properties, set on the element or any ancestor:
 //   --notifyd-font, --notifyd-color, --notifyd-muted-color, --notifyd-bg,
@@ -77,13 +92,14 @@
 //   --notifyd-bell-color, --notifyd-panel-width, --notifyd-panel-max-height,
 //   --notifyd-z-index
 // and the parts bell, badge, panel, header, list, item, item-unread, title,
-// body, time, archive, mark-all, status (::part()).
+// body, time, archive, mark-all, push, status (::part()).
 //
 // Item text (title, body) is only ever set with textContent: notification
 // params cannot inject markup. Item urls are followed only when they are
 // http: or https:.
 
 import { NotifydError, apiURL, request } from "./notifyd-api.js";
+import { disablePush, enablePush, pushSupported } from "./notifyd-push.js";
 
 export { NotifydError };
 
@@ -179,6 +195,8 @@ button:focus-visible, a:focus-visible { outline: 2px solid var(--notifyd-accent,
 h2 { margin: 0; font-size: 1em; font-weight: 600; }
 .mark-all { padding: 2px 4px; border: 0; background: none; color: var(--notifyd-accent, #0969da); cursor: pointer; }
 .mark-all:disabled { color: var(--notifyd-muted-color, #656d76); cursor: default; }
+.push { padding: 2px 4px; border: 0; background: none; color: var(--notifyd-accent, #0969da); cursor: pointer; }
+.push:disabled { color: var(--notifyd-muted-color, #656d76); cursor: default; }
 .scroller { max-height: var(--notifyd-panel-max-height, 420px); overflow-y: auto; overscroll-behavior: contain; }
 ul { margin: 0; padding: 0; list-style: none; }
 .item { display: flex; align-items: flex-start; border-bottom: 1px solid var(--notifyd-border, #d0d7de); }
@@ -231,7 +249,7 @@ export class NotifydInbox extends HTMLElement {
     root.innerHTML = `<style>${STYLE}</style>
 <button class="bell" part="bell" type="button" aria-haspopup="true" aria-expanded="false" aria-controls="panel">${BELL_SVG}<span class="badge" part="badge" aria-hidden="true" hidden></span></button>
 <section id="panel" class="panel" part="panel" role="region" aria-labelledby="heading" hidden>
-  <div class="head" part="header"><h2 id="heading"></h2><button class="mark-all" part="mark-all" type="button">Mark all read</button></div>
+  <div class="head" part="header"><h2 id="heading"></h2><button class="push" part="push" type="button" hidden>Enable desktop notifications</button><button class="mark-all" part="mark-all" type="button">Mark all read</button></div>
   <div class="scroller">
     <ul class="list" part="list" role="list" aria-labelledby="heading"></ul>
     <p class="empty" hidden>No notifications yet.</p>
@@ -246,6 +264,7 @@ export class NotifydInbox extends HTMLElement {
       panel: $(".panel"),
       heading: $("#heading"),
       markAll: $(".mark-all"),
+      push: $(".push"),
       scroller: $(".scroller"),
       list: $(".list"),
       empty: $(".empty"),
@@ -254,6 +273,7 @@ export class NotifydInbox extends HTMLElement {
     };
     this.#els.bell.addEventListener("click", () => this.toggle());
     this.#els.markAll.addEventListener("click", () => this.markAllRead());
+    this.#els.push.addEventListener("click", () => this.enablePush());
     this.#els.panel.addEventListener("keydown", (e) => {
       if (e.key === "Escape") {
         this.close();
@@ -291,6 +311,8 @@ export class NotifydInbox extends HTMLElement {
 
   connectedCallback() {
     this.#connected = true;
+    // Offered while the browser can and the recipient has not refused.
+    this.#els.push.hidden = !(pushSupported() && Notification.permission !== "denied");
     document.addEventListener("pointerdown", this.#onOutside, true);
     this.#observer = new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) this.#maybeLoadMore();
@@ -887,6 +909,37 @@ export class NotifydInbox extends HTMLElement {
   #request(method, path, body, keepalive = false) {
     const signal = this.#abort && !keepalive ? this.#abort.signal : undefined;
     return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal, keepalive });
+  }
+
+  /** Turns on desktop notifications for this browser (see the file's doc). */
+  async enablePush() {
+    const btn = this.#els.push;
+    btn.disabled = true;
+    try {
+      const r = await enablePush({ endpoint: this.endpoint, token: this.token, serviceWorker: this.getAttribute("service-worker") || "" });
+      btn.textContent = "Desktop notifications on";
+      this.#emit("notifyd:push", { state: "enabled", id: r.id, endpoint: r.endpoint });
+      return r;
+    } catch (err) {
+      btn.disabled = false;
+      if (err && (err.code === "permission_denied" || err.code === "unsupported" || err.status === 404)) btn.hidden = true;
+      this.#failed(err, "push");
+      return null;
+    }
+  }
+
+  /** Turns desktop notifications off for this browser. */
+  async disablePush() {
+    try {
+      const had = await disablePush({ endpoint: this.endpoint, token: this.token, serviceWorker: this.getAttribute("service-worker") || "" });
+      this.#els.push.disabled = false;
+      this.#els.push.textContent = "Enable desktop notifications";
+      this.#emit("notifyd:push", { state: "disabled", had });
+      return had;
+    } catch (err) {
+      this.#failed(err, "push");
+      return false;
+    }
   }
 
   #failed(err, action) {

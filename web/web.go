@@ -9,6 +9,10 @@
 //     changes are saved as rules with PUT /v1/preferences.
 //   - /ui/notifyd-api.js is what both import by relative URL: the API error
 //     type and the JSON request helper.
+//   - /ui/notifyd-push.js is the inbox's desktop notifications (web push):
+//     service worker registration, subscription, registration with the API;
+//     /ui/notifyd-sw.js is that service worker, which shows each push and
+//     opens its url on click.
 //
 // Handler serves them; Demo serves a page that uses both (`notifyd dev` mounts
 // it at /dev/demo). The attributes, events and CSS custom properties of each
@@ -30,7 +34,7 @@ import (
 	"time"
 )
 
-//go:embed notifyd-api.js notifyd-inbox.js notifyd-preferences.js demo.html
+//go:embed notifyd-api.js notifyd-inbox.js notifyd-preferences.js notifyd-push.js notifyd-sw.js demo.html
 var files embed.FS
 
 // Prefix is where Handler expects to be mounted: it serves /ui/{file}.
@@ -71,9 +75,10 @@ var served = func() map[string]*asset {
 }()
 
 // Files lists the names Handler serves under /ui/, sorted. notifyd-api.js is
-// the helper both components import by relative URL.
+// the helper both components import by relative URL; notifyd-push.js and
+// notifyd-sw.js are the inbox's desktop notifications.
 func Files() []string {
-	return []string{"notifyd-api.js", "notifyd-inbox.js", "notifyd-preferences.js"}
+	return []string{"notifyd-api.js", "notifyd-inbox.js", "notifyd-preferences.js", "notifyd-push.js", "notifyd-sw.js"}
 }
 
 func contentType(name string) string {

@@ -9,7 +9,9 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/channels/inapp"
 	"github.com/notifyd/notifyd/channels/slack"
+	"github.com/notifyd/notifyd/channels/sms"
 	"github.com/notifyd/notifyd/channels/webhook"
+	"github.com/notifyd/notifyd/channels/webpush"
 )
 
 // Plugins returns the built-in channels, in the order the API and the
@@ -20,6 +22,8 @@ func Plugins() []channels.Plugin {
 		email.Plugin,
 		webhook.Plugin,
 		slack.Plugin,
+		sms.Plugin,
+		webpush.Plugin,
 	}
 }
 

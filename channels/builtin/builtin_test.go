@@ -18,7 +18,7 @@ import (
 )
 
 // registered is how the registry lists the built-in channels in its errors.
-const registered = "in_app, email, webhook, slack"
+const registered = "in_app, email, webhook, slack, sms, web_push"
 
 // parse parses src as "test.yaml" through the whole pipeline: config, then
 // every built-in channel's check of its sections.
@@ -111,10 +111,10 @@ func TestErrors(t *testing.T) {
 			`2: channels.in_app: the in_app channel has no settings (its templates are per notifier)`},
 
 		// Channels the registry does not know.
-		{"unknown channel", "channels:\n  sms: {from: x}\n",
-			`2: channels.sms: unknown channel "sms" (registered: ` + registered + `)`},
-		{"unknown notifier channel", "notifiers:\n  n:\n    channels:\n      in_app: {title: t}\n      sms: {text: x}\n",
-			`5: notifiers.n.channels.sms: unknown channel "sms" (registered: ` + registered + `)`},
+		{"unknown channel", "channels:\n  fax: {from: x}\n",
+			`2: channels.fax: unknown channel "fax" (registered: ` + registered + `)`},
+		{"unknown notifier channel", "notifiers:\n  n:\n    channels:\n      in_app: {title: t}\n      fax: {text: x}\n",
+			`5: notifiers.n.channels.fax: unknown channel "fax" (registered: ` + registered + `)`},
 		{"notifier webhook url without channels.webhook", "notifiers:\n  n:\n    channels:\n      webhook: {url: 'https://hooks.acme.test/x'}\n",
 			`4: notifiers.n.channels.webhook.url: a notifier-level webhook needs channels.webhook (its secret signs the payload)`},
 	}
@@ -409,5 +409,62 @@ func TestExampleConfigChecks(t *testing.T) {
 	}
 	if fr := tmpl.For("fr-CA"); fr == &tmpl || !strings.Contains(fr.Subject, "vous") {
 		t.Errorf("task.assigned has no usable fr email variant: %+v", fr)
+	}
+}
+
+// TestExampleConfigCommentedChannels uncomments the sms and web_push blocks
+// of config.example.yaml (the channels and comment.created's templates) and
+// checks that they check and open as documented.
+func TestExampleConfigCommentedChannels(t *testing.T) {
+	data, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	uncommented := 0
+	for i := 0; i < len(lines); i++ {
+		trimmed := strings.TrimLeft(lines[i], " ")
+		indent := len(lines[i]) - len(trimmed)
+		if trimmed != "# sms:" && trimmed != "# web_push:" {
+			continue
+		}
+		prefix := strings.Repeat(" ", indent) + "# "
+		for j := i; j < len(lines) && strings.HasPrefix(lines[j], prefix) && (j == i || strings.HasPrefix(lines[j], prefix+"  ")); j++ {
+			lines[j] = strings.Repeat(" ", indent) + strings.TrimPrefix(lines[j], prefix)
+			uncommented++
+		}
+	}
+	if uncommented < 10 {
+		t.Fatalf("uncommented %d lines: the sms and web_push blocks moved?", uncommented)
+	}
+	for k, v := range map[string]string{
+		"DATABASE_URL":              "postgres://notifyd@127.0.0.1:5432/notifyd",
+		"NOTIFYD_ADMIN_TOKEN":       "admin-0123456789abcdef0123456789abcdef",
+		"NOTIFYD_TOKEN_SECRET":      "secret-0123456789abcdef0123456789abcdef",
+		"NOTIFYD_WEBHOOK_SECRET":    "whsec_c2VjcmV0",
+		"TWILIO_ACCOUNT_SID":        "AC0123456789abcdef0123456789abcdef",
+		"TWILIO_AUTH_TOKEN":         "token",
+		"NOTIFYD_VAPID_PRIVATE_KEY": "Ai9auUn6gvMwCk4Rl2kfxYI3O0005kuROvQAZ51BRQw",
+	} {
+		t.Setenv(k, v)
+	}
+	reg := builtin.MustRegistry()
+	c, err := config.ParseWith("config.example.yaml", []byte(strings.Join(lines, "\n")), reg.Check)
+	if err != nil {
+		t.Fatalf("the uncommented sms and web_push blocks do not check:\n%v", err)
+	}
+	set, err := reg.Open(c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	for _, name := range []string{"sms", "web_push"} {
+		ch := set.Channels[name]
+		if ch == nil {
+			t.Fatalf("%s is not configured", name)
+		}
+		if err := ch.Addressable("comment.created", channels.Recipient{ID: "u", Phone: "+14155550123"}); err != nil {
+			t.Errorf("%s: comment.created: %v", name, err)
+		}
 	}
 }

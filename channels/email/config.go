@@ -3,9 +3,11 @@ package email
 import (
 	htmltemplate "html/template"
 	"maps"
+	"net"
 	netmail "net/mail"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -39,7 +41,13 @@ var (
 // `unavailable`.
 type Config struct {
 	From string `yaml:"from"`
-	SMTP SMTP   `yaml:"smtp"`
+	// SMTP is the mail server, or the first of several (see Failover).
+	SMTP SMTP `yaml:"smtp"`
+	// Failover are the servers tried after SMTP, in order, when it cannot be
+	// reached or answers with a temporary (4xx) reply. In YAML,
+	// channels.email.smtp is either one server or a list of them: the list's
+	// first entry is SMTP and the rest are Failover. Empty: one server.
+	Failover []SMTP `yaml:"-"`
 	// Rate is messages per second per replica; 0 is unlimited.
 	Rate float64 `yaml:"rate"`
 	// Timeout bounds one SMTP conversation (waiting for a connection to the
@@ -77,6 +85,30 @@ type SMTP struct {
 	Password string `yaml:"password"`
 	TLS      string `yaml:"tls"` // none | starttls | tls; default none
 }
+
+// SetDefaults sets tls none (for each entry of a list of servers).
+func (sm *SMTP) SetDefaults() { sm.TLS = "none" }
+
+// Addr is the server's host:port as the ledger's provider names it (the
+// port defaults by tls mode: 25, 587 for starttls, 465 for tls).
+func (sm SMTP) Addr() string {
+	port := sm.Port
+	if port == 0 {
+		switch sm.TLS {
+		case "starttls":
+			port = 587
+		case "tls":
+			port = 465
+		default:
+			port = 25
+		}
+	}
+	return net.JoinHostPort(sm.Host, strconv.Itoa(port))
+}
+
+// Servers returns the SMTP servers in the order each message tries them:
+// SMTP, then Failover.
+func (c *Config) Servers() []SMTP { return append([]SMTP{c.SMTP}, c.Failover...) }
 
 // Templates are a notifier's email section: subject and text are
 // text/template, html is html/template, over the params. Locales maps a
@@ -155,7 +187,7 @@ func open(s *channels.Setup) (any, error) {
 		return nil, nil
 	}
 	cfg := &Config{}
-	if !p.Decode(s.Section, cfg) {
+	if !decodeConfig(s, cfg) {
 		return nil, nil
 	}
 	sec := s.Section
@@ -166,20 +198,7 @@ func open(s *channels.Setup) (any, error) {
 	} else if at := strings.LastIndexByte(a.Address, '@'); at < 0 || at == len(a.Address)-1 {
 		p.Add(sec, "from", "address %q has no domain (Message-IDs are made from it)", cfg.From)
 	}
-	if cfg.SMTP.Host == "" {
-		p.Add(sec, "smtp.host", "must be set")
-	}
-	switch port := cfg.SMTP.Port; {
-	case port == 0:
-		p.Add(sec, "smtp.port", "must be set")
-	case port < 1 || port > 65535:
-		p.Add(sec, "smtp.port", "must be between 1 and 65535, got %d", port)
-	}
-	switch cfg.SMTP.TLS {
-	case "none", "starttls", "tls":
-	default:
-		p.Add(sec, "smtp.tls", "unknown tls mode %q (want none, starttls or tls)", cfg.SMTP.TLS)
-	}
+	checkServers(p, sec, cfg)
 	if cfg.Rate < 0 {
 		p.Add(sec, "rate", "must not be negative (0 is unlimited), got %v", cfg.Rate)
 	}

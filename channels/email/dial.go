@@ -13,15 +13,110 @@ import (
 
 	"github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
 )
 
-// dialer returns the function that opens one pooled connection: TCP (and TLS
-// for smtp.tls "tls"), greeting, EHLO, STARTTLS for "starttls", AUTH when a
-// username is set. The whole handshake is bounded by the caller's context, so
-// a server that accepts the connection and then says nothing fails the send at
-// channels.email.timeout like a hung DATA does.
-func (s *Sender) dialer(tlsConfig *tls.Config) (func(context.Context) (*conn, error), error) {
-	sm := s.cfg.SMTP
+// decodeConfig decodes channels.email into cfg, reporting problems through
+// s.Problems, and reports whether it decoded cleanly. channels.email.smtp is
+// one server (a mapping) or a list of them; a list is decoded entry by entry
+// so that a problem names its entry and line ("smtp[1].port").
+func decodeConfig(s *channels.Setup, cfg *Config) bool {
+	p, sec := s.Problems, s.Section
+	// Which shape smtp has, read without reporting anything: the decodes
+	// below report the problems once.
+	var probe struct {
+		SMTP any `yaml:"smtp"`
+	}
+	s.Config.NewProblems().Decode(sec, &probe)
+	list, isList := probe.SMTP.([]any)
+	if !isList {
+		return p.Decode(sec, cfg)
+	}
+	rest, err := sec.With("", map[string]any{"smtp": map[string]any{}})
+	if err != nil {
+		p.Add(sec, "smtp", "%v", err)
+		return false
+	}
+	ok := p.Decode(rest, cfg)
+	var servers struct {
+		SMTP []*SMTP `yaml:"smtp"`
+	}
+	// A scratch list: decoding only smtp would call every other key
+	// unknown. Its problems under smtp are moved over; the lines it learnt
+	// are shared with the file's.
+	scratch := s.Config.NewProblems()
+	scratch.Decode(sec, &servers)
+	var errs *config.Errors
+	if errors.As(scratch.Err(), &errs) {
+		prefix := sec.Path() + "."
+		for _, e := range errs.Errors {
+			if strings.HasPrefix(e.Path, prefix+"smtp[") {
+				p.Add(sec, strings.TrimPrefix(e.Path, prefix), "%s", e.Message)
+				ok = false
+			}
+		}
+	}
+	if len(list) == 0 {
+		p.Add(sec, "smtp", "an empty list: want one server, or a list of servers tried in order")
+		return false
+	}
+	for i, sm := range servers.SMTP {
+		if sm == nil {
+			p.Add(sec, fmt.Sprintf("smtp[%d]", i), "must be a mapping with host and port")
+			ok = false
+			sm = &SMTP{}
+		}
+		if i == 0 {
+			cfg.SMTP = *sm
+		} else {
+			cfg.Failover = append(cfg.Failover, *sm)
+		}
+	}
+	return ok
+}
+
+// checkServers reports what is wrong with each SMTP server of cfg, at its own
+// key ("smtp.host" for one server, "smtp[1].host" in a list), and a server
+// listed twice.
+func checkServers(p *config.Problems, sec *config.Section, cfg *Config) {
+	servers := cfg.Servers()
+	seen := map[string]int{}
+	for i, sm := range servers {
+		key := "smtp."
+		if len(servers) > 1 {
+			key = fmt.Sprintf("smtp[%d].", i)
+		}
+		if sm.Host == "" {
+			p.Add(sec, key+"host", "must be set")
+		}
+		switch port := sm.Port; {
+		case port == 0:
+			p.Add(sec, key+"port", "must be set")
+		case port < 1 || port > 65535:
+			p.Add(sec, key+"port", "must be between 1 and 65535, got %d", port)
+		}
+		switch sm.TLS {
+		case "none", "starttls", "tls":
+		default:
+			p.Add(sec, key+"tls", "unknown tls mode %q (want none, starttls or tls)", sm.TLS)
+		}
+		if sm.Host != "" && sm.Port != 0 {
+			if j, dup := seen[sm.Addr()]; dup {
+				p.Add(sec, strings.TrimSuffix(key, "."), "%s is listed twice (also smtp[%d])", sm.Addr(), j)
+			}
+			seen[sm.Addr()] = i
+		}
+	}
+}
+
+// dialer returns the function that opens one pooled connection to the server
+// sm: TCP (and TLS for smtp.tls "tls"), greeting, EHLO, STARTTLS for
+// "starttls", AUTH when a username is set. The whole handshake is bounded by
+// the caller's context, so a server that accepts the connection and then says
+// nothing fails the send at channels.email.timeout like a hung DATA does.
+func (s *Sender) dialer(sm SMTP, tlsConfig *tls.Config) (func(context.Context) (*conn, error), error) {
 	if sm.Host == "" {
 		return nil, errors.New("email: channels.email.smtp.host is empty")
 	}

@@ -76,6 +76,18 @@
 // server's reply: a hung server fails the send as temporary within it, and
 // sends on other connections are not held up.
 //
+// # Failover
+//
+// channels.email.smtp may list several servers. Each message tries them in
+// order within one attempt: a refused or dropped connection, a timeout or a
+// 4xx reply moves on to the next server (each gets its own timeout and its
+// own pool); a 5xx reply is final. A server that failed three messages in a
+// row is skipped for 30 seconds, so messages do not each wait on a dead
+// primary; with every server skipped all are tried anyway. The server that
+// accepted the message (or, when none did, the last one tried) is recorded
+// as the delivery's provider ("smtp-b.example.test:587") through
+// channels.SetProvider.
+//
 // # Errors
 //
 // A 4xx reply, a refused or dropped connection and a timeout are temporary
@@ -156,7 +168,7 @@ type Sender struct {
 	unsub     *unsubscriber // nil: no List-Unsubscribe
 	dkim      *dkimSigner   // nil: unsigned
 	limiter   *rate.Limiter // nil: unlimited
-	pool      *pool
+	servers   []*server     // channels.email.smtp in order (see failover)
 	log       *slog.Logger
 	clock     func() time.Time
 }
@@ -250,15 +262,13 @@ func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, op
 		// once, and the average stays at the rate.
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(math.Ceil(cfg.Rate))))
 	}
-	dialer, err := s.dialer(opts.TLSConfig)
-	if err != nil {
-		return nil, err
-	}
 	size := opts.PoolSize
 	if size <= 0 {
 		size = DefaultPoolSize
 	}
-	s.pool = newPool(size, dialer, time.Now) // idle expiry is about real sockets, not Options.Clock
+	if s.servers, err = s.newServers(opts.TLSConfig, size); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -372,7 +382,8 @@ func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, 
 }
 
 // deliver sends m to the recipients in its headers over a pooled connection
-// within the configured timeout, after checking the rate limit.
+// to the first server that takes it (see failover), each server within the
+// configured timeout, after checking the rate limit.
 func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 	from, err := m.GetSender(false)
 	if err != nil {
@@ -403,30 +414,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 			return channels.RateLimited(fmt.Errorf("channels.email.rate (%g/s) reached", s.cfg.Rate), d)
 		}
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout,
-		fmt.Errorf("smtp send timed out after %s (channels.email.timeout)", s.timeout))
-	defer cancel()
-	for attempt := 1; ; attempt++ {
-		c, err := s.pool.acquire(ctx)
-		if err != nil {
-			return channels.Temporary(err, 0)
-		}
-		err = s.sendOn(ctx, c, from, rcpts, body)
-		if err == nil {
-			return nil
-		}
-		// A connection that sat in the pool may have been closed by the server.
-		// If it failed before the server saw any of the message, the message is
-		// safe to send again on a new connection, once.
-		if attempt == 1 && c.reused && beforeData(err) && ctx.Err() == nil {
-			// The server most likely dropped its other idle connections too
-			// (a restart, an idle timeout): dial afresh rather than try them.
-			s.log.Debug("smtp connection was dead, redialling", "channel", Name, "err", err)
-			s.pool.dropIdle()
-			continue
-		}
-		return classify(err)
-	}
+	return s.failover(ctx, from, rcpts, body)
 }
 
 // sendOn sends m from the envelope sender from to rcpts on c, as one mail
@@ -450,7 +438,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 // on its textproto.Conn by hand.
 func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []string, m io.WriterTo) (err error) {
 	keep := false
-	defer func() { s.pool.release(c, keep) }()
+	defer func() { c.pool.release(c, keep) }()
 
 	// The socket deadline set when the connection was last used has passed or
 	// soon will: set a fresh backstop. This fails only on a closed socket, on
@@ -615,6 +603,8 @@ func (b bytesMessage) WriteTo(w io.Writer) (int64, error) {
 // Close closes the pooled connections. Sends in flight finish (or time out)
 // and close their connection; sends after Close fail.
 func (s *Sender) Close() error {
-	s.pool.close()
+	for _, srv := range s.servers {
+		srv.pool.close()
+	}
 	return nil
 }

@@ -74,6 +74,7 @@ commands:
   retry       re-drive failed deliveries (-status failed -since 1h)
   dev         run with a private PostgreSQL and a captured-email page
   preview     render a notifier's message on one channel (-notifier N -channel C)
+  vapid-keys  print a new VAPID key pair for channels.web_push
   version     print the version
 
 Every command takes -config FILE (default config.yaml, then $NOTIFYD_CONFIG).`
@@ -111,6 +112,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&DevCommand{main: m}).Run(ctx, rest)
 	case "preview":
 		return (&PreviewCommand{main: m}).Run(ctx, rest)
+	case "vapid-keys":
+		return (&VAPIDKeysCommand{main: m}).Run(ctx, rest)
 	case "version", "-version", "--version":
 		fmt.Fprintln(m.Stdout, "notifyd", version)
 		return nil

@@ -164,7 +164,7 @@ func TestConsoleChannel(t *testing.T) {
 	if code := b.do(t, "PUT", "/v1/recipients/u3/preferences", adminToken, rules, nil); code != http.StatusOK {
 		t.Fatalf("PUT preferences: %d", code)
 	}
-	bad := map[string]any{"rules": []map[string]string{{"scope": "*", "channel": "sms", "mode": "off"}}}
+	bad := map[string]any{"rules": []map[string]string{{"scope": "*", "channel": "fax", "mode": "off"}}}
 	var refused struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}

@@ -48,6 +48,10 @@
 //	PUT    /v1/suppressions/{channel}/{address}   admin      200 {"channel","address","reason","created_at","updated_at"}
 //	DELETE /v1/suppressions/{channel}/{address}   admin      200 {"deleted":true|false}
 //	POST   /v1/bounces                            admin      200 {"kind","suppressed",...}
+//	GET    /v1/push-subscriptions/vapid-key       recipient  200 {"public_key"} | 404 without a web push channel
+//	POST   /v1/push-subscriptions                 recipient  201 {"id"} | 200 {"id"} (endpoint known: keys replaced) | 422
+//	GET    /v1/push-subscriptions                 recipient  200 {"subscriptions":[{"id","endpoint","created_at","last_success_at","failures"}]}
+//	DELETE /v1/push-subscriptions/{id}            recipient  204 | 404
 //
 // More routes are mounted through Options.Extra, Options.AdminExtra and
 // Server.Handle (the stream, metrics, River UI).
@@ -105,7 +109,8 @@
 // PUT replaces the whole profile: absent, null or "" fields are cleared and
 // data defaults to {}. email is a bare address, locale a BCP 47-like tag,
 // timezone an IANA name, webhook_url an absolute http(s) URL (private
-// destinations are refused at send time, not here), data a JSON object. A new
+// destinations are refused at send time, not here), phone an E.164 number
+// ("+14155550123": a +, 8 to 15 digits, no spaces), data a JSON object. A new
 // webhook_url clears webhook_gone_at. The read-only fields of a GET response
 // are accepted and ignored, so a profile can be read, edited and written back.
 //
@@ -179,11 +184,23 @@
 // the same way in topic byte order; changing them is the application's (a
 // recipient silences a topic with a mute).
 //
+// # Push subscriptions
+//
+// POST /v1/push-subscriptions takes the browser's PushSubscription JSON
+// {"endpoint", "expirationTime", "keys": {"p256dh", "auth"}}. The endpoint is
+// checked by the web push channel (Options.Push: https, no credentials, not
+// a loopback, private or reserved address literal); p256dh must be the
+// base64url of an uncompressed P-256 point and auth of 16 bytes. A
+// refusal is a 422 naming the field ("keys.p256dh") and writes nothing. The
+// endpoint is unique per recipient, and a recipient has at most
+// stores.MaxPushSubscriptions. Every route answers 404 when Options.Push is
+// nil (no channels.web_push).
+//
 // # Erasure
 //
 // DELETE /v1/recipients/{id} erases a recipient in one transaction
 // (stores.EraseRecipient): their profile, inbox items, inbox change-log rows,
-// preferences, subscriptions and mutes are deleted. Delivery rows are kept
+// preferences, subscriptions, push subscriptions and mutes are deleted. Delivery rows are kept
 // for the audit trail with the recipient replaced by the pseudonym
 // "erased:" + hex(SHA-256(id)) (stable, so an audit can still group them;
 // whoever knows an id can compute it) and last_error cleared, since it may

@@ -311,7 +311,7 @@ func TestHostileRequests(t *testing.T) {
 		// Preferences.
 		{"preferences: unknown mode", "PUT", "/v1/preferences", u1, rule("*", "*", "sometimes"), 422, httpapi.CodeInvalidPreferences},
 		{"preferences: digest on in_app", "PUT", "/v1/preferences", u1, rule("*", "in_app", "digest"), 422, httpapi.CodeInvalidPreferences},
-		{"preferences: unknown channel", "PUT", "/v1/preferences", u1, rule("*", "sms", "off"), 422, httpapi.CodeInvalidPreferences},
+		{"preferences: unknown channel", "PUT", "/v1/preferences", u1, rule("*", "fax", "off"), 422, httpapi.CodeInvalidPreferences},
 		{"preferences: unknown scope kind", "PUT", "/v1/preferences", u1, rule("recipient:u2", "*", "off"), 422, httpapi.CodeInvalidPreferences},
 		{"preferences: 201 rules", "PUT", "/v1/preferences", u1, map[string]any{"rules": tooManyRules}, 422, httpapi.CodeInvalidPreferences},
 		{"preferences: rules missing", "PUT", "/v1/preferences", u1, `{}`, 400, httpapi.CodeBadRequest},

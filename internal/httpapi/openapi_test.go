@@ -382,6 +382,10 @@ channels:
     from: "notifyd <notifyd@example.test>"
     smtp: {host: 127.0.0.1, port: %d}
   webhook: {secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+  web_push:
+    vapid_public_key: BIYlLHkARxOZ3O1YBzq6o8GKjqUJSlC9JUVmohGEBKw5AtYeneWUNHkphh9oYEbjU2iWyzPWmoW-TdoVbphVYA0
+    vapid_private_key: Ai9auUn6gvMwCk4Rl2kfxYI3O0005kuROvQAZ51BRQw
+    subject: "mailto:ops@example.test"
 `
 
 // startDaemon runs a whole notifyd (workers, stream hub, River UI) on a
@@ -1220,6 +1224,21 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "GET", "/v1/recipients/u2", u2, nil, 401)
 	c.call(t, b, "GET", "/v1/webhook-secret", u2, nil, 200)
 	c.call(t, b, "GET", "/v1/webhook-secret", adminToken, nil, 401)
+
+	// Push subscriptions.
+	c.call(t, b, "GET", "/v1/push-subscriptions/vapid-key", u2, nil, 200)
+	pushSub := map[string]any{"endpoint": "https://fcm.googleapis.com/fcm/send/f1:APA91b", "expirationTime": nil,
+		"keys": map[string]any{"p256dh": "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4",
+			"auth": "BTBZMqHH6r4Tts7J_aSIgg"}}
+	pushCreated := c.call(t, b, "POST", "/v1/push-subscriptions", u2, pushSub, 201)
+	c.call(t, b, "POST", "/v1/push-subscriptions", u2, pushSub, 200)
+	c.call(t, b, "POST", "/v1/push-subscriptions", u2, map[string]any{"endpoint": "https://10.0.0.1/push",
+		"keys": pushSub["keys"]}, 422)
+	c.call(t, b, "POST", "/v1/push-subscriptions", u2, map[string]any{"endpoint": 1}, 400)
+	c.call(t, b, "GET", "/v1/push-subscriptions", u2, nil, 200)
+	c.call(t, b, "DELETE", "/v1/push-subscriptions/"+pushCreated.body["id"].(string), u2, nil, 204)
+	c.call(t, b, "DELETE", "/v1/push-subscriptions/"+pushCreated.body["id"].(string), u2, nil, 404)
+	c.call(t, b, "GET", "/v1/push-subscriptions", "", nil, 401)
 
 	// Topics.
 	c.call(t, b, "PUT", "/v1/topics/post-9/subscribers/u2", adminToken, map[string]any{"reason": "subscribed"}, 200)

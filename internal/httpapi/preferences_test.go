@@ -206,7 +206,7 @@ func TestPreferencesValidation(t *testing.T) {
 		{"missing fields", map[string]any{"rules": []any{map[string]string{}}}, 422,
 			httpapi.CodeInvalidPreferences, []string{"rules[0].scope"}},
 		{"every problem reported", map[string]any{"rules": []any{rule("x", "*", "off"), rule("*", "*", "off"),
-			rule("*", "sms", "off"), rule("*", "*", "immediate")}}, 422, httpapi.CodeInvalidPreferences,
+			rule("*", "fax", "off"), rule("*", "*", "immediate")}}, 422, httpapi.CodeInvalidPreferences,
 			[]string{"rules[0].scope", "rules[2].channel", "rules[3]"}},
 		{"duplicate", map[string]any{"rules": []any{rule("category:comments", "email", "off"),
 			rule("category:comments", "email", "digest")}}, 422, httpapi.CodeInvalidPreferences, []string{"rules[1]"}},

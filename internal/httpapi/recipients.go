@@ -26,6 +26,7 @@ type profileRequest struct {
 	Locale     *string         `json:"locale"`
 	Timezone   *string         `json:"timezone"`
 	WebhookURL *string         `json:"webhook_url"`
+	Phone      *string         `json:"phone"` // E.164
 	Data       json.RawMessage `json:"data"`
 	// TokensValidAfter is RFC 3339 or null: the recipient's tokens issued
 	// (iat) before it are refused.
@@ -68,6 +69,7 @@ type profileResponse struct {
 	Locale        *string         `json:"locale"`
 	Timezone      *string         `json:"timezone"`
 	WebhookURL    *string         `json:"webhook_url"`
+	Phone         *string         `json:"phone"`
 	Data          json.RawMessage `json:"data"`
 	WebhookGoneAt *time.Time      `json:"webhook_gone_at"`
 	// TokensValidAfter: tokens issued before it are refused; null: none.
@@ -79,7 +81,7 @@ type profileResponse struct {
 
 func (s *Server) profileResponse(p *stores.RecipientProfile) profileResponse {
 	out := profileResponse{ID: p.ID, Email: p.Email, Name: p.Name, Locale: p.Locale, Timezone: p.Timezone,
-		WebhookURL: p.WebhookURL, Data: p.Data, WebhookGoneAt: p.WebhookGoneAt, TokensValidAfter: p.TokensValidAfter,
+		WebhookURL: p.WebhookURL, Phone: p.Phone, Data: p.Data, WebhookGoneAt: p.WebhookGoneAt, TokensValidAfter: p.TokensValidAfter,
 		CreatedAt: p.CreatedAt,
 		UpdatedAt: p.UpdatedAt}
 	if s.secret != nil {
@@ -110,7 +112,7 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	// breaks one is a 422 invalid_request, like every other rule of the
 	// API, and malformed JSON stays a 400.
 	fields := notifyd.Profile{Email: text(req.Email), Name: text(req.Name), Locale: text(req.Locale),
-		Timezone: text(req.Timezone), WebhookURL: text(req.WebhookURL)}
+		Timezone: text(req.Timezone), WebhookURL: text(req.WebhookURL), Phone: text(req.Phone)}
 	var inputErr *notifyd.InputError
 	if err := fields.Validate(); errors.As(err, &inputErr) {
 		return p, invalidField(inputErr.Field, inputErr.Message)
@@ -119,6 +121,7 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 	}
 	p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL = given(req.Email), given(req.Name), given(req.Locale),
 		given(req.Timezone), given(req.WebhookURL)
+	p.Phone = given(req.Phone)
 	data, err := decodeObject("data", req.Data)
 	if err != nil {
 		return p, err

@@ -53,6 +53,10 @@ type Options struct {
 	// webhook channel is not configured: the profile's webhook_secret is
 	// null and GET /v1/webhook-secret is a 404.
 	WebhookSecret func(recipient string) string
+	// Push is the opened web push channel: it checks subscription
+	// endpoints and gives browsers the VAPID key. Nil means web push is not
+	// configured: the push subscription routes answer 404.
+	Push channels.PushService
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -71,6 +75,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	secret  func(recipient string) string // Options.WebhookSecret
 	unsub   *unsubscribe.Signer           // nil without http.token_secret: unsubscribe links are 404s
+	push    channels.PushService          // Options.Push
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
@@ -88,7 +93,7 @@ const maxDeliveries = 1000
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
 	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, logger: opts.Logger,
-		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret}
+		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret, push: opts.Push}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
@@ -190,6 +195,10 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/suppressions/{channel}/{address}", s.admin(s.putSuppression))
 	s.mux.Handle("DELETE /v1/suppressions/{channel}/{address}", s.admin(s.deleteSuppression))
 	s.mux.Handle("POST /v1/bounces", s.admin(s.postBounce))
+	s.mux.Handle("POST /v1/push-subscriptions", s.recipient(s.createPushSubscription))
+	s.mux.Handle("GET /v1/push-subscriptions", s.recipient(s.listPushSubscriptions))
+	s.mux.Handle("DELETE /v1/push-subscriptions/{id}", notVAPIDKey(s.recipient(s.deletePushSubscription)))
+	s.mux.Handle("GET /v1/push-subscriptions/vapid-key", s.recipient(s.vapidKey))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic

@@ -1,0 +1,64 @@
+package channels
+
+import (
+	"context"
+	"time"
+)
+
+// PushSubscription is one browser push subscription a recipient registered
+// (the browser's PushSubscription: an endpoint at its push service and the
+// keys the payload is encrypted for).
+type PushSubscription struct {
+	ID        string
+	Recipient string
+	// Endpoint is the push service URL messages are posted to.
+	Endpoint string
+	// P256dh is the browser's P-256 public key and Auth its 16-byte
+	// authentication secret, both unpadded base64url as the browser gives
+	// them.
+	P256dh, Auth  string
+	CreatedAt     time.Time
+	LastSuccessAt *time.Time
+	// Failures counts the failed sends since the last success.
+	Failures int
+}
+
+// PushSubscriptions is where a push channel finds a recipient's
+// subscriptions at send time and records what became of them. The daemon
+// provides it (Setup.PushSubscriptions); each method is one statement, never
+// held open across a send.
+type PushSubscriptions interface {
+	// List returns the recipient's subscriptions, oldest first.
+	List(ctx context.Context, recipient string) ([]PushSubscription, error)
+	// Succeeded records a successful send to each subscription (its last
+	// success, and no failures since).
+	Succeeded(ctx context.Context, ids []string) error
+	// Failed counts one more failed send for each subscription.
+	Failed(ctx context.Context, ids []string) error
+	// Remove deletes subscriptions the push service says are gone (404, 410).
+	Remove(ctx context.Context, ids []string) error
+}
+
+// PushService is implemented by an opened channel that delivers to browser
+// push subscriptions: the HTTP API uses it to hand browsers the application
+// server key and to check an endpoint before it is stored.
+type PushService interface {
+	// VAPIDPublicKey is the application server's public key, unpadded
+	// base64url of the uncompressed P-256 point (the browser's
+	// applicationServerKey).
+	VAPIDPublicKey() string
+	// CheckEndpoint returns why endpoint cannot be a push endpoint (not
+	// https, or a private address the channel would refuse to post to), or
+	// nil.
+	CheckEndpoint(endpoint string) error
+}
+
+// OpenOption gives the channels a Registry opens what the daemon provides
+// beyond the config.
+type OpenOption func(*Setup)
+
+// WithPushSubscriptions provides the store of browser push subscriptions
+// (Setup.PushSubscriptions).
+func WithPushSubscriptions(s PushSubscriptions) OpenOption {
+	return func(st *Setup) { st.PushSubscriptions = s }
+}

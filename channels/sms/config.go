@@ -1,0 +1,122 @@
+package sms
+
+import (
+	"regexp"
+	"text/template"
+	"time"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/notifytype"
+)
+
+// Name is the channel's name in config and in the ledger.
+const Name = "sms"
+
+// Plugin registers the SMS channel: per-recipient, to the profile's phone.
+// A notifier with an sms section sends text messages unless a preference
+// says otherwise.
+var Plugin = channels.Plugin{
+	Name:         Name,
+	PerRecipient: true,
+	Address:      "phone",
+	DefaultMode:  notifytype.ModeImmediate,
+	Open:         open,
+}
+
+// DefaultBaseURL is Twilio's REST API.
+const DefaultBaseURL = "https://api.twilio.com"
+
+// DefaultMaxSegments is the longest text sent when channels.sms.max_segments
+// is not set: ten parts, 1530 GSM characters or 670 UCS-2 ones.
+const DefaultMaxSegments = 10
+
+// Config is the channels.sms section. Without it SMS deliveries are
+// `unavailable`.
+type Config struct {
+	// AccountSID is the Twilio account ("AC" and 32 hex digits).
+	AccountSID string `yaml:"account_sid"`
+	// AuthToken is the account's auth token (a secret: give it as ${VAR}).
+	AuthToken string `yaml:"auth_token"`
+	// From is the sender: an E.164 number of the account, or an
+	// alphanumeric sender id (up to 11 letters, digits and spaces).
+	From string `yaml:"from"`
+	// BaseURL is where the Messages API is; default DefaultBaseURL.
+	BaseURL string `yaml:"base_url"`
+	// MaxSegments is the most message parts one text may take; a longer
+	// text is refused. Default DefaultMaxSegments.
+	MaxSegments int `yaml:"max_segments"`
+	// Timeout bounds one request; default 10s.
+	Timeout config.Duration `yaml:"timeout"`
+}
+
+// SetDefaults sets the base URL, ten segments and a 10 s timeout.
+func (c *Config) SetDefaults() {
+	c.BaseURL = DefaultBaseURL
+	c.MaxSegments = DefaultMaxSegments
+	c.Timeout = config.Duration(10 * time.Second)
+}
+
+// Templates is a notifier's sms section: text is a text/template over the
+// params.
+type Templates struct {
+	Text string `yaml:"text"`
+
+	text *template.Template
+}
+
+var (
+	sidRE      = regexp.MustCompile(`^AC[0-9a-fA-F]{32}$`)
+	e164RE     = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
+	senderIDRE = regexp.MustCompile(`^[A-Za-z0-9 ]{1,11}$`)
+	letterRE   = regexp.MustCompile(`[A-Za-z]`)
+)
+
+func open(s *channels.Setup) (any, error) {
+	p := s.Problems
+	cfg := &Config{}
+	decoded := p.Decode(s.Section, cfg) // defaults even without a section
+	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
+		if t.Text == "" {
+			p.Add(n.Section, "text", "must be set")
+			return
+		}
+		t.text = p.Text(n.Section, "text", t.Text)
+		p.RenderCheck(n.Section, "text", t.text, n.Example)
+		if t.text == nil {
+			return
+		}
+		if out, err := config.RenderText(t.text, n.Example); err == nil {
+			if segs, enc := Segments(out); cfg.MaxSegments > 0 && segs > cfg.MaxSegments {
+				p.Add(n.Section, "text", "renders the example params as %d %s segments, more than channels.sms.max_segments (%d)",
+					segs, enc, cfg.MaxSegments)
+			}
+		}
+	})
+	if s.Section.Empty() || !decoded {
+		return nil, nil
+	}
+	sec := s.Section
+	if !sidRE.MatchString(cfg.AccountSID) {
+		p.Add(sec, "account_sid", "want a Twilio account SID (AC and 32 hex digits), got %q", cfg.AccountSID)
+	}
+	if cfg.AuthToken == "" && !s.Checking {
+		p.Add(sec, "auth_token", "must be set (the account's auth token, for example ${TWILIO_AUTH_TOKEN})")
+	}
+	switch {
+	case cfg.From == "":
+		p.Add(sec, "from", "must be set: an E.164 number such as +14155550123, or an alphanumeric sender id")
+	case e164RE.MatchString(cfg.From):
+	case cfg.From[0] == '+' || !senderIDRE.MatchString(cfg.From) || !letterRE.MatchString(cfg.From):
+		p.Add(sec, "from", "want an E.164 number such as +14155550123, or an alphanumeric sender id (1 to 11 letters, digits or spaces, at least one letter), got %q", cfg.From)
+	}
+	p.HTTPURL(sec, "base_url", cfg.BaseURL)
+	if cfg.MaxSegments < 1 {
+		p.Add(sec, "max_segments", "must be at least 1, got %d", cfg.MaxSegments)
+	}
+	p.Positive(sec, "timeout", cfg.Timeout)
+	if p.Err() != nil || cfg.AuthToken == "" {
+		return nil, nil
+	}
+	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
+}

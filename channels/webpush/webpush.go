@@ -1,0 +1,471 @@
+// Package webpush is the web push channel: it sends a notification to every
+// browser push subscription of the recipient, as the Web Push protocol (RFC
+// 8030) says, with the payload encrypted for the browser (RFC 8291,
+// aes128gcm) and the request signed by the application server (VAPID, RFC
+// 8292).
+//
+// # Request
+//
+//	POST <subscription endpoint>
+//	TTL: <channels.web_push.ttl in seconds>
+//	Urgency: normal
+//	Content-Encoding: aes128gcm
+//	Content-Type: application/octet-stream
+//	Authorization: vapid t=<JWT>, k=<vapid_public_key>
+//
+// The JWT is ES256 over {"aud": "<endpoint scheme://host>", "exp": <now +
+// 12h>, "sub": "<channels.web_push.subject>"}; one is made per push service
+// and reused until an hour before it expires. The body decrypts, with the
+// subscription's private key and auth secret, to the JSON
+//
+//	{"id": "<delivery id>", "notifier": "comment.created", "key": "comment-1",
+//	 "title": "...", "body": "...", "url": "https://..."}
+//
+// rendered from the notifier's web_push templates (title, body, url; an
+// empty one is left out). A push message carries at most MaxPayload bytes:
+// a longer body is cut short (with "…") to fit.
+//
+// # Outcomes
+//
+// One delivery is one message to each subscription of the recipient, one
+// after another. The delivery is sent when at least one subscription took
+// it; the others are not tried again (retrying would repeat the message on
+// the devices that have it). When none did: a 429 anywhere snoozes the
+// delivery (Retry-After honoured); a 5xx, 408, timeout or connection error
+// retries it; otherwise it is refused. A 404 or 410 removes that
+// subscription (the browser unsubscribed); a recipient left without
+// subscriptions gets refused deliveries until they subscribe again. Every
+// success records the subscription's last success; every failure counts
+// against it. Endpoints on loopback, private and other reserved addresses
+// are refused before connecting unless channels.web_push.allow_private is
+// true.
+package webpush
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/internal/safehttp"
+	"github.com/notifyd/notifyd/config"
+)
+
+var (
+	_ channels.Channel     = (*Sender)(nil)
+	_ channels.Previewer   = (*Sender)(nil)
+	_ channels.PushService = (*Sender)(nil)
+)
+
+// jwtLifetime is a VAPID token's exp after its making (RFC 8292 allows at
+// most 24 hours); a token is reused until jwtRenew before it.
+const (
+	jwtLifetime = 12 * time.Hour
+	jwtRenew    = time.Hour
+)
+
+// Options are the Sender's collaborators. The zero value is usable.
+type Options struct {
+	// Logger receives a debug record per push. Nil discards.
+	Logger *slog.Logger
+	// Clock dates the VAPID tokens and HTTP-date Retry-After. Nil is time.Now.
+	Clock func() time.Time
+	// Client replaces the SSRF-guarded client (safehttp with the timeout and
+	// allow_private of the config).
+	Client *http.Client
+}
+
+// Sender delivers web push notifications. It is safe for concurrent use.
+type Sender struct {
+	cfg       *Config
+	key       *ecdsa.PrivateKey
+	notifiers map[string]*Templates
+	store     channels.PushSubscriptions
+	client    *http.Client
+	logger    *slog.Logger
+	clock     func() time.Time
+	ttl       string
+
+	mu   sync.Mutex
+	jwts map[string]vapidToken // by audience
+}
+
+type vapidToken struct {
+	header string
+	until  time.Time
+}
+
+// New returns a Sender for channels.web_push cfg, sending the notifiers'
+// web_push templates (by notifier name) to the subscriptions in store. A nil
+// store only previews.
+func New(cfg *Config, notifiers map[string]*Templates, store channels.PushSubscriptions, opts Options) (*Sender, error) {
+	if cfg == nil {
+		return nil, errors.New("webpush: channels.web_push is not configured")
+	}
+	key, err := parseVAPIDKeys(cfg.VAPIDPublicKey, cfg.VAPIDPrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("webpush: channels.web_push.%w", err)
+	}
+	if msg := checkSubject(cfg.Subject); msg != "" {
+		return nil, fmt.Errorf("webpush: channels.web_push.subject: %s", msg)
+	}
+	s := &Sender{cfg: cfg, key: key, notifiers: map[string]*Templates{}, store: store, client: opts.Client,
+		logger: opts.Logger, clock: opts.Clock, jwts: map[string]vapidToken{},
+		ttl: strconv.Itoa(int(cfg.TTL.D() / time.Second))}
+	if s.client == nil {
+		s.client = safehttp.New(cfg.Timeout.D(), cfg.AllowPrivate)
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	for name, t := range notifiers {
+		if t == nil {
+			continue
+		}
+		if t.title == nil {
+			p := config.Default().NewProblems()
+			prefix := "notifiers." + name + ".channels.web_push."
+			t.title, t.body, t.url = p.Text(nil, prefix+"title", t.Title), p.Text(nil, prefix+"body", t.Body),
+				p.Text(nil, prefix+"url", t.URL)
+			if err := p.Err(); err != nil {
+				return nil, fmt.Errorf("webpush: %w", err)
+			}
+			if t.title == nil {
+				return nil, fmt.Errorf("webpush: %stitle is empty", prefix)
+			}
+		}
+		s.notifiers[name] = t
+	}
+	return s, nil
+}
+
+// Name returns "web_push".
+func (s *Sender) Name() string { return Name }
+
+// VAPIDPublicKey returns channels.web_push.vapid_public_key, for the
+// browser's applicationServerKey.
+func (s *Sender) VAPIDPublicKey() string { return s.cfg.VAPIDPublicKey }
+
+// CheckEndpoint returns why endpoint cannot be a push endpoint: not an
+// absolute https URL (http too with allow_private), credentials in it, or a
+// host that is a loopback, private or reserved address (unless
+// allow_private). A host name is resolved, and its addresses checked, when a
+// message is sent.
+func (s *Sender) CheckEndpoint(endpoint string) error {
+	if err := safehttp.CheckURL(endpoint); err != nil {
+		return err
+	}
+	u, _ := url.Parse(endpoint)
+	if u.Scheme != "https" && !(s.cfg.AllowPrivate && u.Scheme == "http") {
+		return errors.New("a push endpoint must be an https URL")
+	}
+	if u.User != nil {
+		return errors.New("a push endpoint must not carry credentials")
+	}
+	if s.cfg.AllowPrivate {
+		return nil
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return errors.New("the endpoint's host is loopback: private destinations are refused")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := safehttp.Forbidden(ip.Unmap()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Addressable reports whether the notifier has web_push templates. Whether
+// the recipient has subscriptions is known at send time.
+func (s *Sender) Addressable(notifier string, _ channels.Recipient) error {
+	if _, ok := s.notifiers[notifier]; !ok {
+		return fmt.Errorf("notifier %q has no web_push templates", notifier)
+	}
+	return nil
+}
+
+// payload is what the browser's service worker decrypts.
+type payload struct {
+	ID       string `json:"id"`
+	Notifier string `json:"notifier"`
+	Key      string `json:"key"`
+	Title    string `json:"title"`
+	Body     string `json:"body,omitempty"`
+	URL      string `json:"url,omitempty"`
+}
+
+// render renders the notifier's templates into the payload.
+func (s *Sender) render(msg channels.Message) (payload, error) {
+	t, ok := s.notifiers[msg.Notifier]
+	if !ok {
+		return payload{}, fmt.Errorf("notifier %q has no web_push templates", msg.Notifier)
+	}
+	p := payload{ID: msg.DeliveryID, Notifier: msg.Notifier, Key: msg.Key}
+	var err error
+	if p.Title, err = config.RenderText(t.title, msg.Params); err != nil {
+		return p, fmt.Errorf("render web_push title: %w", err)
+	}
+	if p.Body, err = config.RenderText(t.body, msg.Params); err != nil {
+		return p, fmt.Errorf("render web_push body: %w", err)
+	}
+	if p.URL, err = config.RenderText(t.url, msg.Params); err != nil {
+		return p, fmt.Errorf("render web_push url: %w", err)
+	}
+	p.Title, p.Body, p.URL = strings.TrimSpace(p.Title), strings.TrimSpace(p.Body), strings.TrimSpace(p.URL)
+	if p.URL != "" {
+		if u, err := url.Parse(p.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http" && !strings.HasPrefix(p.URL, "/")) {
+			return p, fmt.Errorf("web_push url %q is not an http(s) URL or an absolute path", p.URL)
+		}
+	}
+	return p, nil
+}
+
+// encode marshals p, cutting the body short until it fits a push message.
+func encode(p payload) ([]byte, error) {
+	for {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) <= MaxPayload {
+			return b, nil
+		}
+		if p.Body == "" {
+			return nil, fmt.Errorf("the push payload is %d bytes without a body, more than a push message carries (%d)", len(b), MaxPayload)
+		}
+		// Drop what is over, and a little more for the ellipsis and JSON escapes.
+		over := len(b) - MaxPayload + len("…")
+		body := strings.TrimSuffix(p.Body, "…")
+		cut := max(0, len(body)-max(over, 8))
+		for cut > 0 && !utf8.RuneStart(body[cut]) {
+			cut--
+		}
+		p.Body = body[:cut] + "…"
+		if cut == 0 {
+			p.Body = ""
+		}
+	}
+}
+
+// Preview renders the notifier's payload parts without sending.
+func (s *Sender) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
+	p, err := s.render(channels.Message{Notifier: notifier, Params: params})
+	if err != nil {
+		return nil, err
+	}
+	return []channels.Part{{Name: "title", Value: p.Title}, {Name: "body", Value: p.Body}, {Name: "url", Value: p.URL}}, nil
+}
+
+// Send pushes msg to each of the recipient's subscriptions. See the package
+// doc for the outcomes.
+func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
+	if msg.Recipient == nil {
+		return channels.Permanent(errors.New("web push: message has no recipient"))
+	}
+	if s.store == nil {
+		return channels.Temporary(errors.New("web push: no push subscription store"), 0)
+	}
+	rid := msg.Recipient.ID
+	p, err := s.render(msg)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("web push %s to recipient %s: %w", msg.Notifier, rid, err))
+	}
+	body, err := encode(p)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("web push %s to recipient %s: %w", msg.Notifier, rid, err))
+	}
+	subs, err := s.store.List(ctx, rid)
+	if err != nil {
+		return channels.Temporary(fmt.Errorf("web push to recipient %s: read subscriptions: %w", rid, err), 0)
+	}
+	if len(subs) == 0 {
+		return channels.Permanent(fmt.Errorf("web push to recipient %s: recipient has no push subscriptions", rid))
+	}
+	var ok, failed, gone []string
+	var errs []error
+	for _, sub := range subs {
+		err := s.push(ctx, sub, body)
+		kind, _ := channels.Classify(err)
+		switch {
+		case err == nil:
+			ok = append(ok, sub.ID)
+		case kind == channels.KindGone:
+			gone = append(gone, sub.ID)
+			errs = append(errs, err)
+		default:
+			failed = append(failed, sub.ID)
+			errs = append(errs, err)
+		}
+		s.logger.DebugContext(ctx, "web push", "channel", Name, "delivery_id", msg.DeliveryID, "recipient", rid,
+			"subscription", sub.ID, "push_service", channels.URLHost(sub.Endpoint), "error", err)
+	}
+	channels.SetProvider(ctx, pushServices(subs))
+	// The bookkeeping is best effort: the messages are out, and a failure
+	// here must not send them again.
+	bctx := context.WithoutCancel(ctx)
+	for _, op := range []struct {
+		ids []string
+		f   func(context.Context, []string) error
+	}{{ok, s.store.Succeeded}, {failed, s.store.Failed}, {gone, s.store.Remove}} {
+		if len(op.ids) == 0 {
+			continue
+		}
+		if err := op.f(bctx, op.ids); err != nil {
+			s.logger.WarnContext(ctx, "web push: record subscription outcome", "channel", Name, "recipient", rid, "error", err)
+		}
+	}
+	if len(ok) > 0 {
+		return nil
+	}
+	return outcome(rid, errs)
+}
+
+// outcome is the delivery's error when no subscription took the message: a
+// rate limit first, then anything temporary, else refused.
+func outcome(rid string, errs []error) error {
+	var rate, temp error
+	var after time.Duration
+	for _, err := range errs {
+		switch k, d := channels.Classify(err); k {
+		case channels.KindRateLimited:
+			if rate == nil || d > after {
+				rate, after = err, d
+			}
+		case channels.KindTemporary:
+			if temp == nil {
+				temp = err
+			}
+		}
+	}
+	joined := errors.Join(errs...)
+	msg := strings.ReplaceAll(joined.Error(), "\n", "; ")
+	wrapped := fmt.Errorf("web push to recipient %s: %s", rid, msg)
+	switch {
+	case rate != nil:
+		return channels.RateLimited(wrapped, after)
+	case temp != nil:
+		_, d := channels.Classify(temp)
+		return channels.Temporary(wrapped, d)
+	default:
+		return channels.Permanent(wrapped)
+	}
+}
+
+// pushServices names the push services of subs for the ledger's provider
+// ("fcm.googleapis.com", several joined by ", ").
+func pushServices(subs []channels.PushSubscription) string {
+	var hosts []string
+	seen := map[string]bool{}
+	for _, sub := range subs {
+		h := sub.Endpoint
+		if u, err := url.Parse(sub.Endpoint); err == nil {
+			h = u.Host
+		}
+		if !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+		}
+	}
+	return strings.Join(hosts, ", ")
+}
+
+// push sends body to one subscription and classifies the answer.
+func (s *Sender) push(ctx context.Context, sub channels.PushSubscription, body []byte) error {
+	dest := "push to " + channels.URLHost(sub.Endpoint)
+	enc, err := encryptFor(body, sub.P256dh, sub.Auth)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("%s: %w", dest, err))
+	}
+	u, err := url.Parse(sub.Endpoint)
+	if err != nil || u.Host == "" {
+		return channels.Gone(fmt.Errorf("%s: invalid endpoint", dest))
+	}
+	auth, err := s.vapid(u.Scheme + "://" + u.Host)
+	if err != nil {
+		return channels.Temporary(fmt.Errorf("%s: sign VAPID token: %w", dest, err), 0)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sub.Endpoint, bytes.NewReader(enc))
+	if err != nil {
+		return channels.Gone(fmt.Errorf("%s: invalid endpoint", dest))
+	}
+	req.Header.Set("TTL", s.ttl)
+	req.Header.Set("Urgency", "normal")
+	req.Header.Set("Content-Encoding", "aes128gcm")
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("User-Agent", "notifyd")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the endpoint URL is a capability: do not repeat it
+		}
+		if errors.Is(err, safehttp.ErrForbiddenAddress) {
+			return channels.Permanent(fmt.Errorf("%s: %w", dest, err))
+		}
+		return channels.Temporary(fmt.Errorf("%s: %w", dest, err), 0)
+	}
+	text, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	resp.Body.Close()
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return nil
+	}
+	err = fmt.Errorf("%s: HTTP %d %s: %s", dest, code, http.StatusText(code), strings.Join(strings.Fields(strings.ToValidUTF8(string(text), "")), " "))
+	retryAfter := safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), s.clock())
+	switch {
+	case code == http.StatusNotFound || code == http.StatusGone:
+		return channels.Gone(err)
+	case code == http.StatusTooManyRequests:
+		return channels.RateLimited(err, retryAfter)
+	case code == http.StatusRequestTimeout || code >= 500:
+		return channels.Temporary(err, retryAfter)
+	default:
+		// 400, 401/403 (the subscription belongs to another VAPID key), 413.
+		return channels.Permanent(err)
+	}
+}
+
+// vapid returns the Authorization header for a push service origin,
+// reusing a token until an hour before its exp.
+func (s *Sender) vapid(aud string) (string, error) {
+	now := s.clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.jwts[aud]; ok && now.Before(t.until) {
+		return t.header, nil
+	}
+	exp := now.Add(jwtLifetime)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
+		"aud": aud, "exp": exp.Unix(), "sub": s.cfg.Subject,
+	}).SignedString(s.key)
+	if err != nil {
+		return "", err
+	}
+	h := "vapid t=" + tok + ", k=" + s.cfg.VAPIDPublicKey
+	if len(s.jwts) > 1000 {
+		clear(s.jwts) // a bound, should endpoints name very many push services
+	}
+	s.jwts[aud] = vapidToken{header: h, until: exp.Add(-jwtRenew)}
+	return h, nil
+}

@@ -1,0 +1,208 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/webpush"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/testing/pushtest"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/server"
+)
+
+// TestEndToEndPushSMSAndEmailFailover runs the daemon with the three
+// channels of this file's concern against real protocol peers: email to two
+// SMTP servers of which the first is down, text messages to a local server
+// speaking Twilio's Messages API, and web push to a local push service that
+// checks the VAPID token and decrypts the payload with the subscription's
+// private key. The subscription is registered through the recipient API as a
+// browser would.
+func TestEndToEndPushSMSAndEmailFailover(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	primary, secondary := smtptest.Start(t), smtptest.Start(t)
+	primary.Down()
+
+	var mu sync.Mutex
+	var texts []map[string]string
+	twilio := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		if r.URL.Path != "/2010-04-01/Accounts/AC00000000000000000000000000000001/Messages.json" ||
+			user != "AC00000000000000000000000000000001" || pass != "tw-token" || r.ParseForm() != nil {
+			http.Error(w, `{"code": 20003, "message": "Authenticate"}`, http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		texts = append(texts, map[string]string{"To": r.PostForm.Get("To"), "From": r.PostForm.Get("From"), "Body": r.PostForm.Get("Body")})
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"sid": "SM1", "status": "queued", "num_segments": "1"}`)
+	}))
+	defer twilio.Close()
+
+	pub, priv, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := pushtest.New(pub)
+	defer push.Close()
+
+	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+  order.shipped:
+    channels:
+      email: {subject: "Order {{.order}} shipped", text: "Order {{.order}} is on its way."}
+      sms: {text: "Order {{.order}} shipped"}
+      web_push: {title: "Order {{.order}} shipped", body: "On its way", url: "https://shop.test/orders/{{.order}}"}
+channels:
+  email:
+    from: "Shop <shop@shop.test>"
+    smtp:
+      - {host: 127.0.0.1, port: %d}
+      - {host: 127.0.0.1, port: %d}
+  sms: {account_sid: AC00000000000000000000000000000001, auth_token: tw-token, from: "+15005550006", base_url: %q}
+  web_push: {vapid_public_key: %s, vapid_private_key: %s, subject: "mailto:ops@shop.test", allow_private: true}
+`, primary.Port(), secondary.Port(), twilio.URL, pub, priv))
+	cfg.Database.URL = url
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	base := "http://" + d.Addr()
+	call := func(method, path, token string, body any) (int, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, base+path, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+
+	if code, _ := call("PUT", "/v1/recipients/u2", notifydtest.AdminToken,
+		map[string]any{"email": "u2@example.test", "phone": "+14155550123"}); code != 200 {
+		t.Fatalf("PUT recipient = %d", code)
+	}
+	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u2", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, key := call("GET", "/v1/push-subscriptions/vapid-key", tok, nil)
+	if code != 200 || key["public_key"] != pub {
+		t.Fatalf("vapid key = %d %v", code, key)
+	}
+	browser := push.Subscribe()
+	if code, res := call("POST", "/v1/push-subscriptions", tok, browser); code != 201 {
+		t.Fatalf("POST subscription = %d %v", code, res)
+	}
+	gone := push.Subscribe() // a second browser, whose push service says it unsubscribed
+	push.Answer(gone.Endpoint, http.StatusGone)
+	if code, res := call("POST", "/v1/push-subscriptions", tok, gone); code != 201 {
+		t.Fatalf("POST subscription = %d %v", code, res)
+	}
+
+	// u3 has an email address only: no phone, no push subscription.
+	if code, _ := call("PUT", "/v1/recipients/u3", notifydtest.AdminToken, map[string]any{"email": "u3@example.test"}); code != 200 {
+		t.Fatalf("PUT recipient = %d", code)
+	}
+	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+		"notifier": "order.shipped", "key": "o-1", "recipients": []any{"u2", "u3"}, "params": map[string]any{"order": "42"}})
+	if code != 202 {
+		t.Fatalf("POST notification = %d %v", code, res)
+	}
+	id := res["id"].(string)
+
+	var rows map[string]string // recipient/channel -> status (last_error)
+	notifydtest.Eventually(t, 20*time.Second, "email, sms and web push settled", func() bool {
+		_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
+		rows = map[string]string{}
+		for _, d := range n["deliveries"].([]any) {
+			d := d.(map[string]any)
+			r, _ := d["recipient"].(string)
+			e, _ := d["last_error"].(string)
+			rows[r+"/"+d["channel"].(string)] = fmt.Sprint(d["status"]) + " " + e
+		}
+		return strings.HasPrefix(rows["u2/email"], "sent") && strings.HasPrefix(rows["u2/sms"], "sent") &&
+			strings.HasPrefix(rows["u2/web_push"], "sent") && strings.HasPrefix(rows["u3/email"], "sent") &&
+			strings.HasPrefix(rows["u3/web_push"], "refused")
+	})
+	if !strings.HasPrefix(rows["u3/sms"], "unavailable") || !strings.Contains(rows["u3/web_push"], "no push subscriptions") {
+		t.Errorf("u3 without a phone or a subscription: %v", rows)
+	}
+
+	if msgs := secondary.Messages(); len(msgs) != 2 || !strings.Contains(msgs[0].Text, "Order 42 is on its way") {
+		t.Errorf("secondary SMTP server got %d messages, want the email", len(msgs))
+	}
+	mu.Lock()
+	if len(texts) != 1 || texts[0]["To"] != "+14155550123" || texts[0]["Body"] != "Order 42 shipped" {
+		t.Errorf("twilio got %v", texts)
+	}
+	mu.Unlock()
+	if f := push.Failures(); len(f) > 0 {
+		t.Fatalf("push service refused: %v", f)
+	}
+	pushed := push.Messages()
+	if len(pushed) != 1 || pushed[0].Endpoint != browser.Endpoint {
+		t.Fatalf("push service decrypted %d messages, want 1 to the live subscription", len(pushed))
+	}
+	var payload map[string]string
+	if err := json.Unmarshal(pushed[0].Plaintext, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if payload["title"] != "Order 42 shipped" || payload["body"] != "On its way" || payload["url"] != "https://shop.test/orders/42" ||
+		payload["notifier"] != "order.shipped" || payload["key"] != "o-1" || payload["id"] == "" {
+		t.Errorf("payload = %v", payload)
+	}
+	// The subscription whose push service answered 410 is gone; the other
+	// has its last success.
+	// (Successes are written in batches, shortly after the send.)
+	var list map[string]any
+	notifydtest.Eventually(t, 10*time.Second, "the live subscription's success recorded, the gone one deleted", func() bool {
+		_, list = call("GET", "/v1/push-subscriptions", tok, nil)
+		subs, _ := list["subscriptions"].([]any)
+		return len(subs) == 1 && subs[0].(map[string]any)["endpoint"] == browser.Endpoint &&
+			subs[0].(map[string]any)["last_success_at"] != nil
+	})
+}

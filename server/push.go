@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// pushSubscriptions is the daemon's channels.PushSubscriptions: the web push
+// channel reads and updates the recipients' subscriptions through it. The
+// registry opens the channels before the pool exists, so db is set once it
+// does; sends start only after that.
+//
+// Successes are the common case, one per push: they are gathered and
+// written in one statement every successFlush (or successBatch ids),
+// rather than a round trip each; a send's own success is recorded shortly
+// after it returns. Close writes what is left.
+type pushSubscriptions struct {
+	db     stores.DB
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	pending []string
+	timer   *time.Timer
+}
+
+const (
+	successFlush = 50 * time.Millisecond
+	successBatch = 500
+)
+
+var _ channels.PushSubscriptions = (*pushSubscriptions)(nil)
+
+var errNoPool = errors.New("push subscriptions: the database is not open yet")
+
+func (p *pushSubscriptions) List(ctx context.Context, recipient string) ([]channels.PushSubscription, error) {
+	if p.db == nil {
+		return nil, errNoPool
+	}
+	subs, err := stores.ListPushSubscriptions(ctx, p.db, recipient)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]channels.PushSubscription, len(subs))
+	for i, s := range subs {
+		out[i] = channels.PushSubscription{ID: s.ID, Recipient: s.Recipient, Endpoint: s.Endpoint, P256dh: s.P256dh,
+			Auth: s.Auth, CreatedAt: s.CreatedAt, LastSuccessAt: s.LastSuccessAt, Failures: s.Failures}
+	}
+	return out, nil
+}
+
+func (p *pushSubscriptions) Succeeded(_ context.Context, ids []string) error {
+	if p.db == nil {
+		return errNoPool
+	}
+	p.mu.Lock()
+	p.pending = append(p.pending, ids...)
+	n := len(p.pending)
+	if p.timer == nil && n < successBatch {
+		p.timer = time.AfterFunc(successFlush, p.flush)
+	}
+	p.mu.Unlock()
+	if n >= successBatch {
+		p.flush()
+	}
+	return nil
+}
+
+// flush writes the gathered successes in one statement.
+func (p *pushSubscriptions) flush() {
+	p.mu.Lock()
+	ids := p.pending
+	p.pending = nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.mu.Unlock()
+	if len(ids) == 0 || p.db == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := stores.PushSucceeded(ctx, p.db, ids); err != nil && p.logger != nil {
+		p.logger.Warn("record push successes", "subscriptions", len(ids), "err", err)
+	}
+}
+
+// close writes the successes not yet written.
+func (p *pushSubscriptions) close() error {
+	p.flush()
+	return nil
+}
+
+func (p *pushSubscriptions) Failed(ctx context.Context, ids []string) error {
+	if p.db == nil {
+		return errNoPool
+	}
+	return stores.PushFailed(ctx, p.db, ids)
+}
+
+func (p *pushSubscriptions) Remove(ctx context.Context, ids []string) error {
+	if p.db == nil {
+		return errNoPool
+	}
+	return stores.RemovePushSubscriptions(ctx, p.db, ids)
+}
+
+// pushService returns the opened channel that delivers to push
+// subscriptions, nil when none is configured.
+func pushService(set *channels.Set) channels.PushService {
+	for _, name := range set.Registry.Names() {
+		if v, ok := set.Opened(name); ok {
+			if ps, ok := v.(channels.PushService); ok {
+				return ps
+			}
+		}
+	}
+	return nil
+}
