@@ -173,7 +173,7 @@ const listScan = 5000
 // $6 and $7, and need no index), at most listScan of them past the cursor,
 // then applies the recipient test to those. A recipient is found through the
 // inline list, the inbox (by its unique index) or the delivery rows (by the
-// identity index: coalesce(recipient, '') is its third column, so the test is
+// identity index: coalesce(recipient, ”) is its third column, so the test is
 // made on index entries, without reading the rows). $9 = 0 when the scan ran out before the
 // page was full.
 const listNotificationsSQL = `
