@@ -222,6 +222,26 @@ type NotifierChannel struct {
 	Default string
 	// Section is the rest of the mapping, for the channel to decode.
 	Section *Section
+
+	// Workflow keys, read by notifyd itself (docs/workflows.md); the
+	// registry says which channels may use them.
+
+	// Delay is the `delay` key: the channel's delivery is due that long
+	// after fan-out (`scheduled` until then). Zero sends at once.
+	Delay Duration
+	// Unless is the `unless` key: "read" or "seen" skips a delivery whose
+	// recipient has read (or seen) the notification's in-app item by the
+	// time it is due, or by the time the digest is rendered. "" never skips.
+	Unless string
+	// Throttle is the `throttle` key: nil is unthrottled.
+	Throttle *Throttle
+}
+
+// Throttle caps a notifier's deliveries on one channel per recipient: at
+// most Limit in any window of Per; the rest are `throttled` (terminal).
+type Throttle struct {
+	Limit int      `yaml:"limit"`
+	Per   Duration `yaml:"per"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("72h").

@@ -39,14 +39,29 @@ type Claimed struct {
 // skips it. attempts counts the attempt being made. A row whose notification
 // was cancelled (a retry scheduled before the cancel committed) is settled
 // `cancelled` instead of being claimed.
+//
+// Workflows: a delivery with an `unless` condition whose recipient has read
+// (or seen) the notification's inbox item is settled `skipped` by this same
+// statement (the met CTE reads the item at the statement's snapshot), so a
+// mark that committed before the claim always wins over the send.
 const claimSQL = `
-WITH claimed AS (
+WITH met AS (
+    SELECT d.id FROM notify_deliveries d
+    JOIN notify_inbox i ON i.recipient = d.recipient AND i.notifier = d.notifier AND i.key = d.key
+    WHERE d.id = ANY($1::text[]::uuid[]) AND d.unless IS NOT NULL
+      AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL
+), claimed AS (
     UPDATE notify_deliveries d
-    SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled' ELSE 'sending' END,
-        claimed_at = CASE WHEN n.status = 'cancelled' THEN NULL ELSE $3::timestamptz END,
-        attempts = d.attempts + CASE WHEN n.status = 'cancelled' THEN 0 ELSE 1 END,
-        settled_at = CASE WHEN n.status = 'cancelled' THEN $3::timestamptz END,
-        last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled' ELSE d.last_error END,
+    SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled'
+                      WHEN d.id IN (SELECT id FROM met) THEN 'skipped' ELSE 'sending' END,
+        claimed_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM met) THEN NULL ELSE $3::timestamptz END,
+        attempts = d.attempts + CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM met) THEN 0 ELSE 1 END,
+        settled_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM met) THEN $3::timestamptz END,
+        last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled'
+                          WHEN d.id IN (SELECT id FROM met)
+                          THEN 'unless ' || d.unless || ': the recipient had ' || d.unless || ' the in-app item when the delivery was due'
+                          ELSE d.last_error END,
+        next_attempt_at = CASE WHEN d.id IN (SELECT id FROM met) THEN NULL ELSE d.next_attempt_at END,
         updated_at = $3
     FROM notify_notifications n
     WHERE d.id = ANY($1::text[]::uuid[])
@@ -211,6 +226,7 @@ WITH due AS (
     WHERE (status = 'sending' AND claimed_at < $1::timestamptz - $2::interval)
        OR (status IN ('failed', 'rate_limited', 'pending')
            AND coalesce(next_attempt_at, updated_at) < $1::timestamptz - $3::interval)
+       OR (status = 'scheduled' AND next_attempt_at < $1::timestamptz - $3::interval) -- its job was lost
     ORDER BY coalesce(next_attempt_at, created_at)
     LIMIT $4
     FOR UPDATE SKIP LOCKED
