@@ -291,4 +291,3 @@ func TestDigestUnlessSeenDropsSeenItems(t *testing.T) {
 		t.Fatalf("skipped digest rows of d-1 = %d, want 2", n)
 	}
 }
-

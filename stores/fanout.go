@@ -275,7 +275,7 @@ type Candidate struct {
 	Name       string
 	Locale     string
 	Timezone   string
-	QuietHours string // the profile's quiet_hours JSON, "" for none
+	QuietHours string          // the profile's quiet_hours JSON, "" for none
 	Rules      json.RawMessage // [[scope, channel, mode], ...] that can apply to this notifier, or null
 	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
 }
