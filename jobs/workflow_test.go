@@ -291,3 +291,77 @@ func TestDigestUnlessSeenDropsSeenItems(t *testing.T) {
 		t.Fatalf("skipped digest rows of d-1 = %d, want 2", n)
 	}
 }
+
+// A throttle of 3 per hour admits exactly 3 of 20 notifications sent to one
+// recipient at once (several fan-outs in flight together): the other 17
+// deliveries are throttled, and 3 emails go out.
+func TestThrottleCannotOverAdmitUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflow(t)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	b.profile(t, "u2", "u2@example.test")
+	const n = 20
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := b.client.Send(ctx, notifyd.Notification{Notifier: "login.alert", Key: fmt.Sprintf("l-%d", i),
+				Params: map[string]any{"n": fmt.Sprint(i)}, Recipients: []notifyd.Recipient{{ID: "u1"}, {ID: "u2"}}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	notifydtest.StartWorkers(t, b.deps)
+	notifydtest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == 2*n
+	})
+	for _, r := range []string{"u1", "u2"} {
+		if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = $1 AND status = 'sent'`, r); got != 3 {
+			t.Fatalf("%s: %d sent, want 3", r, got)
+		}
+		if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = $1 AND status = 'throttled'
+			AND last_error LIKE 'throttled:%' AND settled_at IS NOT NULL`, r); got != n-3 {
+			t.Fatalf("%s: %d throttled, want %d", r, got, n-3)
+		}
+	}
+	if got := b.smtp.Count(); got != 6 {
+		t.Fatalf("%d emails, want 6", got)
+	}
+}
+
+// Quiet hours hold an email that would be sent inside them until they end
+// (scheduled, next_attempt_at at the window's end in the recipient's zone);
+// a required notifier's email is not held.
+func TestQuietHoursHoldEmailButNotRequired(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflow(t)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	// A window around now in Tokyo, ending in 3 hours.
+	loc, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no tzdata")
+	}
+	now := time.Now().In(loc)
+	start, end := now.Add(-time.Hour).Format("15:04"), now.Add(3*time.Hour).Format("15:04")
+	if _, err := b.pool.Exec(ctx, `UPDATE notify_recipients SET timezone = 'Asia/Tokyo', quiet_hours = $2 WHERE id = $1`,
+		"u1", fmt.Sprintf(`{"start":%q,"end":%q}`, start, end)); err != nil {
+		t.Fatal(err)
+	}
+	held := b.sendTo(t, "news.posted", "n-1", nil, "u1")
+	urgent := b.sendTo(t, "security.alert", "s-1", nil, "u1")
+	notifydtest.StartWorkers(t, b.deps)
+	b.waitDelivery(t, urgent, "u1", "sent")
+	b.waitDelivery(t, held, "u1", "scheduled")
+	var due time.Time
+	if err := b.pool.QueryRow(ctx, `SELECT next_attempt_at FROM notify_deliveries WHERE notification_id = $1`, held).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	if got := due.In(loc).Format("15:04"); got != end || due.Before(time.Now().Add(2*time.Hour)) {
+		t.Fatalf("held until %s (%s Tokyo), want the window's end %s", due, got, end)
+	}
+	if got := b.smtp.Count(); got != 1 {
+		t.Fatalf("%d emails, want only the required one", got)
+	}
+}

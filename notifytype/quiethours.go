@@ -1,6 +1,7 @@
 package notifytype
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,9 @@ func ParseQuietHours(raw []byte) (*QuietHours, error) {
 		return nil, nil
 	}
 	var q QuietHours
-	if err := json.Unmarshal(raw, &q); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&q); err != nil {
 		return nil, fmt.Errorf(`quiet_hours: want {"start":"HH:MM","end":"HH:MM"}: %w`, err)
 	}
 	if err := q.Validate(); err != nil {
