@@ -317,10 +317,13 @@ type LedgerRow struct {
 	Attempts  int
 	LastError *string
 	UpdatedAt time.Time
+	// NextAttemptAt is when a scheduled delivery is due; nil for any other.
+	NextAttemptAt *time.Time
 }
 
 const recentDeliveriesSQL = `
-SELECT notifier, key, recipient, channel, mode, status, attempts, last_error, updated_at
+SELECT notifier, key, recipient, channel, mode, status, attempts, last_error, updated_at,
+       CASE WHEN status = 'scheduled' THEN next_attempt_at END
 FROM notify_deliveries
 ORDER BY updated_at DESC, id
 LIMIT $1`
@@ -336,7 +339,7 @@ func RecentDeliveries(ctx context.Context, db DB, limit int) ([]LedgerRow, error
 	for rows.Next() {
 		var r LedgerRow
 		if err := rows.Scan(&r.Notifier, &r.Key, &r.Recipient, &r.Channel, &r.Mode, &r.Status, &r.Attempts,
-			&r.LastError, &r.UpdatedAt); err != nil {
+			&r.LastError, &r.UpdatedAt, &r.NextAttemptAt); err != nil {
 			return nil, err
 		}
 		out = append(out, r)

@@ -120,6 +120,9 @@ type Delivery struct {
 	Attempts  int
 	LastError *string
 	UpdatedAt time.Time
+	// NextAttemptAt is when a scheduled delivery is due (or a failed one is
+	// retried); nil otherwise.
+	NextAttemptAt *time.Time
 }
 
 const getNotificationSQL = `
@@ -130,11 +133,12 @@ WHERE id = $1`
 // listDeliveriesSQL reports ledger rows and the inbox items (the inbox
 // channel's ledger, reported under its name, $3) in one ordered list.
 const listDeliveriesSQL = `
-SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at
+SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at,
+       CASE WHEN status IN ('scheduled', 'failed', 'rate_limited') THEN next_attempt_at END
 FROM notify_deliveries
 WHERE notification_id = $1
 UNION ALL
-SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at
+SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at, NULL
 FROM notify_inbox i
 JOIN notify_notifications n ON n.notifier = i.notifier AND n.key = i.key
 WHERE n.id = $1
@@ -163,9 +167,10 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, i
 	for rows.Next() {
 		var d Delivery
 		if err := rows.Scan(&d.ID, &d.Recipient, &d.Channel, &d.Reason, &d.Mode, &d.Status, &d.Attempts,
-			&d.LastError, &d.UpdatedAt); err != nil {
+			&d.LastError, &d.UpdatedAt, &d.NextAttemptAt); err != nil {
 			return nil, err
 		}
+		d.NextAttemptAt = utcPtr(d.NextAttemptAt)
 		n.Deliveries = append(n.Deliveries, d)
 	}
 	return &n, rows.Err()

@@ -165,6 +165,10 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/mutes", s.recipient(s.deleteMute))
 	s.mux.Handle("GET /v1/subscriptions", s.recipient(s.listSubscriptions))
 	s.mux.Handle("GET /v1/webhook-secret", s.recipient(s.webhookSecret))
+	s.mux.Handle("GET /v1/quiet-hours", s.recipient(s.getQuietHours))
+	s.mux.Handle("PUT /v1/quiet-hours", s.recipient(s.putQuietHours))
+	s.mux.Handle("GET /v1/recipients/{id}/quiet-hours", s.forRecipient(s.getQuietHours))
+	s.mux.Handle("PUT /v1/recipients/{id}/quiet-hours", s.forRecipient(s.putQuietHours))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic

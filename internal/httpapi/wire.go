@@ -33,15 +33,18 @@ type notificationJSON struct {
 // deliveryJSON is one ledger row of a notification. The inbox channel's
 // record is the inbox item itself.
 type deliveryJSON struct {
-	ID        string    `json:"id"`
-	Recipient *string   `json:"recipient"`
-	Channel   string    `json:"channel"`
-	Reason    string    `json:"reason"`
-	Mode      string    `json:"mode"`
-	Status    string    `json:"status"`
-	Attempts  int       `json:"attempts"`
-	LastError *string   `json:"last_error"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string  `json:"id"`
+	Recipient *string `json:"recipient"`
+	Channel   string  `json:"channel"`
+	Reason    string  `json:"reason"`
+	Mode      string  `json:"mode"`
+	Status    string  `json:"status"`
+	Attempts  int     `json:"attempts"`
+	LastError *string `json:"last_error"`
+	// NextAttemptAt is when a scheduled delivery is due (or a failed one
+	// retried); null otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	UpdatedAt     time.Time  `json:"updated_at"`
 }
 
 func notificationWire(n *stores.Notification, max int) notificationJSON {
@@ -55,7 +58,7 @@ func notificationWire(n *stores.Notification, max int) notificationJSON {
 		}
 		out.Deliveries = append(out.Deliveries, deliveryJSON{ID: d.ID, Recipient: d.Recipient, Channel: d.Channel,
 			Reason: d.Reason, Mode: d.Mode, Status: d.Status, Attempts: d.Attempts, LastError: d.LastError,
-			UpdatedAt: d.UpdatedAt})
+			NextAttemptAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt})
 	}
 	return out
 }
