@@ -47,3 +47,59 @@ func (d *decoder) decodeWorkflowKey(nc *NotifierChannel, p pair, path string) bo
 	}
 	return true
 }
+
+// Batch template fields: what a batched notifier's templates see besides the
+// params (the params of the notification that rendered them).
+const (
+	BatchCount  = "Count"  // how many notifications the batch holds
+	BatchActors = "Actors" // their distinct actors, in arrival order
+	BatchItems  = "Items"  // each one's params, oldest first
+)
+
+// validateBatch checks n.Batch and parses its key template, rendering it
+// with the example params; a batched notifier's example params gain the
+// batch fields (a batch of two), so that `notifyd check` renders every
+// channel template as a batch's message would.
+func (n *Notifier) validateBatch(el *errorList, path string) {
+	b := n.Batch
+	if b == nil {
+		return
+	}
+	path = join(path, "batch")
+	if b.Key == "" {
+		el.add(join(path, "key"), "is required: a template over the params naming what batches together, such as \"{{.post_id}}\"")
+	} else if b.KeyTmpl = textTmpl(el, join(path, "key"), b.Key); b.KeyTmpl != nil {
+		renderCheck(el, join(path, "key"), b.KeyTmpl, dot(n.example))
+	}
+	if b.Window <= 0 {
+		el.add(join(path, "window"), "must be a positive duration, got %s", b.Window)
+	}
+	if b.Max < 0 {
+		el.add(join(path, "max"), "must be positive (or left out: only the window closes a batch), got %d", b.Max)
+	}
+	ex := make(map[string]any, len(n.example)+3)
+	for k, v := range n.example {
+		ex[k] = v
+	}
+	ex[BatchCount] = float64(2)
+	ex[BatchActors] = []any{"example-actor"}
+	ex[BatchItems] = []any{n.example, n.example}
+	n.example = ex
+}
+
+// BatchParams returns params as a batch's templates see them: params (the
+// notification rendering them) with the batch fields added.
+func BatchParams(params map[string]any, count int, actors []string, items []any) map[string]any {
+	out := make(map[string]any, len(params)+3)
+	for k, v := range params {
+		out[k] = v
+	}
+	a := make([]any, len(actors))
+	for i, x := range actors {
+		a[i] = x
+	}
+	out[BatchCount] = float64(count)
+	out[BatchActors] = a
+	out[BatchItems] = items
+	return out
+}

@@ -195,6 +195,13 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 	if err != nil {
 		return nil, item, "invalid params: " + err.Error()
 	}
+	if nf.Batch != nil {
+		// The first of a batch renders as a batch of one; see batch.go.
+		if _, err := config.RenderText(nf.Batch.KeyTmpl, params); err != nil {
+			return nil, item, "batch key does not render: " + err.Error()
+		}
+		params = config.BatchParams(params, 1, nonEmpty(st.Actor), []any{params})
+	}
 	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
 		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
 			return nil, item, inbox + " templates do not render: " + err.Error()
@@ -226,8 +233,17 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 		return false, err
 	}
 	chunk.Title, chunk.Body, chunk.URL = item.Title, item.Body, item.URL
+	var batches *batchStep
+	if nf.Batch != nil {
+		if batches, err = d.joinBatches(ctx, tx, st, nf, chunk); err != nil {
+			return false, err
+		}
+	}
 	res, err := stores.WriteChunk(ctx, tx, chunk, guarded)
 	if err != nil {
+		return false, err
+	}
+	if err := batches.finish(ctx, tx, d); err != nil {
 		return false, err
 	}
 	if err := insertSendJobs(ctx, tx, res.PendingIDs, d.Config.Queues.SendBatch); err != nil {

@@ -129,8 +129,15 @@ func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*send
 	if err != nil {
 		return nil, fmt.Errorf("send job without its River client: %w", err)
 	}
+	batches, err := d.closeBatches(ctx, job.Args.DeliveryIDs) // workflows: see batch.go
+	if err != nil {
+		return nil, err
+	}
 	claimed, err := stores.ClaimDeliveries(ctx, d.Pool, job.Args.DeliveryIDs, d.now())
 	if err != nil {
+		return nil, err
+	}
+	if err := withBatches(claimed, batches); err != nil {
 		return nil, err
 	}
 	if len(claimed) == 0 {

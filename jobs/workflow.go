@@ -61,7 +61,7 @@ func (wf *workflow) apply(c *stores.Chunk, nf *config.Notifier, p channels.Plugi
 		return
 	}
 	if nc.Unless != "" && recipient != "" {
-		wf.grow(c)
+		grow(c)
 		c.DeliveryUnless[i] = nc.Unless
 	}
 	if status != notifytype.StatusPending {
@@ -81,7 +81,7 @@ func (wf *workflow) apply(c *stores.Chunk, nf *config.Notifier, p channels.Plugi
 		}
 	}
 	if !due.IsZero() {
-		wf.grow(c)
+		grow(c)
 		c.DeliveryStatuses[i] = string(notifytype.StatusScheduled)
 		c.DeliveryDue[i] = &due
 	}
@@ -93,17 +93,6 @@ func (wf *workflow) apply(c *stores.Chunk, nf *config.Notifier, p channels.Plugi
 		c.ThrottlePers = append(c.ThrottlePers, t.Per.D().Seconds())
 		c.ThrottleErrors = append(c.ThrottleErrors, fmt.Sprintf(
 			"throttled: notifier %s sends at most %d %s per %s to a recipient", nf.Name, t.Limit, p.Name, t.Per))
-	}
-}
-
-// grow makes c's workflow slices as long as its delivery slices.
-func (wf *workflow) grow(c *stores.Chunk) {
-	n := len(c.DeliveryIDs)
-	if len(c.DeliveryDue) < n {
-		c.DeliveryDue = append(c.DeliveryDue, make([]*time.Time, n-len(c.DeliveryDue))...)
-	}
-	if len(c.DeliveryUnless) < n {
-		c.DeliveryUnless = append(c.DeliveryUnless, make([]string, n-len(c.DeliveryUnless))...)
 	}
 }
 

@@ -373,6 +373,10 @@ type Chunk struct {
 	// Both may be nil for a chunk without workflows: see Workflow.
 	DeliveryDue    []*time.Time
 	DeliveryUnless []string
+	// DeliveryBatch is the batch a delivery carries, DeliveryBatchedInto the
+	// delivery that carries a `batched` one ("" none; nil slices: none).
+	DeliveryBatch       []string
+	DeliveryBatchedInto []string
 
 	// Throttled candidates (parallel slices): deliveries that count against
 	// a throttle, each with its limit, window (seconds) and the last_error a
@@ -443,15 +447,16 @@ WITH tc AS (
     RETURNING id, recipient
 ), dl AS (
     INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
-                                   last_error, settled_at, next_attempt_at, unless)
+                                   last_error, settled_at, next_attempt_at, unless, batch_id, batched_into)
     SELECT d.id::uuid, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode,
            CASE WHEN x.refused THEN 'throttled' ELSE d.status END,
            CASE WHEN x.refused THEN tc.msg ELSE nullif(d.err, '') END,
-           CASE WHEN d.status IN ('unavailable', 'skipped') OR x.refused THEN now() END,
-           CASE WHEN x.refused THEN NULL ELSE d.due END, nullif(d.unless, '')
+           CASE WHEN d.status IN ('unavailable', 'skipped', 'batched') OR x.refused THEN now() END,
+           CASE WHEN x.refused THEN NULL ELSE d.due END, nullif(d.unless, ''),
+           nullif(d.batch, '')::uuid, nullif(d.carrier, '')::uuid
     FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
-                $30::timestamptz[], $31::text[])
-         AS d(id, recipient, channel, reason, mode, status, err, due, unless)
+                $30::timestamptz[], $31::text[], $32::text[], $33::text[])
+         AS d(id, recipient, channel, reason, mode, status, err, due, unless, batch, carrier)
     LEFT JOIN tc ON tc.id = d.id
     LEFT JOIN th ON th.last_delivery = d.id::uuid
     CROSS JOIN LATERAL (SELECT tc.id IS NOT NULL AND th.last_delivery IS NULL AS refused) x
@@ -516,7 +521,8 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 		nonNil(c.DeliveryModes), nonNil(c.DeliveryStatuses), nonNil(c.DeliveryErrors),
 		c.Cursor, c.InlinePos, c.Done, c.Lane,
 		nonNil(c.ThrottleIDs), nonNil(c.ThrottleRecipients), nonNil(c.ThrottleChannels), nonNilOf(c.ThrottleLimits),
-		nonNilOf(c.ThrottlePers), nonNil(c.ThrottleErrors), dues(c), unlesses(c))
+		nonNilOf(c.ThrottlePers), nonNil(c.ThrottleErrors), dues(c), padded(c, c.DeliveryUnless),
+		padded(c, c.DeliveryBatch), padded(c, c.DeliveryBatchedInto))
 	if err != nil {
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
 	}
@@ -647,10 +653,11 @@ func dues(c *Chunk) []*time.Time {
 	return make([]*time.Time, len(c.DeliveryIDs))
 }
 
-// unlesses is c.DeliveryUnless, one entry per delivery ("" when unset).
-func unlesses(c *Chunk) []string {
-	if len(c.DeliveryUnless) == len(c.DeliveryIDs) {
-		return c.DeliveryUnless
+// padded is one of c's optional per-delivery slices, one entry per
+// delivery ("" when unset).
+func padded(c *Chunk, s []string) []string {
+	if len(s) == len(c.DeliveryIDs) {
+		return s
 	}
-	return make([]string, len(c.DeliveryIDs))
+	return append(slices.Clip(s), make([]string, len(c.DeliveryIDs)-len(s))...)
 }

@@ -123,6 +123,8 @@ type Delivery struct {
 	// NextAttemptAt is when a scheduled delivery is due (or a failed one is
 	// retried); nil otherwise.
 	NextAttemptAt *time.Time
+	// BatchedInto is the delivery that carried a `batched` one.
+	BatchedInto *string
 }
 
 const getNotificationSQL = `
@@ -134,11 +136,11 @@ WHERE id = $1`
 // channel's ledger, reported under its name, $3) in one ordered list.
 const listDeliveriesSQL = `
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at,
-       CASE WHEN status IN ('scheduled', 'failed', 'rate_limited') THEN next_attempt_at END
+       CASE WHEN status IN ('scheduled', 'failed', 'rate_limited') THEN next_attempt_at END, batched_into::text
 FROM notify_deliveries
 WHERE notification_id = $1
 UNION ALL
-SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at, NULL
+SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at, NULL, NULL
 FROM notify_inbox i
 JOIN notify_notifications n ON n.notifier = i.notifier AND n.key = i.key
 WHERE n.id = $1
@@ -167,7 +169,7 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, i
 	for rows.Next() {
 		var d Delivery
 		if err := rows.Scan(&d.ID, &d.Recipient, &d.Channel, &d.Reason, &d.Mode, &d.Status, &d.Attempts,
-			&d.LastError, &d.UpdatedAt, &d.NextAttemptAt); err != nil {
+			&d.LastError, &d.UpdatedAt, &d.NextAttemptAt, &d.BatchedInto); err != nil {
 			return nil, err
 		}
 		d.NextAttemptAt = utcPtr(d.NextAttemptAt)

@@ -44,7 +44,9 @@ type deliveryJSON struct {
 	// NextAttemptAt is when a scheduled delivery is due (or a failed one
 	// retried); null otherwise.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
-	UpdatedAt     time.Time  `json:"updated_at"`
+	// BatchedInto names the delivery that carried a `batched` one.
+	BatchedInto *string   `json:"batched_into,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 func notificationWire(n *stores.Notification, max int) notificationJSON {
@@ -58,7 +60,7 @@ func notificationWire(n *stores.Notification, max int) notificationJSON {
 		}
 		out.Deliveries = append(out.Deliveries, deliveryJSON{ID: d.ID, Recipient: d.Recipient, Channel: d.Channel,
 			Reason: d.Reason, Mode: d.Mode, Status: d.Status, Attempts: d.Attempts, LastError: d.LastError,
-			NextAttemptAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt})
+			NextAttemptAt: d.NextAttemptAt, BatchedInto: d.BatchedInto, UpdatedAt: d.UpdatedAt})
 	}
 	return out
 }

@@ -33,6 +33,40 @@ CREATE TABLE notify_throttle (
     PRIMARY KEY (recipient, notifier, channel)
 );
 
+-- Batches: per (recipient, notifier, rendered key) the first notification
+-- opens a batch and later ones within its window join it. At most one batch
+-- of a key is open at a time (the partial unique index): concurrent fan-outs,
+-- on any replica, upsert the same row with INSERT ... ON CONFLICT DO UPDATE,
+-- which queues them on its lock, so none opens a second batch and none is
+-- lost. A batch is `open` until its window ends or it holds `max` members
+-- (then `full`), and `closed` once its message is claimed for sending: the
+-- claim closes it in its own statement, so a notification that arrives
+-- later opens the next batch instead of joining one already sent.
+--
+-- The first notification's deliveries on the channels that send carry the
+-- batch (batch_id), `scheduled` until the window closes; every later
+-- member's delivery on that channel is `batched`, naming it (batched_into).
+CREATE TABLE notify_batches (
+    id            uuid PRIMARY KEY,
+    recipient     text COLLATE "C" NOT NULL,
+    notifier      text NOT NULL,
+    batch_key     text NOT NULL,
+    state         text NOT NULL DEFAULT 'open',  -- open | full | closed
+    opened_at     timestamptz NOT NULL DEFAULT now(),
+    closes_at     timestamptz NOT NULL,
+    max_members   integer NOT NULL,
+    count         integer NOT NULL DEFAULT 1,
+    members       uuid[] NOT NULL,                -- notification ids, in arrival order
+    actors        text[] NOT NULL DEFAULT '{}',   -- distinct, in arrival order
+    items         jsonb NOT NULL DEFAULT '[]',    -- each member's params, oldest first
+    inbox_id      uuid,                           -- the in-app item, created with the first
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX notify_batches_open ON notify_batches (recipient, notifier, batch_key) WHERE state = 'open';
+CREATE INDEX notify_batches_closes_idx ON notify_batches (closes_at);
+ALTER TABLE notify_deliveries ADD COLUMN batch_id uuid, ADD COLUMN batched_into uuid;
+CREATE INDEX notify_deliveries_batch_idx ON notify_deliveries (batch_id) WHERE batch_id IS NOT NULL;
+
 -- A recipient's quiet hours: {"start":"22:00","end":"07:00"} in their
 -- timezone (validated by the API); null for none.
 ALTER TABLE notify_recipients ADD COLUMN quiet_hours jsonb;
@@ -151,6 +185,9 @@ END
 $$;
 -- +goose StatementEnd
 ALTER TABLE notify_recipients DROP COLUMN quiet_hours;
+DROP INDEX notify_deliveries_batch_idx;
+ALTER TABLE notify_deliveries DROP COLUMN batched_into, DROP COLUMN batch_id;
+DROP TABLE notify_batches;
 DROP TABLE notify_throttle;
 DROP INDEX notify_deliveries_scheduled_idx;
 ALTER TABLE notify_deliveries DROP COLUMN unless;
