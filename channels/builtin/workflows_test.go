@@ -87,3 +87,41 @@ func TestWorkflowOptionsPerChannel(t *testing.T) {
 		t.Fatal("bulk delay not read")
 	}
 }
+
+func TestBatchOptionErrors(t *testing.T) {
+	t.Parallel()
+	base := strings.Replace(workflowBase, "    example: {task: T-1}\n", "    example: {task: T-1}\n    batch:\n", 1)
+	for _, tc := range []struct {
+		name, batch, want string
+	}{
+		{"no key", "      window: 1h\n",
+			`test.yaml:7: notifiers.n.batch.key: is required: a template over the params naming what batches together, such as "{{.post_id}}"`},
+		{"key does not parse", "      key: \"{{.task\"\n      window: 1h\n",
+			`test.yaml:8: notifiers.n.batch.key: invalid template: line 1: unclosed action`},
+		{"key does not render", "      key: \"{{.task.id}}\"\n      window: 1h\n",
+			`test.yaml:8: notifiers.n.batch.key: template does not render with the example params: line 1:7: at <.task.id>: can't evaluate field id in type interface {}`},
+		{"no window", "      key: \"{{.task}}\"\n",
+			`test.yaml:7: notifiers.n.batch.window: must be a positive duration, got 0s`},
+		{"negative max", "      key: \"{{.task}}\"\n      window: 1h\n      max: -1\n",
+			`test.yaml:10: notifiers.n.batch.max: must be positive (or left out: only the window closes a batch), got -1`},
+		{"unknown key", "      key: \"{{.task}}\"\n      window: 1h\n      size: 3\n",
+			`test.yaml:10: notifiers.n.batch.size: unknown key (want key, window or max)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := strings.Replace(base, "    batch:\n", "    batch:\n"+tc.batch, 1)
+			got := parseErrors(t, src)
+			if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) {
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), tc.want)
+			}
+		})
+	}
+	// The channels' templates are checked as a batch's message renders:
+	// .Count, .Actors and .Items are there.
+	ok := strings.Replace(base, "    batch:\n", "    batch: {key: \"{{.task}}\", window: 10m, max: 50}\n", 1)
+	ok = strings.Replace(ok, "        text: t\n", "        text: \"{{len .Items}} tasks from {{index .Actors 0}}, {{.Count}} in all\"\n", 1)
+	c := mustParse(t, ok)
+	if b := c.Notifiers["n"].Batch; b == nil || b.KeyTmpl == nil || b.Window.D() != 10*time.Minute || b.Max != 50 {
+		t.Fatalf("batch = %+v", b)
+	}
+}
