@@ -19,6 +19,10 @@
 
 -- +goose Up
 ALTER TABLE notify_deliveries ADD COLUMN unless text;
+-- The claim looks for `unless` rows among the ones it claims through this
+-- index: it holds only those rows, so a claim of deliveries without a
+-- condition (nearly all of them) reads next to nothing more.
+CREATE INDEX notify_deliveries_unless_idx ON notify_deliveries (id) WHERE unless IS NOT NULL;
 CREATE INDEX notify_deliveries_scheduled_idx ON notify_deliveries (next_attempt_at) WHERE status = 'scheduled';
 
 CREATE TABLE notify_throttle (
@@ -190,4 +194,5 @@ ALTER TABLE notify_deliveries DROP COLUMN batched_into, DROP COLUMN batch_id;
 DROP TABLE notify_batches;
 DROP TABLE notify_throttle;
 DROP INDEX notify_deliveries_scheduled_idx;
+DROP INDEX notify_deliveries_unless_idx;
 ALTER TABLE notify_deliveries DROP COLUMN unless;
