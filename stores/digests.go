@@ -334,7 +334,8 @@ WHERE h.rn <= $5
 ORDER BY h.ord, h.created_at, h.id`
 
 const getRecipientsSQL = `
-SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at
+SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
+       quiet_hours
 FROM notify_recipients
 WHERE id = ANY($1::text[])`
 
