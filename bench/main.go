@@ -56,7 +56,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "marks", "digest", "rss"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "marks", "digest", "delayed", "rss"}
 
 type options struct {
 	fanoutN          int
@@ -197,6 +197,9 @@ func run() int {
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
 		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+	}
+	if section("delayed", fmt.Sprintf("%d emails delayed with unless: read, half of them read before due", o.emailN)) {
+		results = append(results, runDelayed(ctx, h, o.emailN, immediate)...)
 	}
 	if section("rss", fmt.Sprintf("peak RSS of `notifyd run` during in_app fan-outs to a %d-subscriber topic and %d inline recipients",
 		o.rssN, o.rssInlineN)) {

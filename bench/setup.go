@@ -22,6 +22,8 @@ const (
 	notifierInApp  = "bench.inapp"  // in_app only
 	notifierEmail  = "bench.email"  // email only, immediate
 	notifierDigest = "bench.digest" // in_app + email in digest mode
+	// notifierDelayed: in_app + email delayed, unless read (workflows).
+	notifierDelayed = "bench.delayed"
 )
 
 // benchParams are the params of every bench notification.
@@ -114,6 +116,21 @@ func configYAML(o configOptions) string {
         default: digest
         subject: "{{.actor}} commented on {{.item}}"
         text: "{{.actor}} commented on {{.item}}."
+  bench.delayed:
+    category: bench
+    max_recipients: 2000000
+    params:
+      type: object
+      required: [actor, item]
+      properties: {actor: {type: string}, item: {type: string}}
+    channels:
+      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+      email:
+        subject: "{{.actor}} commented on {{.item}}"
+        text: "{{.actor}} commented on {{.item}}."
+        delay: ` + delayedBy.String() + `
+        unless: read
 `)
 	return b.String()
 }
