@@ -87,3 +87,38 @@ func TestRecipientQuietHours(t *testing.T) {
 	}
 	expect(t, b.do(t, "GET", "/v1/quiet-hours", "", nil), 401, httpapi.CodeUnauthorized)
 }
+
+// GET /v1/notifications/{id} shows the workflow statuses: when a scheduled
+// delivery is due, and the delivery that carried a batched one.
+func TestGetNotificationWorkflowStatuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sent := b.do(t, "POST", "/v1/notifications", adminToken, sendBody("c-wf"))
+	expect(t, sent, 202, "")
+	id := sent.body["id"].(string)
+	lead := "01930000-0000-7000-8000-000000000001"
+	if _, err := b.pool.Exec(t.Context(), `
+		INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, next_attempt_at, batched_into, last_error)
+		VALUES (gen_random_uuid(), $1, 'comment.created', 'c-wf', 'u1', 'email', 'immediate', 'scheduled', '2030-01-02T03:34:05Z', NULL, NULL),
+		       (gen_random_uuid(), $1, 'comment.created', 'c-wf', 'u2', 'email', 'immediate', 'batched', NULL, $2, NULL),
+		       (gen_random_uuid(), $1, 'comment.created', 'c-wf', 'u3', 'email', 'immediate', 'throttled', NULL, NULL, 'throttled: at most 5')`,
+		id, lead); err != nil {
+		t.Fatal(err)
+	}
+	r := b.do(t, "GET", "/v1/notifications/"+id, adminToken, nil)
+	expect(t, r, 200, "")
+	got := map[string]map[string]any{}
+	for _, d := range r.body["deliveries"].([]any) {
+		m := d.(map[string]any)
+		got[m["recipient"].(string)] = m
+	}
+	if d := got["u1"]; d["status"] != "scheduled" || d["next_attempt_at"] != "2030-01-02T03:34:05Z" {
+		t.Fatalf("scheduled delivery %v", d)
+	}
+	if d := got["u2"]; d["status"] != "batched" || d["batched_into"] != lead || d["next_attempt_at"] != nil {
+		t.Fatalf("batched delivery %v", d)
+	}
+	if d := got["u3"]; d["status"] != "throttled" || d["last_error"] != "throttled: at most 5" {
+		t.Fatalf("throttled delivery %v", d)
+	}
+}
