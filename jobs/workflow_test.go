@@ -11,6 +11,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -363,5 +364,40 @@ func TestQuietHoursHoldEmailButNotRequired(t *testing.T) {
 	}
 	if got := b.smtp.Count(); got != 1 {
 		t.Fatalf("%d emails, want only the required one", got)
+	}
+}
+
+// A scheduled delivery whose send job was lost reaches a final status: the
+// retry sweep re-drives it once it is overdue by a lease, and the claim
+// still reads its `unless` condition.
+func TestRetrySweepRedrivesScheduledWithLostJob(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflow(t)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	b.profile(t, "u2", "u2@example.test")
+	id := b.sendTo(t, "task.assigned", "t-lost", map[string]any{"task": "T-9"}, "u1", "u2")
+	client := notifydtest.StartWorkers(t, b.deps)
+	b.waitDelivery(t, id, "u1", "scheduled")
+	b.waitDelivery(t, id, "u2", "scheduled")
+	if err := client.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The job is lost, and the rows are overdue by more than a lease.
+	if _, err := b.pool.Exec(ctx, `DELETE FROM river_job WHERE kind = 'notify.send'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE notify_deliveries SET next_attempt_at = now() - interval '1 hour' WHERE notification_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	b.markInbox(t, "u1", "task.assigned", "t-lost", stores.InboxOpRead)
+	client = notifydtest.StartWorkers(t, b.deps)
+	if _, err := client.Insert(ctx, jobs.RetrySweepArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitDelivery(t, id, "u2", "sent")
+	b.waitDelivery(t, id, "u1", "skipped")
+	if got := rcpts(b.smtp.Messages()); len(got) != 1 || got[0] != "u2@example.test" {
+		t.Fatalf("emails to %v, want only u2", got)
 	}
 }
