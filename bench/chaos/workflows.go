@@ -111,7 +111,7 @@ WHERE notifier = $1 AND read_at IS NULL AND right(recipient, 1)::int % 2 = 0`, d
   (SELECT count(*) FROM notify_notifications WHERE status NOT IN ('fanned_out', 'cancelled', 'rejected'))`).Scan(&left, &fanning)
 		return left == 0 && fanning == 0, err
 	}
-	deadline := time.Now().Add(verifyReserve + 30*time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // River rescues the jobs of a killed daemon after a minute or more
 	for {
 		ok, err := settled()
 		if err != nil {
