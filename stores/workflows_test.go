@@ -75,3 +75,33 @@ func TestJoinBatchesCountsEachNotificationOnce(t *testing.T) {
 		t.Fatalf("fourth join = %+v, want a new batch", d)
 	}
 }
+
+// Retention keeps scheduled deliveries (they are not settled) and removes
+// batches closed before the cutoff and throttle windows that are over.
+func TestRetentionOfWorkflowRows(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	old := time.Now().Add(-60 * 24 * time.Hour)
+	nid, did := uuidv7.String(), uuidv7.String()
+	exec(t, tx, `INSERT INTO notify_notifications (id, notifier, key, status, created_at) VALUES ($1, 'n', 'ret-1', 'fanned_out', $2)`, nid, old)
+	exec(t, tx, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, next_attempt_at, created_at)
+		VALUES ($1, $2, 'n', 'ret-1', 'wf-r', 'email', 'immediate', 'scheduled', now() + interval '1 day', $3)`, did, nid, old)
+	exec(t, tx, `INSERT INTO notify_batches (id, recipient, notifier, batch_key, state, opened_at, closes_at, max_members, members)
+		VALUES ($1, 'wf-r', 'n', 'k', 'closed', $2, $2, 0, ARRAY[$3::uuid]), ($4, 'wf-r', 'n', 'k2', 'open', now(), now() + interval '1 hour', 0, ARRAY[$3::uuid])`,
+		uuidv7.String(), old, nid, uuidv7.String())
+	exec(t, tx, `INSERT INTO notify_throttle (recipient, notifier, channel, lim, per, admitted, updated_at)
+		VALUES ('wf-r', 'n', 'email', 3, '1 hour', '{}', $1), ('wf-r', 'n2', 'email', 3, '2000 hours', '{}', $1)`, old)
+	cut := time.Now().Add(-30 * 24 * time.Hour)
+	if _, err := stores.DeleteExpired(t.Context(), tx, stores.RetentionCutoffs{Inbox: cut, Deliveries: cut, Changes: cut}, 100); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, tx, `SELECT count(*) FROM notify_deliveries WHERE id = $1`, did); n != 1 {
+		t.Fatal("retention deleted a scheduled delivery")
+	}
+	if n := countRows(t, tx, `SELECT count(*) FROM notify_batches WHERE recipient = 'wf-r'`); n != 1 {
+		t.Fatalf("%d batches left, want the open one", n)
+	}
+	if n := countRows(t, tx, `SELECT count(*) FROM notify_throttle WHERE recipient = 'wf-r'`); n != 1 {
+		t.Fatalf("%d throttle windows left, want the one whose per has not passed", n)
+	}
+}
