@@ -293,9 +293,10 @@ func TestDigestUnlessSeenDropsSeenItems(t *testing.T) {
 	}
 }
 
-// A throttle of 3 per hour admits exactly 3 of 20 notifications sent to one
-// recipient at once (several fan-outs in flight together): the other 17
-// deliveries are throttled, and 3 emails go out.
+// A throttle of 3 per hour admits exactly 3 of 20 notifications sent to each
+// of two recipients at once (up to 16 fan-outs in flight together, on two
+// River clients): the other 17 deliveries are throttled, and 3 emails go
+// out to each.
 func TestThrottleCannotOverAdmitUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	b := setupWorkflow(t)
@@ -313,6 +314,9 @@ func TestThrottleCannotOverAdmitUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Two daemons with 8 fan-out workers each: the fan-outs run at once.
+	b.cfg.Queues.Fanout = 8
+	notifydtest.StartWorkers(t, b.deps)
 	notifydtest.StartWorkers(t, b.deps)
 	notifydtest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
 		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == 2*n
