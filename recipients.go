@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -34,6 +35,12 @@ type Profile struct {
 	// Data is a JSON object for the application's own use (templates see it
 	// as .Data); nil is {}.
 	Data map[string]any
+	// QuietHours holds email, SMS and push deliveries that would be sent
+	// inside the window (in Timezone; digest.timezone when it is empty)
+	// until the window ends. Unlike the other fields, nil keeps what is
+	// stored: the recipient sets quiet hours in the preference center, and
+	// a profile write from the application must not undo that.
+	QuietHours *QuietHours
 
 	// Set by GetRecipient; PutRecipientTx ignores them.
 	//
@@ -74,6 +81,9 @@ var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
 // "webhook_url", ...).
 func (p Profile) Validate() error {
 	if err := p.validateText(); err != nil {
+		return err
+	}
+	if err := p.validateQuietHours(); err != nil {
 		return err
 	}
 	_, err := p.data()
@@ -123,6 +133,21 @@ func (p Profile) data() (json.RawMessage, error) {
 		return nil, &InputError{Field: "data", Message: "contains a NUL character"}
 	}
 	return raw, nil
+}
+
+// QuietHours is a recipient's daily quiet window, "HH:MM" to "HH:MM" in
+// their timezone; an end before the start crosses midnight.
+type QuietHours = notifytype.QuietHours
+
+// validateQuietHours checks p.QuietHours (nil is fine).
+func (p Profile) validateQuietHours() error {
+	if p.QuietHours == nil {
+		return nil
+	}
+	if err := p.QuietHours.Validate(); err != nil {
+		return &InputError{Field: "quiet_hours", Message: err.Error()}
+	}
+	return nil
 }
 
 func checkEmail(s string) string {
@@ -180,13 +205,21 @@ func putRecipient(ctx context.Context, db stores.DB, id string, p Profile) error
 	if err := p.validateText(); err != nil {
 		return err
 	}
+	if err := p.validateQuietHours(); err != nil {
+		return err
+	}
 	data, err := p.data()
 	if err != nil {
 		return err
 	}
-	_, err = stores.PutRecipient(ctx, db, stores.RecipientProfile{ID: id, Email: optional(p.Email),
+	sp := stores.RecipientProfile{ID: id, Email: optional(p.Email),
 		Name: optional(p.Name), Locale: optional(p.Locale), Timezone: optional(p.Timezone),
-		WebhookURL: optional(p.WebhookURL), Phone: optional(p.Phone), Data: data})
+		WebhookURL: optional(p.WebhookURL), Phone: optional(p.Phone), Data: data}
+	if p.QuietHours != nil {
+		sp.QuietHours, _ = json.Marshal(p.QuietHours)
+		sp.SetQuietHours = true
+	}
+	_, err = stores.PutRecipient(ctx, db, sp)
 	return err
 }
 
@@ -222,6 +255,9 @@ func (c *Client) GetRecipient(ctx context.Context, id string) (Profile, error) {
 	}
 	if err := json.Unmarshal(sp.Data, &p.Data); err != nil {
 		return Profile{}, fmt.Errorf("recipient %q: data: %w", id, err)
+	}
+	if p.QuietHours, err = notifytype.ParseQuietHours(sp.QuietHours); err != nil {
+		return Profile{}, fmt.Errorf("recipient %q: %w", id, err)
 	}
 	return p, nil
 }

@@ -60,7 +60,7 @@ import (
 	"time"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "push", "rss", "footprint"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -212,6 +212,9 @@ func run() int {
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
 		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+	}
+	if section("delayed", fmt.Sprintf("%d emails delayed with unless: read, half of them read before due", o.emailN)) {
+		results = append(results, runDelayed(ctx, h, o.emailN, immediate)...)
 	}
 	if section("push", fmt.Sprintf("web push, %d deliveries to a local push endpoint", o.pushN)) {
 		results = append(results, runPush(ctx, h, o.pushN, immediate)...)

@@ -23,6 +23,8 @@ const (
 	notifierEmail  = "bench.email"  // email only, immediate
 	notifierDigest = "bench.digest" // in_app + email in digest mode
 	notifierBoth   = "bench.both"   // in_app + email, immediate
+	// notifierDelayed: in_app + email delayed, unless read (workflows).
+	notifierDelayed = "bench.delayed"
 )
 
 // benchParams are the params of every bench notification.
@@ -131,6 +133,21 @@ func configYAML(o configOptions) string {
         default: digest
         subject: "{{.actor}} commented on {{.item}}"
         text: "{{.actor}} commented on {{.item}}."
+  bench.delayed:
+    category: bench
+    max_recipients: 2000000
+    params:
+      type: object
+      required: [actor, item]
+      properties: {actor: {type: string}, item: {type: string}}
+    channels:
+      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+      email:
+        subject: "{{.actor}} commented on {{.item}}"
+        text: "{{.actor}} commented on {{.item}}."
+        delay: ` + delayedBy.String() + `
+        unless: read
 `)
 	return b.String()
 }

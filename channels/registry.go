@@ -348,6 +348,7 @@ func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *s
 				}
 				problems.Mode(nc.Section, "default", nc.Default, modes...)
 			}
+			r.checkWorkflow(nf, p, nc, problems)
 			if perChannel[cname] == nil {
 				perChannel[cname] = map[string]*config.NotifierChannel{}
 			}

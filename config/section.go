@@ -86,6 +86,9 @@ func (d *decoder) decodeSection(n *yaml.Node, path string, v reflect.Value) bool
 				d.decode(p.val, child, reflect.ValueOf(&nc.Default).Elem())
 				continue
 			}
+			if d.decodeWorkflowKey(nc, p, child) {
+				continue
+			}
 			rest.Content = append(rest.Content, p.key, p.val)
 		}
 		nc.Section.node = rest

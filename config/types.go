@@ -199,6 +199,9 @@ type Notifier struct {
 	Params        map[string]any   `yaml:"params"`         // JSON Schema, draft 2020-12; nil accepts any object
 	Example       map[string]any   `yaml:"example"`        // params used by `notifyd check` to render templates
 	Channels      NotifierChannels `yaml:"channels"`
+	// Batch collapses bursts of this notifier per recipient (nil: none);
+	// see docs/workflows.md.
+	Batch *Batch `yaml:"batch"`
 
 	// Schema is Params compiled, set by Load (nil when Params is nil).
 	Schema *jsonschema.Schema `yaml:"-"`
@@ -222,6 +225,47 @@ type NotifierChannel struct {
 	Default string
 	// Section is the rest of the mapping, for the channel to decode.
 	Section *Section
+
+	// Workflow keys, read by notifyd itself (docs/workflows.md); the
+	// registry says which channels may use them.
+
+	// Delay is the `delay` key: the channel's delivery is due that long
+	// after fan-out (`scheduled` until then). Zero sends at once.
+	Delay Duration
+	// Unless is the `unless` key: "read" or "seen" skips a delivery whose
+	// recipient has read (or seen) the notification's in-app item by the
+	// time it is due, or by the time the digest is rendered. "" never skips.
+	Unless string
+	// Throttle is the `throttle` key: nil is unthrottled.
+	Throttle *Throttle
+}
+
+// Batch is a notifier's `batch` key: for each recipient, notifications with
+// the same rendered Key that arrive within Window of the first form one
+// batch; the in-app item is updated in place as they join, and every other
+// channel sends one message when the window closes or Max have joined.
+// Templates see .Count, .Actors and .Items besides the params.
+type Batch struct {
+	// Key is a text/template over the params ("{{.post_id}}"); every
+	// notification of the notifier with the same rendered key batches
+	// together. Required.
+	Key string `yaml:"key"`
+	// Window is how long a batch stays open after its first notification.
+	// Required, positive.
+	Window Duration `yaml:"window"`
+	// Max closes the batch early when that many notifications have joined
+	// it. Zero: only the window closes it.
+	Max int `yaml:"max"`
+
+	// KeyTmpl is Key parsed, set by Load.
+	KeyTmpl *template.Template `yaml:"-"`
+}
+
+// Throttle caps a notifier's deliveries on one channel per recipient: at
+// most Limit in any window of Per; the rest are `throttled` (terminal).
+type Throttle struct {
+	Limit int      `yaml:"limit"`
+	Per   Duration `yaml:"per"`
 }
 
 // Duration is a time.Duration written in YAML as a Go duration string ("72h").

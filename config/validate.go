@@ -206,6 +206,7 @@ func (n *Notifier) validate(el *errorList, path string) {
 	}
 
 	n.example = example
+	n.validateBatch(el, path)
 	for _, name := range sortedKeys(n.Channels) {
 		if !channelNameRE.MatchString(name) {
 			el.add(join(join(path, "channels"), name), "invalid channel name %q (want lower-case letters, digits and _)", name)

@@ -195,6 +195,13 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 	if err != nil {
 		return nil, item, "invalid params: " + err.Error()
 	}
+	if nf.Batch != nil {
+		// The first of a batch renders as a batch of one; see batch.go.
+		if _, err := config.RenderText(nf.Batch.KeyTmpl, params); err != nil {
+			return nil, item, "batch key does not render: " + err.Error()
+		}
+		params = config.BatchParams(params, 1, nonEmpty(st.Actor), []any{params})
+	}
 	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
 		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
 			return nil, item, inbox + " templates do not render: " + err.Error()
@@ -226,11 +233,23 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 		return false, err
 	}
 	chunk.Title, chunk.Body, chunk.URL = item.Title, item.Body, item.URL
+	var batches *batchStep
+	if nf.Batch != nil {
+		if batches, err = d.joinBatches(ctx, tx, st, nf, chunk); err != nil {
+			return false, err
+		}
+	}
 	res, err := stores.WriteChunk(ctx, tx, chunk, guarded)
 	if err != nil {
 		return false, err
 	}
+	if err := batches.finish(ctx, tx, d); err != nil {
+		return false, err
+	}
 	if err := insertSendJobs(ctx, tx, res.PendingIDs, d.Config.Queues.SendBatch); err != nil {
+		return false, err
+	}
+	if err := insertScheduledSendJobs(ctx, tx, res.ScheduledIDs, res.ScheduledDue, d.Config.Queues.SendBatch); err != nil {
 		return false, err
 	}
 	if res.Finished {
@@ -248,6 +267,9 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	}
 	d.Metrics.FanoutRows(len(res.InboxIDs), len(chunk.DeliveryIDs))
 	countTerminal(d.Metrics, chunk)
+	for _, ch := range res.ThrottledChannels {
+		d.Metrics.Delivery(ch, string(notifytype.StatusThrottled), 1)
+	}
 	log.DebugContext(ctx, "fan-out chunk written", "recipients", len(m.recipients), "inbox", len(res.InboxIDs),
 		"deliveries", len(chunk.DeliveryIDs), "sends", len(res.PendingIDs), "done", m.done)
 	// A done lane that did not finish the notification goes round once more:
@@ -394,6 +416,7 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 		c.DeliveryStatuses = append(c.DeliveryStatuses, status)
 		c.DeliveryErrors = append(c.DeliveryErrors, why)
 	}
+	wf := w.Deps.newWorkflow()
 	for _, p := range w.Deps.Registry.Plugins() {
 		if !p.Bulk || !channels.Uses(nf, p.Name) {
 			continue
@@ -402,6 +425,7 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 		switch {
 		case ok && b.Configured(nf.Name):
 			add(p.Name, string(notifytype.StatusPending), "")
+			wf.apply(c, nf, p, "", nil)
 		case !ok && !p.PerRecipient:
 			add(p.Name, string(notifytype.StatusUnavailable), p.Name+" channel is not configured")
 		}
@@ -413,6 +437,9 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 	}
 	res, err := stores.WriteChunk(ctx, tx, c, true)
 	if err != nil {
+		return err
+	}
+	if err := insertScheduledSendJobs(ctx, tx, res.ScheduledIDs, res.ScheduledDue, w.Deps.Config.Queues.SendBatch); err != nil {
 		return err
 	}
 	return insertSendJobs(ctx, tx, res.PendingIDs, w.Deps.Config.Queues.SendBatch)
@@ -440,6 +467,7 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 		c.DeliveryErrors = append(c.DeliveryErrors, why)
 	}
 	reg := w.Deps.Registry
+	wf := w.Deps.newWorkflow()
 	var perRecipient []channels.Plugin
 	for _, p := range reg.Plugins() {
 		if p.PerRecipient {
@@ -487,9 +515,10 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 			}
 			if res.Mode == notifytype.ModeDigest {
 				addRow(r, ch, res.Mode, notifytype.StatusDigestPending, "")
-				continue
+			} else {
+				addRow(r, ch, res.Mode, notifytype.StatusPending, "")
 			}
-			addRow(r, ch, res.Mode, notifytype.StatusPending, "")
+			wf.apply(c, nf, p, r.ID, quietOf(r))
 		}
 	}
 	return c, nil
@@ -579,6 +608,19 @@ type mergedRecipient struct {
 func (r *mergedRecipient) profile() channels.Recipient {
 	return channels.Recipient{ID: r.ID, Email: r.Email, Name: r.Name, Locale: r.Locale, Timezone: r.Timezone,
 		WebhookURL: r.WebhookURL, Phone: r.Phone}
+}
+
+// quietOf is r's quiet hours in r's zone, nil for none (or a stored value
+// this version cannot read: it never holds a delivery back).
+func quietOf(r *mergedRecipient) *quiet {
+	if r.QuietHours == "" {
+		return nil
+	}
+	q, err := notifytype.ParseQuietHours([]byte(r.QuietHours))
+	if err != nil || q == nil {
+		return nil
+	}
+	return &quiet{hours: *q, zone: r.Timezone}
 }
 
 type merged struct {

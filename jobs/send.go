@@ -130,9 +130,16 @@ func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*send
 	if err != nil {
 		return nil, fmt.Errorf("send job without its River client: %w", err)
 	}
+	batches, err := d.closeBatches(ctx, job.Args.DeliveryIDs) // workflows: see batch.go
+	if err != nil {
+		return nil, err
+	}
 	// Deliveries to a suppressed address settle `suppressed` in the claim.
 	claimed, err := stores.ClaimDeliveriesSuppressing(ctx, d.Pool, job.Args.DeliveryIDs, d.now(), d.suppressFields())
 	if err != nil {
+		return nil, err
+	}
+	if err := withBatches(claimed, batches); err != nil {
 		return nil, err
 	}
 	if len(claimed) == 0 {

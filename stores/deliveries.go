@@ -49,12 +49,18 @@ type Claimed struct {
 // the list is empty. The addresses are worked out in a subquery of their
 // own: joined in one, the planner probed the list by channel alone and
 // filtered every address of the channel.
+//
+// Workflows: a delivery with an `unless` condition whose recipient has read
+// (or seen) the notification's inbox item is settled `skipped` by this same
+// statement (the met CTE reads the item at the statement's snapshot), so a
+// mark that committed before the claim always wins over the send.
 const claimSQL = `
 WITH sup AS (
     SELECT x.id, 'address is suppressed: ' || s.reason AS reason
     FROM (
         SELECT d.id, d.channel,
-               lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END)) AS address
+               lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url
+                                        WHEN 'phone' THEN p.phone END)) AS address
         FROM notify_deliveries d
         JOIN unnest($4::text[], $5::text[]) AS a(channel, field) ON a.channel = d.channel
         JOIN notify_recipients p ON p.id = d.recipient
@@ -62,16 +68,29 @@ WITH sup AS (
         OFFSET 0 -- planned on its own, so the probe below is by the whole primary key
     ) x
     JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address
+), met AS (
+    SELECT d.id FROM notify_deliveries d
+    JOIN notify_inbox i ON i.recipient = d.recipient AND i.notifier = d.notifier AND i.key = d.key
+    WHERE d.id = ANY($1::text[]::uuid[]) AND d.unless IS NOT NULL
+      AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL
 ), claimed AS (
     UPDATE notify_deliveries d
     SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled'
-                      WHEN d.id IN (SELECT id FROM sup) THEN 'suppressed' ELSE 'sending' END,
-        claimed_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) THEN NULL ELSE $3::timestamptz END,
-        attempts = d.attempts + CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) THEN 0 ELSE 1 END,
-        settled_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) THEN $3::timestamptz END,
+                      WHEN d.id IN (SELECT id FROM sup) THEN 'suppressed'
+                      WHEN d.id IN (SELECT id FROM met) THEN 'skipped' ELSE 'sending' END,
+        claimed_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
+                          THEN NULL ELSE $3::timestamptz END,
+        attempts = d.attempts + CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
+                                     THEN 0 ELSE 1 END,
+        settled_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
+                          THEN $3::timestamptz END,
         last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled'
                           WHEN d.id IN (SELECT id FROM sup) THEN (SELECT reason FROM sup WHERE sup.id = d.id LIMIT 1)
+                          WHEN d.id IN (SELECT id FROM met)
+                          THEN 'unless ' || d.unless || ': the recipient had ' || d.unless || ' the in-app item when the delivery was due'
                           ELSE d.last_error END,
+        next_attempt_at = CASE WHEN d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met) THEN NULL
+                               ELSE d.next_attempt_at END,
         updated_at = $3
     FROM notify_notifications n
     WHERE d.id = ANY($1::text[]::uuid[])
@@ -298,6 +317,7 @@ WITH due AS (
     WHERE (status = 'sending' AND claimed_at < $1::timestamptz - $2::interval)
        OR (status IN ('failed', 'rate_limited', 'pending')
            AND coalesce(next_attempt_at, updated_at) < $1::timestamptz - $3::interval)
+       OR (status = 'scheduled' AND next_attempt_at < $1::timestamptz - $3::interval) -- its job was lost
     ORDER BY coalesce(next_attempt_at, created_at)
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -388,10 +408,13 @@ type LedgerRow struct {
 	Attempts  int
 	LastError *string
 	UpdatedAt time.Time
+	// NextAttemptAt is when a scheduled delivery is due; nil for any other.
+	NextAttemptAt *time.Time
 }
 
 const recentDeliveriesSQL = `
-SELECT notifier, key, recipient, channel, mode, status, attempts, last_error, updated_at
+SELECT notifier, key, recipient, channel, mode, status, attempts, last_error, updated_at,
+       CASE WHEN status = 'scheduled' THEN next_attempt_at END
 FROM notify_deliveries
 ORDER BY updated_at DESC, id
 LIMIT $1`
@@ -407,7 +430,7 @@ func RecentDeliveries(ctx context.Context, db DB, limit int) ([]LedgerRow, error
 	for rows.Next() {
 		var r LedgerRow
 		if err := rows.Scan(&r.Notifier, &r.Key, &r.Recipient, &r.Channel, &r.Mode, &r.Status, &r.Attempts,
-			&r.LastError, &r.UpdatedAt); err != nil {
+			&r.LastError, &r.UpdatedAt, &r.NextAttemptAt); err != nil {
 			return nil, err
 		}
 		out = append(out, r)

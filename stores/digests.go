@@ -211,14 +211,27 @@ type DigestItem struct {
 // re-claim of existing ones: a row of a cancelled notification becomes
 // digest_dropped, any other digest_sending with the claim token, one attempt
 // more. The new-digest claim also stamps the digest id and due instant.
+//
+// A row with an `unless` condition (l.unless_met: the recipient has read, or
+// seen, the notification's inbox item; see digestUnlessMetSQL) is settled
+// `skipped` instead: the digest leaves it out.
 const claimDigestRowsSQL = `
-    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' ELSE 'digest_sending' END,
-        attempts = d.attempts + CASE WHEN l.cancelled THEN 0 ELSE 1 END,
-        last_error = CASE WHEN l.cancelled THEN 'notification cancelled' ELSE d.last_error END,
-        claimed_at = CASE WHEN l.cancelled THEN NULL ELSE $4::timestamptz END,
-        settled_at = CASE WHEN l.cancelled THEN $4::timestamptz END,
+    SET status = CASE WHEN l.cancelled THEN 'digest_dropped' WHEN l.unless_met THEN 'skipped' ELSE 'digest_sending' END,
+        attempts = d.attempts + CASE WHEN l.cancelled OR l.unless_met THEN 0 ELSE 1 END,
+        last_error = CASE WHEN l.cancelled THEN 'notification cancelled'
+                          WHEN l.unless_met THEN 'unless ' || d.unless || ': the recipient had ' || d.unless || ' the in-app item when the digest was rendered'
+                          ELSE d.last_error END,
+        claimed_at = CASE WHEN l.cancelled OR l.unless_met THEN NULL ELSE $4::timestamptz END,
+        settled_at = CASE WHEN l.cancelled OR l.unless_met THEN $4::timestamptz END,
         next_attempt_at = NULL,
         updated_at = $4`
+
+// digestUnlessMetSQL is whether digest row d has an `unless` condition its
+// recipient's inbox item of the notification meets (workflows).
+const digestUnlessMetSQL = `(d.unless IS NOT NULL AND EXISTS (
+               SELECT 1 FROM notify_inbox i
+               WHERE i.recipient = d.recipient AND i.notifier = d.notifier AND i.key = d.key
+                 AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL))`
 
 // reclaimDigestsSQL claims existing digests again, one per request: request
 // $3[k] re-claims the rows of digest $2[k] of recipient $1[k] at time $4 and
@@ -237,7 +250,7 @@ WITH req AS (
                             AND d.status = 'digest_pending'
     ORDER BY d.id, r.ord
 ), locked AS (
-    SELECT d.id, c.ord, n.status = 'cancelled' AS cancelled, n.params
+    SELECT d.id, c.ord, n.status = 'cancelled' AS cancelled, n.params, ` + digestUnlessMetSQL + ` AS unless_met
     FROM cand c
     JOIN notify_deliveries d ON d.id = c.id
     JOIN notify_notifications n ON n.id = d.notification_id
@@ -299,7 +312,8 @@ WITH req AS (
                             AND d.digest_id IS NULL AND d.created_at < r.due_at
     ORDER BY d.id, r.ord
 ), locked AS (
-    SELECT d.id, c.ord, c.digest_id, c.due_at, n.status = 'cancelled' AS cancelled, n.params
+    SELECT d.id, c.ord, c.digest_id, c.due_at, n.status = 'cancelled' AS cancelled, n.params,
+           ` + digestUnlessMetSQL + ` AS unless_met
     FROM cand c
     JOIN notify_deliveries d ON d.id = c.id
     JOIN notify_notifications n ON n.id = d.notification_id
@@ -335,7 +349,7 @@ const digestSuppressedSQL = `
 SELECT x.id, 'address is suppressed: ' || s.reason
 FROM (
     SELECT p.id, a.channel,
-           lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url END)) AS address
+           lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url WHEN 'phone' THEN p.phone END)) AS address
     FROM notify_recipients p, unnest($2::text[], $3::text[]) AS a(channel, field)
     WHERE p.id = ANY($1::text[])
     OFFSET 0 -- planned on its own: the probe below is by the whole primary key
@@ -344,7 +358,7 @@ JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address`
 
 const getRecipientsSQL = `
 SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
-       phone
+       phone, quiet_hours
 FROM notify_recipients
 WHERE id = ANY($1::text[])`
 

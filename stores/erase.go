@@ -143,6 +143,10 @@ WITH nt AS (
     RETURNING 1
 ), profile AS (
     DELETE FROM notify_recipients WHERE id = $1 RETURNING 1
+), workflows AS ( -- batches and throttle windows (00015_workflows.sql)
+    DELETE FROM notify_batches WHERE recipient = $1 RETURNING 1
+), throttles AS (
+    DELETE FROM notify_throttle WHERE recipient = $1 RETURNING 1
 ), twins AS (
     DELETE FROM notify_deliveries d
     WHERE d.recipient = $1

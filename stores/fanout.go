@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -275,6 +276,7 @@ type Candidate struct {
 	Locale     string
 	Timezone   string
 	Phone      string
+	QuietHours string          // the profile's quiet_hours JSON, "" for none
 	Rules      json.RawMessage // [[scope, channel, mode], ...] that can apply to this notifier, or null
 	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
 }
@@ -314,6 +316,7 @@ WITH n AS (
 SELECT c.source, c.recipient, c.reason,
        coalesce(p.email, ''), CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
        coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''), coalesce(p.phone, ''),
+       coalesce(p.quiet_hours::text, ''),
        (SELECT jsonb_agg(jsonb_build_array(pr.scope, pr.channel, pr.mode))
         FROM notify_preferences pr WHERE pr.recipient = c.recipient AND pr.scope = ANY($3::text[])),
        ARRAY(SELECT m.target FROM notify_mutes m
@@ -334,7 +337,7 @@ func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, s
 	for rows.Next() {
 		var c Candidate
 		if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,
-			&c.Timezone, &c.Phone, &c.Rules, &c.Mutes); err != nil {
+			&c.Timezone, &c.Phone, &c.QuietHours, &c.Rules, &c.Mutes); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
@@ -367,6 +370,26 @@ type Chunk struct {
 	DeliveryModes      []string
 	DeliveryStatuses   []string
 	DeliveryErrors     []string
+	// DeliveryDue is when a scheduled delivery is due (next_attempt_at;
+	// nil for any other), DeliveryUnless its `unless` condition ("" none).
+	// Both may be nil for a chunk without workflows: see Workflow.
+	DeliveryDue    []*time.Time
+	DeliveryUnless []string
+	// DeliveryBatch is the batch a delivery carries, DeliveryBatchedInto the
+	// delivery that carries a `batched` one ("" none; nil slices: none).
+	DeliveryBatch       []string
+	DeliveryBatchedInto []string
+
+	// Throttled candidates (parallel slices): deliveries that count against
+	// a throttle, each with its limit, window (seconds) and the last_error a
+	// refused one gets. A candidate the throttle refuses is written
+	// `throttled` instead of its status. See sql/migrations/00015_workflows.sql.
+	ThrottleIDs        []string
+	ThrottleRecipients []string
+	ThrottleChannels   []string
+	ThrottleLimits     []int32
+	ThrottlePers       []float64
+	ThrottleErrors     []string
 
 	// Progress of lane Lane after this chunk (Lane -1: no lane progress, as
 	// for the bulk rows written at normalisation). Done finishes the lane.
@@ -384,6 +407,11 @@ type ChunkResult struct {
 	// Pending deliveries, which need send jobs.
 	PendingIDs      []string
 	PendingChannels []string
+	// Scheduled deliveries, which need send jobs at their due instants.
+	ScheduledIDs []string
+	ScheduledDue []time.Time
+	// Throttled deliveries (refused by their throttle), by channel.
+	ThrottledChannels []string
 	// Finished: the chunk finished its lane and every other lane was done
 	// already, so the notification is now fanned_out.
 	Finished bool
@@ -398,7 +426,22 @@ type ChunkResult struct {
 // items are returned only when some were skipped: normally every one is new,
 // and the caller has their ids already.
 const writeChunkSQL = `
-WITH inbox AS (
+WITH tc AS (
+    SELECT * FROM unnest($24::text[], $25::text[], $26::text[], $27::int[], $28::float8[], $29::text[])
+                  AS u(id, recipient, channel, lim, per_s, msg)
+), th AS (
+    INSERT INTO notify_throttle AS t (recipient, notifier, channel, lim, per, admitted, last_delivery, updated_at)
+    SELECT tc.recipient, $2, tc.channel, tc.lim, tc.per_s * interval '1 second', ARRAY[now()], tc.id::uuid, now()
+    FROM tc
+    ON CONFLICT (recipient, notifier, channel) DO UPDATE
+    SET lim = EXCLUDED.lim, per = EXCLUDED.per, updated_at = now(),
+        admitted = ARRAY(SELECT a FROM unnest(t.admitted) a WHERE a > now() - EXCLUDED.per ORDER BY a)
+                   || CASE WHEN (SELECT count(*) FROM unnest(t.admitted) a WHERE a > now() - EXCLUDED.per) < EXCLUDED.lim
+                           THEN ARRAY[now()] ELSE '{}'::timestamptz[] END,
+        last_delivery = CASE WHEN (SELECT count(*) FROM unnest(t.admitted) a WHERE a > now() - EXCLUDED.per) < EXCLUDED.lim
+                             THEN EXCLUDED.last_delivery ELSE t.last_delivery END
+    RETURNING t.last_delivery
+), inbox AS (
     INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
     SELECT u.id::uuid, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
     FROM unnest($10::text[], $11::text[], $12::text[]) AS u(id, recipient, reason)
@@ -406,13 +449,21 @@ WITH inbox AS (
     RETURNING id, recipient
 ), dl AS (
     INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
-                                   last_error, settled_at)
-    SELECT d.id::uuid, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode, d.status, nullif(d.err, ''),
-           CASE WHEN d.status IN ('unavailable', 'skipped') THEN now() END
-    FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[])
-         AS d(id, recipient, channel, reason, mode, status, err)
+                                   last_error, settled_at, next_attempt_at, unless, batch_id, batched_into)
+    SELECT d.id::uuid, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode,
+           CASE WHEN x.refused THEN 'throttled' ELSE d.status END,
+           CASE WHEN x.refused THEN tc.msg ELSE nullif(d.err, '') END,
+           CASE WHEN d.status IN ('unavailable', 'skipped', 'batched') OR x.refused THEN now() END,
+           CASE WHEN x.refused THEN NULL ELSE d.due END, nullif(d.unless, ''),
+           nullif(d.batch, '')::uuid, nullif(d.carrier, '')::uuid
+    FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
+                $30::timestamptz[], $31::text[], $32::text[], $33::text[])
+         AS d(id, recipient, channel, reason, mode, status, err, due, unless, batch, carrier)
+    LEFT JOIN tc ON tc.id = d.id
+    LEFT JOIN th ON th.last_delivery = d.id::uuid
+    CROSS JOIN LATERAL (SELECT tc.id IS NOT NULL AND th.last_delivery IS NULL AS refused) x
     ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING
-    RETURNING id, channel, status
+    RETURNING id, channel, status, next_attempt_at
 ), progress AS (
     UPDATE notify_fanout_lanes
     SET cursor = $20, inline_pos = $21, done = $22
@@ -430,6 +481,10 @@ UNION ALL
 SELECT 'i', id::text, recipient FROM inbox WHERE (SELECT count(*) FROM inbox) < cardinality($10::text[])
 UNION ALL
 SELECT 'd', id::text, channel FROM dl WHERE status = 'pending'
+UNION ALL
+SELECT 's', id::text, (extract(epoch FROM next_attempt_at) * 1000000)::bigint::text FROM dl WHERE status = 'scheduled'
+UNION ALL
+SELECT 't', id::text, channel FROM dl WHERE status = 'throttled'
 UNION ALL
 SELECT 'f', '', '' FROM fin`
 
@@ -466,7 +521,10 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 		nonNil(c.InboxIDs), nonNil(c.InboxRecipients), nonNil(c.InboxReasons),
 		nonNil(c.DeliveryIDs), nonNil(c.DeliveryRecipients), nonNil(c.DeliveryChannels), nonNil(c.DeliveryReasons),
 		nonNil(c.DeliveryModes), nonNil(c.DeliveryStatuses), nonNil(c.DeliveryErrors),
-		c.Cursor, c.InlinePos, c.Done, c.Lane)
+		c.Cursor, c.InlinePos, c.Done, c.Lane,
+		nonNil(c.ThrottleIDs), nonNil(c.ThrottleRecipients), nonNil(c.ThrottleChannels), nonNilOf(c.ThrottleLimits),
+		nonNilOf(c.ThrottlePers), nonNil(c.ThrottleErrors), dues(c), padded(c, c.DeliveryUnless),
+		padded(c, c.DeliveryBatch), padded(c, c.DeliveryBatchedInto))
 	if err != nil {
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
 	}
@@ -489,6 +547,15 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 		case "d":
 			res.PendingIDs = append(res.PendingIDs, id)
 			res.PendingChannels = append(res.PendingChannels, extra)
+		case "s":
+			us, err := strconv.ParseInt(extra, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("write fan-out chunk of %s: due instant %q", c.NotificationID, extra)
+			}
+			res.ScheduledIDs = append(res.ScheduledIDs, id)
+			res.ScheduledDue = append(res.ScheduledDue, time.UnixMicro(us))
+		case "t":
+			res.ThrottledChannels = append(res.ThrottledChannels, extra)
 		case "f":
 			res.Finished = true
 		}
@@ -571,4 +638,28 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+func nonNilOf[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// dues is c.DeliveryDue, one entry per delivery (all null when unset).
+func dues(c *Chunk) []*time.Time {
+	if len(c.DeliveryDue) == len(c.DeliveryIDs) {
+		return c.DeliveryDue
+	}
+	return make([]*time.Time, len(c.DeliveryIDs))
+}
+
+// padded is one of c's optional per-delivery slices, one entry per
+// delivery ("" when unset).
+func padded(c *Chunk, s []string) []string {
+	if len(s) == len(c.DeliveryIDs) {
+		return s
+	}
+	return append(slices.Clip(s), make([]string, len(c.DeliveryIDs)-len(s))...)
 }

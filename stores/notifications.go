@@ -123,6 +123,11 @@ type Delivery struct {
 	// Provider is who answered the delivery's last attempt (the channel's
 	// report); nil when the channel did not say, and for inbox items.
 	Provider *string
+	// NextAttemptAt is when a scheduled delivery is due (or a failed one is
+	// retried); nil otherwise.
+	NextAttemptAt *time.Time
+	// BatchedInto is the delivery that carried a `batched` one.
+	BatchedInto *string
 }
 
 const getNotificationSQL = `
@@ -133,11 +138,12 @@ WHERE id = $1`
 // listDeliveriesSQL reports ledger rows and the inbox items (the inbox
 // channel's ledger, reported under its name, $3) in one ordered list.
 const listDeliveriesSQL = `
-SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider
+SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
+       CASE WHEN status IN ('scheduled', 'failed', 'rate_limited') THEN next_attempt_at END, batched_into::text
 FROM notify_deliveries
 WHERE notification_id = $1
 UNION ALL
-SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at, NULL
+SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at, NULL, NULL, NULL
 FROM notify_inbox i
 JOIN notify_notifications n ON n.notifier = i.notifier AND n.key = i.key
 WHERE n.id = $1
@@ -166,9 +172,10 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, i
 	for rows.Next() {
 		var d Delivery
 		if err := rows.Scan(&d.ID, &d.Recipient, &d.Channel, &d.Reason, &d.Mode, &d.Status, &d.Attempts,
-			&d.LastError, &d.UpdatedAt, &d.Provider); err != nil {
+			&d.LastError, &d.UpdatedAt, &d.Provider, &d.NextAttemptAt, &d.BatchedInto); err != nil {
 			return nil, err
 		}
+		d.NextAttemptAt = utcPtr(d.NextAttemptAt)
 		n.Deliveries = append(n.Deliveries, d)
 	}
 	return &n, rows.Err()

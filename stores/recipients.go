@@ -34,6 +34,13 @@ type RecipientProfile struct {
 	// that a profile write that does not know of it cannot undo a revocation.
 	TokensValidAfter    *time.Time
 	SetTokensValidAfter bool
+	// QuietHours is the profile's quiet_hours JSON ({"start":"22:00",
+	// "end":"07:00"}, checked by the caller); nil is none. Like
+	// TokensValidAfter, PutRecipient writes it only when SetQuietHours is
+	// true: the recipient sets it in the preference center, and a profile
+	// write from the application must not undo that.
+	QuietHours    json.RawMessage
+	SetQuietHours bool
 	// CreatedAt and UpdatedAt are set by the database; PutRecipient ignores them.
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -43,8 +50,10 @@ type RecipientProfile struct {
 // a field given as NULL is cleared. webhook_gone_at survives only while the
 // webhook_url stays the same: a new address deserves a new try.
 const putRecipientSQL = `
-INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data, tokens_valid_after, phone)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), CASE WHEN $9::boolean THEN $8::timestamptz END, $10)
+INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data, tokens_valid_after,
+                                     phone, quiet_hours)
+VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), CASE WHEN $9::boolean THEN $8::timestamptz END,
+        $10, CASE WHEN $12::boolean THEN $11::jsonb END)
 ON CONFLICT (id) DO UPDATE
 SET email = EXCLUDED.email,
     name = EXCLUDED.name,
@@ -55,9 +64,10 @@ SET email = EXCLUDED.email,
     data = EXCLUDED.data,
     phone = EXCLUDED.phone,
     tokens_valid_after = CASE WHEN $9::boolean THEN EXCLUDED.tokens_valid_after ELSE r.tokens_valid_after END,
+    quiet_hours = CASE WHEN $12::boolean THEN EXCLUDED.quiet_hours ELSE r.quiet_hours END,
     updated_at = now()
 RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
-          phone`
+          phone, quiet_hours`
 
 // PutRecipient creates p.ID's profile or replaces it with p (nil fields are
 // cleared) and returns the profile as stored. Validation of the fields is the
@@ -68,7 +78,7 @@ func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientPro
 		data = string(p.Data)
 	}
 	row := db.QueryRow(ctx, putRecipientSQL, p.ID, p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL, data,
-		p.TokensValidAfter, p.SetTokensValidAfter, p.Phone)
+		p.TokensValidAfter, p.SetTokensValidAfter, p.Phone, rawOrNil(p.QuietHours), p.SetQuietHours)
 	out, err := scanRecipient(row)
 	if err != nil {
 		return nil, fmt.Errorf("put recipient %s: %w", p.ID, err)
@@ -78,7 +88,7 @@ func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientPro
 
 const getRecipientSQL = `
 SELECT id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
-       phone
+       phone, quiet_hours
 FROM notify_recipients
 WHERE id = $1`
 
@@ -94,7 +104,7 @@ func GetRecipient(ctx context.Context, db DB, id string) (*RecipientProfile, err
 func scanRecipient(row interface{ Scan(...any) error }) (*RecipientProfile, error) {
 	var p RecipientProfile
 	if err := row.Scan(&p.ID, &p.Email, &p.Name, &p.Locale, &p.Timezone, &p.WebhookURL, &p.Data,
-		&p.WebhookGoneAt, &p.TokensValidAfter, &p.CreatedAt, &p.UpdatedAt, &p.Phone); err != nil {
+		&p.WebhookGoneAt, &p.TokensValidAfter, &p.CreatedAt, &p.UpdatedAt, &p.Phone, &p.QuietHours); err != nil {
 		return nil, err
 	}
 	p.WebhookGoneAt, p.TokensValidAfter = utcPtr(p.WebhookGoneAt), utcPtr(p.TokensValidAfter)
@@ -118,4 +128,49 @@ func TokensValidAfter(ctx context.Context, db DB, recipient string) (time.Time, 
 		return time.Time{}, nil
 	}
 	return *t, nil
+}
+
+// rawOrNil is raw as a jsonb parameter: SQL NULL for nil or JSON null.
+func rawOrNil(raw json.RawMessage) any {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return string(raw)
+}
+
+// setQuietHoursSQL sets one recipient's quiet hours (the preference
+// center's write), creating an otherwise empty profile when there is none,
+// and returns them with the recipient's timezone.
+const setQuietHoursSQL = `
+INSERT INTO notify_recipients AS r (id, quiet_hours) VALUES ($1, $2::jsonb)
+ON CONFLICT (id) DO UPDATE SET quiet_hours = EXCLUDED.quiet_hours, updated_at = now()
+RETURNING quiet_hours, coalesce(timezone, '')`
+
+// SetQuietHours replaces recipient's quiet hours with raw (checked by the
+// caller; nil or JSON null clears them) and returns what is stored and the
+// recipient's timezone ("" when unset).
+func SetQuietHours(ctx context.Context, db DB, recipient string, raw json.RawMessage) (json.RawMessage, string, error) {
+	var out json.RawMessage
+	var tz string
+	if err := db.QueryRow(ctx, setQuietHoursSQL, recipient, rawOrNil(raw)).Scan(&out, &tz); err != nil {
+		return nil, "", fmt.Errorf("set quiet hours of %s: %w", recipient, err)
+	}
+	return out, tz, nil
+}
+
+const getQuietHoursSQL = `SELECT quiet_hours, coalesce(timezone, '') FROM notify_recipients WHERE id = $1`
+
+// QuietHours reads recipient's quiet hours JSON (nil for none, or no
+// profile) and timezone.
+func QuietHours(ctx context.Context, db DB, recipient string) (json.RawMessage, string, error) {
+	var out json.RawMessage
+	var tz string
+	err := db.QueryRow(ctx, getQuietHoursSQL, recipient).Scan(&out, &tz)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read quiet hours of %s: %w", recipient, err)
+	}
+	return out, tz, nil
 }

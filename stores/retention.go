@@ -45,7 +45,25 @@ WHERE n.id IN (SELECT id FROM notify_notifications
   AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key)`
 
 // unsettledStatuses are the statuses retention never deletes.
-var unsettledStatuses = []string{"pending", "sending", "failed", "rate_limited", "digest_pending", "digest_sending"}
+var unsettledStatuses = []string{"pending", "sending", "failed", "rate_limited", "digest_pending", "digest_sending",
+	"scheduled"}
+
+// deleteOldWorkflowsSQL removes batches whose window closed before the
+// deliveries cutoff, and throttle windows last written before it whose
+// `per` has passed too (workflows, 00015_workflows.sql).
+const deleteOldWorkflowsSQL = `
+WITH b AS (
+    DELETE FROM notify_batches
+    WHERE id IN (SELECT id FROM notify_batches WHERE closes_at < $1 ORDER BY closes_at LIMIT $2)
+    RETURNING 1
+), t AS (
+    DELETE FROM notify_throttle
+    WHERE (recipient, notifier, channel) IN (
+        SELECT recipient, notifier, channel FROM notify_throttle
+        WHERE updated_at < $1 AND updated_at + per < now() LIMIT $2)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM b) + (SELECT count(*) FROM t)`
 
 // RetentionCutoffs says what is old enough to delete.
 type RetentionCutoffs struct {
@@ -82,5 +100,11 @@ func DeleteExpired(ctx context.Context, db DB, c RetentionCutoffs, batch int) (R
 		return r, fmt.Errorf("retention: notifications: %w", err)
 	}
 	r.Notifications = tag.RowsAffected()
+	// Batches and throttle windows are ledger state: counted as deliveries.
+	var workflows int64
+	if err := db.QueryRow(ctx, deleteOldWorkflowsSQL, c.Deliveries, batch).Scan(&workflows); err != nil {
+		return r, fmt.Errorf("retention: workflows: %w", err)
+	}
+	r.Deliveries += workflows
 	return r, nil
 }

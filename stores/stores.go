@@ -52,6 +52,7 @@ func RetryDeadlock(fn func() error) error {
 var protectedStatuses = []string{
 	"sending", "digest_sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
 	"digest_pending", "digest_sent", "digest_failed", "digest_dropped",
+	"batched", "throttled", "suppressed", // workflows and deliverability: terminal (00015_workflows.sql)
 }
 
 func notFound(err error) error {

@@ -170,7 +170,7 @@ func RecordSoftBounce(ctx context.Context, db DB, channel, address string, now t
 // their soft-bounce counts; it returns how many suppressions it deleted.
 const deleteRecipientSuppressionsSQL = `
 WITH a AS (
-    SELECT a.channel, lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url
+    SELECT a.channel, lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url WHEN 'phone' THEN p.phone
                                               WHEN 'name' THEN p.name WHEN 'locale' THEN p.locale
                                               WHEN 'timezone' THEN p.timezone END)) AS address
     FROM notify_recipients p, unnest($2::text[], $3::text[]) AS a(channel, field)

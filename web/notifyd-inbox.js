@@ -640,6 +640,7 @@ export class NotifydInbox extends HTMLElement {
             continue;
           }
           for (const f of ["read_at", "seen_at", "archived_at"]) if (f in u) item[f] = u[f];
+          for (const f of ["title", "body", "url"]) if (typeof u[f] === "string") item[f] = u[f]; // a batch re-rendered
           if (u.read_at && !item.seen_at) item.seen_at = u.read_at; // reading marks seen
           this.#renderItem(item);
         }

@@ -20,20 +20,27 @@
 // and channel, every other rule is kept), in one PUT /v1/preferences, and
 // renders the answer. Errors show the API's message and each detail.
 //
+// Quiet hours: below the table, a form for the recipient's quiet hours
+// (GET and PUT /v1/quiet-hours): a checkbox and two time inputs, saved by
+// their own button; email, SMS and push that would be sent inside the window
+// wait until it ends. Hidden when the daemon has no quiet hours to offer.
+//
 // Property labels: an object mapping a notifier name, channel name, category
 // or mode to the text shown for it ({"comment.created": "Comments on my
 // posts", "in_app": "In the app"}); set it before or after connecting.
-// Methods: reload(), save(). Read-only properties: rules, effective, dirty.
+// Methods: reload(), save(), saveQuietHours(). Read-only properties: rules,
+// effective, dirty, quietHours.
 //
 // Events (bubbling, composed):
 //   notifyd:preferences-loaded  {rules, effective}
 //   notifyd:preferences-saved   {rules, effective}
+//   notifyd:quiet-hours-saved   {quietHours}
 //   notifyd:error               {status, code, message, details, action}
 //
 // Theming: --notifyd-font, --notifyd-color, --notifyd-muted-color,
 // --notifyd-bg, --notifyd-border, --notifyd-accent, --notifyd-radius,
 // --notifyd-changed-bg, --notifyd-error-color; parts table, select, save,
-// revert, status, error.
+// revert, status, error, quiet, quiet-save.
 //
 // Every name and message from the API is set with textContent.
 
@@ -71,6 +78,10 @@ button:disabled { opacity: .5; cursor: default; }
 button:focus-visible, select:focus-visible { outline: 2px solid var(--notifyd-accent, #0969da); outline-offset: 1px; }
 .status { color: var(--notifyd-muted-color, #656d76); }
 .error { margin-top: 12px; padding: 8px 12px; border: 1px solid var(--notifyd-error-color, #cf222e); border-radius: var(--notifyd-radius, 6px); color: var(--notifyd-error-color, #cf222e); }
+.quiet { margin-top: 16px; }
+.quiet fieldset { border: 1px solid var(--notifyd-border, #d0d7de); border-radius: var(--notifyd-radius, 6px); padding: 8px 12px; display: flex; flex-wrap: wrap; align-items: center; gap: 8px; }
+.quiet legend { font-weight: 600; padding: 0 4px; }
+.quiet input[type=time] { font: inherit; }
 .error p { margin: 0; }
 .error ul { margin: 4px 0 0; padding-left: 20px; }
 `;
@@ -88,6 +99,7 @@ export class NotifydPreferences extends HTMLElement {
   #connected = false;
   #reloadQueued = false;
   #saving = false;
+  #quiet = null; // {quiet_hours, timezone} as last loaded or saved; null: not offered
 
   constructor() {
     super();
@@ -101,6 +113,17 @@ export class NotifydPreferences extends HTMLElement {
     <span class="status" part="status" role="status" aria-live="polite"></span>
   </div>
   <div class="error" part="error" role="alert" hidden><p class="message"></p><ul class="details"></ul></div>
+</form>
+<form class="quiet" part="quiet" novalidate hidden>
+  <fieldset><legend>Quiet hours</legend>
+    <label><input type="checkbox" class="quiet-on"> Hold email and other messages from</label>
+    <input type="time" class="quiet-start" aria-label="Quiet hours start" value="22:00" required>
+    <span>to</span>
+    <input type="time" class="quiet-end" aria-label="Quiet hours end" value="07:00" required>
+    <span class="quiet-zone"></span>
+    <button class="quiet-save" part="quiet-save" type="submit" disabled>Save quiet hours</button>
+    <span class="quiet-status" role="status" aria-live="polite"></span>
+  </fieldset>
 </form>`;
     const $ = (s) => root.querySelector(s);
     this.#els = {
@@ -114,7 +137,20 @@ export class NotifydPreferences extends HTMLElement {
       error: $(".error"),
       message: $(".error .message"),
       details: $(".error .details"),
+      quiet: $(".quiet"),
+      quietOn: $(".quiet-on"),
+      quietStart: $(".quiet-start"),
+      quietEnd: $(".quiet-end"),
+      quietZone: $(".quiet-zone"),
+      quietSave: $(".quiet-save"),
+      quietStatus: $(".quiet-status"),
     };
+    this.#els.quiet.addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.saveQuietHours().catch(() => {});
+    });
+    this.#els.quiet.addEventListener("input", () => this.#renderQuietButton());
+    this.#els.quiet.addEventListener("change", () => this.#renderQuietButton());
     this.#els.form.addEventListener("submit", (e) => {
       e.preventDefault();
       this.save().catch(() => {});
@@ -145,6 +181,8 @@ export class NotifydPreferences extends HTMLElement {
   get effective() { return JSON.parse(JSON.stringify(this.#effective)); }
   /** Whether a cell differs from what is stored. */
   get dirty() { return this.#changes().length > 0; }
+  /** The stored quiet hours ({start, end}), null for none or not loaded. */
+  get quietHours() { return this.#quiet && this.#quiet.quiet_hours ? { ...this.#quiet.quiet_hours } : null; }
 
   connectedCallback() {
     this.#connected = true;
@@ -179,15 +217,21 @@ export class NotifydPreferences extends HTMLElement {
       this.#rules = [];
       this.#effective = {};
       this.#channels = [];
+      this.#acceptQuiet(null);
       this.#render();
       this.#setStatus("");
       return;
     }
     this.#setStatus("Loading…");
+    // Quiet hours load alongside; a daemon without them hides the form.
+    const quiet = this.#request("GET", "/v1/quiet-hours", undefined, this.#abort.signal).catch(() => null);
     try {
       const data = await this.#request("GET", "/v1/preferences", undefined, this.#abort.signal);
       if (gen !== this.#gen) return;
       this.#accept(data);
+      const q = await quiet;
+      if (gen !== this.#gen) return;
+      this.#acceptQuiet(q);
       this.#setStatus("");
       this.#emit("notifyd:preferences-loaded", { rules: this.rules, effective: this.effective });
     } catch (err) {
@@ -226,6 +270,64 @@ export class NotifydPreferences extends HTMLElement {
       this.#saving = false;
       this.#renderButtons();
     }
+  }
+
+  /** Saves the quiet hours form (unchecked: none) with PUT /v1/quiet-hours. */
+  async saveQuietHours() {
+    if (!this.#quiet || this.#saving) return null;
+    const e = this.#els;
+    const quiet_hours = e.quietOn.checked ? { start: e.quietStart.value, end: e.quietEnd.value } : null;
+    const gen = this.#gen;
+    this.#saving = true;
+    this.#renderQuietButton();
+    this.#showError(null);
+    e.quietStatus.textContent = "Saving…";
+    try {
+      const data = await this.#request("PUT", "/v1/quiet-hours", { quiet_hours }, this.#abort?.signal);
+      if (gen !== this.#gen) return null;
+      this.#acceptQuiet(data);
+      e.quietStatus.textContent = "Saved.";
+      this.#emit("notifyd:quiet-hours-saved", { quietHours: this.quietHours });
+      return data;
+    } catch (err) {
+      if (gen === this.#gen) {
+        e.quietStatus.textContent = "";
+        this.#failed(err, "save-quiet-hours");
+      }
+      throw err;
+    } finally {
+      this.#saving = false;
+      this.#renderQuietButton();
+    }
+  }
+
+  #acceptQuiet(data) {
+    const e = this.#els;
+    this.#quiet = data && typeof data === "object" && "quiet_hours" in data ? data : null;
+    e.quiet.hidden = !this.#quiet;
+    const q = this.#quiet && this.#quiet.quiet_hours;
+    e.quietOn.checked = !!q;
+    if (q) {
+      e.quietStart.value = q.start;
+      e.quietEnd.value = q.end;
+    }
+    e.quietZone.textContent = this.#quiet && this.#quiet.timezone ? "(" + this.#quiet.timezone + ")" : "";
+    this.#renderQuietButton();
+  }
+
+  /** Whether the quiet hours form differs from what is stored. */
+  #quietDirty() {
+    if (!this.#quiet) return false;
+    const e = this.#els;
+    const q = this.#quiet.quiet_hours;
+    if (!e.quietOn.checked) return !!q;
+    return !q || q.start !== e.quietStart.value || q.end !== e.quietEnd.value;
+  }
+
+  #renderQuietButton() {
+    const e = this.#els;
+    e.quietStart.disabled = e.quietEnd.disabled = !e.quietOn.checked;
+    e.quietSave.disabled = !this.#quietDirty() || this.#saving || (e.quietOn.checked && (!e.quietStart.value || !e.quietEnd.value));
   }
 
   #accept(data) {

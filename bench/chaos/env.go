@@ -153,6 +153,9 @@ type daemonConfig struct {
 	// lease is retry.lease (zero: 5s). It must outlast the longest provider
 	// call: the retry sweep takes back a claim older than the lease.
 	lease time.Duration
+	// workflows adds the workflow notifiers (delayedNotifier,
+	// batchedNotifier; see workflows.go).
+	workflows bool
 }
 
 func (c daemonConfig) yaml() string {
@@ -208,7 +211,7 @@ notifiers:
       in_app: {title: "digest item {{.n}}"}
       email: {default: digest, subject: "unused", text: "unused"}
 `, c.dbURL, c.listen, adminToken, tokenSecret, c.send, c.fanoutChunk, c.sendBatch, mailDomain, c.smtpPort,
-		webhookSecret, webhookTimeout, lease, notifierName, webhook, digestNotifier)
+		webhookSecret, webhookTimeout, lease, notifierName, webhook, digestNotifier) + c.workflowNotifiers()
 }
 
 // writeConfig writes c under the scenario's directory and returns its path.

@@ -41,6 +41,12 @@
 //     parked by their host's breaker, no send job runs much past the
 //     webhook timeout, and once the host answers they are sent, once each
 //     (this daemon's retry.lease is 2 minutes, longer than a hung call).
+//   - workflows: two daemons SIGKILLed alternately while batched
+//     notifications keep opening and joining batches (window 3s) and
+//     delayed emails (2s, unless read, half of them read) wait: every
+//     member in exactly one batch and counted once, every batched delivery
+//     carried by a sent one, every sent email received, no skipped email
+//     whose item was unread, duplicates only within the kills' window.
 //
 // Each daemon runs with retry.lease 5s (but see slow), retry.sweep and digest.sweep
 // "@every 5s" (the config accepts robfig/cron descriptors; both sweep jobs

@@ -25,6 +25,8 @@ var scenarios = []scenario{
 		what: "DELETE the notification mid fan-out; nothing sent after the cancel commits"},
 	{name: "slow", base: 4 * time.Minute, run: runSlowTargets,
 		what: "slow targets: three webhook URLs that never answer in a 1k-recipient email + webhook notification"},
+	{name: "workflows", base: 5 * time.Minute, run: runWorkflows,
+		what: "two daemons SIGKILLed alternately while batches and delayed emails are open"},
 }
 
 // verifyReserve is the time kept back from a scenario's budget for draining

@@ -200,6 +200,9 @@ type twilioMessage struct {
 
 // refusedCodes are the Twilio error codes that say the number cannot get the
 // message, whatever the retry.
+// twilioUnsubscribed is Twilio's error for a number that replied STOP.
+const twilioUnsubscribed = 21610
+
 var refusedCodes = map[int]string{
 	21211: "invalid To number",
 	21614: "To is not a mobile number",
@@ -236,7 +239,7 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "notifyd")
 	channels.SetProvider(ctx, "twilio")
-	billed, err := s.post(req, segs)
+	billed, err := s.post(req, segs, r.Phone)
 	attrs := []any{slog.String("channel", Name), slog.String("delivery_id", msg.DeliveryID),
 		slog.String("notifier", msg.Notifier), slog.String("recipient", r.ID),
 		slog.Int("segments", segs), slog.String("encoding", string(enc)), slog.Int("attempt", msg.Attempt)}
@@ -259,9 +262,11 @@ func provider(segs int) string {
 	return fmt.Sprintf("twilio (%d segments)", segs)
 }
 
-// post sends req and classifies Twilio's answer. On success it returns the
-// segments the message was billed as: Twilio's num_segments, else segs.
-func (s *Sender) post(req *http.Request, segs int) (int, error) {
+// post sends req, a message to the number to, and classifies Twilio's
+// answer. On success it returns the segments the message was billed as:
+// Twilio's num_segments, else segs. Error 21610 (the recipient replied STOP)
+// also suppresses the number, so no later message is sent to it.
+func (s *Sender) post(req *http.Request, segs int, to string) (int, error) {
 	const dest = "twilio messages api"
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -295,6 +300,8 @@ func (s *Sender) post(req *http.Request, segs int) (int, error) {
 	err = errors.New(what)
 	retryAfter := safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), s.clock())
 	switch {
+	case te.Code == twilioUnsubscribed:
+		return 0, channels.Suppress(fmt.Errorf("%w (%s)", err, refusedCodes[te.Code]), to, refusedCodes[te.Code])
 	case refusedCodes[te.Code] != "":
 		return 0, channels.Permanent(fmt.Errorf("%w (%s)", err, refusedCodes[te.Code]))
 	case code == http.StatusTooManyRequests:

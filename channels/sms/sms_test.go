@@ -202,6 +202,17 @@ func TestSendClassifiesTwilioErrors(t *testing.T) {
 		}
 	}
 
+	// A number that replied STOP is refused and suppressed, so no later
+	// message goes to it.
+	tw.queue(answer{status: 400, body: map[string]any{"code": 21610, "message": "Attempt to send to unsubscribed recipient", "status": 400}})
+	msg := message("hi")
+	_, err := send(s, msg)
+	se, ok := channels.SuppressionOf(err)
+	if kind, _ := channels.Classify(err); kind != channels.KindPermanent || !ok || se.Address != msg.Recipient.Phone ||
+		!strings.Contains(se.Reason, "STOP") {
+		t.Errorf("21610: kind %v, suppression %+v (%v); want permanent, suppressing %s", kind, se, err, msg.Recipient.Phone)
+	}
+
 	// Real credentials that Twilio refuses: the test server checks them.
 	bad := newSender(t, tw, func(c *sms.Config) { c.AuthToken = "wrong" })
 	if _, err := send(bad, message("hi")); err == nil || !strings.Contains(err.Error(), "HTTP 401") {

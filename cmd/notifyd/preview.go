@@ -10,6 +10,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/server"
 )
 
@@ -46,15 +47,20 @@ func (c *PreviewCommand) Run(_ context.Context, args []string) error {
 		return fmt.Errorf("%s: notifier %q has no %q channel (it uses %v)", path, notifier, channel,
 			sortedNames(nf.Channels))
 	}
+	// The example params were checked when the config loaded; a batched
+	// notifier's carry the batch fields of a batch of two.
 	p := nf.ExampleParams()
 	if params != "" {
 		p = map[string]any{}
 		if err := json.Unmarshal([]byte(params), &p); err != nil {
 			return fmt.Errorf("-params: want a JSON object: %w", err)
 		}
-	}
-	if err := nf.ValidateParams(p); err != nil {
-		return fmt.Errorf("-params: %w", err)
+		if err := nf.ValidateParams(p); err != nil {
+			return fmt.Errorf("-params: %w", err)
+		}
+		if nf.Batch != nil {
+			p = config.BatchParams(p, 1, nil, []any{p}) // a batch of one
+		}
 	}
 	set, err := builtin.MustRegistry().OpenToCheck(cfg)
 	if err != nil {

@@ -194,7 +194,7 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;heigh
 <p><small>The 200 most recently changed rows of notify_deliveries (in_app items are in the inbox, not here).</small></p>
 {{if .LedgerErr}}<p>Could not read the ledger: {{.LedgerErr}}</p>{{end}}
 <table><tr><th>updated</th><th>notifier/key</th><th>recipient</th><th>channel</th><th>mode</th><th>status</th><th>attempts</th><th>last error</th></tr>
-{{range .Ledger}}<tr><td>{{.UpdatedAt.Format "15:04:05.000"}}</td><td>{{.Notifier}}/{{.Key}}</td><td>{{if .Recipient}}{{.Recipient}}{{else}}(bulk){{end}}</td><td>{{.Channel}}</td><td>{{.Mode}}</td><td>{{.Status}}</td><td>{{.Attempts}}</td><td>{{if .LastError}}{{.LastError}}{{end}}</td></tr>
+{{range .Ledger}}<tr><td>{{.UpdatedAt.Format "15:04:05.000"}}</td><td>{{.Notifier}}/{{.Key}}</td><td>{{if .Recipient}}{{.Recipient}}{{else}}(bulk){{end}}</td><td>{{.Channel}}</td><td>{{.Mode}}</td><td>{{.Status}}{{with .NextAttemptAt}} (due {{.Format "15:04:05"}}){{end}}</td><td>{{.Attempts}}</td><td>{{if .LastError}}{{.LastError}}{{end}}</td></tr>
 {{else}}<tr><td colspan="8">No deliveries yet.</td></tr>{{end}}</table>
 </body></html>`))
 

@@ -1224,6 +1224,12 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "GET", "/v1/recipients/u2", u2, nil, 401)
 	c.call(t, b, "GET", "/v1/webhook-secret", u2, nil, 200)
 	c.call(t, b, "GET", "/v1/webhook-secret", adminToken, nil, 401)
+	// Quiet hours, the recipient's and the admin twin.
+	c.call(t, b, "PUT", "/v1/quiet-hours", u2, map[string]any{"quiet_hours": map[string]any{"start": "22:00", "end": "07:00"}}, 200)
+	c.call(t, b, "GET", "/v1/quiet-hours", u2, nil, 200)
+	c.call(t, b, "PUT", "/v1/quiet-hours", u2, map[string]any{"quiet_hours": map[string]any{"start": "22:00", "end": "22:00"}}, 422)
+	c.call(t, b, "PUT", "/v1/recipients/u2/quiet-hours", adminToken, map[string]any{"quiet_hours": nil}, 200)
+	c.call(t, b, "GET", "/v1/recipients/u2/quiet-hours", adminToken, nil, 200)
 
 	// Push subscriptions.
 	c.call(t, b, "GET", "/v1/push-subscriptions/vapid-key", u2, nil, 200)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -31,6 +32,10 @@ type profileRequest struct {
 	// TokensValidAfter is RFC 3339 or null: the recipient's tokens issued
 	// (iat) before it are refused.
 	TokensValidAfter json.RawMessage `json:"tokens_valid_after"`
+	// QuietHours is {"start":"HH:MM","end":"HH:MM"} or null; like
+	// tokens_valid_after, absent keeps the stored value (the recipient sets
+	// it in the preference center).
+	QuietHours json.RawMessage `json:"quiet_hours"`
 
 	WebhookSecret json.RawMessage `json:"webhook_secret"`
 	WebhookGoneAt json.RawMessage `json:"webhook_gone_at"`
@@ -74,9 +79,11 @@ type profileResponse struct {
 	WebhookGoneAt *time.Time      `json:"webhook_gone_at"`
 	// TokensValidAfter: tokens issued before it are refused; null: none.
 	TokensValidAfter *time.Time `json:"tokens_valid_after"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
-	WebhookSecret    *string    `json:"webhook_secret"`
+	// QuietHours: null for none.
+	QuietHours    *notifytype.QuietHours `json:"quiet_hours"`
+	CreatedAt     time.Time              `json:"created_at"`
+	UpdatedAt     time.Time              `json:"updated_at"`
+	WebhookSecret *string                `json:"webhook_secret"`
 }
 
 func (s *Server) profileResponse(p *stores.RecipientProfile) profileResponse {
@@ -84,6 +91,7 @@ func (s *Server) profileResponse(p *stores.RecipientProfile) profileResponse {
 		WebhookURL: p.WebhookURL, Phone: p.Phone, Data: p.Data, WebhookGoneAt: p.WebhookGoneAt, TokensValidAfter: p.TokensValidAfter,
 		CreatedAt: p.CreatedAt,
 		UpdatedAt: p.UpdatedAt}
+	out.QuietHours, _ = notifytype.ParseQuietHours(p.QuietHours) // checked when written
 	if s.secret != nil {
 		secret := s.secret(p.ID)
 		out.WebhookSecret = &secret
@@ -136,6 +144,13 @@ func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
 			at = at.UTC()
 			p.TokensValidAfter = &at
 		}
+	}
+	if req.QuietHours != nil {
+		q, err := parseQuietHours(req.QuietHours)
+		if err != nil {
+			return p, err
+		}
+		p.QuietHours, p.SetQuietHours = q, true
 	}
 	// Re-encoded, not stored as sent: the decoder has replaced what jsonb
 	// cannot hold (lone surrogate escapes) and checked it is an object.

@@ -199,6 +199,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/push-subscriptions", s.recipient(s.listPushSubscriptions))
 	s.mux.Handle("DELETE /v1/push-subscriptions/{id}", notVAPIDKey(s.recipient(s.deletePushSubscription)))
 	s.mux.Handle("GET /v1/push-subscriptions/vapid-key", s.recipient(s.vapidKey))
+	s.mux.Handle("GET /v1/quiet-hours", s.recipient(s.getQuietHours))
+	s.mux.Handle("PUT /v1/quiet-hours", s.recipient(s.putQuietHours))
+	s.mux.Handle("GET /v1/recipients/{id}/quiet-hours", s.forRecipient(s.getQuietHours))
+	s.mux.Handle("PUT /v1/recipients/{id}/quiet-hours", s.forRecipient(s.putQuietHours))
 }
 
 // Handler returns the API's root handler: routing, JSON 404/405, panic

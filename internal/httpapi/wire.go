@@ -36,15 +36,20 @@ type notificationJSON struct {
 // deliveryJSON is one ledger row of a notification. The inbox channel's
 // record is the inbox item itself.
 type deliveryJSON struct {
-	ID        string    `json:"id"`
-	Recipient *string   `json:"recipient"`
-	Channel   string    `json:"channel"`
-	Reason    string    `json:"reason"`
-	Mode      string    `json:"mode"`
-	Status    string    `json:"status"`
-	Attempts  int       `json:"attempts"`
-	LastError *string   `json:"last_error"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string  `json:"id"`
+	Recipient *string `json:"recipient"`
+	Channel   string  `json:"channel"`
+	Reason    string  `json:"reason"`
+	Mode      string  `json:"mode"`
+	Status    string  `json:"status"`
+	Attempts  int     `json:"attempts"`
+	LastError *string `json:"last_error"`
+	// NextAttemptAt is when a scheduled delivery is due (or a failed one
+	// retried); null otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// BatchedInto names the delivery that carried a `batched` one.
+	BatchedInto *string   `json:"batched_into,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
 	// Provider is who answered the last attempt (an SMTP relay of several);
 	// null when the channel does not say, and for in_app.
 	Provider *string `json:"provider"`
@@ -52,7 +57,8 @@ type deliveryJSON struct {
 
 func deliveryWire(d stores.Delivery) deliveryJSON {
 	return deliveryJSON{ID: d.ID, Recipient: d.Recipient, Channel: d.Channel, Reason: d.Reason, Mode: d.Mode,
-		Status: d.Status, Attempts: d.Attempts, LastError: d.LastError, UpdatedAt: d.UpdatedAt, Provider: d.Provider}
+		Status: d.Status, Attempts: d.Attempts, LastError: d.LastError, NextAttemptAt: d.NextAttemptAt,
+		BatchedInto: d.BatchedInto, UpdatedAt: d.UpdatedAt, Provider: d.Provider}
 }
 
 func notificationWire(n *stores.Notification, max int) notificationJSON {

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The workflow notifiers of the workflows scenario: email delayed unless the
+// in-app item was read, and a batch of every notification of one recipient
+// within a window (its key renders the same for all: params are {"n": 1}).
+const (
+	delayedNotifier = "chaos.delayed"
+	batchedNotifier = "chaos.batched"
+)
+
+func (c daemonConfig) workflowNotifiers() string {
+	if !c.workflows {
+		return ""
+	}
+	return fmt.Sprintf(`  %s:
+    max_recipients: 1000000
+    channels:
+      in_app: {title: "delayed {{.n}}"}
+      email: {subject: "delayed {{.n}}", text: "delayed for {{recipient.ID}}", delay: 2s, unless: read}
+  %s:
+    max_recipients: 1000000
+    batch: {key: "{{.n}}", window: 3s}
+    channels:
+      in_app: {title: "{{.Count}} pings"}
+      email: {subject: "{{.Count}} pings", text: "{{.Count}} pings for {{recipient.ID}}"}
+`, delayedNotifier, batchedNotifier)
+}
+
+// runWorkflows: two daemons on one database, SIGKILLed alternately while
+// notifications keep opening and joining batches and delayed emails wait
+// for their due time. At the end every delivery is final, every batch
+// member is counted once in exactly one batch, every batch's email arrived
+// (duplicates only within the kills' crash window), every batched delivery
+// names a sent one, and a skipped delayed email's item was read.
+func runWorkflows(ctx context.Context, e *env, r *result, seed uint64) error {
+	s, err := newStage(ctx, e, r, "workflows", e.shared, seed)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	n := scaled(e, 200)
+	cfg := daemonConfig{fanoutChunk: 100, send: chaosSend, sendBatch: chaosSendBatch, workflows: true}
+	a, err := s.addSlot(ctx, "a", cfg)
+	if err != nil {
+		return err
+	}
+	b, err := s.addSlot(ctx, "b", cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.profiles(ctx, n, func(int) string { return "" }); err != nil {
+		return err
+	}
+	for _, sl := range []*slot{a, b} {
+		if err := s.start(ctx, sl); err != nil {
+			return err
+		}
+	}
+	go s.rescueLoop(ctx)
+
+	maxKills := max(4, int(8*e.opts.scale+0.5))
+	batched, delayed := 0, 0
+	for kills := 0; kills < maxKills; kills++ {
+		live, victim := a, b
+		if kills%2 == 1 {
+			live, victim = b, a
+		}
+		// A burst through the live daemon while the other is up too.
+		until := time.Now().Add(s.jitter(time.Second, 3*time.Second))
+		for time.Now().Before(until) && ctx.Err() == nil {
+			if _, err := s.sendAs(ctx, live, batchedNotifier, fmt.Sprintf("batched-%d", batched), ids(0, n)); err != nil {
+				return err
+			}
+			batched++
+			if batched%5 == 0 {
+				if _, err := s.sendAs(ctx, live, delayedNotifier, fmt.Sprintf("delayed-%d", delayed), ids(0, n)); err != nil {
+					return err
+				}
+				delayed++
+				// Half of the recipients read the newest delayed item at once.
+				if _, err := s.db.pool.Exec(ctx, `UPDATE notify_inbox SET read_at = now(), seen_at = now()
+WHERE notifier = $1 AND read_at IS NULL AND right(recipient, 1)::int % 2 = 0`, delayedNotifier); err != nil {
+					return err
+				}
+			}
+			if !sleep(ctx, 50*time.Millisecond) {
+				break
+			}
+		}
+		s.kill(victim)
+		s.logf("SIGKILL #%d (%s): %d batched and %d delayed notifications sent; mail=%d", kills+1, victim.name,
+			batched, delayed, s.mail.Count())
+		if err := s.start(ctx, victim); err != nil {
+			return err
+		}
+	}
+	r.note("%d SIGKILLs alternating between 2 daemons while %d batched and %d delayed notifications to %d recipients were sent",
+		maxKills, batched, delayed, n)
+
+	final := `status IN ('sent', 'batched', 'skipped', 'cancelled', 'refused', 'expired', 'unavailable', 'throttled')`
+	settled := func() (bool, error) {
+		var left, fanning int
+		err := s.db.pool.QueryRow(ctx, `SELECT
+  (SELECT count(*) FROM notify_deliveries WHERE NOT (`+final+`)),
+  (SELECT count(*) FROM notify_notifications WHERE status NOT IN ('fanned_out', 'cancelled', 'rejected'))`).Scan(&left, &fanning)
+		return left == 0 && fanning == 0, err
+	}
+	deadline := time.Now().Add(3 * time.Minute) // River rescues the jobs of a killed daemon after a minute or more
+	for {
+		ok, err := settled()
+		if err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
+			r.fail("not settled within the time budget")
+			break
+		}
+	}
+	s.report(ctx)
+	s.stopAll()
+	bg := context.WithoutCancel(ctx)
+	db := s.db.pool
+
+	var deliveries, nonTerminal int
+	if err := db.QueryRow(bg, `SELECT count(*), count(*) FILTER (WHERE NOT (`+final+`)) FROM notify_deliveries`).Scan(
+		&deliveries, &nonTerminal); err != nil {
+		return err
+	}
+	r.deliveries, r.nonTerminal = deliveries, nonTerminal
+
+	// Every member in exactly one batch, counted once.
+	var members, distinctMembers, counted, recipients int
+	if err := db.QueryRow(bg, `SELECT count(*), count(DISTINCT (b.recipient, m)),
+  (SELECT coalesce(sum(count), 0) FROM notify_batches), (SELECT count(DISTINCT recipient) FROM notify_batches)
+FROM notify_batches b, unnest(b.members) m`).Scan(&members, &distinctMembers, &counted, &recipients); err != nil {
+		return err
+	}
+	var batchedIDs int
+	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_notifications WHERE notifier = $1 AND status = 'fanned_out'`,
+		batchedNotifier).Scan(&batchedIDs); err != nil {
+		return err
+	}
+	if members != distinctMembers || members != counted || members != batchedIDs*n {
+		r.fail("batch members: %d listed, %d distinct, %d counted; want %d (%d notifications × %d recipients)",
+			members, distinctMembers, counted, batchedIDs*n, batchedIDs, n)
+	}
+	var lostInto int
+	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_deliveries d WHERE d.status = 'batched'
+  AND NOT EXISTS (SELECT 1 FROM notify_deliveries l WHERE l.id = d.batched_into AND l.status = 'sent')`).Scan(&lostInto); err != nil {
+		return err
+	}
+	if lostInto > 0 {
+		r.fail("%d batched deliveries name a delivery that was not sent", lostInto)
+	}
+	var readSkipped int
+	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_deliveries d WHERE d.status = 'skipped' AND d.notifier = $1
+  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.recipient = d.recipient AND i.notifier = d.notifier
+                  AND i.key = d.key AND i.read_at IS NOT NULL)`, delayedNotifier).Scan(&readSkipped); err != nil {
+		return err
+	}
+	if readSkipped > 0 {
+		r.fail("%d delayed emails skipped although their item was not read", readSkipped)
+	}
+
+	// Every email that was sent arrived; none twice beyond the kills' window.
+	rows, err := db.Query(bg, `SELECT id::text, batch_id IS NOT NULL FROM notify_deliveries WHERE channel = 'email' AND status = 'sent'`)
+	if err != nil {
+		return err
+	}
+	counts := s.mail.receipts().counts()
+	var sent, leads, lost, dups int
+	for rows.Next() {
+		var id string
+		var lead bool
+		if err := rows.Scan(&id, &lead); err != nil {
+			rows.Close()
+			return err
+		}
+		sent++
+		if lead {
+			leads++
+		}
+		switch c := counts[id]; {
+		case c == 0:
+			lost++
+		case c > 1:
+			dups += c - 1
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	r.received, r.lost, r.duplicates = len(counts), lost, dups
+	if lost > 0 {
+		r.fail("%d sent emails never arrived", lost)
+	}
+	if bound := maxKills * lanesBound(1); dups > bound {
+		r.fail("%d duplicate emails, more than %d kills × %d lanes", dups, maxKills, lanesBound(1))
+	}
+	var batches int
+	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_batches`).Scan(&batches); err != nil {
+		return err
+	}
+	r.note("%d batches for %d recipients, %d members; %d emails sent (%d carrying a batch), %d duplicates", batches,
+		recipients, members, sent, leads, dups)
+	return nil
+}

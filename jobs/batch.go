@@ -1,0 +1,253 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// Batches (a notifier's `batch`) are joined in the fan-out's chunk
+// transaction, before its rows are written: stores.JoinBatches upserts each
+// recipient's open batch of the rendered key, and what it answers decides
+// the rows. The first notification of a batch writes its inbox item and
+// deliveries as usual, except that the deliveries of the channels that send
+// carry the batch and wait (`scheduled`) until the window closes; a later one
+// writes no inbox item but re-renders the batch's (unread again, an
+// `inbox.updated` change), and its deliveries on those channels are
+// `batched` into the first one's. A batch that reaches max makes its
+// deliveries due at once. When a carrying delivery is claimed, the claim
+// closes its batch first (closeBatches) and the message is rendered with the
+// batch's count, actors and items.
+
+// batchStep is what a chunk's batches leave to do after its rows are
+// written.
+type batchStep struct {
+	rewrite stores.InboxRewrite
+	full    []string // batches that reached max with this notification
+}
+
+// joinBatches joins the chunk's recipients to their batches and rewrites
+// the chunk's rows accordingly (see above).
+func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier, c *stores.Chunk) (*batchStep, error) {
+	params, err := decodeParams(st.Params)
+	if err != nil {
+		return nil, err
+	}
+	key, err := config.RenderText(nf.Batch.KeyTmpl, params)
+	if err != nil {
+		return nil, fmt.Errorf("batch key of %s: %w", st.ID, err)
+	}
+	inboxOf := make(map[string]string, len(c.InboxIDs))
+	for i, r := range c.InboxRecipients {
+		inboxOf[r] = c.InboxIDs[i]
+	}
+	j := &stores.BatchJoin{Notifier: st.Notifier, Key: key, NotificationID: st.ID, Actor: st.Actor, Params: st.Params,
+		Window: nf.Batch.Window.D(), Max: nf.Batch.Max}
+	seen := map[string]bool{}
+	for _, list := range [][]string{c.InboxRecipients, c.DeliveryRecipients} {
+		for _, r := range list {
+			if r != "" && !seen[r] {
+				seen[r] = true
+				j.Recipients = append(j.Recipients, r)
+				j.BatchIDs = append(j.BatchIDs, uuidv7.String())
+				j.InboxIDs = append(j.InboxIDs, inboxOf[r])
+			}
+		}
+	}
+	if len(j.Recipients) == 0 {
+		return nil, nil
+	}
+	states, err := stores.JoinBatches(ctx, tx, j)
+	if err != nil {
+		return nil, err
+	}
+	byRecipient := make(map[string]*stores.BatchState, len(states))
+	var joined []string
+	step := &batchStep{rewrite: stores.InboxRewrite{Params: st.Params}}
+	for i := range states {
+		b := &states[i]
+		byRecipient[b.Recipient] = b
+		if !b.Opened {
+			joined = append(joined, b.ID)
+		}
+		if b.Full {
+			step.full = append(step.full, b.ID)
+		}
+	}
+	leads, err := stores.BatchLeads(ctx, tx, joined)
+	if err != nil {
+		return nil, err
+	}
+
+	grow(c)
+	batched := map[string]bool{}
+	for i, r := range c.DeliveryRecipients {
+		b := byRecipient[r]
+		status := notifytype.DeliveryStatus(c.DeliveryStatuses[i])
+		if b == nil || (status != notifytype.StatusPending && status != notifytype.StatusScheduled) {
+			continue
+		}
+		if b.Opened {
+			// The first of the batch carries it, once the window closes.
+			c.DeliveryBatch[i] = b.ID
+			due := b.ClosesAt
+			if cur := c.DeliveryDue[i]; cur != nil && cur.After(due) {
+				due = *cur
+			}
+			c.DeliveryStatuses[i] = string(notifytype.StatusScheduled)
+			c.DeliveryDue[i] = &due
+			continue
+		}
+		lead, ok := leads[[2]string{b.ID, c.DeliveryChannels[i]}]
+		if !ok {
+			continue // the batch's first did not use this channel: sent on its own
+		}
+		c.DeliveryStatuses[i] = string(notifytype.StatusBatched)
+		c.DeliveryBatchedInto[i] = lead
+		c.DeliveryDue[i] = nil
+		c.DeliveryErrors[i] = ""
+		batched[c.DeliveryIDs[i]] = true
+	}
+	dropThrottled(c, batched)
+
+	// Later members write no inbox item: the batch's is rendered again.
+	keep := 0
+	for i, r := range c.InboxRecipients {
+		b := byRecipient[r]
+		if b == nil || b.Opened {
+			c.InboxIDs[keep], c.InboxRecipients[keep], c.InboxReasons[keep] = c.InboxIDs[i], r, c.InboxReasons[i]
+			keep++
+			continue
+		}
+		if b.InboxID == nil || d.Inbox == nil {
+			continue
+		}
+		var items []any
+		if err := json.Unmarshal(b.Items, &items); err != nil {
+			return nil, fmt.Errorf("batch %s items: %w", b.ID, err)
+		}
+		item, err := d.Inbox.RenderInbox(nf.Name, config.BatchParams(params, b.Count, b.Actors, items))
+		if err != nil {
+			return nil, fmt.Errorf("render the in-app item of batch %s: %w", b.ID, err)
+		}
+		u := &step.rewrite
+		u.IDs, u.Recipients = append(u.IDs, *b.InboxID), append(u.Recipients, r)
+		u.Titles, u.Bodies, u.URLs = append(u.Titles, item.Title), append(u.Bodies, item.Body), append(u.URLs, item.URL)
+	}
+	c.InboxIDs, c.InboxRecipients, c.InboxReasons = c.InboxIDs[:keep], c.InboxRecipients[:keep], c.InboxReasons[:keep]
+	return step, nil
+}
+
+// finish runs what the chunk's batches need once its rows are written: the
+// batches' inbox items re-rendered, and the messages of batches that
+// reached max made due now.
+func (s *batchStep) finish(ctx context.Context, tx pgx.Tx, d *Deps) error {
+	if s == nil {
+		return nil
+	}
+	if err := stores.UpdateBatchedInbox(ctx, tx, &s.rewrite); err != nil {
+		return err
+	}
+	due, err := stores.DueFullBatches(ctx, tx, s.full)
+	if err != nil {
+		return err
+	}
+	return insertSendJobs(ctx, tx, due, d.Config.Queues.SendBatch)
+}
+
+// grow makes c's per-delivery workflow slices as long as its deliveries.
+func grow(c *stores.Chunk) {
+	n := len(c.DeliveryIDs)
+	pad := func(s []string) []string { return append(s, make([]string, n-len(s))...) }
+	c.DeliveryUnless, c.DeliveryBatch, c.DeliveryBatchedInto = pad(c.DeliveryUnless), pad(c.DeliveryBatch), pad(c.DeliveryBatchedInto)
+	if len(c.DeliveryDue) < n {
+		c.DeliveryDue = append(c.DeliveryDue, make([]*time.Time, n-len(c.DeliveryDue))...)
+	}
+}
+
+// dropThrottled takes the deliveries in drop out of c's throttle
+// candidates: a batched delivery sends nothing, so it does not count.
+func dropThrottled(c *stores.Chunk, drop map[string]bool) {
+	if len(drop) == 0 {
+		return
+	}
+	k := 0
+	for i, id := range c.ThrottleIDs {
+		if drop[id] {
+			continue
+		}
+		c.ThrottleIDs[k], c.ThrottleRecipients[k], c.ThrottleChannels[k] = id, c.ThrottleRecipients[i], c.ThrottleChannels[i]
+		c.ThrottleLimits[k], c.ThrottlePers[k], c.ThrottleErrors[k] = c.ThrottleLimits[i], c.ThrottlePers[i], c.ThrottleErrors[i]
+		k++
+	}
+	c.ThrottleIDs, c.ThrottleRecipients, c.ThrottleChannels = c.ThrottleIDs[:k], c.ThrottleRecipients[:k], c.ThrottleChannels[:k]
+	c.ThrottleLimits, c.ThrottlePers, c.ThrottleErrors = c.ThrottleLimits[:k], c.ThrottlePers[:k], c.ThrottleErrors[:k]
+}
+
+// hasBatches reports whether any notifier batches (only then does a send
+// job look for batches to close).
+func (d *Deps) hasBatches() bool {
+	for _, name := range d.Config.NotifierNames() {
+		if d.Config.Notifiers[name].Batch != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// closeBatches closes the batches that deliveries ids carry, when they are
+// due: before the claim, so that a notification arriving after it opens
+// the next batch instead of joining one whose message is on its way.
+func (d *Deps) closeBatches(ctx context.Context, ids []string) (map[string]stores.BatchContent, error) {
+	if !d.hasBatches() {
+		return nil, nil
+	}
+	return stores.CloseBatches(ctx, d.Pool, ids, d.now())
+}
+
+// withBatches gives each claimed delivery that carries a batch the batch's
+// fields in its params (.Count, .Actors, .Items), for its channel's
+// templates.
+func withBatches(claimed []stores.Claimed, contents map[string]stores.BatchContent) error {
+	for i := range claimed {
+		c := &claimed[i]
+		b, ok := contents[c.ID]
+		if !ok {
+			continue
+		}
+		params := map[string]any{}
+		if len(c.Params) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(c.Params))
+			dec.UseNumber()
+			if err := dec.Decode(&params); err != nil {
+				return fmt.Errorf("params of %s: %w", c.NotificationID, err)
+			}
+		}
+		var items []any
+		if err := json.Unmarshal(b.Items, &items); err != nil {
+			return fmt.Errorf("items of the batch of %s: %w", c.ID, err)
+		}
+		raw, err := json.Marshal(config.BatchParams(params, b.Count, b.Actors, items))
+		if err != nil {
+			return err
+		}
+		c.Params = raw
+	}
+	return nil
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
