@@ -248,4 +248,3 @@ func hasRecipient(msgs []smtptest.Message, addr string) bool {
 	}
 	return false
 }
-
