@@ -24,6 +24,11 @@ test:
 	@# The Node client's tests (clients/clients_test.go) need its packages.
 	@if command -v npm >/dev/null 2>&1 && [ ! -d clients/node/node_modules ]; then \
 		echo "npm ci in clients/node"; (cd clients/node && npm ci --no-audit --no-fund); fi
+	@# The OpenAPI tools test (internal/httpapi/openapi_tools_test.go) runs the
+	@# generators pinned there.
+	@if command -v npm >/dev/null 2>&1 && [ ! -d internal/httpapi/testdata/openapi-tools/node_modules ]; then \
+		echo "npm ci in internal/httpapi/testdata/openapi-tools"; \
+		(cd internal/httpapi/testdata/openapi-tools && npm ci --no-audit --no-fund); fi
 	$(GO) run ./internal/testing/withpg -- $(GO) test -count=1 -timeout 9m ./...
 ifneq ($(strip $(FUZZ)),)
 	$(GO) run ./internal/testing/withpg -- $(MAKE) --no-print-directory fuzz
