@@ -26,22 +26,8 @@ const delayedBy = 20 * time.Second
 // claim to the last settle: the wait for River's scheduler to make the due
 // jobs available is not the daemon's throughput, and is reported apart.
 func runDelayed(ctx context.Context, h *harness, n int, immediate *measurement) []Result {
-	const name, unit = "email.delayed unless read vs immediate email", "deliveries/s"
-	m, err := measureDelayed(ctx, h, n)
-	if err != nil {
-		return []Result{errorResult(name, unit, ">=", delayedTarget, "ratio", err)}
-	}
-	fmt.Printf("  delayed email, half read: %s deliveries/s (%s)\n", formatNumber(m.rate), m.note)
-	if immediate == nil {
-		e, err := measureEmail(ctx, h, n)
-		if err != nil {
-			return []Result{errorResult(name, unit, ">=", delayedTarget, "ratio", fmt.Errorf("baseline: %w", err))}
-		}
-		fmt.Printf("  immediate email (baseline): %s deliveries/s (%s)\n", formatNumber(e.rate), e.note)
-		immediate = &e
-	}
-	r := ratioResult(name, unit, m.rate, immediate.rate, "immediate email", "deliveries/s", ">=", delayedTarget)
-	return []Result{annotate(r, n, m, immediate)}
+	return vsImmediate(ctx, h, "email.delayed unless read vs immediate email", "delayed email, half read", delayedTarget, n,
+		immediate, func() (measurement, error) { return measureDelayed(ctx, h, n) })
 }
 
 func measureDelayed(ctx context.Context, h *harness, n int) (measurement, error) {

@@ -132,6 +132,30 @@ FROM notify_deliveries WHERE notification_id = $1`, id).Scan(&sent, &terminal)
 			fannedOut.Sub(committed).Seconds(), sink.Connections(), cpu)}, nil
 }
 
+// vsImmediate is a row of a scenario measured against immediate email:
+// measure's rate over scenario 2's (immediate, or n emails measured now when
+// that scenario did not run), with label naming the measured side in the
+// output.
+func vsImmediate(ctx context.Context, h *harness, name, label string, target float64, n int, immediate *measurement,
+	measure func() (measurement, error)) []Result {
+	const unit = "deliveries/s"
+	m, err := measure()
+	if err != nil {
+		return []Result{errorResult(name, unit, ">=", target, "ratio", err)}
+	}
+	fmt.Printf("  %s: %s deliveries/s (%s)\n", label, formatNumber(m.rate), m.note)
+	if immediate == nil {
+		e, err := measureEmail(ctx, h, n)
+		if err != nil {
+			return []Result{errorResult(name, unit, ">=", target, "ratio", fmt.Errorf("baseline: %w", err))}
+		}
+		fmt.Printf("  immediate email (baseline): %s deliveries/s (%s)\n", formatNumber(e.rate), e.note)
+		immediate = &e
+	}
+	r := ratioResult(name, unit, m.rate, immediate.rate, "immediate email", "deliveries/s", ">=", target)
+	return []Result{annotate(r, n, m, immediate)}
+}
+
 // noopArgs is the trivial job of the no-op and enqueue baselines.
 type noopArgs struct {
 	Seq int `json:"seq"`

@@ -22,22 +22,8 @@ const pushTarget = 0.5
 // decrypts every payload, as deliveries/s, against immediate email measured
 // in the same run (scenario 2's measurement, or one of n emails made now).
 func runPush(ctx context.Context, h *harness, n int, immediate *measurement) []Result {
-	const name, unit = "web push vs immediate email", "deliveries/s"
-	m, err := measurePush(ctx, h, n)
-	if err != nil {
-		return []Result{errorResult(name, unit, ">=", pushTarget, "ratio", err)}
-	}
-	fmt.Printf("  web push: %s deliveries/s (%s)\n", formatNumber(m.rate), m.note)
-	if immediate == nil {
-		e, err := measureEmail(ctx, h, n)
-		if err != nil {
-			return []Result{errorResult(name, unit, ">=", pushTarget, "ratio", fmt.Errorf("baseline: %w", err))}
-		}
-		fmt.Printf("  immediate email (baseline): %s deliveries/s (%s)\n", formatNumber(e.rate), e.note)
-		immediate = &e
-	}
-	r := ratioResult(name, unit, m.rate, immediate.rate, "immediate email", "deliveries/s", ">=", pushTarget)
-	return []Result{annotate(r, n, m, immediate)}
+	return vsImmediate(ctx, h, "web push vs immediate email", "web push", pushTarget, n, immediate,
+		func() (measurement, error) { return measurePush(ctx, h, n) })
 }
 
 // pushConfig is the bench config with a web push notifier and channel.
