@@ -140,3 +140,11 @@ func URLHost(raw string) string {
 	}
 	return strings.ToLower(u.Scheme + "://" + u.Host)
 }
+
+// Advisor is implemented by an opened channel that has something to tell the
+// operator about its configuration beyond problems: steps outside notifyd
+// that the config implies (the DNS record that publishes a DKIM key).
+// `notifyd check` prints each line after the config passes.
+type Advisor interface {
+	Advice() []string
+}

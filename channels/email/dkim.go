@@ -107,7 +107,8 @@ type keyProblem struct{ key, msg string }
 
 // dkimSigner signs rendered messages.
 type dkimSigner struct {
-	opts dkim.SignOptions
+	opts   dkim.SignOptions
+	record string // the TXT record publishing the public key (DKIMRecord)
 }
 
 func newDKIMSigner(d *DKIM) (*dkimSigner, error) {
@@ -115,7 +116,11 @@ func newDKIMSigner(d *DKIM) (*dkimSigner, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("email: channels.email.dkim.%s: %s", problems[0].key, problems[0].msg)
 	}
-	return &dkimSigner{opts: dkim.SignOptions{Domain: d.Domain, Selector: d.Selector, Signer: key,
+	record, err := DKIMRecord(key)
+	if err != nil {
+		return nil, fmt.Errorf("email: channels.email.dkim: public key: %w", err)
+	}
+	return &dkimSigner{record: record, opts: dkim.SignOptions{Domain: d.Domain, Selector: d.Selector, Signer: key,
 		HeaderCanonicalization: dkim.CanonicalizationRelaxed, BodyCanonicalization: dkim.CanonicalizationRelaxed,
 		HeaderKeys: DKIMHeaders}}, nil
 }

@@ -600,6 +600,19 @@ func (b bytesMessage) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), err
 }
 
+// Advice is what `notifyd check` tells the operator: with DKIM configured,
+// the DNS TXT record that publishes the key, which receivers look up to
+// verify the signatures.
+func (s *Sender) Advice() []string {
+	if s.dkim == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("channels.email.dkim: publish this DNS TXT record at %s._domainkey.%s: %s",
+		s.dkim.opts.Selector, s.dkim.opts.Domain, s.dkim.record)}
+}
+
+var _ channels.Advisor = (*Sender)(nil)
+
 // Close closes the pooled connections. Sends in flight finish (or time out)
 // and close their connection; sends after Close fail.
 func (s *Sender) Close() error {

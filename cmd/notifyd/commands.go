@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/jobs"
@@ -105,6 +106,22 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.main.Stdout, "%s: ok (%d notifiers)\n", path, len(cfg.Notifiers))
+	// What the config asks of the operator outside notifyd (a channel's
+	// channels.Advisor), such as the DNS record of a DKIM key.
+	set, err := builtin.MustRegistry().OpenToCheck(cfg)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	for _, name := range set.Registry.Names() {
+		if v, ok := set.Opened(name); ok {
+			if a, ok := v.(channels.Advisor); ok {
+				for _, line := range a.Advice() {
+					fmt.Fprintln(c.main.Stdout, line)
+				}
+			}
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +48,35 @@ func TestCheck(t *testing.T) {
 	_, _, err = run(t, "check", "-config", bad)
 	if err == nil || !strings.Contains(err.Error(), "config.yaml:6: notifiers.x.channels.email.default") {
 		t.Fatalf("check of a bad config = %v; want the file, line and key path", err)
+	}
+}
+
+// With DKIM configured, check says which DNS record publishes the key.
+func TestCheckPrintsTheDKIMRecord(t *testing.T) {
+	t.Parallel()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "dkim.pem")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, `channels:
+  email:
+    from: "Acme <notify@acme.test>"
+    smtp: {host: 127.0.0.1, port: 2525, tls: none}
+    dkim: {domain: acme.test, selector: s2026, private_key_file: `+keyFile+`}
+`)
+	out, _, err := run(t, "check", "-config", cfg)
+	want := "publish this DNS TXT record at s2026._domainkey.acme.test: v=DKIM1; k=ed25519; p=" +
+		base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
+	if err != nil || !strings.Contains(out, want) {
+		t.Fatalf("check = %q, %v; want a line containing %q", out, err, want)
 	}
 }
 
