@@ -116,6 +116,15 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s
 		}
 		return measurement{}, err
 	}
+	// As for email: wait on the push service's count first, then for the
+	// ledger to say so (polling the ledger all along would take database
+	// time from the daemon being measured).
+	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
+		return sink.Count()+len(sink.Failures()) >= n, nil
+	}); err != nil {
+		stopProf()
+		return measurement{}, fmt.Errorf("%d of %d pushes received: %w", sink.Count(), n, err)
+	}
 	var last [2]int
 	done, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
 		var sent, terminal int
