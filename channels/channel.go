@@ -148,3 +148,24 @@ func URLHost(raw string) string {
 type Advisor interface {
 	Advice() []string
 }
+
+// Preparer is implemented by a per-recipient channel that reads something of
+// each recipient at send time (a push channel's subscriptions). The send job
+// calls Prepare once with the recipients of the batch it claimed on that
+// channel, so the batch costs one read rather than one per message, and hands
+// the result to each Send through its context (Prepared). A Send whose
+// context carries nothing (Prepare failed, or a caller that does not
+// prepare) reads for itself.
+type Preparer interface {
+	Prepare(ctx context.Context, recipients []string) (any, error)
+}
+
+type preparedKey struct{}
+
+// WithPrepared returns ctx carrying what a Preparer's Prepare returned.
+func WithPrepared(ctx context.Context, v any) context.Context {
+	return context.WithValue(ctx, preparedKey{}, v)
+}
+
+// Prepared returns what WithPrepared put on ctx, or nil.
+func Prepared(ctx context.Context) any { return ctx.Value(preparedKey{}) }

@@ -28,8 +28,9 @@ type PushSubscription struct {
 // provides it (Setup.PushSubscriptions); each method is one statement, never
 // held open across a send.
 type PushSubscriptions interface {
-	// List returns the recipient's subscriptions, oldest first.
-	List(ctx context.Context, recipient string) ([]PushSubscription, error)
+	// List returns the subscriptions of each of recipients, each one's
+	// oldest first, in one statement; a recipient with none is absent.
+	List(ctx context.Context, recipients []string) (map[string][]PushSubscription, error)
 	// Succeeded records a successful send to each subscription (its last
 	// success, and no failures since).
 	Succeeded(ctx context.Context, ids []string) error

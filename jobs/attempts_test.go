@@ -3,7 +3,9 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,5 +125,56 @@ func TestDigestFailedAttemptIsKeptOnEachRow(t *testing.T) {
 	want := []string{"a " + addr + " 1 " + addr, "b " + addr + " 1 " + addr}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("digest rows and attempts:\n got %q\nwant %q", got, want)
+	}
+}
+
+// preparingChannel is the email channel as a channels.Preparer: it counts
+// its Prepare calls and checks that every Send carries their result.
+type preparingChannel struct {
+	channels.Channel
+	mu         sync.Mutex
+	prepares   [][]string
+	unprepared int
+}
+
+type preparedMarker struct{ recipients []string }
+
+func (c *preparingChannel) Prepare(_ context.Context, recipients []string) (any, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prepares = append(c.prepares, slices.Sorted(slices.Values(recipients)))
+	return &preparedMarker{recipients: recipients}, nil
+}
+
+func (c *preparingChannel) Send(ctx context.Context, msg channels.Message) error {
+	m, ok := channels.Prepared(ctx).(*preparedMarker)
+	if !ok || !slices.Contains(m.recipients, msg.Recipient.ID) {
+		c.mu.Lock()
+		c.unprepared++
+		c.mu.Unlock()
+	}
+	return c.Channel.Send(ctx, msg)
+}
+
+// TestSendBatchIsPreparedOnce: a channel that reads per recipient at send
+// time is asked once for the whole claimed batch, and each send carries
+// what it read.
+func TestSendBatchIsPreparedOnce(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "")
+	ch := &preparingChannel{Channel: b.deps.Channels["email"]}
+	b.deps.Channels["email"] = ch
+	for _, id := range []string{"p1", "p2", "p3"} {
+		b.profile(t, id, id+"@example.test")
+	}
+	id := b.send(t, "prep-1", "p1", "p2", "p3")
+	notifydtest.StartWorkers(t, b.deps)
+	for _, r := range []string{"p1", "p2", "p3"} {
+		b.waitDelivery(t, id, r, "sent")
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if fmt.Sprint(ch.prepares) != "[[p1 p2 p3]]" || ch.unprepared != 0 {
+		t.Fatalf("prepares %v, %d sends without the prepared value; want one Prepare of [p1 p2 p3] and none", ch.prepares, ch.unprepared)
 	}
 }

@@ -94,6 +94,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 	if err != nil || run == nil {
 		return err
 	}
+	run.prepare(ctx)
 	lanes := w.lanes(run.claimed)
 	var wg sync.WaitGroup
 	for _, l := range lanes[1:] {
@@ -115,6 +116,10 @@ type sendRun struct {
 	// job's run bound) the rest is given back untried rather than left for
 	// the sweep to take back as if this worker had died.
 	budget time.Time
+
+	// prepared is what each channels.Preparer among the batch's channels
+	// read for the whole batch, by channel; read-only once the lanes start.
+	prepared map[string]any
 
 	mu     sync.Mutex
 	snooze time.Duration // the longest rate limit a lane met
@@ -422,6 +427,33 @@ func (r *sendRun) failed(c *stores.Claimed, msg string, after time.Duration) sto
 	return stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed), Error: msg, NextAttemptAt: &next}
 }
 
+// prepare lets each channel of the batch that reads something per recipient
+// at send time (channels.Preparer) read it for all of the batch's recipients
+// on it at once. A failed Prepare is logged and its channel's sends read for
+// themselves.
+func (r *sendRun) prepare(ctx context.Context) {
+	byChannel := map[string][]string{}
+	for _, c := range r.claimed {
+		if c.Recipient == nil {
+			continue
+		}
+		if _, ok := r.w.Deps.Channels[c.Channel].(channels.Preparer); ok {
+			byChannel[c.Channel] = append(byChannel[c.Channel], *c.Recipient)
+		}
+	}
+	for name, recipients := range byChannel {
+		v, err := r.w.Deps.Channels[name].(channels.Preparer).Prepare(ctx, recipients)
+		if err != nil {
+			r.w.Deps.logger().WarnContext(ctx, "prepare a send batch", "channel", name, "recipients", len(recipients), "err", err)
+			continue
+		}
+		if r.prepared == nil {
+			r.prepared = map[string]any{}
+		}
+		r.prepared[name] = v
+	}
+}
+
 // maxRateWait is how long a send waits in-process for the channel's rate
 // limiter before giving up and snoozing the job. Short waits are far cheaper
 // than snoozing: a snooze re-claims and re-settles the rest of the lane.
@@ -490,6 +522,9 @@ func (r *sendRun) send(ctx context.Context, c *stores.Claimed) (err error) {
 		Timezone: c.Timezone, WebhookURL: c.Webhook, Phone: c.Phone, Data: data}
 	if err := ch.Addressable(c.Notifier, *msg.Recipient); err != nil {
 		return channels.Permanent(err) // the address went away after fan-out
+	}
+	if v, ok := r.prepared[c.Channel]; ok {
+		ctx = channels.WithPrepared(ctx, v)
 	}
 	return ch.Send(ctx, msg)
 }

@@ -38,18 +38,20 @@ var _ channels.PushSubscriptions = (*pushSubscriptions)(nil)
 
 var errNoPool = errors.New("push subscriptions: the database is not open yet")
 
-func (p *pushSubscriptions) List(ctx context.Context, recipient string) ([]channels.PushSubscription, error) {
+func (p *pushSubscriptions) List(ctx context.Context, recipients []string) (map[string][]channels.PushSubscription, error) {
 	if p.db == nil {
 		return nil, errNoPool
 	}
-	subs, err := stores.ListPushSubscriptions(ctx, p.db, recipient)
+	subs, err := stores.ListPushSubscriptionsOf(ctx, p.db, recipients)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]channels.PushSubscription, len(subs))
-	for i, s := range subs {
-		out[i] = channels.PushSubscription{ID: s.ID, Recipient: s.Recipient, Endpoint: s.Endpoint, P256dh: s.P256dh,
-			Auth: s.Auth, CreatedAt: s.CreatedAt, LastSuccessAt: s.LastSuccessAt, Failures: s.Failures}
+	out := make(map[string][]channels.PushSubscription, len(subs))
+	for r, list := range subs {
+		for _, s := range list {
+			out[r] = append(out[r], channels.PushSubscription{ID: s.ID, Recipient: s.Recipient, Endpoint: s.Endpoint,
+				P256dh: s.P256dh, Auth: s.Auth, CreatedAt: s.CreatedAt, LastSuccessAt: s.LastSuccessAt, Failures: s.Failures})
+		}
 	}
 	return out, nil
 }

@@ -73,6 +73,35 @@ func ListPushSubscriptions(ctx context.Context, db DB, recipient string) ([]Push
 	if err != nil {
 		return nil, fmt.Errorf("list push subscriptions of %s: %w", recipient, err)
 	}
+	return scanPushSubscriptions(rows)
+}
+
+const listPushSubscriptionsOfSQL = `
+SELECT id::text, recipient, endpoint, p256dh, auth, created_at, last_success_at, failures
+FROM notify_push_subscriptions
+WHERE recipient = ANY($1::text[])
+ORDER BY recipient, created_at, id`
+
+// ListPushSubscriptionsOf returns the subscriptions of each of recipients,
+// each recipient's oldest first, in one statement (a send batch's); a
+// recipient with none is absent from the map.
+func ListPushSubscriptionsOf(ctx context.Context, db DB, recipients []string) (map[string][]PushSubscription, error) {
+	rows, err := db.Query(ctx, listPushSubscriptionsOfSQL, recipients)
+	if err != nil {
+		return nil, fmt.Errorf("list push subscriptions of %d recipients: %w", len(recipients), err)
+	}
+	subs, err := scanPushSubscriptions(rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]PushSubscription)
+	for _, s := range subs {
+		out[s.Recipient] = append(out[s.Recipient], s)
+	}
+	return out, nil
+}
+
+func scanPushSubscriptions(rows pgx.Rows) ([]PushSubscription, error) {
 	defer rows.Close()
 	var out []PushSubscription
 	for rows.Next() {

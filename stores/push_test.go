@@ -42,6 +42,16 @@ func TestPushSubscriptions(t *testing.T) {
 		t.Fatalf("list: %+v", subs)
 	}
 
+	// Several recipients' subscriptions in one read, each oldest first.
+	of, err := stores.ListPushSubscriptionsOf(ctx, tx, []string{"r-push", "r-other", "r-none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(of) != 2 || len(of["r-push"]) != 2 || of["r-push"][0].ID != a || of["r-push"][1].ID != b ||
+		len(of["r-other"]) != 1 || of["r-other"][0].ID != other {
+		t.Fatalf("list of three recipients: %+v", of)
+	}
+
 	if err := stores.PushSucceeded(ctx, tx, []string{a}); err != nil {
 		t.Fatal(err)
 	}

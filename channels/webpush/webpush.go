@@ -294,7 +294,7 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("web push %s to recipient %s: %w", msg.Notifier, rid, err))
 	}
-	subs, err := s.store.List(ctx, rid)
+	subs, err := s.subscriptions(ctx, rid)
 	if err != nil {
 		return channels.Temporary(fmt.Errorf("web push to recipient %s: read subscriptions: %w", rid, err), 0)
 	}
@@ -445,6 +445,35 @@ func (s *Sender) push(ctx context.Context, sub channels.PushSubscription, body [
 		return channels.Permanent(err)
 	}
 }
+
+// Prepare reads the subscriptions of a batch's recipients in one statement
+// (channels.Preparer); Send finds each recipient's there.
+func (s *Sender) Prepare(ctx context.Context, recipients []string) (any, error) {
+	if s.store == nil {
+		return nil, errors.New("web push: no push subscription store")
+	}
+	subs, err := s.store.List(ctx, recipients)
+	if err != nil {
+		return nil, err
+	}
+	return prepared(subs), nil
+}
+
+// prepared is what Prepare hands each Send: the batch's subscriptions by
+// recipient, absent for a recipient with none.
+type prepared map[string][]channels.PushSubscription
+
+// subscriptions returns rid's subscriptions: from the batch's Prepare when
+// ctx carries it, else read now.
+func (s *Sender) subscriptions(ctx context.Context, rid string) ([]channels.PushSubscription, error) {
+	if p, ok := channels.Prepared(ctx).(prepared); ok {
+		return p[rid], nil
+	}
+	m, err := s.store.List(ctx, []string{rid})
+	return m[rid], err
+}
+
+var _ channels.Preparer = (*Sender)(nil)
 
 // vapid returns the Authorization header for a push service origin,
 // reusing a token until an hour before its exp.

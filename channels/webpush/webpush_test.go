@@ -24,6 +24,7 @@ type subscriptions struct {
 	subs      []channels.PushSubscription
 	succeeded []string
 	failed    []string
+	lists     int // List calls
 }
 
 func (m *subscriptions) add(recipient string, s pushtest.Subscription) string {
@@ -35,13 +36,14 @@ func (m *subscriptions) add(recipient string, s pushtest.Subscription) string {
 	return id
 }
 
-func (m *subscriptions) List(_ context.Context, recipient string) ([]channels.PushSubscription, error) {
+func (m *subscriptions) List(_ context.Context, recipients []string) (map[string][]channels.PushSubscription, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []channels.PushSubscription
+	m.lists++
+	out := map[string][]channels.PushSubscription{}
 	for _, s := range m.subs {
-		if s.Recipient == recipient {
-			out = append(out, s)
+		if slices.Contains(recipients, s.Recipient) {
+			out[s.Recipient] = append(out[s.Recipient], s)
 		}
 	}
 	return out, nil
@@ -331,5 +333,37 @@ func TestConfigCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "notifiers.n.channels.web_push.title: must be set") ||
 		!strings.Contains(err.Error(), "notifiers.n.channels.web_push.body:") {
 		t.Errorf("bad templates: %v", err)
+	}
+}
+
+// A send batch's subscriptions are read once (Prepare); each Send carrying
+// the prepared read uses it and reads nothing itself.
+func TestPreparedBatchReadsSubscriptionsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.store.add("u1", b.push.Subscribe())
+	b.store.add("u2", b.push.Subscribe())
+	p, err := b.sender.Prepare(context.Background(), []string{"u1", "u2", "u3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := channels.WithPrepared(context.Background(), p)
+	for _, r := range []string{"u1", "u2"} {
+		m := message("hi")
+		m.Recipient = &channels.Recipient{ID: r}
+		if err := b.sender.Send(ctx, m); err != nil {
+			t.Fatalf("send to %s: %v", r, err)
+		}
+	}
+	m := message("hi")
+	m.Recipient = &channels.Recipient{ID: "u3"}
+	if err := b.sender.Send(ctx, m); err == nil || !strings.Contains(err.Error(), "no push subscriptions") {
+		t.Fatalf("send to u3 (no subscriptions in the batch's read): %v", err)
+	}
+	b.store.mu.Lock()
+	lists := b.store.lists
+	b.store.mu.Unlock()
+	if lists != 1 || len(b.push.Messages()) != 2 {
+		t.Fatalf("%d subscription reads, %d pushes; want 1 read for the batch and 2 pushes", lists, len(b.push.Messages()))
 	}
 }
