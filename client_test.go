@@ -430,6 +430,40 @@ func TestNotifySendDeduplicatesWithSendTx(t *testing.T) {
 	}
 }
 
+// An application whose search_path does not reach notifyd's schema calls
+// notify_send schema-qualified: every table, type and function it and
+// notify_enqueue use still resolves in notifyd's schema, and a temporary
+// table of the same name shadows nothing.
+func TestNotifySendResolvesInItsSchemaWhateverTheSearchPath(t *testing.T) {
+	t.Parallel()
+	pool, _ := sqlSetup(t)
+	ctx := context.Background()
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	var res notifyd.SendResult
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TEMPORARY TABLE notify_notifications (id uuid) ON COMMIT DROP`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_temp, pg_catalog`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT id::text, duplicate FROM `+pgx.Identifier{schema}.Sanitize()+
+			`.notify_send('comment.created', 'search-path', '["u2"]'::jsonb, '{}'::jsonb)`).Scan(&res.ID, &res.Duplicate)
+	})
+	if err != nil || res.Duplicate {
+		t.Fatalf("notify_send under search_path pg_temp, pg_catalog = %+v, %v", res, err)
+	}
+	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE key = 'search-path'`); c != 1 {
+		t.Fatalf("%d notifications in notifyd's table, want 1", c)
+	}
+	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND args->>'notification_id' = '`+res.ID+`'`); c != 1 {
+		t.Fatalf("%d fan-out jobs for it, want 1", c)
+	}
+}
+
 // Bad input through notify_send fails with SQLSTATE 22023, the field in the
 // message and in the error's column, and the words SendTx (and so the HTTP
 // API) uses; nothing is written.
