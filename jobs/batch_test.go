@@ -180,6 +180,11 @@ func TestBatchThousandConcurrentSendsTwoDaemons(t *testing.T) {
 	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); got != 1 {
 		t.Fatalf("%d inbox items, want 1", got)
 	}
+	// The sink has the email; the ledger says so once the send's settle
+	// commits, a moment later.
+	notifydtest.Eventually(t, 30*time.Second, "the carrying delivery settled sent", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE batch_id IS NOT NULL AND status = 'sent'`) == 1
+	})
 	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries d WHERE status = 'batched'
 		AND batched_into = (SELECT id FROM notify_deliveries WHERE batch_id IS NOT NULL AND status = 'sent')`); got != n-1 {
 		t.Fatalf("%d deliveries batched into the sent one, want %d", got, n-1)
