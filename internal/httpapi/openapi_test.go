@@ -401,6 +401,10 @@ func startDaemon(t *testing.T) *bundle {
 	_, dbURL := pgtest.NewDBURL(t)
 	cfg.Database.URL = dbURL
 	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0 // the scenario is a burst of requests
+	// The scenario opens u2's streams one after another; one it closed counts
+	// until the server's handler has noticed, so the per-recipient cap (tested
+	// in package stream) would refuse the next now and then.
+	cfg.HTTP.MaxStreamsPerRecipient = 20
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -1429,8 +1433,10 @@ func TestOpenAPIResponses(t *testing.T) {
 	// future, not a cursor at all. And no token.
 	resumed := c.openStream(t, b, "/v1/inbox/stream?access_token="+url.QueryEscape(u2)+"&last_event_id="+url.QueryEscape(first.id), nil)
 	resumed.next(t, c, "counts")
+	resumed.cancel()
 	bare := c.openStream(t, b, "/v1/inbox/stream?access_token="+url.QueryEscape(u2)+"&last_event_id=0", nil)
 	bare.next(t, c, "counts")
+	bare.cancel()
 	epoch, _, _ := strings.Cut(first.id, ".")
 	var reset *stream
 	for _, cursor := range []string{"0123456789abcdef.0", epoch + ".999999999999999", "999999999999999", "soon", "-3"} {
@@ -1452,8 +1458,6 @@ func TestOpenAPIResponses(t *testing.T) {
 	live.dump(t, c, "stream_live")
 	reset.dump(t, c, "stream_reset")
 	live.cancel()
-	resumed.cancel()
-	bare.cancel()
 	reset.cancel()
 	// A token that expires in a second or two: the stream ends with reauth.
 	short, err := notifyd.RecipientTokenAt(tokenSecret, "u2", 2*time.Second, time.Now())
