@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
-	"github.com/notifyd/notifyd/server"
 )
 
 // delayedTarget is the bar for delayed email with `unless: read`: the
@@ -31,33 +29,13 @@ func runDelayed(ctx context.Context, h *harness, n int, immediate *measurement) 
 }
 
 func measureDelayed(ctx context.Context, h *harness, n int) (measurement, error) {
-	sink, err := smtptest.New("127.0.0.1:0", smtptest.WithDiscard())
+	sc, err := startEmailScenario(ctx, h, "delayed", n)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer sink.Close()
-	db, pool, closeDB, err := h.openDB(ctx, "delayed", 4)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer closeDB()
-	if err := insertRecipients(ctx, pool, n); err != nil {
-		return measurement{}, err
-	}
-	if err := analyze(ctx, pool); err != nil {
-		return measurement{}, err
-	}
-	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL, SMTPPort: sink.Port()})
-	if err != nil {
-		return measurement{}, err
-	}
-	d, err := startDaemon(ctx, cfg, server.Options{NoHTTP: true}, h.logger)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer d.stop()
+	defer sc.close()
+	sink, pool, client := sc.sink, sc.pool, sc.client
 	time.Sleep(300 * time.Millisecond)
-	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	nf := notifyd.Notification{Notifier: notifierDelayed, Key: "delayed-1", Recipients: inlineRecipients(n), Params: benchParams}
 	id, _, err := sendCommitted(ctx, pool, client, nf, nil)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
 )
@@ -45,33 +44,13 @@ func runEmail(ctx context.Context, h *harness, n int) ([]Result, *measurement) {
 // COMMIT of SendTx to every delivery row `sent` (fan-out, send jobs, SMTP
 // conversations with the pooled connections, settles).
 func measureEmail(ctx context.Context, h *harness, n int) (measurement, error) {
-	sink, err := smtptest.New("127.0.0.1:0", smtptest.WithDiscard())
+	sc, err := startEmailScenario(ctx, h, "email", n)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer sink.Close()
-	db, pool, closeDB, err := h.openDB(ctx, "email", 4)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer closeDB()
-	if err := insertRecipients(ctx, pool, n); err != nil {
-		return measurement{}, err
-	}
-	if err := analyze(ctx, pool); err != nil {
-		return measurement{}, err
-	}
-	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL, SMTPPort: sink.Port()})
-	if err != nil {
-		return measurement{}, err
-	}
-	d, err := startDaemon(ctx, cfg, server.Options{NoHTTP: true}, h.logger)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer d.stop()
+	defer sc.close()
+	sink, db, pool, client := sc.sink, sc.db, sc.pool, sc.client
 	time.Sleep(300 * time.Millisecond)
-	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	nf := notifyd.Notification{Notifier: notifierEmail, Key: "email-1", Recipients: inlineRecipients(n), Params: benchParams}
 	h.waitQuiet(ctx)
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
-	"github.com/notifyd/notifyd/server"
 )
 
 // runMailLatency is the commit → email scenario: n notifications, each an
@@ -37,7 +36,7 @@ func runMailLatency(ctx context.Context, h *harness, n int, rate float64) []Resu
 
 func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([]time.Duration, measurement, error) {
 	arrivals := &matcher{committed: map[string]time.Time{}, arrived: map[string]time.Time{}}
-	sink, err := smtptest.New("127.0.0.1:0", smtptest.WithDiscard(), smtptest.WithAccepted(func(to []string) {
+	sc, err := startEmailScenario(ctx, h, "maillatency", n, smtptest.WithAccepted(func(to []string) {
 		at := time.Now()
 		for _, addr := range to {
 			arrivals.arrive(strings.ToLower(addr), at)
@@ -46,28 +45,8 @@ func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([
 	if err != nil {
 		return nil, measurement{}, err
 	}
-	defer sink.Close()
-	db, pool, closeDB, err := h.openDB(ctx, "maillatency", 4)
-	if err != nil {
-		return nil, measurement{}, err
-	}
-	defer closeDB()
-	if err := insertRecipients(ctx, pool, n); err != nil {
-		return nil, measurement{}, err
-	}
-	if err := analyze(ctx, pool); err != nil {
-		return nil, measurement{}, err
-	}
-	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL, SMTPPort: sink.Port()})
-	if err != nil {
-		return nil, measurement{}, err
-	}
-	d, err := startDaemon(ctx, cfg, server.Options{NoHTTP: true}, h.logger)
-	if err != nil {
-		return nil, measurement{}, err
-	}
-	defer d.stop()
-	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	defer sc.close()
+	sink, pool, client := sc.sink, sc.pool, sc.client
 
 	// One warm-up email opens the pooled SMTP connection and the daemon's
 	// statement caches: the first of a cold daemon measures start-up.

@@ -28,19 +28,11 @@ func runPush(ctx context.Context, h *harness, n int, immediate *measurement) []R
 
 // pushConfig is the bench config with a web push notifier and channel.
 func pushConfig(dbURL, pub, priv string) (*config.Config, error) {
-	src := configYAML(configOptions{DatabaseURL: dbURL}) + `  bench.push:
-    category: bench
-    max_recipients: 2000000
-    params:
-      type: object
-      required: [actor, item]
-      properties: {actor: {type: string}, item: {type: string}}
-    channels:
-      web_push:
+	src := configYAML(configOptions{DatabaseURL: dbURL}) + benchNotifier("bench.push", `      web_push:
         title: "{{.actor}} commented on {{.item}}"
         body: "A new comment"
         url: "https://app.test/items/{{.item}}"
-channels:
+`) + `channels:
   web_push:
     vapid_public_key: ` + pub + `
     vapid_private_key: ` + priv + `

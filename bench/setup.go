@@ -13,6 +13,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/server"
 )
 
@@ -73,67 +74,50 @@ func configYAML(o configOptions) string {
     timeout: 30s
 `, o.SMTPPort)
 	}
-	b.WriteString(`notifiers:
-  bench.inapp:
-    category: bench
-    max_recipients: 2000000
-    params:
-      type: object
-      required: [actor, item]
-      properties: {actor: {type: string}, item: {type: string}}
-    channels:
-      in_app:
-        title: "{{.actor}} commented on {{.item}}"
-        body: "A new comment"
-        url: "https://app.test/items/{{.item}}"
-  bench.email:
-    category: bench
-    max_recipients: 2000000
-    params:
-      type: object
-      required: [actor, item]
-      properties: {actor: {type: string}, item: {type: string}}
-    channels:
-      email:
+	b.WriteString("notifiers:\n")
+	b.WriteString(benchNotifier(notifierInApp, inAppYAML))
+	b.WriteString(benchNotifier(notifierEmail, `      email:
         default: immediate
         subject: "{{.actor}} commented on {{.item}}"
         text: |
           {{.actor}} commented on {{.item}}.
 
           https://app.test/items/{{.item}}
-  bench.both:
-    category: bench
-    max_recipients: 2000000
-    params:
-      type: object
-      required: [actor, item]
-      properties: {actor: {type: string}, item: {type: string}}
-    channels:
-      in_app:
-        title: "{{.actor}} commented on {{.item}}"
-        body: "A new comment"
-        url: "https://app.test/items/{{.item}}"
-      email:
+`))
+	b.WriteString(benchNotifier(notifierBoth, inAppYAML+`      email:
         default: immediate
         subject: "{{.actor}} commented on {{.item}}"
         text: "{{.actor}} commented on {{.item}}."
-  bench.digest:
-    category: bench
-    max_recipients: 2000000
-    params:
-      type: object
-      required: [actor, item]
-      properties: {actor: {type: string}, item: {type: string}}
-    channels:
-      in_app:
-        title: "{{.actor}} commented on {{.item}}"
-        body: "A new comment"
-        url: "https://app.test/items/{{.item}}"
-      email:
+`))
+	b.WriteString(benchNotifier(notifierDigest, inAppYAML+`      email:
         default: digest
         subject: "{{.actor}} commented on {{.item}}"
         text: "{{.actor}} commented on {{.item}}."
-  bench.delayed:
+`))
+	b.WriteString(benchNotifier(notifierDelayed, `      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+      email:
+        subject: "{{.actor}} commented on {{.item}}"
+        text: "{{.actor}} commented on {{.item}}."
+        delay: `+delayedBy.String()+`
+        unless: read
+`))
+	return b.String()
+}
+
+// inAppYAML is the in_app section of the bench notifiers that have one: the
+// item the raw INSERT baseline writes (benchTitle, benchBody, benchURL).
+const inAppYAML = `      in_app:
+        title: "{{.actor}} commented on {{.item}}"
+        body: "A new comment"
+        url: "https://app.test/items/{{.item}}"
+`
+
+// benchNotifier is the config of notifier name: category bench, room for the
+// largest audience, the params benchParams has, and channels (the YAML of
+// its channel sections, indented under channels:).
+func benchNotifier(name, channels string) string {
+	return "  " + name + `:
     category: bench
     max_recipients: 2000000
     params:
@@ -141,15 +125,7 @@ func configYAML(o configOptions) string {
       required: [actor, item]
       properties: {actor: {type: string}, item: {type: string}}
     channels:
-      in_app:
-        title: "{{.actor}} commented on {{.item}}"
-      email:
-        subject: "{{.actor}} commented on {{.item}}"
-        text: "{{.actor}} commented on {{.item}}."
-        delay: ` + delayedBy.String() + `
-        unless: read
-`)
-	return b.String()
+` + channels
 }
 
 func loadConfig(o configOptions) (*config.Config, error) {
@@ -158,6 +134,55 @@ func loadConfig(o configOptions) (*config.Config, error) {
 		return nil, fmt.Errorf("bench config: %w", err)
 	}
 	return cfg, nil
+}
+
+// emailScenario is what the email scenarios share: an in-process SMTP sink,
+// a fresh database with recipients 1..n (analyzed), and the daemon with its
+// email channel pointed at the sink, started; close undoes it all.
+type emailScenario struct {
+	sink   *smtptest.Server
+	db     *scenarioDB
+	pool   *pgxpool.Pool
+	cfg    *config.Config
+	client *notifyd.Client
+	close  func()
+}
+
+func startEmailScenario(ctx context.Context, h *harness, label string, n int, sinkOpts ...smtptest.Option) (*emailScenario, error) {
+	sink, err := smtptest.New("127.0.0.1:0", append([]smtptest.Option{smtptest.WithDiscard()}, sinkOpts...)...)
+	if err != nil {
+		return nil, err
+	}
+	db, pool, closeDB, err := h.openDB(ctx, label, 4)
+	if err != nil {
+		sink.Close()
+		return nil, err
+	}
+	fail := func(err error) (*emailScenario, error) {
+		closeDB()
+		sink.Close()
+		return nil, err
+	}
+	if err := insertRecipients(ctx, pool, n); err != nil {
+		return fail(err)
+	}
+	if err := analyze(ctx, pool); err != nil {
+		return fail(err)
+	}
+	cfg, err := loadConfig(configOptions{DatabaseURL: db.URL, SMTPPort: sink.Port()})
+	if err != nil {
+		return fail(err)
+	}
+	d, err := startDaemon(ctx, cfg, server.Options{NoHTTP: true}, h.logger)
+	if err != nil {
+		return fail(err)
+	}
+	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	return &emailScenario{sink: sink, db: db, pool: pool, cfg: cfg, client: client, close: func() {
+		d.stop()
+		closeDB()
+		sink.Close()
+	}}, nil
 }
 
 // runningDaemon is a server.Server running in this process.
