@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"testing"
@@ -16,8 +15,6 @@ import (
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
-	"github.com/notifyd/notifyd/server"
-	"github.com/notifyd/notifyd/web"
 )
 
 // browserConfig adds notifiers with an email channel (for the preference
@@ -116,33 +113,8 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	mailbox := smtptest.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
-	token, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
-		DrainTimeout: 5 * time.Second,
-		Routes: map[string]http.Handler{ // the daemon serves /ui/ itself
-			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() { // registered before the browser's: runs after it closed
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		d.Close()
-	})
-	api := apiClient{t: t, base: "http://" + d.Addr()}
+	d := startDemoDaemon(t, ctx, cfg, nil) // registered before the browser's cleanup: stops after it closed
+	api, token := d.api, d.token
 	send := func(key string) {
 		t.Helper()
 		code := api.do("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{

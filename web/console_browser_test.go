@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
-	"github.com/notifyd/notifyd/server"
-	"github.com/notifyd/notifyd/web"
 )
 
 // EnvScreenshots names the directory the console's browser test writes its
@@ -48,36 +44,12 @@ func TestBrowserConsole(t *testing.T) {
 	mailbox := smtptest.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	devPage := &devmode.Page{Mailbox: mailbox}
-	demoToken, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
-		DrainTimeout: 5 * time.Second,
-		Routes: map[string]http.Handler{
-			"GET /dev/{$}":  http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { devPage.ServeHTTP(w, r) }),
-			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return demoToken }, Recipient: "u2"}),
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	devPage.DB = d.Pool()
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		d.Close()
+	d := startDemoDaemon(t, ctx, cfg, map[string]http.Handler{
+		"GET /dev/{$}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { devPage.ServeHTTP(w, r) }),
 	})
-	api := apiClient{t: t, base: "http://" + d.Addr()}
+	devPage.DB = d.Pool()
+	api := d.api
 	admin := notifydtest.AdminToken
 	for id, email := range map[string]string{"u1": "ada@example.test", "u2": "grace@example.test"} {
 		if code := api.do("PUT", "/v1/recipients/"+id, admin, map[string]any{"email": email, "name": id}, nil); code != 200 {

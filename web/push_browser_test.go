@@ -4,18 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
-	"github.com/notifyd/notifyd/server"
-	"github.com/notifyd/notifyd/web"
 )
 
 // TestBrowserDesktopNotifications drives "Enable desktop notifications" in
@@ -51,33 +46,8 @@ channels:
   web_push: {vapid_public_key: %s, vapid_private_key: %s, subject: "mailto:ops@shop.test", allow_private: true}
 `, pub, priv))
 	cfg.Database.URL = dbURL
-	token, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
-		DrainTimeout: 5 * time.Second,
-		Routes: map[string]http.Handler{
-			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		d.Close()
-	})
-	api := apiClient{t: t, base: "http://" + d.Addr()}
+	d := startDemoDaemon(t, ctx, cfg, nil)
+	api, token := d.api, d.token
 
 	b := startBrowser(t, bin)
 	if _, err := b.call(ctx, "", "Browser.grantPermissions", map[string]any{

@@ -3,17 +3,12 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
-	"github.com/notifyd/notifyd/server"
-	"github.com/notifyd/notifyd/web"
 )
 
 // TestBrowserQuietHours drives the preference center's quiet hours form in
@@ -29,33 +24,8 @@ func TestBrowserQuietHours(t *testing.T) {
 	mailbox := smtptest.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
-	token, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
-		DrainTimeout: 5 * time.Second,
-		Routes: map[string]http.Handler{
-			"GET /dev/demo": web.Demo(web.DemoOptions{Token: func() string { return token }, Recipient: "u2"}),
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		d.Close()
-	})
-	api := apiClient{t: t, base: "http://" + d.Addr()}
+	d := startDemoDaemon(t, ctx, cfg, nil)
+	api, token := d.api, d.token
 	if code := api.do("PUT", "/v1/recipients/u2", notifydtest.AdminToken, map[string]any{
 		"timezone": "Europe/Paris", "quiet_hours": map[string]any{"start": "22:00", "end": "07:00"}}, nil); code != 200 {
 		t.Fatalf("PUT /v1/recipients/u2 = %d", code)
