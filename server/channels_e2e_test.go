@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,24 +94,7 @@ channels:
 		}
 	}()
 	base := "http://" + d.Addr()
-	call := func(method, path, token string, body any) (int, map[string]any) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
+	call := apiCaller(t, base)
 	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {

@@ -128,24 +128,7 @@ channels:
 	go func() { done <- d.Run(ctx) }()
 	base := "http://" + d.Addr()
 
-	call := func(method, path, token string, body any) (int, map[string]any) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, base+path, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
+	call := apiCaller(t, base)
 
 	if code, _ := call("PUT", "/v1/recipients/u2", notifydtest.AdminToken, map[string]any{"email": "u2@example.test", "name": "Grace"}); code != 200 {
 		t.Fatalf("PUT recipient = %d", code)
@@ -360,5 +343,29 @@ func TestNewRefusesBadChannels(t *testing.T) {
 	if _, err := server.New(context.Background(), server.Options{Config: bad}); err == nil ||
 		!strings.Contains(err.Error(), "bad.yaml:2: channels.email.from") {
 		t.Errorf("New with a bad channels.email = %v", err)
+	}
+}
+
+// apiCaller returns a function that calls the daemon's API at base with a
+// bearer token and a JSON body (nil for none), returning the status and the
+// decoded JSON answer.
+func apiCaller(t *testing.T, base string) func(method, path, token string, body any) (int, map[string]any) {
+	return func(method, path, token string, body any) (int, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, base+path, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
 	}
 }
