@@ -46,7 +46,7 @@ func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([
 		return nil, measurement{}, err
 	}
 	defer sc.close()
-	sink, pool, client := sc.sink, sc.pool, sc.client
+	sink, db, pool, client := sc.sink, sc.db, sc.pool, sc.client
 
 	// One warm-up email opens the pooled SMTP connection and the daemon's
 	// statement caches: the first of a cold daemon measures start-up.
@@ -60,6 +60,8 @@ func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([
 	arrivals.reset()
 	h.waitQuiet(ctx)
 
+	stopProf := h.prof.start(ctx, "maillatency", db.Name)
+	defer stopProf()
 	cpu0 := h.cpu()
 	ticker := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer ticker.Stop()
