@@ -50,7 +50,9 @@ func measureEmail(ctx context.Context, h *harness, n int) (measurement, error) {
 	}
 	defer sc.close()
 	sink, db, pool, client := sc.sink, sc.db, sc.pool, sc.client
-	time.Sleep(300 * time.Millisecond)
+	if err := sc.warmUp(ctx, n, false); err != nil {
+		return measurement{}, err
+	}
 	nf := notifyd.Notification{Notifier: notifierEmail, Key: "email-1", Recipients: inlineRecipients(n), Params: benchParams}
 	h.waitQuiet(ctx)
 
@@ -185,10 +187,20 @@ func measureNoop(ctx context.Context, h *harness, n int) (measurement, error) {
 		return measurement{}, err
 	}
 	defer stopRiver(client)
-	time.Sleep(300 * time.Millisecond)
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
 		params[i] = river.InsertManyParams{Args: noopArgs{Seq: i}, InsertOpts: &river.InsertOpts{Queue: jobs.QueueSend}}
+	}
+	// The same warm-up as the email side (emailScenario.warmUp): n jobs
+	// worked and the tables analyzed before the measured n.
+	if _, err := client.InsertMany(ctx, params); err != nil {
+		return measurement{}, err
+	}
+	if err := waitEvents(events, n); err != nil {
+		return measurement{}, fmt.Errorf("no-op warm-up: %w", err)
+	}
+	if err := analyzeAll(ctx, pool); err != nil {
+		return measurement{}, err
 	}
 	h.waitQuiet(ctx)
 	tx, err := pool.Begin(ctx)
@@ -204,18 +216,24 @@ func measureNoop(ctx context.Context, h *harness, n int) (measurement, error) {
 		return measurement{}, err
 	}
 	start := time.Now()
-	completed := 0
-	timeout := time.After(emailTimeout)
-	for completed < n {
-		select {
-		case <-events:
-			completed++
-		case <-timeout:
-			return measurement{}, fmt.Errorf("no-op baseline: %d of %d completed", completed, n)
-		}
+	if err := waitEvents(events, n); err != nil {
+		return measurement{}, fmt.Errorf("no-op baseline: %w", err)
 	}
 	elapsed := time.Since(start)
 	cpu := h.cpu().sub(cpu0)
 	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
 		note: fmt.Sprintf("%d jobs, %d workers, %.2fs, %s", n, cfg.Queues.Send, elapsed.Seconds(), cpu)}, nil
+}
+
+// waitEvents waits for n events, at most emailTimeout.
+func waitEvents(events <-chan *river.Event, n int) error {
+	timeout := time.After(emailTimeout)
+	for completed := 0; completed < n; completed++ {
+		select {
+		case <-events:
+		case <-timeout:
+			return fmt.Errorf("%d of %d completed", completed, n)
+		}
+	}
+	return nil
 }
