@@ -539,7 +539,7 @@ func insertDigestJobs(ctx context.Context, tx pgx.Tx, params []river.InsertManyP
 	if err != nil {
 		return fmt.Errorf("enqueue digest jobs: %w", err)
 	}
-	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+	if err := insertJobs(ctx, tx, client, params); err != nil {
 		return fmt.Errorf("enqueue %d digest jobs: %w", len(params), err)
 	}
 	return nil
@@ -709,7 +709,7 @@ func (d *Deps) DigestSweep(ctx context.Context, client *river.Client[pgx.Tx]) (i
 			if params = digestJobs(due, nil); len(params) == 0 {
 				return nil
 			}
-			if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+			if err := insertJobs(ctx, tx, client, params); err != nil {
 				return fmt.Errorf("enqueue %d digests: %w", len(due), err)
 			}
 			return nil
@@ -767,7 +767,7 @@ func (d *Deps) redriveDigests(ctx context.Context, client *river.Client[pgx.Tx],
 		for i, r := range re {
 			refs[i] = DigestRef{Recipient: r.Recipient, DueAt: r.DueAt.UTC(), DigestID: r.DigestID}
 		}
-		if _, err := client.InsertManyFastTx(ctx, tx, digestJobs(refs, nil)); err != nil {
+		if err := insertJobs(ctx, tx, client, digestJobs(refs, nil)); err != nil {
 			return fmt.Errorf("enqueue %d re-driven digests: %w", len(refs), err)
 		}
 		n = len(re)

@@ -324,7 +324,7 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 		if err != nil {
 			return false, fmt.Errorf("enqueue fan-out lanes: %w", err)
 		}
-		if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+		if err := insertJobs(ctx, tx, client, params); err != nil {
 			return false, fmt.Errorf("enqueue %d fan-out lanes: %w", len(params), err)
 		}
 	}

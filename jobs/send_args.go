@@ -56,7 +56,7 @@ func insertSendJobsWith(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 		end := min(start+batch, len(ids))
 		params = append(params, river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:end]}})
 	}
-	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+	if err := insertJobs(ctx, tx, client, params); err != nil {
 		return fmt.Errorf("enqueue %d sends: %w", len(ids), err)
 	}
 	return nil

@@ -190,7 +190,7 @@ func insertRetryJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx
 				InsertOpts: &river.InsertOpts{ScheduledAt: at}})
 		}
 	}
-	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+	if err := insertJobs(ctx, tx, client, params); err != nil {
 		return fmt.Errorf("enqueue %d retries: %w", len(retries), err)
 	}
 	return nil

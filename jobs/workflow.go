@@ -146,7 +146,7 @@ func insertScheduledSendJobs(ctx context.Context, tx pgx.Tx, ids []string, due [
 			InsertOpts: &river.InsertOpts{ScheduledAt: at}})
 		start = end
 	}
-	if _, err := client.InsertManyFastTx(ctx, tx, params); err != nil {
+	if err := insertJobs(ctx, tx, client, params); err != nil {
 		return fmt.Errorf("enqueue %d scheduled sends: %w", len(ids), err)
 	}
 	return nil
