@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,25 +20,50 @@ import (
 
 // scriptedServer is a minimal SMTP server on 127.0.0.1 that records the
 // conversation, which smtptest does not: the tests in this file check which
-// commands a send costs. A command is answered with the next reply scripted
-// for its verb, else with success.
+// commands a send costs, and which bytes arrive in one read. A command is
+// answered with the next reply scripted for its verb, else with success. Like
+// a real server it answers DATA and BDAT with 503 without a MAIL and 554
+// without an accepted RCPT, and reads a BDAT chunk even when it refuses it.
 type scriptedServer struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	ln   net.Listener
+	wg   sync.WaitGroup
+	ehlo string // the EHLO reply
 
-	mu      sync.Mutex
-	log     []string            // "<connection number> <command line>"; "." is the end of a message's data
-	replies map[string][]string // verb -> queued replies; "" drops the connection instead of answering
-	conns   []net.Conn
+	mu       sync.Mutex
+	log      []string            // "<connection number> <command line>"; "." is the end of a message's data
+	replies  map[string][]string // verb -> queued replies; "" drops the connection instead of answering
+	conns    []net.Conn
+	done     []chan struct{} // per connection, closed once the server closed it
+	reads    [][]string      // per connection, the bytes of each read from the socket
+	messages []string        // the data of each message accepted, as received
 }
 
-func startScripted(t *testing.T) *scriptedServer {
+// thenClose at the end of a scripted reply closes the connection after it.
+const thenClose = "\x00close"
+
+// startScripted starts a server that offers 8BITMIME only: transactions are
+// sequential.
+func startScripted(t *testing.T) *scriptedServer { return startScriptedEHLO(t, "8BITMIME") }
+
+// startScriptedEHLO starts a server whose EHLO reply offers keywords.
+func startScriptedEHLO(t *testing.T, keywords ...string) *scriptedServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &scriptedServer{ln: ln, replies: make(map[string][]string)}
+	ehlo := "250-scripted.test"
+	if len(keywords) == 0 {
+		ehlo = "250 scripted.test"
+	}
+	for i, k := range keywords {
+		sep := "-"
+		if i == len(keywords)-1 {
+			sep = " "
+		}
+		ehlo += "\r\n250" + sep + k
+	}
+	s := &scriptedServer{ln: ln, ehlo: ehlo, replies: make(map[string][]string)}
 	s.wg.Go(s.accept)
 	t.Cleanup(func() {
 		_ = ln.Close()
@@ -84,6 +111,27 @@ func (s *scriptedServer) lines(prefix string) []string {
 	return out
 }
 
+// readsOf returns the bytes of each read on connection n.
+func (s *scriptedServer) readsOf(n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reads[n-1])
+}
+
+// received returns the data of each message the server accepted, in order.
+func (s *scriptedServer) received() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.messages)
+}
+
+// closed is closed once the server has closed connection n.
+func (s *scriptedServer) closed(n int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done[n-1]
+}
+
 func (s *scriptedServer) accept() {
 	for {
 		c, err := s.ln.Accept()
@@ -92,10 +140,29 @@ func (s *scriptedServer) accept() {
 		}
 		s.mu.Lock()
 		s.conns = append(s.conns, c)
+		s.done = append(s.done, make(chan struct{}))
+		s.reads = append(s.reads, nil)
 		n := len(s.conns)
 		s.mu.Unlock()
 		s.wg.Go(func() { s.serve(c, n) })
 	}
+}
+
+// recordingConn logs the bytes of each read.
+type recordingConn struct {
+	net.Conn
+	s *scriptedServer
+	n int
+}
+
+func (c recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.s.mu.Lock()
+		c.s.reads[c.n-1] = append(c.s.reads[c.n-1], string(p[:n]))
+		c.s.mu.Unlock()
+	}
+	return n, err
 }
 
 // record logs line and returns the reply to it: the scripted one for verb if
@@ -112,40 +179,102 @@ func (s *scriptedServer) record(n int, line, verb, def string) (reply string, ok
 }
 
 func (s *scriptedServer) serve(c net.Conn, n int) {
-	defer c.Close()
-	r := bufio.NewReader(c)
+	defer func() {
+		_ = c.Close()
+		s.mu.Lock()
+		close(s.done[n-1])
+		s.mu.Unlock()
+	}()
+	r := bufio.NewReaderSize(recordingConn{c, s, n}, 64<<10)
 	readLine := func() (string, bool) {
 		line, err := r.ReadString('\n')
 		return strings.TrimRight(line, "\r\n"), err == nil
 	}
+	// reply sends reply and reports whether to go on.
+	reply := func(reply string) bool {
+		reply, closeAfter := strings.CutSuffix(reply, thenClose)
+		_, err := fmt.Fprintf(c, "%s\r\n", reply)
+		return err == nil && !closeAfter
+	}
 	if _, err := fmt.Fprint(c, "220 scripted.test ESMTP\r\n"); err != nil {
 		return
+	}
+	mail, rcpts := false, 0 // the transaction's accepted MAIL and RCPTs
+	var chunks strings.Builder
+	noTransaction := func() string {
+		if !mail {
+			return "503 5.5.1 MAIL first"
+		}
+		return "554 5.5.1 no valid recipients"
 	}
 	for {
 		line, ok := readLine()
 		if !ok {
 			return
 		}
-		verb, _, _ := strings.Cut(line, " ")
+		verb, arg, _ := strings.Cut(line, " ")
 		verb = strings.ToUpper(verb)
 		def := map[string]string{
-			"EHLO": "250-scripted.test\r\n250-PIPELINING\r\n250 8BITMIME",
+			"EHLO": s.ehlo,
 			"DATA": "354 go ahead",
 			"QUIT": "221 bye",
+			"BDAT": "250 queued",
 		}[verb]
 		if def == "" {
 			def = "250 ok"
 		}
-		reply, ok := s.record(n, line, verb, def)
+		if (verb == "DATA" || verb == "BDAT") && (!mail || rcpts == 0) {
+			def = noTransaction()
+		}
+		var chunk []byte
+		if verb == "BDAT" {
+			// The chunk follows the command, whatever the reply.
+			size, _, _ := strings.Cut(arg, " ")
+			nb, err := strconv.Atoi(size)
+			if err != nil {
+				return
+			}
+			chunk = make([]byte, nb)
+			if _, err := io.ReadFull(r, chunk); err != nil {
+				return
+			}
+		}
+		rep, ok := s.record(n, line, verb, def)
 		if !ok {
 			return
 		}
-		if _, err := fmt.Fprintf(c, "%s\r\n", reply); err != nil || verb == "QUIT" {
+		accepted := strings.HasPrefix(rep, "2")
+		switch verb {
+		case "MAIL":
+			mail = accepted
+		case "RCPT":
+			if accepted {
+				rcpts++
+			}
+		case "RSET":
+			mail, rcpts = false, 0
+			chunks.Reset()
+		case "BDAT":
+			if accepted {
+				chunks.Write(chunk)
+			}
+			if strings.HasSuffix(strings.ToUpper(arg), " LAST") || !accepted {
+				if accepted {
+					s.mu.Lock()
+					s.messages = append(s.messages, chunks.String())
+					s.mu.Unlock()
+				}
+				mail, rcpts = false, 0
+				chunks.Reset()
+			}
+		}
+		if !reply(rep) || verb == "QUIT" {
 			return
 		}
-		if verb != "DATA" || !strings.HasPrefix(reply, "354") {
+		if verb != "DATA" || !strings.HasPrefix(rep, "354") {
 			continue
 		}
+		var data strings.Builder
 		for {
 			if line, ok = readLine(); !ok {
 				return
@@ -153,11 +282,18 @@ func (s *scriptedServer) serve(c net.Conn, n int) {
 			if line == "." {
 				break
 			}
+			data.WriteString(strings.TrimPrefix(line, ".") + "\r\n")
 		}
-		if reply, ok = s.record(n, ".", ".", "250 queued"); !ok {
+		if rep, ok = s.record(n, ".", ".", "250 queued"); !ok {
 			return
 		}
-		if _, err := fmt.Fprintf(c, "%s\r\n", reply); err != nil {
+		if strings.HasPrefix(rep, "2") {
+			s.mu.Lock()
+			s.messages = append(s.messages, data.String())
+			s.mu.Unlock()
+		}
+		mail, rcpts = false, 0
+		if !reply(rep) {
 			return
 		}
 	}
