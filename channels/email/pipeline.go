@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/wneessen/go-mail/smtp"
@@ -114,14 +115,15 @@ func (c *conn) pipelined(from string, rcpts []string, m io.WriterTo, bdat bool) 
 			return e
 		}
 	}
-	var b bytes.Buffer
-	b.Grow(256)
+	b, scratch := getBuffer(), getBuffer()
+	defer putBuffer(b)
+	defer putBuffer(scratch)
 	b.WriteString("MAIL FROM:" + from + c.mailParams + "\r\n")
 	for _, to := range rcpts {
 		b.WriteString("RCPT TO:" + to + "\r\n")
 	}
 	if bdat {
-		msg, err := wireMessage(m)
+		msg, err := wireMessage(m, scratch)
 		if err != nil {
 			return newTxError(stepMessage, err)
 		}
@@ -131,7 +133,7 @@ func (c *conn) pipelined(from string, rcpts []string, m io.WriterTo, bdat bool) 
 			// can go out on a new connection (beforeData).
 			return newTxError(stepMail, errors.New("the server closed the idle connection"))
 		}
-		fmt.Fprintf(&b, "BDAT %d LAST\r\n", len(msg))
+		fmt.Fprintf(b, "BDAT %d LAST\r\n", len(msg))
 		b.Write(msg)
 	} else {
 		b.WriteString("DATA\r\n")
@@ -225,22 +227,39 @@ func validateLine(line string) error {
 	return nil
 }
 
-// wireMessage renders m as the server receives it through DATA, which BDAT
+// bufferPool holds the buffers a pipelined transaction is assembled in.
+var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuffer() *bytes.Buffer {
+	b := bufferPool.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+// putBuffer returns b to the pool unless it grew for an unusually large
+// message, which is left to the garbage collector.
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 256<<10 {
+		bufferPool.Put(b)
+	}
+}
+
+// wireMessage renders m (into scratch when it is not rendered yet) as the
+// server receives it through DATA, which BDAT
 // sends as it is: textproto's dot writer, which smtp.Client's DATA uses,
 // turns every LF not preceded by CR into CRLF and ends the data with a line
 // break. The same normalisation here makes the stored message byte-identical
 // in every mode (and leaves a DKIM signature, computed on the canonical form,
 // valid in all).
-func wireMessage(m io.WriterTo) ([]byte, error) {
+func wireMessage(m io.WriterTo, scratch *bytes.Buffer) ([]byte, error) {
 	var raw []byte
 	if b, ok := m.(bytesMessage); ok {
 		raw = b
 	} else {
-		var buf bytes.Buffer
-		if _, err := m.WriteTo(&buf); err != nil {
+		if _, err := m.WriteTo(scratch); err != nil {
 			return nil, err
 		}
-		raw = buf.Bytes()
+		raw = scratch.Bytes()
 	}
 	lone := 0
 	for i, ch := range raw {
