@@ -45,6 +45,10 @@ type scriptedServer struct {
 // thenClose at the end of a scripted reply closes the connection after it.
 const thenClose = "\x00close"
 
+// noReply as a scripted reply never answers: the server reads until the
+// client closes the connection.
+const noReply = "\x00hang"
+
 // startScripted starts a server that offers 8BITMIME only: transactions are
 // sequential.
 func startScripted(t *testing.T) *scriptedServer { return startScriptedEHLO(t, "8BITMIME") }
@@ -196,6 +200,10 @@ func (s *scriptedServer) serve(c net.Conn, n int) {
 	}
 	// reply sends reply and reports whether to go on.
 	reply := func(reply string) bool {
+		if reply == noReply {
+			_, _ = io.Copy(io.Discard, r)
+			return false
+		}
 		reply, closeAfter := strings.CutSuffix(reply, thenClose)
 		_, err := fmt.Fprintf(c, "%s\r\n", reply)
 		return err == nil && !closeAfter
@@ -854,6 +862,66 @@ func TestSeveralRecipientsNeverUseBDAT(t *testing.T) {
 			if got := srv.received(); len(got) != 1 || got[0] != body {
 				t.Errorf("received %q, want %q", got, body)
 			}
+		})
+	}
+}
+
+// TestPipelinedMailParameters: a pipelined MAIL carries the parameters
+// go-mail's own MAIL (the sequential path) adds from the same EHLO reply.
+func TestPipelinedMailParameters(t *testing.T) {
+	t.Parallel()
+	var lines []string
+	for _, keywords := range [][]string{
+		{"8BITMIME", "SMTPUTF8"},
+		{"PIPELINING", "8BITMIME", "SMTPUTF8"},
+		{"PIPELINING", "8BITMIME", "SMTPUTF8", "CHUNKING"},
+		{"PIPELINING", "CHUNKING"},
+	} {
+		srv := startScriptedEHLO(t, keywords...)
+		if err := modeSender(t, srv, "").Send(context.Background(), msg("d-1", ann())); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, srv.lines("MAIL")...)
+	}
+	const full = "MAIL FROM:<notify@acme.test> BODY=8BITMIME SMTPUTF8"
+	if want := []string{full, full, full, "MAIL FROM:<notify@acme.test>"}; !slices.Equal(lines, want) {
+		t.Errorf("MAIL lines:\n got %q\nwant %q", lines, want)
+	}
+}
+
+// TestHungPipelinedSendTimesOut: a server that never answers the end of a
+// pipelined transaction fails the send as temporary at channels.email.timeout
+// (the socket is closed under the read), and the next message gets a new
+// connection.
+func TestHungPipelinedSendTimesOut(t *testing.T) {
+	t.Parallel()
+	for _, mode := range txModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startScriptedEHLO(t, mode.keywords...)
+			s, err := email.New(&email.Config{
+				From:    "Acme <notify@acme.test>",
+				SMTP:    email.SMTP{Host: "127.0.0.1", Port: srv.ln.Addr().(*net.TCPAddr).Port, TLS: "none"},
+				Timeout: config.Duration(300 * time.Millisecond),
+			}, nil, testNotifiers(), email.Options{PoolSize: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			srv.script(mode.data[len(mode.data)-1], noReply)
+			start := time.Now()
+			err = s.Send(context.Background(), msg("d-1", ann()))
+			if k := kind(t, err); k != channels.KindTemporary || !strings.Contains(err.Error(), "timed out") {
+				t.Fatalf("kind = %v, want a temporary timeout (err: %v)", k, err)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("the send took %v", d)
+			}
+			if err := s.Send(context.Background(), msg("d-2", ann())); err != nil {
+				t.Fatalf("next send: %v", err)
+			}
+			tx := func(n int) []string { return slices.Concat(on(n, "MAIL", "RCPT"), on(n, mode.data...)) }
+			wantCommands(t, srv, slices.Concat(on(1, "EHLO"), tx(1), on(2, "EHLO"), tx(2))...)
 		})
 	}
 }
