@@ -205,8 +205,9 @@ func (s *Sender) dialer(sm SMTP, tlsConfig *tls.Config) (func(context.Context) (
 			}
 			return nil, fmt.Errorf("connect to smtp server %s: %w", addr, err)
 		}
-		s.log.Debug("smtp connection opened", "channel", Name, "addr", addr)
-		return &conn{mc: mc, sc: sc, raw: raw}, nil
+		mode, params := sessionMode(sc)
+		s.log.Debug("smtp connection opened", "channel", Name, "addr", addr, "mode", mode)
+		return &conn{mc: mc, sc: sc, raw: raw, mode: mode, mailParams: params}, nil
 	}, nil
 }
 

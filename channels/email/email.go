@@ -63,14 +63,21 @@
 //
 // At most Options.PoolSize connections are open, each used by one send at a
 // time and kept for the next, so there is no TCP or TLS handshake per message
-// under load. A message costs four round trips: MAIL, RCPT, DATA and the data;
-// the server's acceptance of the data ends the transaction and leaves the
-// connection ready for the next MAIL, with no RSET after it and no NOOP before.
+// under load. A message costs one round trip when the server offers
+// PIPELINING and CHUNKING (MAIL, RCPT and BDAT with the message in one write),
+// two with PIPELINING only (MAIL, RCPT and DATA, then the data) and four
+// without (MAIL, RCPT, DATA and the data, each waiting for its reply); see
+// txMode. The server's acceptance of the data ends the transaction and leaves
+// the connection ready for the next MAIL, with no RSET after it and no NOOP
+// before.
 // A connection idle for a minute is closed instead of reused. A reused
 // connection that turns out to be dead before the server accepted DATA (the
 // server closed it meanwhile) is redialled and the message sent once more on
 // the new one; nothing can be delivered twice by that retry because the server
-// never got any of the message.
+// never got any of the message. With BDAT the message leaves with the first
+// write, so a pooled connection is checked without a round trip first (a peek
+// at the socket for a close or a 421), and a connection that fails after the
+// write is not retried on another (unless the server reset it unread).
 //
 // channels.email.timeout bounds one send, from waiting for a connection to the
 // server's reply: a hung server fails the send as temporary within it, and
@@ -432,10 +439,10 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 // deliver).
 //
 // MAIL carries the parameters smtp.Client.Mail adds from the EHLO reply
-// (BODY=8BITMIME, SMTPUTF8), as with SendWithSMTPClient. Commands are not
-// pipelined even when the server offers PIPELINING: the smtp package reads
-// each reply before it returns, and pipelining would mean writing the protocol
-// on its textproto.Conn by hand.
+// (BODY=8BITMIME, SMTPUTF8), as with SendWithSMTPClient. When the server
+// offers PIPELINING (and CHUNKING) the transaction is written on the
+// client's textproto.Conn by hand (conn.pipelined): the smtp package reads
+// each reply before it returns.
 func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []string, m io.WriterTo) (err error) {
 	keep := false
 	defer func() { c.pool.release(c, keep) }()
@@ -448,7 +455,7 @@ func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []strin
 	// read from a hung server (smtp.Client.Close would wait for the lock the
 	// blocked read holds).
 	stop := context.AfterFunc(ctx, func() { _ = c.raw.Close() })
-	err = transact(c.sc, from, rcpts, m)
+	err = c.transact(from, rcpts, m)
 	if !stop() {
 		// The connection was closed under the send. If the server still
 		// accepted the message, it was delivered: reporting an error would
@@ -463,18 +470,18 @@ func (s *Sender) sendOn(ctx context.Context, c *conn, from string, rcpts []strin
 		return nil
 	}
 	var te *txError
-	if errors.As(err, &te) && te.code >= 400 && te.code != 421 {
+	if errors.As(err, &te) && te.code >= 400 && te.code != 421 && !te.drop {
 		// The server refused and is still talking to us: RSET ends the
 		// transaction it may hold open (after a refused RCPT or DATA), so the
 		// connection is clean for the next message. 421 means it is closing
-		// the connection.
+		// the connection, and drop that it cannot take an RSET (see txError).
 		keep = c.sc.Reset() == nil
 	}
 	return err
 }
 
-// transact runs one mail transaction on sc: MAIL, RCPT for each recipient,
-// DATA, then m and the end of the data. Its errors are *txError. It stops at
+// transact runs one mail transaction on sc sequentially (modeSequential),
+// waiting for each reply: MAIL, RCPT for each recipient, DATA, then m and the end of the data. Its errors are *txError. It stops at
 // the first refusal; after a failure while writing m the connection is in the
 // middle of the data and must be dropped (the error has no reply code).
 func transact(sc *smtp.Client, from string, rcpts []string, m io.WriterTo) error {
@@ -522,6 +529,14 @@ type txError struct {
 	code int    // 0 when there was no reply: the connection failed (or the reply was garbled)
 	rcpt string // the mailbox the refusal is about, when it names one
 	err  error
+	// sent: the connection failed after the message was written (pipelined
+	// BDAT), so the server may have it even though the failing step is
+	// earlier.
+	sent bool
+	// drop: the connection is not fit for RSET and must be closed (a
+	// pipelined refusal the server answered with 354, or a connection that
+	// failed after a refusal).
+	drop bool
 }
 
 func newTxError(step txStep, err error) *txError {
@@ -542,7 +557,7 @@ func (e *txError) Unwrap() error { return e.err }
 // the server accepted DATA, so the server has none of the message.
 func beforeData(err error) bool {
 	var te *txError
-	return errors.As(err, &te) && te.code == 0 && te.step != stepMessage
+	return errors.As(err, &te) && te.code == 0 && te.step != stepMessage && !te.sent
 }
 
 // classify turns a send error into the channels error kind: a 5xx reply is

@@ -196,12 +196,14 @@ type pool struct {
 // conn is one SMTP connection. It has its own go-mail Client because a Client
 // keeps per-connection authentication state (LOGIN counts its steps).
 type conn struct {
-	mc       *mail.Client
-	sc       *smtp.Client
-	raw      net.Conn // the socket under sc (a *tls.Conn for implicit TLS)
-	lastUsed time.Time
-	reused   bool  // taken from the idle list rather than freshly dialled
-	pool     *pool // the pool c goes back to
+	mc         *mail.Client
+	sc         *smtp.Client
+	raw        net.Conn // the socket under sc (a *tls.Conn for implicit TLS)
+	mode       txMode   // how transactions run, from the EHLO reply
+	mailParams string   // MAIL's parameters from the EHLO reply (" BODY=8BITMIME")
+	lastUsed   time.Time
+	reused     bool  // taken from the idle list rather than freshly dialled
+	pool       *pool // the pool c goes back to
 }
 
 func newPool(size int, dial func(context.Context) (*conn, error), now func() time.Time) *pool {
