@@ -19,9 +19,9 @@ func TestErasureForgetsFailedAttempts(t *testing.T) {
 	exec(t, tx, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, attempts)
 		VALUES ('00000000-0000-7000-8000-0000000000b1', $1, 'n', 'k', 'att-x', 'email', 'immediate', 'refused', 1),
 		       ('00000000-0000-7000-8000-0000000000b2', $1, 'n', 'k', 'att-y', 'email', 'immediate', 'refused', 1)`, n)
-	exec(t, tx, `INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
-		VALUES ('00000000-0000-7000-8000-0000000000b1', 1, now(), '550 no mailbox x@example.com', 'relay'),
-		       ('00000000-0000-7000-8000-0000000000b2', 1, now(), '550 no mailbox y@example.com', 'relay')`)
+	exec(t, tx, `INSERT INTO notify_delivery_attempts (delivery_id, notification_id, attempt, at, error, provider)
+		VALUES ('00000000-0000-7000-8000-0000000000b1', $1, 1, now(), '550 no mailbox x@example.com', 'relay'),
+		       ('00000000-0000-7000-8000-0000000000b2', $1, 1, now(), '550 no mailbox y@example.com', 'relay')`, n)
 	if _, err := stores.EraseRecipient(t.Context(), tx, "att-x"); err != nil {
 		t.Fatal(err)
 	}

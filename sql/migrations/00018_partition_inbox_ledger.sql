@@ -24,12 +24,20 @@
 --   T_default   ids no partition covers (a clock far off, a daemon that did
 --               not run for longer than the months created ahead); it should
 --               stay empty and is trimmed by the batched retention deletes.
--- The cut-over is the start of the UTC month after the migration: every
--- notification id made before the migration (and during it: the daemon is
--- stopped, and the migration holds the tables' exclusive locks) is below it,
--- so the old rows are moved into T_legacy whole and no month partition needs
--- rows moved into it. Rows whose notification id is at or past the cut-over
--- (a clock ahead) are inserted through the partitioned table instead.
+-- The cut-over is the instant of the migration (its transaction's start):
+-- the rows there are were written for notifications enqueued before it, so
+-- they move into T_legacy whole, and the first month partition covers the
+-- rest of the current month from the cut-over (new rows go to month
+-- partitions at once; T_legacy's newest row is as old as the migration, so
+-- retention drops it as soon as the migration is older than the retention).
+-- The daemon is stopped while the migration runs (nothing writes inbox or
+-- ledger rows), and the migration holds the tables' exclusive locks. An
+-- application may still enqueue (notify_send, or a client making its ids
+-- with its own clock), but that writes notifications, not these tables; a
+-- notification id below the cut-over made later simply lands in T_legacy,
+-- which takes any id below its bound. Rows whose notification id is at or
+-- past the cut-over (a clock ahead) are inserted through the partitioned
+-- table instead of being moved.
 --
 -- notify_delivery_attempts loses its foreign key to notify_deliveries (a
 -- foreign key to a partitioned table forbids dropping the referenced
@@ -82,7 +90,7 @@ $$;
 -- +goose StatementBegin
 DO $$
 DECLARE
-    cutover uuid := notify_uuid_floor(date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 month');
+    cutover uuid := notify_uuid_floor(now());
 BEGIN
     -- The inbox.
     ALTER TABLE notify_inbox RENAME TO notify_inbox_unpartitioned;
@@ -220,7 +228,8 @@ CREATE TRIGGER notify_deliveries_forget_attempts
 -- notify_deliveries_pYYYYMM, notify_delivery_attempts_pYYYYMM) from the
 -- current UTC month through `ahead` months after it that do not exist yet,
 -- and returns how many it created. A month below the legacy partition's bound
--- is covered by it; a month whose rows already sit in the default partition
+-- is covered by it; the month the bound falls in gets a partition from the
+-- bound to the month's end. A month whose rows already sit in the default partition
 -- is left there (creating its partition would have to move them under an
 -- exclusive lock): those rows are trimmed by the batched deletes.
 -- +goose StatementBegin
@@ -250,7 +259,8 @@ BEGIN
             CONTINUE WHEN to_regclass(quote_ident(part)) IS NOT NULL;
             lo := notify_uuid_floor(m);
             hi := notify_uuid_floor(m + interval '1 month');
-            CONTINUE WHEN legacy_hi IS NOT NULL AND lo < legacy_hi;
+            CONTINUE WHEN legacy_hi IS NOT NULL AND hi <= legacy_hi;
+            lo := greatest(lo, legacy_hi);
             EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE notification_id >= %L AND notification_id < %L)',
                            t || '_default', lo, hi) INTO found_default;
             CONTINUE WHEN found_default;
@@ -308,7 +318,7 @@ BEGIN
         ORDER BY ends
     LOOP
         CONTINUE WHEN p.ends > now() OR p.ends IS NULL;
-        EXECUTE format('SELECT notify_uuid_time(max(id)) FROM %I', p.relname) INTO newest;
+        EXECUTE format('SELECT notify_uuid_time(id) FROM %I ORDER BY id DESC LIMIT 1', p.relname) INTO newest;
         CONTINUE WHEN coalesce(newest, p.ends) >= deliveries_cutoff;
         -- Each branch matches one of the partial indexes.
         EXECUTE format($q$SELECT EXISTS (SELECT 1 FROM %1$I WHERE status IN ('sending', 'failed', 'rate_limited', 'pending'))
