@@ -501,7 +501,7 @@ var writeChunkFreshSQL = strings.NewReplacer(
 
 // identityConflict is whether pe (a unique violation) is of an inbox item's
 // or a delivery's identity: (notification_id, recipient) or
-// (notification_id, channel, coalesce(recipient, '')). The tables are
+// (notification_id, channel, coalesce(recipient, ”)). The tables are
 // partitioned (00018_partition_inbox_ledger.sql) and PostgreSQL names the
 // partition's index, whose name is derived from the partition's, so the
 // violation is recognised by table and by not being the primary key.

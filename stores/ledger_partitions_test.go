@@ -133,12 +133,12 @@ func TestLedgerRetentionDropsWholeMonths(t *testing.T) {
 		exec(t, pool, `INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, created_at)
 			SELECT gen_random_uuid(), $1::uuid, 'r' || $2::int || '-' || g, 'part', $1::text, $3 FROM generate_series(1, $2) g`, nid, n, at)
 	}
-	item(idAt(m4, 1), 20, old)                 // a month past retention: dropped
-	item(idAt(m3, 2), 10, old)                 // old rows of a month ...
-	item(idAt(m3, 3), 1, now)                  // ... with a late one (send_at): trimmed
-	item(idAt(future, 4), 2, old)              // the default partition: trimmed
-	item(idAt(future, 5), 1, now)              // kept
-	item(uuidv7.String(), 1, now)              // this month: kept
+	item(idAt(m4, 1), 20, old)    // a month past retention: dropped
+	item(idAt(m3, 2), 10, old)    // old rows of a month ...
+	item(idAt(m3, 3), 1, now)     // ... with a late one (send_at): trimmed
+	item(idAt(future, 4), 2, old) // the default partition: trimmed
+	item(idAt(future, 5), 1, now) // kept
+	item(uuidv7.String(), 1, now) // this month: kept
 	delivery := func(nid, status string, n int, at time.Time, attempts bool) {
 		t.Helper()
 		exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, created_at)

@@ -12,7 +12,6 @@ import (
 // number of row locks or generates an unbounded amount of WAL at once; the
 // caller loops until a batch comes back short.
 
-//
 // The inbox and the ledger are partitioned by month of notification id
 // (00018_partition_inbox_ledger.sql) and retention drops whole months first
 // (DropLedgerMonths); these deletes trim what is left: the default partition
