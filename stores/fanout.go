@@ -500,8 +500,8 @@ var writeChunkFreshSQL = strings.NewReplacer(
 ).Replace(writeChunkSQL)
 
 // identityConflict is whether pe (a unique violation) is of an inbox item's
-// or a delivery's identity: (notification_id, recipient) or
-// (notification_id, channel, coalesce(recipient, ”)). The tables are
+// identity (notification_id, recipient) or of a delivery's
+// (notify_deliveries_identity). The tables are
 // partitioned (00018_partition_inbox_ledger.sql) and PostgreSQL names the
 // partition's index, whose name is derived from the partition's, so the
 // violation is recognised by table and by not being the primary key.
