@@ -214,9 +214,9 @@ func (w *naiveWorker) Work(ctx context.Context, job *river.Job[naiveArgs]) error
 // naiveInsertSQL is the naive job's statement: the same row the fan-out
 // writes, one at a time.
 const naiveInsertSQL = `
-INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, body, url, params)
-VALUES ($1, $2, 'bench.inapp', 'fanout-naive', 'bench', 'direct', $3, $4, $5, $6::jsonb)
-ON CONFLICT (recipient, notifier, key) DO NOTHING`
+INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, title, body, url, params)
+VALUES ($1, '0190b8a4-0000-7000-8000-00000000fa11', $2, 'bench.inapp', 'fanout-naive', 'bench', 'direct', $3, $4, $5, $6::jsonb)
+ON CONFLICT (notification_id, recipient) DO NOTHING`
 
 // measureNaive is baseline (b): n jobs enqueued with InsertManyFast before
 // the client starts, worked by a River client with notifyd's default queue
