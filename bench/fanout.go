@@ -140,12 +140,13 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 }
 
 // rawInsertSQL writes n inbox rows shaped exactly like the fan-out's (same
-// columns and values, time-ordered UUIDs like uuidv7, recipients in id order)
+// columns and values, time-ordered UUIDs like uuidv7, one notification id,
+// recipients in id order)
 // into a copy of notify_inbox with all its indexes, in one statement.
 const rawInsertSQL = `
-INSERT INTO bench_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
+INSERT INTO bench_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params)
 SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7000' || '8'
-        || lpad(to_hex(g), 15, '0'))::uuid,
+        || lpad(to_hex(g), 15, '0'))::uuid, '0190b8a4-0000-7000-8000-00000000fa12',
        ` + recipientSQL + `, 'bench.inapp', 'fanout-raw', 'bench', 'direct', NULL, $2, $3, $4, $5::jsonb
 FROM generate_series(1, $1) g`
 
