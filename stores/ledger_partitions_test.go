@@ -34,7 +34,7 @@ var ledgerTables = []string{"notify_inbox", "notify_deliveries", "notify_deliver
 
 // pastMonths replaces the (empty) legacy partitions of a test database with
 // month partitions for the given past months, as a database migrated months
-// ago has them.
+// ago has them (made as notify_ledger_extend makes them).
 func pastMonths(t *testing.T, pool *pgxpool.Pool, months ...int) {
 	t.Helper()
 	for _, table := range ledgerTables {
@@ -42,6 +42,9 @@ func pastMonths(t *testing.T, pool *pgxpool.Pool, months ...int) {
 		for _, m := range months {
 			exec(t, pool, fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')`,
 				monthPart(table, utcMonth(m)), table, uuidv7.Floor(utcMonth(m)), uuidv7.Floor(utcMonth(m+1))))
+			if table != "notify_delivery_attempts" {
+				exec(t, pool, `ALTER TABLE `+monthPart(table, utcMonth(m))+` ADD PRIMARY KEY (id)`)
+			}
 		}
 	}
 }
