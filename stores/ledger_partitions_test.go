@@ -359,4 +359,24 @@ func TestLedgerMigrationKeepsRows(t *testing.T) {
 	if err := stores.MigrateTo(ctx, pool, 18); err != nil {
 		t.Fatalf("up to 00018 again: %v", err)
 	}
+	pool.Reset()
+	// Once its newest row is past the retention, the legacy partition goes
+	// whole (the ledger's with its attempts); the row of the clock far ahead
+	// is in the default partition and stays.
+	soon := time.Now().Add(time.Hour)
+	if inbox, deliveries, err := stores.DropLedgerMonths(ctx, pool, soon, soon); err != nil || inbox != 1 || deliveries != 0 {
+		t.Fatalf("dropping the legacy partitions: %d, %d, %v; want the inbox's only (the new notification's delivery is pending)", inbox, deliveries, err)
+	}
+	exec(t, pool, `UPDATE notify_deliveries SET status = 'sent' WHERE status = 'pending'`)
+	if inbox, deliveries, err := stores.DropLedgerMonths(ctx, pool, soon, soon); err != nil || inbox != 0 || deliveries != 1 {
+		t.Fatalf("dropping the ledger's legacy partition: %d, %d, %v; want it dropped", inbox, deliveries, err)
+	}
+	for _, table := range ledgerTables {
+		if exists(t, pool, table+"_legacy") {
+			t.Errorf("%s_legacy is still there", table)
+		}
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM notify_inbox`) + countRows(t, pool, `SELECT count(*) FROM notify_deliveries`); n != 2 {
+		t.Fatalf("%d rows left, want the 2 of the clock far ahead", n)
+	}
 }
