@@ -103,7 +103,8 @@ func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
 	}
 	if total != (stores.RetentionResult{}) {
 		d.logger().InfoContext(ctx, "retention deleted old rows", "inbox", total.Inbox, "deliveries",
-			total.Deliveries, "changes", total.Changes, "change_log_days", total.ChangeDays, "inbox_months", total.InboxMonths, "delivery_months", total.DeliveryMonths, "notifications", total.Notifications)
+			total.Deliveries, "changes", total.Changes, "change_log_days", total.ChangeDays,
+			"inbox_months", total.InboxMonths, "delivery_months", total.DeliveryMonths, "notifications", total.Notifications)
 	}
 	return total, nil
 }
