@@ -58,7 +58,8 @@ func DropChangeLogDays(ctx context.Context, db DB, cutoff time.Time) (int, time.
 
 // LedgerAhead is how many months after the current one ExtendLedger creates
 // partitions for. Every partition is one more index probe for a lookup by id
-// alone, so few are made ahead; retention runs hourly and extends them.
+// alone, so few are made ahead; every retention run (retention.schedule,
+// daily by default) and every daemon start extends them.
 const LedgerAhead = 2
 
 // ExtendLedger creates the inbox's and the ledger's month partitions from the
