@@ -100,8 +100,8 @@ WITH n AS (
     FROM unnest($2::uuid[]) WITH ORDINALITY AS u(id, ord)
     RETURNING id, key
 ), inbox AS (
-    INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, body, url, params, created_at)
-    SELECT gen_random_uuid(), ` + recipientSQL + `, 'bench.digest', n.key, 'bench', 'direct', $4, $5, $6, $3::jsonb,
+    INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, title, body, url, params, created_at)
+    SELECT gen_random_uuid(), n.id, ` + recipientSQL + `, 'bench.digest', n.key, 'bench', 'direct', $4, $5, $6, $3::jsonb,
            now() - interval '2 days'
     FROM n, generate_series(1, $1) g
 )

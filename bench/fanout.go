@@ -140,12 +140,13 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 }
 
 // rawInsertSQL writes n inbox rows shaped exactly like the fan-out's (same
-// columns and values, time-ordered UUIDs like uuidv7, recipients in id order)
+// columns and values, time-ordered UUIDs like uuidv7, one notification id,
+// recipients in id order)
 // into a copy of notify_inbox with all its indexes, in one statement.
 const rawInsertSQL = `
-INSERT INTO bench_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
+INSERT INTO bench_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params)
 SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7000' || '8'
-        || lpad(to_hex(g), 15, '0'))::uuid,
+        || lpad(to_hex(g), 15, '0'))::uuid, '0190b8a4-0000-7000-8000-00000000fa12',
        ` + recipientSQL + `, 'bench.inapp', 'fanout-raw', 'bench', 'direct', NULL, $2, $3, $4, $5::jsonb
 FROM generate_series(1, $1) g`
 
@@ -214,9 +215,9 @@ func (w *naiveWorker) Work(ctx context.Context, job *river.Job[naiveArgs]) error
 // naiveInsertSQL is the naive job's statement: the same row the fan-out
 // writes, one at a time.
 const naiveInsertSQL = `
-INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, body, url, params)
-VALUES ($1, $2, 'bench.inapp', 'fanout-naive', 'bench', 'direct', $3, $4, $5, $6::jsonb)
-ON CONFLICT (recipient, notifier, key) DO NOTHING`
+INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, title, body, url, params)
+VALUES ($1, '0190b8a4-0000-7000-8000-00000000fa11', $2, 'bench.inapp', 'fanout-naive', 'bench', 'direct', $3, $4, $5, $6::jsonb)
+ON CONFLICT (notification_id, recipient) DO NOTHING`
 
 // measureNaive is baseline (b): n jobs enqueued with InsertManyFast before
 // the client starts, worked by a River client with notifyd's default queue

@@ -69,6 +69,17 @@ func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
 	if !oldestKept.IsZero() && oldestKept.Before(cut.Changes) {
 		cut.Changes = oldestKept
 	}
+	// The inbox and the ledger next: months ahead, and whole months (or the
+	// legacy partition) past retention dropped before the batched deletes,
+	// which then only trim the rest.
+	if _, err := stores.ExtendLedger(ctx, d.Pool); err != nil {
+		return total, err
+	}
+	inboxMonths, deliveryMonths, err := stores.DropLedgerMonths(ctx, d.Pool, cut.Inbox, cut.Deliveries)
+	if err != nil {
+		return total, err
+	}
+	total.InboxMonths, total.DeliveryMonths = int64(inboxMonths), int64(deliveryMonths)
 	stopAt := time.Now().Add(d.maxRun())
 	for {
 		if err := ctx.Err(); err != nil {
@@ -92,7 +103,8 @@ func (d *Deps) Retention(ctx context.Context) (stores.RetentionResult, error) {
 	}
 	if total != (stores.RetentionResult{}) {
 		d.logger().InfoContext(ctx, "retention deleted old rows", "inbox", total.Inbox, "deliveries",
-			total.Deliveries, "changes", total.Changes, "change_log_days", total.ChangeDays, "notifications", total.Notifications)
+			total.Deliveries, "changes", total.Changes, "change_log_days", total.ChangeDays,
+			"inbox_months", total.InboxMonths, "delivery_months", total.DeliveryMonths, "notifications", total.Notifications)
 	}
 	return total, nil
 }

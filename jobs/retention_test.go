@@ -23,9 +23,9 @@ func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {
 	      ('01900000-0000-7000-8000-000000000002', 'comment.created', 'new', 'fanned_out', now())`)
 	exec(`INSERT INTO notify_notifications (id, notifier, key, status, params, recipients, reasons, created_at) VALUES
 	      ('01900000-0000-7000-8000-000000000003', 'comment.created', 'spent', 'fanned_out', '{"post_title":"x"}', '{u1}', '{author}', now() - interval '200 days')`)
-	exec(`INSERT INTO notify_inbox (id, recipient, notifier, key, created_at) VALUES
-	      ('01900000-0000-7000-8000-00000000000a', 'u1', 'comment.created', 'old', now() - interval '100 days'),
-	      ('01900000-0000-7000-8000-00000000000b', 'u1', 'comment.created', 'new', now())`)
+	exec(`INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, created_at) VALUES
+	      ('01900000-0000-7000-8000-00000000000a', '01900000-0000-7000-8000-000000000001', 'u1', 'comment.created', 'old', now() - interval '100 days'),
+	      ('01900000-0000-7000-8000-00000000000b', '01900000-0000-7000-8000-000000000002', 'u1', 'comment.created', 'new', now())`)
 	exec(`INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, created_at) VALUES
 	      ('01900000-0000-7000-8000-0000000000d1', '01900000-0000-7000-8000-000000000001', 'comment.created', 'old', 'u1', 'email', 'immediate', 'sent', now() - interval '40 days'),
 	      ('01900000-0000-7000-8000-0000000000d2', '01900000-0000-7000-8000-000000000001', 'comment.created', 'old', 'u2', 'email', 'immediate', 'failed', now() - interval '40 days'),

@@ -157,6 +157,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if _, err := stores.ExtendChangeLog(ctx, s.pool); err != nil {
 		logger.WarnContext(ctx, "could not create the inbox change log's partitions ahead", "err", err)
 	}
+	// The same for the inbox's and the ledger's month partitions.
+	if _, err := stores.ExtendLedger(ctx, s.pool); err != nil {
+		logger.WarnContext(ctx, "could not create the inbox's and the ledger's partitions ahead", "err", err)
+	}
 	s.deps = &jobs.Deps{Pool: s.pool, Config: cfg, Logger: logger, Clock: opts.Clock, Registry: reg,
 		Inbox: s.set.Inbox, Channels: s.set.Channels, Bulk: s.set.Bulk}
 	if d := reg.Digest(); d != "" {

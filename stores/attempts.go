@@ -188,7 +188,7 @@ WITH scan AS (
     FROM scan JOIN notify_notifications n ON n.id = scan.id
     WHERE $3 = ''
        OR n.recipients @> ARRAY[$3::text]::text[]
-       OR EXISTS (SELECT 1 FROM notify_inbox i WHERE i.recipient = $3 AND i.notifier = n.notifier AND i.key = n.key)
+       OR EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notification_id = n.id AND i.recipient = $3)
        OR EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.notification_id = n.id AND coalesce(d.recipient, '') = $3)
     ORDER BY n.id DESC
     LIMIT $5

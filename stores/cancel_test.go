@@ -32,7 +32,7 @@ func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
 		VALUES ('01900000-0000-7000-8000-00000000c002', $1, 'n', 'k', 'u1', 'email', 'immediate', 'pending')`, nid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chunk.Exec(ctx, `INSERT INTO notify_inbox (id, recipient, notifier, key) VALUES ('01900000-0000-7000-8000-00000000c003', 'u1', 'n', 'k')`); err != nil {
+	if _, err := chunk.Exec(ctx, `INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key) VALUES ('01900000-0000-7000-8000-00000000c003', $1, 'u1', 'n', 'k')`, nid); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := pool.Begin(ctx)
@@ -72,7 +72,7 @@ func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
 func TestWriteChunkFreshSQLDropsOnlyTheGuards(t *testing.T) {
 	fresh, guarded := stores.WriteChunkSQLs()
 	if strings.Count(fresh, "ON CONFLICT") != 1 || strings.Count(guarded, "ON CONFLICT") != 3 ||
-		len(guarded)-len(fresh) != len("    ON CONFLICT (recipient, notifier, key) DO NOTHING\n")+
+		len(guarded)-len(fresh) != len("    ON CONFLICT (notification_id, recipient) DO NOTHING\n")+
 			len("    ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING\n") {
 		t.Fatalf("fresh statement:\n%s", fresh)
 	}

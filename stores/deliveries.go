@@ -70,7 +70,7 @@ WITH sup AS (
     JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address
 ), met AS (
     SELECT d.id FROM notify_deliveries d
-    JOIN notify_inbox i ON i.recipient = d.recipient AND i.notifier = d.notifier AND i.key = d.key
+    JOIN notify_inbox i ON i.notification_id = d.notification_id AND i.recipient = d.recipient
     WHERE d.id = ANY($1::text[]::uuid[]) AND d.unless IS NOT NULL
       AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL
 ), claimed AS (
@@ -233,11 +233,11 @@ WHERE d.id = ANY($1::text[]::uuid[]) -- the only index condition: see above
 // nothing, like the update). attempts already counts the attempt that failed
 // (the claim added it; a failed attempt is never refunded).
 const settleReturningSQL = `
-RETURNING d.id, d.attempts, u.err, u.provider, u.failed`
+RETURNING d.id, d.notification_id, d.attempts, u.err, u.provider, u.failed`
 
 const insertAttemptsSQL = `, attempts AS (
-    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
-    SELECT id, attempts, $7, err, nullif(provider, '') FROM settled WHERE failed
+    INSERT INTO notify_delivery_attempts (delivery_id, notification_id, attempt, at, error, provider)
+    SELECT id, notification_id, attempts, $7, err, nullif(provider, '') FROM settled WHERE failed
 )
 SELECT count(*) FROM settled`
 

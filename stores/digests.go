@@ -230,7 +230,7 @@ const claimDigestRowsSQL = `
 // recipient's inbox item of the notification meets (workflows).
 const digestUnlessMetSQL = `(d.unless IS NOT NULL AND EXISTS (
                SELECT 1 FROM notify_inbox i
-               WHERE i.recipient = d.recipient AND i.notifier = d.notifier AND i.key = d.key
+               WHERE i.notification_id = d.notification_id AND i.recipient = d.recipient
                  AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL))`
 
 // reclaimDigestsSQL claims existing digests again, one per request: request
@@ -261,7 +261,7 @@ WITH req AS (
     UPDATE notify_deliveries d` + claimDigestRowsSQL + `
     FROM locked l
     WHERE d.id = l.id
-    RETURNING l.ord, d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
+    RETURNING l.ord, d.id, d.notification_id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
               d.digest_due_at, d.attempts, l.params
 ), held AS (
     SELECT c.*, count(*) OVER (PARTITION BY c.ord) AS total,
@@ -273,7 +273,7 @@ SELECT h.ord, h.total, h.claimed_at, coalesce(h.digest_due_at, h.created_at), h.
        h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
        i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
 FROM held h
-LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
+LEFT JOIN notify_inbox i ON i.notification_id = h.notification_id AND i.recipient = h.recipient
 WHERE h.rn <= $5
 ORDER BY h.ord, h.created_at, h.id`
 
@@ -326,7 +326,7 @@ WITH req AS (
         digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE l.due_at END
     FROM locked l
     WHERE d.id = l.id
-    RETURNING l.ord, d.id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
+    RETURNING l.ord, d.id, d.notification_id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
               d.digest_due_at, d.attempts, l.params
 ), held AS (
     SELECT c.*, count(*) OVER (PARTITION BY c.ord) AS total,
@@ -338,7 +338,7 @@ SELECT h.ord, h.total, h.claimed_at, h.digest_due_at, h.attempts,
        h.id::text, h.notifier, h.key, h.reason, h.created_at, h.params,
        i.id IS NOT NULL, coalesce(i.category, ''), coalesce(i.title, ''), coalesce(i.body, ''), coalesce(i.url, '')
 FROM held h
-LEFT JOIN notify_inbox i ON i.recipient = h.recipient AND i.notifier = h.notifier AND i.key = h.key
+LEFT JOIN notify_inbox i ON i.notification_id = h.notification_id AND i.recipient = h.recipient
 WHERE h.rn <= $5
 ORDER BY h.ord, h.created_at, h.id`
 
@@ -515,10 +515,10 @@ WITH settled AS (
         claimed_at = NULL,
         updated_at = $7
     WHERE digest_id = $1::uuid AND status = 'digest_sending' AND claimed_at = $2
-    RETURNING id, attempts
+    RETURNING id, notification_id, attempts
 ), attempts AS (
-    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
-    SELECT id, attempts, $7, $4, nullif($8::text, '') FROM settled WHERE $9
+    INSERT INTO notify_delivery_attempts (delivery_id, notification_id, attempt, at, error, provider)
+    SELECT id, notification_id, attempts, $7, $4, nullif($8::text, '') FROM settled WHERE $9
 )
 SELECT count(*) FROM settled`
 
@@ -559,11 +559,11 @@ WITH a AS MATERIALIZED (
     WHERE d.digest_id = ANY($1::text[]::uuid[]) -- the index condition (a.ids would be a filter over every digest in flight)
       AND d.status = 'digest_sending'
       AND d.claimed_at = ($2::timestamptz[])[array_position(a.ids, d.digest_id)]
-    RETURNING array_position(a.ids, d.digest_id) AS ord, d.id, d.attempts
+    RETURNING array_position(a.ids, d.digest_id) AS ord, d.id, d.notification_id, d.attempts
 ), attempts AS (
     -- A failed digest is a failed attempt of each of its rows.
-    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
-    SELECT id, attempts, $5, ($4::text[])[ord], nullif(($6::text[])[ord], '')
+    INSERT INTO notify_delivery_attempts (delivery_id, notification_id, attempt, at, error, provider)
+    SELECT id, notification_id, attempts, $5, ($4::text[])[ord], nullif(($6::text[])[ord], '')
     FROM settled WHERE ($7::boolean[])[ord]
 )
 SELECT ord, count(*) FROM settled GROUP BY ord`
@@ -641,10 +641,10 @@ WITH a AS MATERIALIZED (
     WHERE d.digest_id = ANY($1::text[]::uuid[]) -- the index condition, as in settleDigestsSQL
       AND d.status = 'digest_sending'
       AND d.claimed_at = ($2::timestamptz[])[array_position(a.ids, d.digest_id)]
-    RETURNING array_position(a.ids, d.digest_id) AS ord, d.id, d.attempts
+    RETURNING array_position(a.ids, d.digest_id) AS ord, d.id, d.notification_id, d.attempts
 ), attempts AS (
-    INSERT INTO notify_delivery_attempts (delivery_id, attempt, at, error, provider)
-    SELECT id, attempts, $6, ($3::text[])[ord], nullif(($7::text[])[ord], '')
+    INSERT INTO notify_delivery_attempts (delivery_id, notification_id, attempt, at, error, provider)
+    SELECT id, notification_id, attempts, $6, ($3::text[])[ord], nullif(($7::text[])[ord], '')
     FROM settled WHERE ($8::boolean[])[ord]
 )
 SELECT ord, count(*) FROM settled GROUP BY ord`

@@ -153,7 +153,13 @@ WITH nt AS (
       AND EXISTS (SELECT 1 FROM notify_deliveries x
                   WHERE x.notification_id = d.notification_id AND x.channel = d.channel
                     AND coalesce(x.recipient, '') = $2)
-    RETURNING d.status = 'digest_pending' OR d.status <> ALL($3::text[]) AS unsent
+    RETURNING d.id, d.notification_id, d.status = 'digest_pending' OR d.status <> ALL($3::text[]) AS unsent
+), twin_attempts AS (
+    -- The ledger is partitioned: attempts have no foreign key to cascade
+    -- from their delivery (00018_partition_inbox_ledger.sql).
+    DELETE FROM notify_delivery_attempts a
+    WHERE a.delivery_id = ANY(ARRAY(SELECT id FROM twins))
+      AND (a.delivery_id, a.notification_id) IN (SELECT id, notification_id FROM twins)
 ), dl AS (
     UPDATE notify_deliveries d
     SET recipient = $2,

@@ -1,5 +1,11 @@
 package stores
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
 // WriteChunkSQLs exposes the two chunk statements to the external tests.
 func WriteChunkSQLs() (fresh, guarded string) { return writeChunkFreshSQL, writeChunkSQL }
 
@@ -16,4 +22,24 @@ var ProtectedStatuses = protectedStatuses
 // attempts, for the plan test.
 func SettleAttemptsSQLs() (deliveries, deliveriesRetry string) {
 	return settleAttemptsSQL, settleRetryAttemptsSQL
+}
+
+// MigrateTo moves the database of pool to notifyd's migration version (down
+// or up), for the test of a migration's way up and down.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+	p, closeDB, err := gooseProvider(pool, nil)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	cur, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if cur > version {
+		_, err = p.DownTo(ctx, version)
+	} else {
+		_, err = p.UpTo(ctx, version)
+	}
+	return err
 }

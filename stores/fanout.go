@@ -442,10 +442,10 @@ WITH tc AS (
                              THEN EXCLUDED.last_delivery ELSE t.last_delivery END
     RETURNING t.last_delivery
 ), inbox AS (
-    INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, actor, title, body, url, params)
-    SELECT u.id::uuid, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
+    INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params)
+    SELECT u.id::uuid, $1, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
     FROM unnest($10::text[], $11::text[], $12::text[]) AS u(id, recipient, reason)
-    ON CONFLICT (recipient, notifier, key) DO NOTHING
+    ON CONFLICT (notification_id, recipient) DO NOTHING
     RETURNING id, recipient
 ), dl AS (
     INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
@@ -495,9 +495,20 @@ SELECT 'f', '', '' FROM fin`
 // refuse a duplicate, and WriteChunk turns that refusal into
 // ErrChunkConflict, after which the caller writes the chunk guarded.
 var writeChunkFreshSQL = strings.NewReplacer(
-	"    ON CONFLICT (recipient, notifier, key) DO NOTHING\n", "",
+	"    ON CONFLICT (notification_id, recipient) DO NOTHING\n", "",
 	"    ON CONFLICT (notification_id, channel, coalesce(recipient, '')) DO NOTHING\n", "",
 ).Replace(writeChunkSQL)
+
+// identityConflict is whether pe (a unique violation) is of an inbox item's
+// identity (notification_id, recipient) or of a delivery's
+// (notify_deliveries_identity). The tables are
+// partitioned (00018_partition_inbox_ledger.sql) and PostgreSQL names the
+// partition's index, whose name is derived from the partition's, so the
+// violation is recognised by table and by not being the primary key.
+func identityConflict(pe *pgconn.PgError) bool {
+	return (strings.HasPrefix(pe.TableName, "notify_inbox") || strings.HasPrefix(pe.TableName, "notify_deliveries")) &&
+		!strings.HasSuffix(pe.ConstraintName, "_pkey")
+}
 
 // ErrChunkConflict is returned (wrapped) by an unguarded WriteChunk that met a
 // row already written: the transaction is aborted, and the chunk must be
@@ -561,8 +572,7 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 		}
 	}
 	if err := rows.Err(); err != nil {
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" &&
-			(pe.ConstraintName == "notify_inbox_recipient_notifier_key" || pe.ConstraintName == "notify_deliveries_identity") {
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" && identityConflict(pe) {
 			err = fmt.Errorf("%w (%s)", ErrChunkConflict, pe.ConstraintName)
 		}
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)

@@ -50,19 +50,19 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 	}{
 		{"settleSQL", deliveries,
 			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}', '{"",""}', '{f,f}'`, ids, times),
-			"notify_deliveries_pkey"},
+			"notify_deliveries_legacy_pkey"},
 		{"settleAttemptsSQL", attempts,
 			fmt.Sprintf(`%s, %s, '{refused,sent}', '{"550",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}', '{"a","b"}', '{t,f}'`, ids, times),
-			"notify_deliveries_pkey"},
+			"notify_deliveries_legacy_pkey"},
 		{"settleRetryAttemptsSQL", attemptsRetry,
 			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}', '{"a","b"}', '{t,f}'`, ids, times),
-			"notify_deliveries_pkey"},
+			"notify_deliveries_legacy_pkey"},
 		{"settleRetrySQL", deliveriesRetry,
 			fmt.Sprintf(`%s, %s, '{failed,sent}', '{"451",""}', '{2026-01-01T00:00:00Z,NULL}', '{f,f}', now(), '{f,t}', '{"",""}', '{f,f}'`, ids, times),
-			"notify_deliveries_pkey"},
+			"notify_deliveries_legacy_pkey"},
 		{"settleDigestsSQL", digests,
 			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now(), '{"",""}', '{f,f}'`, ids, times),
-			"notify_deliveries_digest_flight_idx"},
+			"notify_deliveries_legacy_digest_flight_idx"},
 	} {
 		if _, err := conn.Exec(ctx, `PREPARE plan_test AS `+c.sql); err != nil {
 			t.Fatalf("%s: prepare: %v", c.name, err)
@@ -86,7 +86,10 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := plan.String()
-		if !strings.Contains(p, c.want) || strings.Contains(p, "notify_deliveries_retry_idx") || strings.Contains(p, "Seq Scan on notify_deliveries") {
+		// The ledger is partitioned (00018_partition_inbox_ledger.sql): the
+		// rows are in the legacy partition (their notification's id is of
+		// 2024); the empty month partitions are read as they please.
+		if !strings.Contains(p, c.want) || strings.Contains(p, "_retry_idx") || strings.Contains(p, "Seq Scan on notify_deliveries_legacy") {
 			t.Errorf("%s: the generic plan should reach the rows through %s only:\n%s", c.name, c.want, p)
 		}
 	}

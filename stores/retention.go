@@ -12,9 +12,14 @@ import (
 // number of row locks or generates an unbounded amount of WAL at once; the
 // caller loops until a batch comes back short.
 
+// The inbox and the ledger are partitioned by month of notification id
+// (00018_partition_inbox_ledger.sql) and retention drops whole months first
+// (DropLedgerMonths); these deletes trim what is left: the default partition
+// and the months not droppable yet (their newest rows are recent). Rows are
+// named by the whole primary key, so each is found in its own partition.
 const deleteOldInboxSQL = `
 DELETE FROM notify_inbox
-WHERE id IN (SELECT id FROM notify_inbox WHERE created_at < $1 ORDER BY created_at LIMIT $2)`
+WHERE (id, notification_id) IN (SELECT id, notification_id FROM notify_inbox WHERE created_at < $1 ORDER BY created_at LIMIT $2)`
 
 // deleteOldDeliveriesSQL removes settled ledger rows. A row that is somehow
 // still unsettled is kept: nothing disappears before it reached a terminal
@@ -22,11 +27,22 @@ WHERE id IN (SELECT id FROM notify_inbox WHERE created_at < $1 ORDER BY created_
 // delivery ids are UUIDv7, made when the row is, and $4 is the first id of
 // the cutoff's millisecond (uuidv7.Floor), so the scan reads old rows only,
 // oldest first, with no index on created_at to keep up on every write.
+//
+// A delivery's failed attempts go with it: the partitioned ledger has no
+// foreign key to cascade the delete.
 const deleteOldDeliveriesSQL = `
-DELETE FROM notify_deliveries
-WHERE id IN (SELECT id FROM notify_deliveries
-             WHERE id < $4::uuid AND created_at < $1 AND status <> ALL($3::text[])
-             ORDER BY id LIMIT $2)`
+WITH gone AS (
+    DELETE FROM notify_deliveries
+    WHERE (id, notification_id) IN (SELECT id, notification_id FROM notify_deliveries
+                                    WHERE id < $4::uuid AND created_at < $1 AND status <> ALL($3::text[])
+                                    ORDER BY id LIMIT $2)
+    RETURNING id, notification_id
+), attempts AS (
+    DELETE FROM notify_delivery_attempts a
+    WHERE a.delivery_id = ANY(ARRAY(SELECT id FROM gone))
+      AND (a.delivery_id, a.notification_id) IN (SELECT id, notification_id FROM gone)
+)
+SELECT count(*) FROM gone`
 
 // compactOldNotificationsSQL empties the bulky columns (inline recipients,
 // params) of finished notifications older than the deliveries retention that
@@ -42,9 +58,11 @@ WHERE n.id IN (SELECT id FROM notify_notifications
                  AND (params <> '{}' OR cardinality(recipients) > 0 OR cardinality(topics) > 0)
                ORDER BY created_at LIMIT $2)
   AND NOT EXISTS (SELECT 1 FROM notify_deliveries d WHERE d.notification_id = n.id)
-  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key)`
+  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notification_id = n.id)`
 
-// unsettledStatuses are the statuses retention never deletes.
+// unsettledStatuses are the statuses retention never deletes (the partition
+// drop, notify_ledger_drop_before, checks the same list through the partial
+// indexes that cover them).
 var unsettledStatuses = []string{"pending", "sending", "failed", "rate_limited", "digest_pending", "digest_sending",
 	"scheduled"}
 
@@ -79,6 +97,9 @@ type RetentionResult struct {
 	Inbox, Deliveries, Changes, Notifications int64
 	// ChangeDays counts the change log's day partitions dropped whole.
 	ChangeDays int64
+	// InboxMonths and DeliveryMonths count the inbox's and the ledger's
+	// partitions (months, or the legacy partition) dropped whole.
+	InboxMonths, DeliveryMonths int64
 }
 
 // DeleteExpired deletes at most batch rows of each kind older than the cutoffs.
@@ -89,10 +110,10 @@ func DeleteExpired(ctx context.Context, db DB, c RetentionCutoffs, batch int) (R
 		return r, fmt.Errorf("retention: inbox: %w", err)
 	}
 	r.Inbox = tag.RowsAffected()
-	if tag, err = db.Exec(ctx, deleteOldDeliveriesSQL, c.Deliveries, batch, unsettledStatuses, uuidv7.Floor(c.Deliveries)); err != nil {
+	if err = db.QueryRow(ctx, deleteOldDeliveriesSQL, c.Deliveries, batch, unsettledStatuses, uuidv7.Floor(c.Deliveries)).
+		Scan(&r.Deliveries); err != nil {
 		return r, fmt.Errorf("retention: deliveries: %w", err)
 	}
-	r.Deliveries = tag.RowsAffected()
 	if r.Changes, err = DeleteChangesBefore(ctx, db, c.Changes, batch); err != nil {
 		return r, fmt.Errorf("retention: %w", err)
 	}
