@@ -91,8 +91,28 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s
 		return measurement{}, err
 	}
 	defer d.stop()
-	time.Sleep(300 * time.Millisecond)
 	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	// The warm-up of the email row it is measured against
+	// (emailScenario.warmUp): one round of the same pushes, settled, then
+	// every table analyzed.
+	if _, _, err := sendCommitted(ctx, pool, client, notifyd.Notification{Notifier: "bench.push", Key: "push-0",
+		Recipients: inlineRecipients(n), Params: benchParams}, nil); err != nil {
+		return measurement{}, err
+	}
+	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
+		if sink.Count()+len(sink.Failures()) < n {
+			return false, nil
+		}
+		var open int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM notify_deliveries WHERE status IN ('pending', 'sending')`).Scan(&open)
+		return open == 0, err
+	}); err != nil {
+		return measurement{}, fmt.Errorf("push warm-up: %d of %d: %w", sink.Count(), n, err)
+	}
+	if err := analyzeAll(ctx, pool); err != nil {
+		return measurement{}, err
+	}
+	base := sink.Count()
 	nf := notifyd.Notification{Notifier: "bench.push", Key: "push-1", Recipients: inlineRecipients(n), Params: benchParams}
 	h.waitQuiet(ctx)
 
@@ -112,10 +132,10 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s
 	// ledger to say so (polling the ledger all along would take database
 	// time from the daemon being measured).
 	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
-		return sink.Count()+len(sink.Failures()) >= n, nil
+		return sink.Count()-base+len(sink.Failures()) >= n, nil
 	}); err != nil {
 		stopProf()
-		return measurement{}, fmt.Errorf("%d of %d pushes received: %w", sink.Count(), n, err)
+		return measurement{}, fmt.Errorf("%d of %d pushes received: %w", sink.Count()-base, n, err)
 	}
 	var last [2]int
 	done, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
@@ -130,10 +150,10 @@ FROM notify_deliveries WHERE notification_id = $1`, id).Scan(&sent, &terminal)
 	cpu := h.cpu().sub(cpu0)
 	stopProf()
 	if err != nil {
-		return measurement{}, fmt.Errorf("ledger: %d sent, %d terminal of %d (%d decrypted): %w", last[0], last[1], n, sink.Count(), err)
+		return measurement{}, fmt.Errorf("ledger: %d sent, %d terminal of %d (%d decrypted): %w", last[0], last[1], n, sink.Count()-base, err)
 	}
-	if last[0] != n || sink.Count() != n {
-		return measurement{}, fmt.Errorf("%d of %d deliveries sent, %d decrypted (refused: %v)", last[0], n, sink.Count(),
+	if last[0] != n || sink.Count()-base != n {
+		return measurement{}, fmt.Errorf("%d of %d deliveries sent, %d decrypted (refused: %v)", last[0], n, sink.Count()-base,
 			firstN(sink.Failures(), 3))
 	}
 	elapsed := done.Sub(committed)

@@ -244,15 +244,15 @@ WITH req AS (
     SELECT r.recipient, r.digest_id::uuid AS digest_id, r.ord
     FROM unnest($1::text[], $2::text[], $3::int[]) AS r(recipient, digest_id, ord)
 ), cand AS (
-    SELECT DISTINCT ON (d.id) d.id, r.ord
+    SELECT DISTINCT ON (d.id) d.id, d.notification_id, r.ord
     FROM req r
     JOIN notify_deliveries d ON d.digest_id = r.digest_id AND d.recipient = r.recipient
                             AND d.status = 'digest_pending'
     ORDER BY d.id, r.ord
 ), locked AS (
-    SELECT d.id, c.ord, n.status = 'cancelled' AS cancelled, n.params, ` + digestUnlessMetSQL + ` AS unless_met
+    SELECT d.id, d.notification_id, c.ord, n.status = 'cancelled' AS cancelled, n.params, ` + digestUnlessMetSQL + ` AS unless_met
     FROM cand c
-    JOIN notify_deliveries d ON d.id = c.id
+    JOIN notify_deliveries d ON d.id = c.id AND d.notification_id = c.notification_id
     JOIN notify_notifications n ON n.id = d.notification_id
     WHERE d.status = 'digest_pending'
     ORDER BY d.recipient, d.created_at, d.id
@@ -260,7 +260,7 @@ WITH req AS (
 ), claimed AS (
     UPDATE notify_deliveries d` + claimDigestRowsSQL + `
     FROM locked l
-    WHERE d.id = l.id
+    WHERE d.id = l.id AND d.notification_id = l.notification_id
     RETURNING l.ord, d.id, d.notification_id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
               d.digest_due_at, d.attempts, l.params
 ), held AS (
@@ -306,16 +306,16 @@ WITH req AS (
     SELECT r.recipient, r.due_at, r.digest_id::uuid AS digest_id, r.ord
     FROM unnest($1::text[], $2::timestamptz[], $3::text[]) WITH ORDINALITY AS r(recipient, due_at, digest_id, ord)
 ), cand AS (
-    SELECT DISTINCT ON (d.id) d.id, r.ord, r.digest_id, r.due_at
+    SELECT DISTINCT ON (d.id) d.id, d.notification_id, r.ord, r.digest_id, r.due_at
     FROM req r
     JOIN notify_deliveries d ON d.recipient = r.recipient AND d.status = 'digest_pending'
                             AND d.digest_id IS NULL AND d.created_at < r.due_at
     ORDER BY d.id, r.ord
 ), locked AS (
-    SELECT d.id, c.ord, c.digest_id, c.due_at, n.status = 'cancelled' AS cancelled, n.params,
+    SELECT d.id, d.notification_id, c.ord, c.digest_id, c.due_at, n.status = 'cancelled' AS cancelled, n.params,
            ` + digestUnlessMetSQL + ` AS unless_met
     FROM cand c
-    JOIN notify_deliveries d ON d.id = c.id
+    JOIN notify_deliveries d ON d.id = c.id AND d.notification_id = c.notification_id
     JOIN notify_notifications n ON n.id = d.notification_id
     WHERE d.status = 'digest_pending' AND d.digest_id IS NULL
     ORDER BY d.recipient, d.created_at, d.id
@@ -325,7 +325,7 @@ WITH req AS (
         digest_id = CASE WHEN l.cancelled THEN NULL ELSE l.digest_id END,
         digest_due_at = CASE WHEN l.cancelled THEN NULL ELSE l.due_at END
     FROM locked l
-    WHERE d.id = l.id
+    WHERE d.id = l.id AND d.notification_id = l.notification_id
     RETURNING l.ord, d.id, d.notification_id, d.notifier, d.key, d.recipient, d.reason, d.created_at, d.status, d.claimed_at,
               d.digest_due_at, d.attempts, l.params
 ), held AS (
