@@ -93,24 +93,13 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s
 	defer d.stop()
 	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	// The warm-up of the email row it is measured against
-	// (emailScenario.warmUp): one round of the same pushes, settled, then
-	// every table analyzed.
-	if _, _, err := sendCommitted(ctx, pool, client, notifyd.Notification{Notifier: "bench.push", Key: "push-0",
-		Recipients: inlineRecipients(n), Params: benchParams}, nil); err != nil {
-		return measurement{}, err
-	}
-	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
-		if sink.Count()+len(sink.Failures()) < n {
-			return false, nil
-		}
-		var open int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM notify_deliveries WHERE status IN ('pending', 'sending')`).Scan(&open)
-		return open == 0, err
-	}); err != nil {
-		return measurement{}, fmt.Errorf("push warm-up: %d of %d: %w", sink.Count(), n, err)
-	}
-	if err := analyzeAll(ctx, pool); err != nil {
-		return measurement{}, err
+	// (emailScenario.warmUp): one round of the same pushes.
+	if err := warmUp(ctx, pool, n, func() error {
+		_, _, err := sendCommitted(ctx, pool, client, notifyd.Notification{Notifier: "bench.push", Key: "push-0",
+			Recipients: inlineRecipients(n), Params: benchParams}, nil)
+		return err
+	}, func() int { return sink.Count() + len(sink.Failures()) }); err != nil {
+		return measurement{}, fmt.Errorf("push %w", err)
 	}
 	base := sink.Count()
 	nf := notifyd.Notification{Notifier: "bench.push", Key: "push-1", Recipients: inlineRecipients(n), Params: benchParams}

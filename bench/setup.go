@@ -203,34 +203,50 @@ func startEmailScenario(ctx context.Context, h *harness, label string, n int, si
 // With single, warm up with n notifications of one recipient each (the
 // commit → email scenario's traffic), else with one to all n.
 func (sc *emailScenario) warmUp(ctx context.Context, n int, single bool) error {
-	before := sc.sink.Count()
+	send := func() error {
+		_, _, err := sendCommitted(ctx, sc.pool, sc.client, notifyd.Notification{Notifier: notifierEmail,
+			Key: "warm-up", Recipients: inlineRecipients(n), Params: benchParams}, nil)
+		return err
+	}
 	if single {
-		for i := range n {
-			if _, _, err := sendCommitted(ctx, sc.pool, sc.client, notifyd.Notification{Notifier: notifierEmail,
-				Key: fmt.Sprintf("warm-up-%05d", i), Recipients: []notifyd.Recipient{{ID: recipientID(i + 1)}},
-				Params: benchParams}, nil); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+		send = func() error {
+			for i := range n {
+				if _, _, err := sendCommitted(ctx, sc.pool, sc.client, notifyd.Notification{Notifier: notifierEmail,
+					Key: fmt.Sprintf("warm-up-%05d", i), Recipients: []notifyd.Recipient{{ID: recipientID(i + 1)}},
+					Params: benchParams}, nil); err != nil {
+					return err
+				}
 			}
+			return nil
 		}
-	} else if _, _, err := sendCommitted(ctx, sc.pool, sc.client, notifyd.Notification{Notifier: notifierEmail,
-		Key: "warm-up", Recipients: inlineRecipients(n), Params: benchParams}, nil); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
 	}
-	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
-		if sc.sink.Count() < before+n {
-			return false, nil
-		}
-		var open int
-		err := sc.pool.QueryRow(ctx, `SELECT count(*) FROM notify_deliveries WHERE status IN ('pending', 'sending')`).Scan(&open)
-		return open == 0, err
-	}); err != nil {
-		return fmt.Errorf("warm-up: %d of %d emails: %w", sc.sink.Count()-before, n, err)
-	}
-	if err := analyzeAll(ctx, sc.pool); err != nil {
+	if err := warmUp(ctx, sc.pool, n, send, sc.sink.Count); err != nil {
 		return err
 	}
 	sc.sink.Reset()
 	return nil
+}
+
+// warmUp runs send, which makes the daemon deliver n messages, waits until
+// arrived (a sink's count) has grown by n and the ledger has no delivery
+// pending or sending, and analyzes every table: the warm-up of
+// emailScenario.warmUp, for any channel's sink.
+func warmUp(ctx context.Context, pool *pgxpool.Pool, n int, send func() error, arrived func() int) error {
+	before := arrived()
+	if err := send(); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
+		if arrived() < before+n {
+			return false, nil
+		}
+		var open int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM notify_deliveries WHERE status IN ('pending', 'sending')`).Scan(&open)
+		return open == 0, err
+	}); err != nil {
+		return fmt.Errorf("warm-up: %d of %d delivered: %w", arrived()-before, n, err)
+	}
+	return analyzeAll(ctx, pool)
 }
 
 // runningDaemon is a server.Server running in this process.
