@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -56,41 +57,72 @@ func measureEmail(ctx context.Context, h *harness, n int) (measurement, error) {
 	nf := notifyd.Notification{Notifier: notifierEmail, Key: "email-1", Recipients: inlineRecipients(n), Params: benchParams}
 	h.waitQuiet(ctx)
 
-	var cpu0 cpuTimes
+	var fannedOut time.Time
+	run, err := timeSend(ctx, h, pool, client, db.Name, "email", nf, n, sink.Count, func(id string) error {
+		if !fannedOut.IsZero() {
+			return nil
+		}
+		status, _, err := notificationStatus(ctx, pool, id)
+		if status == string(notifyd.NotificationFannedOut) {
+			fannedOut = time.Now()
+		}
+		return err
+	})
+	if err != nil {
+		return measurement{}, fmt.Errorf("email: %w", err)
+	}
+	committed, done, cpu := run.committed, run.done, run.cpu
+	if fannedOut.IsZero() {
+		fannedOut = done // its last chunk committed before its sends ran
+	}
+	elapsed := done.Sub(committed)
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
+		note: fmt.Sprintf("%d emails, %.2fs (fanned out after %.2fs), %d SMTP connections, %s", n, elapsed.Seconds(),
+			fannedOut.Sub(committed).Seconds(), sink.Connections(), cpu)}, nil
+}
+
+// timedRun is what timeSend measured.
+type timedRun struct {
+	committed, done time.Time // COMMIT returned; the ledger had every row sent
+	cpu             cpuTimes
+}
+
+// timeSend is the timed part of the rows that send one notification to n
+// recipients through the daemon (immediate email, web push): nf's COMMIT
+// (the profile and the CPU counters start just before it), the wait until
+// arrived — the sink's count of messages — has grown by n, calling tick, when
+// set, on every poll, then the wait for the ledger to settle every row, all
+// of them sent. The sink is watched first and the ledger only after: polling
+// the ledger all along would take database time from the daemon measured.
+func timeSend(ctx context.Context, h *harness, pool *pgxpool.Pool, client *notifyd.Client, dbName, scenario string,
+	nf notifyd.Notification, n int, arrived func() int, tick func(id string) error) (timedRun, error) {
+	before := arrived()
+	var run timedRun
 	var stopProf func()
 	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
-		stopProf = h.prof.start(ctx, "email", db.Name)
-		cpu0 = h.cpu()
+		stopProf = h.prof.start(ctx, scenario, dbName)
+		run.cpu = h.cpu()
 	})
 	if err != nil {
 		if stopProf != nil {
 			stopProf()
 		}
-		return measurement{}, err
+		return run, err
 	}
-	var fannedOut time.Time
-	_, err = waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
-		if fannedOut.IsZero() {
-			status, _, err := notificationStatus(ctx, pool, id)
-			if err != nil {
+	defer stopProf()
+	run.committed = committed
+	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
+		if tick != nil {
+			if err := tick(id); err != nil {
 				return false, err
 			}
-			if status == string(notifyd.NotificationFannedOut) {
-				fannedOut = time.Now()
-			}
 		}
-		return sink.Count() >= n, nil
-	})
-	if err != nil {
-		stopProf()
-		return measurement{}, fmt.Errorf("%d of %d emails received: %w", sink.Count(), n, err)
+		return arrived()-before >= n, nil
+	}); err != nil {
+		return run, fmt.Errorf("%d of %d messages received: %w", arrived()-before, n, err)
 	}
-	if fannedOut.IsZero() {
-		fannedOut = time.Now() // its last chunk committed before its sends ran
-	}
-	// Every message is in the sink; now wait for the ledger to say so.
 	var last [2]int
-	done, err := waitUntil(ctx, 5*time.Millisecond, time.Minute, func() (bool, error) {
+	run.done, err = waitUntil(ctx, 5*time.Millisecond, time.Minute, func() (bool, error) {
 		var sent, terminal int
 		err := pool.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE status = 'sent'),
@@ -99,18 +131,14 @@ FROM notify_deliveries WHERE notification_id = $1`, id).Scan(&sent, &terminal)
 		last = [2]int{sent, terminal}
 		return terminal >= n, err
 	})
-	cpu := h.cpu().sub(cpu0)
-	stopProf()
+	run.cpu = h.cpu().sub(run.cpu)
 	if err != nil {
-		return measurement{}, fmt.Errorf("ledger: %d sent, %d terminal of %d: %w", last[0], last[1], n, err)
+		return run, fmt.Errorf("ledger: %d sent, %d terminal of %d: %w", last[0], last[1], n, err)
 	}
 	if last[0] != n {
-		return measurement{}, fmt.Errorf("only %d of %d deliveries sent", last[0], n)
+		return run, fmt.Errorf("only %d of %d deliveries sent", last[0], n)
 	}
-	elapsed := done.Sub(committed)
-	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
-		note: fmt.Sprintf("%d emails, %.2fs (fanned out after %.2fs), %d SMTP connections, %s", n, elapsed.Seconds(),
-			fannedOut.Sub(committed).Seconds(), sink.Connections(), cpu)}, nil
+	return run, nil
 }
 
 // vsImmediate is a row of a scenario measured against immediate email:

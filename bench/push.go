@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webpush"
@@ -104,47 +103,15 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS s
 	base := sink.Count()
 	nf := notifyd.Notification{Notifier: "bench.push", Key: "push-1", Recipients: inlineRecipients(n), Params: benchParams}
 	h.waitQuiet(ctx)
-
-	var cpu0 cpuTimes
-	var stopProf func()
-	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
-		stopProf = h.prof.start(ctx, "push", db.Name)
-		cpu0 = h.cpu()
-	})
+	run, err := timeSend(ctx, h, pool, client, db.Name, "push", nf, n,
+		func() int { return sink.Count() + len(sink.Failures()) }, nil)
+	if err == nil && sink.Count()-base != n {
+		err = fmt.Errorf("%d of %d decrypted", sink.Count()-base, n)
+	}
 	if err != nil {
-		if stopProf != nil {
-			stopProf()
-		}
-		return measurement{}, err
+		return measurement{}, fmt.Errorf("web push: %w (refused: %v)", err, firstN(sink.Failures(), 3))
 	}
-	// As for email: wait on the push service's count first, then for the
-	// ledger to say so (polling the ledger all along would take database
-	// time from the daemon being measured).
-	if _, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
-		return sink.Count()-base+len(sink.Failures()) >= n, nil
-	}); err != nil {
-		stopProf()
-		return measurement{}, fmt.Errorf("%d of %d pushes received: %w", sink.Count()-base, n, err)
-	}
-	var last [2]int
-	done, err := waitUntil(ctx, 5*time.Millisecond, emailTimeout, func() (bool, error) {
-		var sent, terminal int
-		err := pool.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE status = 'sent'),
-       count(*) FILTER (WHERE status NOT IN ('pending', 'sending', 'failed', 'rate_limited'))
-FROM notify_deliveries WHERE notification_id = $1`, id).Scan(&sent, &terminal)
-		last = [2]int{sent, terminal}
-		return terminal >= n, err
-	})
-	cpu := h.cpu().sub(cpu0)
-	stopProf()
-	if err != nil {
-		return measurement{}, fmt.Errorf("ledger: %d sent, %d terminal of %d (%d decrypted): %w", last[0], last[1], n, sink.Count()-base, err)
-	}
-	if last[0] != n || sink.Count()-base != n {
-		return measurement{}, fmt.Errorf("%d of %d deliveries sent, %d decrypted (refused: %v)", last[0], n, sink.Count()-base,
-			firstN(sink.Failures(), 3))
-	}
+	committed, done, cpu := run.committed, run.done, run.cpu
 	elapsed := done.Sub(committed)
 	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
 		note: fmt.Sprintf("%d pushes decrypted and VAPID-checked by the local push service, %.2fs, %s", n, elapsed.Seconds(), cpu)}, nil
