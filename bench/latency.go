@@ -91,21 +91,18 @@ func measureLatency(ctx context.Context, h *harness, n int, rate float64) ([]tim
 	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	h.waitQuiet(ctx)
 	cpu0 := h.cpu()
-	interval := time.Duration(float64(time.Second) / rate)
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	start := time.Now()
-	for i := range n {
-		<-ticker.C
+	sending, err := paced(ctx, n, rate, func(i int) error {
 		key := fmt.Sprintf("latency-%05d", i)
 		_, committed, err := sendCommitted(ctx, pool, client, notifyd.Notification{Notifier: notifierInApp, Key: key,
 			Recipients: []notifyd.Recipient{{ID: latencyRecipient}}, Params: benchParams}, nil)
-		if err != nil {
-			return nil, measurement{}, err
+		if err == nil {
+			st.commit(key, committed)
 		}
-		st.commit(key, committed)
+		return err
+	})
+	if err != nil {
+		return nil, measurement{}, err
 	}
-	sending := time.Since(start)
 	if _, err := waitUntil(ctx, 10*time.Millisecond, 30*time.Second, func() (bool, error) {
 		select {
 		case err := <-streamErr:

@@ -60,20 +60,18 @@ func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([
 	stopProf := h.prof.start(ctx, "maillatency", db.Name)
 	defer stopProf()
 	cpu0 := h.cpu()
-	ticker := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer ticker.Stop()
-	start := time.Now()
-	for i := range n {
-		<-ticker.C
+	sending, err := paced(ctx, n, rate, func(i int) error {
 		_, committed, err := sendCommitted(ctx, pool, client, notifyd.Notification{Notifier: notifierEmail,
 			Key: fmt.Sprintf("mail-latency-%05d", i), Recipients: []notifyd.Recipient{{ID: recipientID(i + 1)}},
 			Params: benchParams}, nil)
-		if err != nil {
-			return nil, measurement{}, err
+		if err == nil {
+			arrivals.commit(fmt.Sprintf("user%d@bench.test", i+1), committed)
 		}
-		arrivals.commit(fmt.Sprintf("user%d@bench.test", i+1), committed)
+		return err
+	})
+	if err != nil {
+		return nil, measurement{}, err
 	}
-	sending := time.Since(start)
 	if _, err := waitUntil(ctx, 10*time.Millisecond, time.Minute, func() (bool, error) {
 		return arrivals.matched() >= n, nil
 	}); err != nil {
