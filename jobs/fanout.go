@@ -96,6 +96,9 @@ func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) err
 	// Chunks are written unguarded (see stores.WriteChunk) until one meets
 	// rows that exist already.
 	guarded := false
+	// Lane 0's first transaction of its first attempt normalises the
+	// audience: it locks the notification for update from the start.
+	normalizing := job.Args.Lane == 0 && job.Attempt <= 1
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -105,7 +108,8 @@ func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) err
 			// cursor at once, so no run outlives River's rescue window.
 			return river.JobSnooze(time.Millisecond)
 		}
-		done, err := w.step(ctx, job, guarded)
+		done, err := w.step(ctx, job, guarded, normalizing)
+		normalizing = false
 		if errors.Is(err, stores.ErrChunkConflict) && !guarded {
 			// Rows of this chunk exist already (a replayed fan-out): from
 			// here on, write guarded, skipping what exists.
@@ -130,7 +134,11 @@ func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) err
 
 // step runs one transaction: normalisation, or one chunk of the job's lane.
 // It reports whether the job is finished (its work committed).
-func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], guarded bool) (done bool, err error) {
+//
+// With normalizing, the notification is locked for update at once (what a
+// normalisation needs) rather than shared and then upgraded: one round trip
+// fewer in the only transaction of a small notification.
+func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], guarded, normalizing bool) (done bool, err error) {
 	d := w.Deps
 	id, lane := job.Args.NotificationID, job.Args.Lane
 	log := d.logger().With("notification_id", id, "lane", lane, "job_id", job.ID)
@@ -140,7 +148,7 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
-	st, err := stores.LockFanout(ctx, tx, id, lane)
+	st, err := stores.LockFanout(ctx, tx, id, lane, normalizing)
 	if errors.Is(err, stores.ErrNotFound) {
 		log.WarnContext(ctx, "fan-out of a notification that does not exist")
 		return true, w.complete(ctx, tx, job)
@@ -293,8 +301,10 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 	nf *config.Notifier, item channels.InboxItem, guarded bool, log *slog.Logger) (done bool, err error) {
 	d := w.Deps
 	// The share lock becomes an update lock: this transaction rewrites the row.
-	if err := stores.LockNotificationForUpdate(ctx, tx, st.ID); err != nil {
-		return false, err
+	if !st.ForUpdate {
+		if err := stores.LockNotificationForUpdate(ctx, tx, st.ID); err != nil {
+			return false, err
+		}
 	}
 	lanes := w.maxLanes()
 	aud, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor, lanes)

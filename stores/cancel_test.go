@@ -25,7 +25,7 @@ func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stores.LockFanout(ctx, chunk, nid, 0); err != nil {
+	if _, err := stores.LockFanout(ctx, chunk, nid, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chunk.Exec(ctx, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)

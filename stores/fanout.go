@@ -26,6 +26,9 @@ type FanoutState struct {
 	Params     json.RawMessage
 	Status     string
 	Normalized bool
+	// ForUpdate says the notification row is locked for update (LockFanout
+	// asked to), not only shared: the normalisation needs no second lock.
+	ForUpdate bool
 	// Lane is the job's lane; nil before normalisation.
 	Lane *FanoutLane
 }
@@ -44,19 +47,32 @@ FROM notify_notifications
 WHERE id = $1
 FOR SHARE`
 
+// lockFanoutForUpdateSQL is lockFanoutSQL with the update lock a
+// normalisation needs.
+const lockFanoutForUpdateSQL = `
+SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized
+FROM notify_notifications
+WHERE id = $1
+FOR UPDATE`
+
 const lockLaneSQL = `
 SELECT lane, cursor, inline_pos, done
 FROM notify_fanout_lanes
 WHERE notification_id = $1 AND lane = $2
 FOR UPDATE`
 
-// LockFanout reads notification id with a share lock and its lane with an
-// update lock, both until tx ends, in one round trip.
-func LockFanout(ctx context.Context, tx DB, id string, lane int) (*FanoutState, error) {
-	var s FanoutState
+// LockFanout reads notification id with a share lock (an update lock with
+// forUpdate: the caller expects to normalise it) and its lane with an update
+// lock, both until tx ends, in one round trip.
+func LockFanout(ctx context.Context, tx DB, id string, lane int, forUpdate bool) (*FanoutState, error) {
+	s := FanoutState{ForUpdate: forUpdate}
 	var found bool
 	b := &pgx.Batch{}
-	b.Queue(lockFanoutSQL, id).QueryRow(func(row pgx.Row) error {
+	q := lockFanoutSQL
+	if forUpdate {
+		q = lockFanoutForUpdateSQL
+	}
+	b.Queue(q, id).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params, &s.Status, &s.Normalized)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -186,18 +202,21 @@ type Audience struct {
 // its audience, with the recipient ids that cut it into lanes ranges of about
 // equal size (none for one lane).
 func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool, lanes int) (*Audience, error) {
-	// The dedupe sort and the audience count of a large list spill to disk
-	// at PostgreSQL's default work_mem; this transaction does nothing else.
-	if _, err := tx.Exec(ctx, setNormalizeWorkMemSQL); err != nil {
-		return nil, fmt.Errorf("normalize audience of %s: %w", id, err)
-	}
 	q := make([]float64, max(lanes-1, 0))
 	for i := range q {
 		q[i] = float64(i+1) / float64(lanes)
 	}
 	var a Audience
 	var size int64
-	if err := tx.QueryRow(ctx, normalizeAudienceSQL, id, reasons, notifyActor, q).Scan(&size, &a.Topics, &a.Bounds); err != nil {
+	b := &pgx.Batch{}
+	// The dedupe sort and the audience count of a large list spill to disk
+	// at PostgreSQL's default work_mem; this transaction does nothing else.
+	// One round trip for both.
+	b.Queue(setNormalizeWorkMemSQL)
+	b.Queue(normalizeAudienceSQL, id, reasons, notifyActor, q).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&size, &a.Topics, &a.Bounds)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("normalize audience of %s: %w", id, err)
 	}
 	a.Size = int(size)
