@@ -130,6 +130,49 @@ func TokensValidAfter(ctx context.Context, db DB, recipient string) (time.Time, 
 	return *t, nil
 }
 
+// revokedStreamsSQL reads, of recipients $1 each holding tokens issued at or
+// after $2 (the oldest iat among its open streams), those whose
+// tokens_valid_after is later than that: some of their streams run on a
+// revoked token. One primary-key probe per recipient.
+const revokedStreamsSQL = `
+SELECT r.id, r.tokens_valid_after
+FROM unnest($1::text[], $2::timestamptz[]) AS x(id, iat)
+JOIN notify_recipients r ON r.id = x.id
+WHERE r.tokens_valid_after > x.iat`
+
+// RevokedSince returns, for the recipients whose tokens_valid_after is later
+// than their entry in oldest (the oldest iat among tokens in use), that
+// tokens_valid_after: every token of theirs issued before it is revoked. The
+// stream hub asks it for its open streams.
+func RevokedSince(ctx context.Context, db DB, oldest map[string]time.Time) (map[string]time.Time, error) {
+	if len(oldest) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(oldest))
+	iats := make([]time.Time, 0, len(oldest))
+	for id, iat := range oldest {
+		ids, iats = append(ids, id), append(iats, iat)
+	}
+	rows, err := db.Query(ctx, revokedStreamsSQL, ids, iats)
+	if err != nil {
+		return nil, fmt.Errorf("read revoked tokens of %d recipients: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var id string
+		var after time.Time
+		if err := rows.Scan(&id, &after); err != nil {
+			return nil, err
+		}
+		out[id] = after
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read revoked tokens of %d recipients: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 // rawOrNil is raw as a jsonb parameter: SQL NULL for nil or JSON null.
 func rawOrNil(raw json.RawMessage) any {
 	if len(raw) == 0 || string(raw) == "null" {

@@ -104,7 +104,9 @@ type HandlerOptions struct {
 // expires (the claims' ExpiresAt, by Clock): the last event is "reauth"
 // (data {}, no id), and the client reconnects with a fresh token and its
 // Last-Event-ID (an EventSource reconnecting by itself would present the
-// expired token and get a 401).
+// expired token and get a 401). The same happens, within the Hub's revocation
+// check (every 5 s), when the recipient's tokens_valid_after moves past the
+// token's iat while the stream is open.
 func Handler(h *Hub, auth func(*http.Request) (notifyd.RecipientClaims, error), opts HandlerOptions) http.Handler {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
@@ -170,7 +172,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Subscribe before reading the database: whatever commits from now on
 	// reaches the subscription, and whatever committed before is in the
 	// database reads below. The overlap is dropped by seq.
-	sub, err := h.hub.subscribe(ctx, recipient, h.opts.Buffer)
+	sub, err := h.hub.subscribe(ctx, recipient, claims.IssuedAt, h.opts.Buffer)
 	if err != nil {
 		if ctx.Err() == nil {
 			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeNotReady,
@@ -321,7 +323,8 @@ func (h *handler) reset(ctx context.Context, s *sse, recipient, why string) (int
 }
 
 // live forwards the Hub's batches newer than last until the stream ends. At
-// expires (when not zero) it sends "reauth" and ends it.
+// expires (when not zero), or when the Hub finds the token revoked, it sends
+// "reauth" and ends it.
 func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int64, expires time.Time) {
 	heartbeat := time.NewTicker(h.opts.Heartbeat)
 	defer heartbeat.Stop()
@@ -334,9 +337,12 @@ func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int6
 	for {
 		select {
 		case <-expired:
-			// No id: the client's position stays that of the last change.
-			s.buf.WriteString("event: reauth\ndata: {}\n\n")
-			_ = s.flush()
+			reauth(s)
+			return
+		case <-sub.revoked:
+			// Revoked since it opened: the client reconnects with a fresh
+			// token (the revoked one would get a 401) and its Last-Event-ID.
+			reauth(s)
 			return
 		case <-ctx.Done():
 			return
@@ -367,6 +373,13 @@ func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int6
 			}
 		}
 	}
+}
+
+// reauth writes the event that ends a stream whose token is no longer good.
+// No id: the client's position stays that of the last change.
+func reauth(s *sse) {
+	s.buf.WriteString("event: reauth\ndata: {}\n\n")
+	_ = s.flush()
 }
 
 // fail ends a stream on a database error: as a JSON error when nothing was

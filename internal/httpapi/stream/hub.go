@@ -56,6 +56,11 @@ const (
 	// idlePoll is how often a Hub without clients moves its head on, so a
 	// new subscription starts close to it.
 	idlePoll = 2 * time.Second
+	// revokeCheck is how often a Hub with clients asks whether any of their
+	// tokens was revoked (tokens_valid_after moved past its iat): the bound
+	// on how long a stream runs on a revoked token. One statement per check,
+	// a primary-key probe per connected recipient.
+	revokeCheck = 5 * time.Second
 	// listenCheck is how long the listener waits for a notification before
 	// it pings its connection, so a dead TCP connection is noticed.
 	listenCheck = 30 * time.Second
@@ -95,6 +100,9 @@ type Hub struct {
 	// epoch is that of the log the positions below are in; only Run's
 	// goroutine reads and writes it.
 	epoch string
+	// revokeEvery is how often revocations are checked (revokeCheck; tests
+	// shorten it before Run).
+	revokeEvery time.Duration
 
 	mu      sync.Mutex
 	subs    map[string]map[*subscription]struct{} // by recipient
@@ -120,6 +128,8 @@ func NewHub(pool *pgxpool.Pool, logger *slog.Logger) *Hub {
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
 		subs:   map[string]map[*subscription]struct{}{},
+
+		revokeEvery: revokeCheck,
 	}
 }
 
@@ -171,6 +181,7 @@ func (h *Hub) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { h.listen(ctx) })
+	wg.Go(func() { h.watchRevocations(ctx) })
 	defer wg.Wait()
 
 	poll := time.NewTimer(livePoll)
@@ -269,6 +280,56 @@ func (h *Hub) checkEpoch(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// watchRevocations ends, every revokeEvery, the streams whose token was
+// revoked after they opened: a recipient's tokens_valid_after moved past the
+// token's iat (PUT /v1/recipients/{id}, on any replica). Each gets revoked
+// closed (its handler sends "reauth" and ends it, as at expiry); the
+// recipient's other streams, on tokens issued later, run on. A failed check
+// is logged and made again at the next tick.
+func (h *Hub) watchRevocations(ctx context.Context) {
+	t := time.NewTicker(h.revokeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		oldest := make(map[string]time.Time, len(h.subs))
+		for r, subs := range h.subs {
+			for s := range subs {
+				if o, ok := oldest[r]; !ok || s.issuedAt.Before(o) {
+					oldest[r] = s.issuedAt
+				}
+			}
+		}
+		h.mu.Unlock()
+		if len(oldest) == 0 {
+			continue
+		}
+		revoked, err := stores.RevokedSince(ctx, h.pool, oldest)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.logger.WarnContext(ctx, "stream hub: cannot check for revoked tokens; checking again later", "err", err)
+			}
+			continue
+		}
+		h.mu.Lock()
+		for r, after := range revoked {
+			for s := range h.subs[r] {
+				if s.issuedAt.Before(after) {
+					h.logger.InfoContext(ctx, "stream token revoked; closing its stream", "recipient", r,
+						"tokens_valid_after", after)
+					h.removeLocked(s)
+					close(s.revoked)
+				}
+			}
+		}
+		h.mu.Unlock()
+	}
 }
 
 // signal asks for one more read of the log. It never blocks: a wake already
@@ -477,16 +538,20 @@ type subscription struct {
 	c         chan batch
 	// dropped is closed when the Hub drops the subscription for being slow.
 	dropped chan struct{}
-	from    int64 // guarded by hub.mu
-	removed bool  // guarded by hub.mu
+	// issuedAt is the iat of the stream's token; revoked is closed when the
+	// recipient's tokens_valid_after moves past it (watchRevocations).
+	issuedAt time.Time
+	revoked  chan struct{}
+	from     int64 // guarded by hub.mu
+	removed  bool  // guarded by hub.mu
 }
 
-// subscribe registers a stream of recipient with room for buffer pending
-// batches. It waits until Run has read the head of the log (or ctx ends, or
+// subscribe registers a stream of recipient, on a token issued at issuedAt,
+// with room for buffer pending batches. It waits until Run has read the head of the log (or ctx ends, or
 // the Hub stops). From then on, every change of recipient that commits is
 // handed to the subscription; changes committed before subscribe returned
 // may be handed to it too, and the caller reads the database for those.
-func (h *Hub) subscribe(ctx context.Context, recipient string, buffer int) (*subscription, error) {
+func (h *Hub) subscribe(ctx context.Context, recipient string, issuedAt time.Time, buffer int) (*subscription, error) {
 	select {
 	case <-h.ready:
 	case <-h.done:
@@ -499,7 +564,8 @@ func (h *Hub) subscribe(ctx context.Context, recipient string, buffer int) (*sub
 	if h.stopped {
 		return nil, ErrHubStopped
 	}
-	s := &subscription{hub: h, recipient: recipient, c: make(chan batch, buffer), dropped: make(chan struct{}), from: h.last}
+	s := &subscription{hub: h, recipient: recipient, c: make(chan batch, buffer), dropped: make(chan struct{}),
+		issuedAt: issuedAt, revoked: make(chan struct{}), from: h.last}
 	if h.subs[recipient] == nil {
 		h.subs[recipient] = map[*subscription]struct{}{}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/httpapi/stream"
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
 // At its token's exp (by the handler's clock, here an hour on) the stream
@@ -125,4 +126,60 @@ func TestStreamRefusesAMalformedQuery(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("malformed query: %s: %s", resp.Status, body)
 	}
+}
+
+// A stream whose token is revoked while it is open (tokens_valid_after moved
+// past its iat, as PUT /v1/recipients/{id} does, here by another replica's
+// hand: straight in the database) ends with reauth at the Hub's next check.
+// The recipient's stream on a token issued after the revocation time, and
+// another recipient's stream, run on.
+func TestStreamEndsWithReauthWhenItsTokenIsRevoked(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool := pgtest.NewDB(t)
+	hub := newHub(t, pool)
+	stream.SetRevokeEvery(hub, 20*time.Millisecond)
+	srv := serve(t, hub, stream.HandlerOptions{}, nil)
+	run(t, hub)
+	if _, err := pool.Exec(ctx, `INSERT INTO notify_recipients (id) VALUES ('u1'), ('u2')`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	bearer := func(recipient string, issued time.Time) http.Header {
+		tok, err := notifyd.RecipientTokenAt(secret, recipient, time.Hour, issued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return http.Header{"Authorization": {"Bearer " + tok}}
+	}
+	old := open(t, srv, nil, bearer("u1", now.Add(-time.Minute)))
+	old.expectCounts(t, 0, 0)
+	fresh := open(t, srv, nil, bearer("u1", now))
+	fresh.expectCounts(t, 0, 0)
+	other := open(t, srv, nil, bearer("u2", now.Add(-time.Minute)))
+	other.expectCounts(t, 0, 0)
+
+	// Nothing is revoked yet: a check runs and every stream stays.
+	create(t, pool, "u1", "u2")
+	for _, c := range []*client{old, fresh, other} {
+		c.expect(t, "inbox.created")
+		c.expectCounts(t, 1, 1)
+	}
+
+	if _, err := pool.Exec(ctx, `UPDATE notify_recipients SET tokens_valid_after = $1 WHERE id = 'u1'`,
+		now.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	old.expect(t, "reauth")
+	select {
+	case ev, ok := <-old.events:
+		if ok {
+			t.Fatalf("an event after reauth: %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked stream stayed open after reauth")
+	}
+	ids := create(t, pool, "u1", "u2")
+	fresh.expectCreated(t, ids[0])
+	other.expectCreated(t, ids[1])
 }
