@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Claimed is a delivery claimed by a send job, with what the channel needs.
@@ -122,22 +125,26 @@ func ClaimDeliveries(ctx context.Context, db DB, ids []string, now time.Time) ([
 // same statement, the rows whose recipient's address (per fields) is on the
 // suppression list as `suppressed`; they are not returned.
 func ClaimDeliveriesSuppressing(ctx context.Context, db DB, ids []string, now time.Time, fields AddressFields) ([]Claimed, error) {
-	rows, err := db.Query(ctx, claimSQL, ids, protectedStatuses, now, fields.Channels, fields.Fields)
-	if err != nil {
+	// On its generic plan (see genericBatch): planned for its ids, the claim
+	// took 14 ms to plan, against well under one to run.
+	var out []Claimed
+	b := genericBatch()
+	b.Queue(claimSQL, ids, protectedStatuses, now, fields.Channels, fields.Fields).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c Claimed
+			if err := rows.Scan(&c.ID, &c.NotificationID, &c.Notifier, &c.Key, &c.Recipient, &c.Channel, &c.Reason,
+				&c.Mode, &c.Attempts, &c.CreatedAt, &c.ClaimedAt, &c.LastError, &c.Params, &c.Actor, &c.Email, &c.Name,
+				&c.Locale, &c.Timezone, &c.Webhook, &c.Data, &c.Phone); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err := sendGeneric(ctx, db, b); err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
-	defer rows.Close()
-	var out []Claimed
-	for rows.Next() {
-		var c Claimed
-		if err := rows.Scan(&c.ID, &c.NotificationID, &c.Notifier, &c.Key, &c.Recipient, &c.Channel, &c.Reason,
-			&c.Mode, &c.Attempts, &c.CreatedAt, &c.ClaimedAt, &c.LastError, &c.Params, &c.Actor, &c.Email, &c.Name,
-			&c.Locale, &c.Timezone, &c.Webhook, &c.Data, &c.Phone); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Settlement is the outcome of one claimed delivery.
@@ -275,18 +282,22 @@ func SettleDeliveries(ctx context.Context, db DB, s []Settlement, now time.Time)
 	default:
 		sql = settleSQL
 	}
+	// On its generic plan (see genericBatch): a settle of one or two
+	// outcomes was planned again on every call.
+	var n int64
+	b := genericBatch()
 	if attempts {
-		var n int64
-		if err := db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-			return 0, fmt.Errorf("settle %d deliveries: %w", len(s), err)
-		}
-		return n, nil
+		b.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	} else {
+		b.Queue(sql, args...).Exec(func(tag pgconn.CommandTag) error {
+			n = tag.RowsAffected()
+			return nil
+		})
 	}
-	tag, err := db.Exec(ctx, sql, args...)
-	if err != nil {
+	if err := sendGeneric(ctx, db, b); err != nil {
 		return 0, fmt.Errorf("settle %d deliveries: %w", len(s), err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 const markWebhookGoneSQL = `

@@ -14,6 +14,9 @@ func SettleSQLs() (deliveries, deliveriesRetry, digests string) {
 	return settleSQL, settleRetrySQL, settleDigestsSQL
 }
 
+// ClaimSQL exposes the send claim to the plan test.
+func ClaimSQL() string { return claimSQL }
+
 // ProtectedStatuses exposes the statuses a cancel must leave alone to the
 // test of notify_cancel, which lists them in SQL.
 var ProtectedStatuses = protectedStatuses

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
 )
 
-// The settles must reach their rows through the primary key (deliveries) or
-// the digest-in-flight index (digests), whatever the statistics say. The
+// The send claim and the settles must reach their rows through the primary
+// key (deliveries) or the digest-in-flight index (digests), whatever the
+// statistics say. The
 // state that once misled the planner: notify_deliveries analyzed while
 // nothing was in flight, then thousands of rows in flight (an email burst).
 // With a plain `status = 'sending'` the generic plan read every row in
@@ -48,6 +50,11 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 	for _, c := range []struct {
 		name, sql, args, want string
 	}{
+		// The claim and the settles run on their generic plans always
+		// (stores.genericBatch).
+		{"claimSQL", stores.ClaimSQL(),
+			fmt.Sprintf(`%s, '{sent,cancelled}', now(), '{email}', '{email}'`, ids),
+			"notify_deliveries_legacy_pkey"},
 		{"settleSQL", deliveries,
 			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}', '{"",""}', '{f,f}'`, ids, times),
 			"notify_deliveries_legacy_pkey"},
@@ -92,5 +99,41 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 		if !strings.Contains(p, c.want) || strings.Contains(p, "_retry_idx") || strings.Contains(p, "Seq Scan on notify_deliveries_legacy") {
 			t.Errorf("%s: the generic plan should reach the rows through %s only:\n%s", c.name, c.want, p)
 		}
+	}
+}
+
+// The claim and the settle ask for their generic plans for themselves only:
+// inside an application's or a job's transaction, the statements after them
+// get the session's plan_cache_mode back.
+func TestGenericPlansEndWithTheirStatement(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	setting := func() string {
+		t.Helper()
+		var s string
+		if err := tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := setting()
+	id := "01900000-0000-7000-8000-0000000000aa"
+	if _, err := stores.ClaimDeliveries(ctx, tx, []string{id}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := setting(); got != before {
+		t.Fatalf("after the claim plan_cache_mode is %q, want %q", got, before)
+	}
+	if _, err := stores.SettleDeliveries(ctx, tx, []stores.Settlement{{ID: id, ClaimedAt: time.Now(), Status: "sent", Terminal: true}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := setting(); got != before {
+		t.Fatalf("after the settle plan_cache_mode is %q, want %q", got, before)
 	}
 }
