@@ -208,15 +208,17 @@ func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, 
 	}
 	var a Audience
 	var size int64
-	b := &pgx.Batch{}
 	// The dedupe sort and the audience count of a large list spill to disk
 	// at PostgreSQL's default work_mem; this transaction does nothing else.
-	// One round trip for both.
+	// On its generic plan (see genericBatch): made for each notification,
+	// the plan took 0.9 ms to make and 0.1 ms to run for a small audience.
+	// One round trip for all of it.
+	b := genericBatch()
 	b.Queue(setNormalizeWorkMemSQL)
 	b.Queue(normalizeAudienceSQL, id, reasons, notifyActor, q).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&size, &a.Topics, &a.Bounds)
 	})
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := sendGeneric(ctx, tx, b); err != nil {
 		return nil, fmt.Errorf("normalize audience of %s: %w", id, err)
 	}
 	a.Size = int(size)
@@ -347,21 +349,25 @@ LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE $5 AND p.id = c.recip
 // audience; with profiles, each candidate's profile fields too (left empty
 // otherwise).
 func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, scopes []string, profiles bool) ([]Candidate, error) {
-	rows, err := tx.Query(ctx, fanoutCandidatesSQL, id, window, scopes, lane, profiles)
-	if err != nil {
+	// On its generic plan (see genericBatch): made for each notification,
+	// the plan took 0.5 ms to make and 0.06 ms to run for a small audience.
+	var out []Candidate
+	b := genericBatch()
+	b.Queue(fanoutCandidatesSQL, id, window, scopes, lane, profiles).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var c Candidate
+			if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,
+				&c.Timezone, &c.Phone, &c.QuietHours, &c.Rules, &c.Mutes); err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err := sendGeneric(ctx, tx, b); err != nil {
 		return nil, fmt.Errorf("fan-out candidates of %s: %w", id, err)
 	}
-	defer rows.Close()
-	var out []Candidate
-	for rows.Next() {
-		var c Candidate
-		if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,
-			&c.Timezone, &c.Phone, &c.QuietHours, &c.Rules, &c.Mutes); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Chunk is what one fan-out transaction writes.
