@@ -25,6 +25,14 @@ const appRows = 1000
 // enqueueWarmup transactions run before each timed run and are not counted.
 const enqueueWarmup = 200
 
+// enqueueRounds is how many times each variant is measured, alternating
+// (the baseline, SendTx, notify_send, then again): each row reports the best
+// run of its variant and the best of the baseline, the ones least disturbed
+// by other work on a shared machine (every run is printed). Measured once
+// each in sequence, a machine that sped up or slowed down over the half
+// minute moved the ratios by a tenth either way.
+const enqueueRounds = 2
+
 // runEnqueue is scenario 3: application transactions/s, each an UPDATE of an
 // application row plus an enqueue, vs the same UPDATE plus a bare River
 // InsertTx of a trivial job, from conc goroutines, n transactions each run.
@@ -32,31 +40,48 @@ const enqueueWarmup = 200
 // function notify_send as another language would call it (target 0.8x). No
 // workers run: this is the cost of enqueueing.
 func runEnqueue(ctx context.Context, h *harness, n, conc int) []Result {
-	base, baseErr := measureEnqueue(ctx, h, "river", n, conc)
-	if baseErr == nil {
-		fmt.Printf("  UPDATE + River InsertTx: %s tx/s (%s)\n", formatNumber(base.rate), base.note)
-	}
-	var results []Result
-	for _, v := range []struct {
+	type variant struct {
 		variant, name, label string
 		target               float64
-	}{
+	}
+	variants := []variant{
+		{"river", "", "River InsertTx", 0},
 		{"sendtx", "enqueue: UPDATE+SendTx vs UPDATE+InsertTx", "SendTx", 0.9},
 		{"notify_send", "enqueue: UPDATE+notify_send vs UPDATE+InsertTx", "notify_send", 0.8},
-	} {
-		const unit = "tx/s"
-		m, err := measureEnqueue(ctx, h, v.variant, n, conc)
-		if err == nil {
-			fmt.Printf("  UPDATE + %s: %s tx/s (%s)\n", v.label, formatNumber(m.rate), m.note)
+	}
+	best := map[string]measurement{}
+	errs := map[string]error{}
+	for round := 1; round <= enqueueRounds; round++ {
+		for _, v := range variants {
+			if errs[v.variant] != nil {
+				continue
+			}
+			m, err := measureEnqueue(ctx, h, v.variant, n, conc)
+			if err != nil {
+				errs[v.variant] = err
+				continue
+			}
+			fmt.Printf("  round %d: UPDATE + %s: %s tx/s (%s)\n", round, v.label, formatNumber(m.rate), m.note)
+			if m.rate > best[v.variant].rate {
+				best[v.variant] = m
+			}
 		}
+	}
+	base, baseErr := best["river"], errs["river"]
+	var results []Result
+	for _, v := range variants[1:] {
+		const unit = "tx/s"
 		switch {
-		case err != nil:
-			results = append(results, errorResult(v.name, unit, ">=", v.target, "ratio", err))
+		case errs[v.variant] != nil:
+			results = append(results, errorResult(v.name, unit, ">=", v.target, "ratio", errs[v.variant]))
 		case baseErr != nil:
 			results = append(results, errorResult(v.name, unit, ">=", v.target, "ratio", fmt.Errorf("baseline: %w", baseErr)))
 		default:
+			m := best[v.variant]
 			r := ratioResult(v.name, unit, m.rate, base.rate, "River InsertTx", "tx/s", ">=", v.target)
-			results = append(results, annotate(r, n, m, &base))
+			r = annotate(r, n, m, &base)
+			r.Notes = fmt.Sprintf("best of %d alternating runs each; ", enqueueRounds) + r.Notes
+			results = append(results, r)
 		}
 	}
 	return results
