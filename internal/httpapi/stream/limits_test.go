@@ -31,14 +31,7 @@ func TestStreamEndsWithReauthWhenItsTokenExpires(t *testing.T) {
 	if ev.id != "" || ev.data != "{}" {
 		t.Fatalf("reauth: id %q data %q, want no id and {}", ev.id, ev.data)
 	}
-	select {
-	case ev, ok := <-c.events:
-		if ok {
-			t.Fatalf("an event after reauth: %+v", ev)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream stayed open after reauth")
-	}
+	expectEnded(t, c)
 	// A stream whose token has an hour to go by the handler's clock stays.
 	live := setup(t, stream.HandlerOptions{})
 	s := connect(t, live.srv, "u1", "")
@@ -171,15 +164,21 @@ func TestStreamEndsWithReauthWhenItsTokenIsRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	old.expect(t, "reauth")
+	expectEnded(t, old)
+	ids := create(t, pool, "u1", "u2")
+	fresh.expectCreated(t, ids[0])
+	other.expectCreated(t, ids[1])
+}
+
+// expectEnded waits for c's stream to end with no further event.
+func expectEnded(t *testing.T, c *client) {
+	t.Helper()
 	select {
-	case ev, ok := <-old.events:
+	case ev, ok := <-c.events:
 		if ok {
 			t.Fatalf("an event after reauth: %+v", ev)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the revoked stream stayed open after reauth")
+		t.Fatal("the stream stayed open after reauth")
 	}
-	ids := create(t, pool, "u1", "u2")
-	fresh.expectCreated(t, ids[0])
-	other.expectCreated(t, ids[1])
 }
