@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -293,21 +294,31 @@ func setKey(m *yaml.Node, key string, v *yaml.Node) {
 }
 
 // Value returns the scalar written at the dotted key within s, and whether
-// there is one.
+// there is one. A part of the key that is a number indexes a list
+// ("smtp.1.host": the host of the second entry of smtp).
 func (s *Section) Value(key string) (string, bool) {
 	if s.Empty() {
 		return "", false
 	}
 	n := resolveAlias(s.node)
 	for _, part := range strings.Split(key, ".") {
-		if n == nil || n.Kind != yaml.MappingNode {
+		if n == nil {
 			return "", false
 		}
 		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == part {
-				next = resolveAlias(n.Content[i+1])
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					next = resolveAlias(n.Content[i+1])
+				}
 			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(part); err == nil && i >= 0 && i < len(n.Content) {
+				next = resolveAlias(n.Content[i])
+			}
+		default:
+			return "", false
 		}
 		n = next
 	}

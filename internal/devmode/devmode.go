@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/notifyd/notifyd"
@@ -164,11 +165,34 @@ func unsubscribeLink(m smtptest.Message) string {
 }
 
 // ConfiguredRelay says where email goes when dev does not capture it: the
-// email channel's SMTP server as the config names it.
+// email channel's SMTP server as the config names it, or its servers in the
+// order they are tried when smtp is a list.
 func ConfiguredRelay(cfg *config.Config) string {
-	host, _ := cfg.Channels[email.Name].Value("smtp.host")
-	port, _ := cfg.Channels[email.Name].Value("smtp.port")
-	return "channels." + email.Name + "'s server, " + net.JoinHostPort(host, port)
+	sec := cfg.Channels[email.Name]
+	relay := func(prefix string) (string, bool) {
+		host, ok := sec.Value(prefix + ".host")
+		port, _ := sec.Value(prefix + ".port")
+		return net.JoinHostPort(host, port), ok
+	}
+	var relays []string
+	if r, ok := relay("smtp"); ok {
+		relays = append(relays, r)
+	}
+	for i := 0; ; i++ {
+		r, ok := relay("smtp." + strconv.Itoa(i))
+		if !ok {
+			break
+		}
+		relays = append(relays, r)
+	}
+	what := "channels." + email.Name + "'s server"
+	if len(relays) > 1 {
+		what += "s, tried in order"
+	}
+	if len(relays) == 0 {
+		return what
+	}
+	return what + ", " + strings.Join(relays, ", ")
 }
 
 // Page is GET /dev/: the captured emails, newest first (none when Mailbox
