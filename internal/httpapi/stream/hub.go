@@ -547,10 +547,11 @@ type subscription struct {
 }
 
 // subscribe registers a stream of recipient, on a token issued at issuedAt,
-// with room for buffer pending batches. It waits until Run has read the head of the log (or ctx ends, or
-// the Hub stops). From then on, every change of recipient that commits is
-// handed to the subscription; changes committed before subscribe returned
-// may be handed to it too, and the caller reads the database for those.
+// with room for buffer pending batches. It waits until Run has read the head
+// of the log (or ctx ends, or the Hub stops). From then on, every change of
+// recipient that commits is handed to the subscription; changes committed
+// before subscribe returned may be handed to it too, and the caller reads the
+// database for those.
 func (h *Hub) subscribe(ctx context.Context, recipient string, issuedAt time.Time, buffer int) (*subscription, error) {
 	select {
 	case <-h.ready:
