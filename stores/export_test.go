@@ -3,6 +3,7 @@ package stores
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -45,4 +46,20 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 		_, err = p.UpTo(ctx, version)
 	}
 	return err
+}
+
+// GenericBatch runs sqls (each without arguments, the last one a query for one
+// text value) in a batch of genericBatch on db, as the claim and the settles
+// do, and returns what the last one read.
+func GenericBatch(ctx context.Context, db DB, sqls ...string) (string, error) {
+	b := genericBatch()
+	var got string
+	for i, s := range sqls {
+		q := b.Queue(s)
+		if i == len(sqls)-1 {
+			q.QueryRow(func(row pgx.Row) error { return row.Scan(&got) })
+		}
+	}
+	err := sendGeneric(ctx, db, b)
+	return got, err
 }

@@ -6,18 +6,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// genericPlanSQL makes the statements after it in the transaction (a
-// pipelined batch is one, on a pool as on a connection) run on their prepared
-// statement's generic plan; defaultPlanSQL gives the rest of an explicit
-// transaction the session's setting back.
+// genericPlanSQL makes the statements after it in the transaction run on
+// their prepared statement's generic plan: an explicit transaction, or the
+// implicit one a pipelined batch on a pool runs in until its Sync. It is
+// set_config rather than SET LOCAL because SET LOCAL outside an explicit
+// transaction block draws a WARNING to the client and the server log on every
+// call (it applies all the same). defaultPlanSQL gives the rest of an
+// explicit transaction the session's setting back; an implicit one ends with
+// the batch, and the setting with it.
 const (
-	genericPlanSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
+	genericPlanSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
 	defaultPlanSQL = `SET LOCAL plan_cache_mode TO DEFAULT`
 )
 
 // genericBatch starts a batch whose statements run on their generic plans;
 // queue them and send it with sendGeneric, which adds the statement that ends
-// the setting: one round trip for all of it.
+// the setting inside a transaction: one round trip for all of it.
 //
 // The send path's claim and settle need it. Called with a handful of ids (a
 // trickle of single-recipient notifications), a plan made for those ids is
@@ -37,8 +41,12 @@ func genericBatch() *pgx.Batch {
 	return b
 }
 
-// sendGeneric sends a batch started by genericBatch on db.
+// sendGeneric sends a batch started by genericBatch on db. In a transaction
+// (db is a pgx.Tx) the batch ends by restoring the session's plan_cache_mode
+// for the caller's next statements.
 func sendGeneric(ctx context.Context, db DB, b *pgx.Batch) error {
-	b.Queue(defaultPlanSQL)
+	if _, inTx := db.(pgx.Tx); inTx {
+		b.Queue(defaultPlanSQL)
+	}
 	return db.SendBatch(ctx, b).Close()
 }

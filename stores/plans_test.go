@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -135,5 +138,53 @@ func TestGenericPlansEndWithTheirStatement(t *testing.T) {
 	}
 	if got := setting(); got != before {
 		t.Fatalf("after the settle plan_cache_mode is %q, want %q", got, before)
+	}
+}
+
+// Outside a transaction the claim and the settle run as a pipelined batch in
+// PostgreSQL's implicit transaction: the generic plan applies to the
+// statement after the setting, lasts no longer than the batch, and draws no
+// WARNING (SET LOCAL there drew one per call, to the client and the server
+// log). The claim and a settle on the same connection draw no notice either.
+func TestGenericPlansOutsideATransaction(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	cfg := pool.Config().ConnConfig.Copy()
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Severity+": "+n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	setting := func() string {
+		t.Helper()
+		var s string
+		if err := conn.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := setting()
+	got, err := stores.GenericBatch(ctx, conn, `SELECT current_setting('plan_cache_mode')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "force_generic_plan" {
+		t.Errorf("inside the batch plan_cache_mode is %q, want force_generic_plan", got)
+	}
+	if after := setting(); after != before {
+		t.Errorf("after the batch plan_cache_mode is %q, want %q", after, before)
+	}
+	id := "01900000-0000-7000-8000-0000000000ab"
+	if _, err := stores.ClaimDeliveries(ctx, conn, []string{id}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores.SettleDeliveries(ctx, conn, []stores.Settlement{{ID: id, ClaimedAt: time.Now(), Status: "sent", Terminal: true}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if len(notices) > 0 {
+		t.Errorf("the batches drew notices: %q", notices)
 	}
 }
