@@ -130,6 +130,17 @@ type Targeter interface {
 	Target(msg Message) string
 }
 
+// PreparedTargeter is implemented by a channel whose destinations are known
+// only from what its Preparer read for the batch: web push's push services,
+// named by the endpoints of the recipient's subscriptions. The send job calls
+// TargetPrepared with the batch's prepared value (nil when Prepare failed,
+// and then "" is the safe answer) instead of Target. The same rules apply:
+// "" is the channel as one destination.
+type PreparedTargeter interface {
+	Preparer
+	TargetPrepared(prepared any, msg Message) string
+}
+
 // URLHost is the scheme and host[:port] of a URL, lower-cased, without path
 // or credentials (a destination's name shows in the ledger's last_error), for
 // a Targeter; "(invalid url)" when raw does not parse.

@@ -95,7 +95,7 @@ func (w *SendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 		return err
 	}
 	run.prepare(ctx)
-	lanes := w.lanes(run.claimed)
+	lanes := w.lanes(run.claimed, run.prepared)
 	var wg sync.WaitGroup
 	for _, l := range lanes[1:] {
 		wg.Go(func() { run.sendLane(ctx, l) })
@@ -161,12 +161,12 @@ type lane struct {
 }
 
 // lanes is the second step: it splits the claimed batch by target.
-func (w *SendWorker) lanes(claimed []stores.Claimed) []lane {
+func (w *SendWorker) lanes(claimed []stores.Claimed, prepared map[string]any) []lane {
 	var lanes []lane
 	index := map[string]int{}
 	for i := range claimed {
 		c := &claimed[i]
-		t := w.Deps.targetOf(c)
+		t := w.Deps.targetOf(c, prepared)
 		k, ok := index[t]
 		if !ok {
 			k = len(lanes)

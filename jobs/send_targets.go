@@ -34,23 +34,32 @@ const (
 )
 
 // targetOf names the destination of a claimed delivery: what the channel's
-// Target says (a webhook's host), or else the channel itself for a
-// per-recipient delivery (email's one relay) and the channel and notifier for
-// a bulk one.
-func (d *Deps) targetOf(c *stores.Claimed) string {
+// Target says (a webhook's host; for a channels.PreparedTargeter, what it
+// says from the batch's prepared value, such as the push services of a
+// recipient's subscriptions), or else the channel itself for a per-recipient
+// delivery (email's one relay) and the channel and notifier for a bulk one.
+func (d *Deps) targetOf(c *stores.Claimed, prepared map[string]any) string {
 	var ch any
 	if c.Recipient != nil {
 		ch = d.Channels[c.Channel]
 	} else {
 		ch = d.Bulk[c.Channel]
 	}
-	if t, ok := ch.(channels.Targeter); ok {
+	pt, prep := ch.(channels.PreparedTargeter)
+	t, plain := ch.(channels.Targeter)
+	if prep || plain {
 		msg := channels.Message{DeliveryID: c.ID, NotificationID: c.NotificationID, Notifier: c.Notifier, Key: c.Key}
 		if c.Recipient != nil {
 			msg.Recipient = &channels.Recipient{ID: *c.Recipient, Email: c.Email, Name: c.Name, Locale: c.Locale,
 				Timezone: c.Timezone, WebhookURL: c.Webhook, Phone: c.Phone}
 		}
-		if name := t.Target(msg); name != "" {
+		var name string
+		if prep {
+			name = pt.TargetPrepared(prepared[c.Channel], msg)
+		} else {
+			name = t.Target(msg)
+		}
+		if name != "" {
 			return c.Channel + " " + name
 		}
 	}

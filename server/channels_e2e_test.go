@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,5 +187,115 @@ channels:
 		subs, _ := list["subscriptions"].([]any)
 		return len(subs) == 1 && subs[0].(map[string]any)["endpoint"] == browser.Endpoint &&
 			subs[0].(map[string]any)["last_success_at"] != nil
+	})
+}
+
+// Each push service is a target of its own: a push service that takes
+// requests and never answers holds up the deliveries of the recipients
+// subscribed there, and no others. Three of 300 recipients, spread over the
+// send batches, are subscribed on the hung service; the other 297 pushes,
+// to another push service, all arrive well inside the hung service's 6 s
+// timeout (one lane for the whole channel made each batch with a hung
+// recipient wait out that timeout, then park the rest of the lane).
+func TestHungPushServiceHoldsUpOnlyItsOwnDeliveries(t *testing.T) {
+	t.Parallel()
+	const n, timeout = 300, 6 * time.Second
+	pool, url := pgtest.NewDBURL(t)
+	pub, priv, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := pushtest.New(pub)
+	defer live.Close()
+	stop := make(chan struct{})
+	var held atomic.Int64
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer hung.Close()
+	defer close(stop) // runs first: Close waits for the held requests
+
+	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+  order.shipped:
+    max_recipients: 1000
+    channels:
+      web_push: {title: "Order {{.order}} shipped", body: "On its way"}
+channels:
+  web_push: {vapid_public_key: %s, vapid_private_key: %s, subject: "mailto:ops@shop.test", allow_private: true, timeout: %s}
+`, pub, priv, timeout))
+	cfg.Database.URL = url
+	ctx := context.Background()
+	onHung := map[int]bool{0: true, 150: true, 299: true}
+	var recipients []any
+	for i := range n {
+		rid := fmt.Sprintf("p%03d", i)
+		recipients = append(recipients, rid)
+		sub := live.Subscribe()
+		if onHung[i] {
+			sub.Endpoint = hung.URL + "/push/" + rid
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO notify_recipients (id) VALUES ($1)`, rid); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO notify_push_subscriptions (id, recipient, endpoint, p256dh, auth)
+			VALUES (gen_random_uuid(), $1, $2, $3, $4)`, rid, sub.Endpoint, sub.Keys.P256dh, sub.Keys.Auth); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	base := "http://" + d.Addr()
+	call := apiCaller(t, base)
+	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+
+	start := time.Now()
+	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+		"notifier": "order.shipped", "key": "o-hung", "recipients": recipients, "params": map[string]any{"order": "7"}})
+	if code != 202 {
+		t.Fatalf("POST notification = %d %v", code, res)
+	}
+	id := res["id"].(string)
+	notifydtest.Eventually(t, timeout-time.Second, "the live push service's messages", func() bool { return live.Count() >= n-len(onHung) })
+	t.Logf("%d pushes to the live service arrived %s after the send", n-len(onHung), time.Since(start).Round(time.Millisecond))
+	if f := live.Failures(); len(f) > 0 {
+		t.Fatalf("live push service refused: %v", f)
+	}
+	if held.Load() == 0 {
+		t.Fatal("the hung push service got no request: the test measured nothing")
+	}
+
+	// The hung service's deliveries time out and are due again; nothing
+	// else of the notification is left unsent.
+	notifydtest.Eventually(t, 3*timeout, "the hung service's deliveries failed at their timeout", func() bool {
+		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id) == n-len(onHung) &&
+			notifydtest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'failed'
+				AND recipient = ANY($2) AND next_attempt_at IS NOT NULL`, id, []string{"p000", "p150", "p299"}) == len(onHung)
 	})
 }

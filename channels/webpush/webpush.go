@@ -27,8 +27,8 @@
 //
 // # Outcomes
 //
-// One delivery is one message to each subscription of the recipient, one
-// after another. The delivery is sent when at least one subscription took
+// One delivery is one message to each subscription of the recipient, all
+// at once. The delivery is sent when at least one subscription took
 // it; the others are not tried again (retrying would repeat the message on
 // the devices that have it). When none did: a 429 anywhere snoozes the
 // delivery (Retry-After honoured); a 5xx, 408, timeout or connection error
@@ -39,6 +39,14 @@
 // against it. Endpoints on loopback, private and other reserved addresses
 // are refused before connecting unless channels.web_push.allow_private is
 // true.
+//
+// # Targets
+//
+// Each push service is a destination of its own (channels.PreparedTargeter):
+// a delivery's target is the push service of the recipient's subscriptions
+// (the scheme and host of the endpoints; several, joined, for a recipient
+// subscribed on more than one), so a push service that does not answer holds
+// up, parks and trips the breaker of only the deliveries that need it.
 package webpush
 
 import (
@@ -53,6 +61,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,9 +76,10 @@ import (
 )
 
 var (
-	_ channels.Channel     = (*Sender)(nil)
-	_ channels.Previewer   = (*Sender)(nil)
-	_ channels.PushService = (*Sender)(nil)
+	_ channels.Channel          = (*Sender)(nil)
+	_ channels.Previewer        = (*Sender)(nil)
+	_ channels.PushService      = (*Sender)(nil)
+	_ channels.PreparedTargeter = (*Sender)(nil)
 )
 
 // jwtLifetime is a VAPID token's exp after its making (RFC 8292 allows at
@@ -301,10 +311,19 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if len(subs) == 0 {
 		return channels.Permanent(fmt.Errorf("web push to recipient %s: recipient has no push subscriptions", rid))
 	}
+	// One request per subscription, at once: a recipient's devices may sit
+	// behind different push services, and the slowest bounds the delivery.
+	results := make([]error, len(subs))
+	var wg sync.WaitGroup
+	for i, sub := range subs[1:] {
+		wg.Go(func() { results[i+1] = s.push(ctx, sub, body) })
+	}
+	results[0] = s.push(ctx, subs[0], body)
+	wg.Wait()
 	var ok, failed, gone []string
 	var errs []error
-	for _, sub := range subs {
-		err := s.push(ctx, sub, body)
+	for i, sub := range subs {
+		err := results[i]
 		kind, _ := channels.Classify(err)
 		switch {
 		case err == nil:
@@ -369,6 +388,25 @@ func outcome(rid string, errs []error) error {
 	default:
 		return channels.Permanent(wrapped)
 	}
+}
+
+// TargetPrepared names the push services of the recipient's subscriptions
+// as Prepare read them for the batch: "https://fcm.googleapis.com", or
+// several, sorted, joined by " + ". "" (the channel as one target) when the
+// batch was not prepared or the recipient has no subscription; such a send
+// reads or refuses for itself.
+func (s *Sender) TargetPrepared(v any, msg channels.Message) string {
+	p, ok := v.(prepared)
+	if !ok || msg.Recipient == nil {
+		return ""
+	}
+	subs := p[msg.Recipient.ID]
+	hosts := make([]string, 0, len(subs))
+	for _, sub := range subs {
+		hosts = append(hosts, channels.URLHost(sub.Endpoint))
+	}
+	slices.Sort(hosts)
+	return strings.Join(slices.Compact(hosts), " + ")
 }
 
 // pushServices names the push services of subs for the ledger's provider

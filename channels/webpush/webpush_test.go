@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -365,5 +366,88 @@ func TestPreparedBatchReadsSubscriptionsOnce(t *testing.T) {
 	b.store.mu.Unlock()
 	if lists != 1 || len(b.push.Messages()) != 2 {
 		t.Fatalf("%d subscription reads, %d pushes; want 1 read for the batch and 2 pushes", lists, len(b.push.Messages()))
+	}
+}
+
+// A delivery's target is the push services of its recipient's
+// subscriptions, from the batch's prepared read: one per service, sorted and
+// joined for a recipient on several, "" (the channel) without a prepared
+// read or without subscriptions.
+func TestTargetIsThePushServicesOfTheSubscriptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := pushtest.New(b.cfg.VAPIDPublicKey)
+	defer other.Close()
+	b.store.add("u1", b.push.Subscribe())
+	b.store.add("u2", other.Subscribe())
+	b.store.add("u2", b.push.Subscribe())
+	b.store.add("u2", b.push.Subscribe())
+	prepared, err := b.sender.Prepare(context.Background(), []string{"u1", "u2", "u3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := func(v any, rid string) string {
+		return b.sender.TargetPrepared(v, channels.Message{Notifier: "comment.created", Recipient: &channels.Recipient{ID: rid}})
+	}
+	svc, otherSvc := channels.URLHost(b.push.URL), channels.URLHost(other.URL)
+	both := []string{svc, otherSvc}
+	slices.Sort(both)
+	for _, c := range []struct {
+		rid  string
+		v    any
+		want string
+	}{
+		{"u1", prepared, svc},
+		{"u2", prepared, both[0] + " + " + both[1]},
+		{"u3", prepared, ""},
+		{"u1", nil, ""},
+	} {
+		if got := target(c.v, c.rid); got != c.want {
+			t.Errorf("target of %s (prepared %v) = %q, want %q", c.rid, c.v != nil, got, c.want)
+		}
+	}
+}
+
+// A recipient's subscriptions are pushed to at once: one on a push service
+// that never answers does not hold back the message to the other, which
+// arrives while the first request is still waiting.
+func TestSubscriptionsArePushedToAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *webpush.Config) { c.Timeout = config.Duration(30 * time.Second) })
+	release := make(chan struct{})
+	var once sync.Once
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer hung.Close()
+	defer once.Do(func() { close(release) })
+	s := b.push.Subscribe()
+	s.Endpoint = hung.URL + "/push/first"
+	b.store.add("u1", s)
+	b.store.add("u1", b.push.Subscribe())
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := send(b.sender, message("nice"))
+		errc <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.push.Count() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the live subscription got nothing while the other request hung")
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("send returned (%v) before the live subscription got its message", err)
+		case <-time.After(time.Millisecond): // poll the live service's count
+		}
+	}
+	once.Do(func() { close(release) })
+	if err := <-errc; err != nil {
+		t.Fatalf("send = %v, want sent (one subscription took it)", err)
 	}
 }
