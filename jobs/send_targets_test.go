@@ -120,7 +120,7 @@ channels:
 	notifydtest.Eventually(t, 15*time.Second, "every tarpit delivery failed and retried, one parked", func() bool {
 		rows, err := b.pool.Query(ctx, `SELECT recipient, status, attempts, coalesce(last_error, ''), next_attempt_at IS NOT NULL,
 			EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'notify.send' AND j.state IN ('scheduled', 'available', 'running', 'retryable')
-			        AND j.args->'delivery_ids' ? d.id::text)
+			        AND position(uuid_send(d.id) IN decode(j.args->>'ids', 'base64')) > 0)
 			FROM notify_deliveries d WHERE notification_id = $1 AND channel = 'webhook' AND recipient = ANY($2)`,
 			res.ID, []string{"r0000", "r0499", "r0998"})
 		if err != nil {

@@ -191,7 +191,7 @@ notifiers:
 	}
 	var status string
 	var jobs int
-	if err := db.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND args->'delivery_ids' ? '01900000-0000-7000-8000-0000000000e1') FROM notify_deliveries WHERE id = '01900000-0000-7000-8000-0000000000e1'`).Scan(&status, &jobs); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND position(uuid_send('01900000-0000-7000-8000-0000000000e1') IN decode(args->>'ids', 'base64')) > 0) FROM notify_deliveries WHERE id = '01900000-0000-7000-8000-0000000000e1'`).Scan(&status, &jobs); err != nil {
 		t.Fatal(err)
 	}
 	if status != "failed" || jobs != 1 {
