@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/uuidv7"
@@ -250,4 +251,61 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
+}
+
+// BatchRenderArgs is the notify.batch_render job: render the in-app items of
+// batches again after a member left them. notify_cancel enqueues it (in SQL:
+// sql/migrations/00019_batch_cancel.sql names the kind and queue).
+type BatchRenderArgs struct {
+	BatchIDs []string `json:"batch_ids"`
+}
+
+// Kind is the River job kind.
+func (BatchRenderArgs) Kind() string { return "notify.batch_render" }
+
+// InsertOpts puts the job on the fan-out queue, with the in-app items it
+// renders.
+func (BatchRenderArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueFanout, MaxAttempts: 25}
+}
+
+// BatchRenderWorker works notify.batch_render: each batch's item is rendered
+// from what the batch holds now (count, actors, items) with its first
+// member's params, as a join renders it, and written in one statement that
+// leaves read and seen as they are.
+type BatchRenderWorker struct {
+	river.WorkerDefaults[BatchRenderArgs]
+	Deps *Deps
+}
+
+// Work renders and writes the items. A batch whose templates fail to render
+// keeps its item as it is (logged): rendering again would fail the same way.
+func (w *BatchRenderWorker) Work(ctx context.Context, job *river.Job[BatchRenderArgs]) error {
+	d := w.Deps
+	if d.Inbox == nil || len(job.Args.BatchIDs) == 0 {
+		return nil
+	}
+	renders, err := stores.BatchRenders(ctx, d.Pool, job.Args.BatchIDs)
+	if err != nil {
+		return err
+	}
+	var u stores.InboxRewrite
+	for _, r := range renders {
+		params, err := decodeParams(r.Params)
+		if err != nil {
+			return err
+		}
+		var items []any
+		if err := json.Unmarshal(r.Content.Items, &items); err != nil {
+			return fmt.Errorf("batch %s items: %w", r.BatchID, err)
+		}
+		item, err := d.Inbox.RenderInbox(r.Notifier, config.BatchParams(params, r.Content.Count, r.Content.Actors, items))
+		if err != nil {
+			d.logger().WarnContext(ctx, "render a batch's in-app item again", "batch", r.BatchID, "err", err)
+			continue
+		}
+		u.IDs, u.Recipients = append(u.IDs, r.InboxID), append(u.Recipients, r.Recipient)
+		u.Titles, u.Bodies, u.URLs = append(u.Titles, item.Title), append(u.Bodies, item.Body), append(u.URLs, item.URL)
+	}
+	return pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error { return stores.RerenderBatchedInbox(ctx, tx, &u) })
 }

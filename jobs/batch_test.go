@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -206,4 +209,181 @@ func subjectOf(msgs []smtptest.Message) string {
 		return ""
 	}
 	return msgs[0].Subject
+}
+
+// batchItem is the recipient's one in-app item of batch key p1: its title,
+// key, notification and whether it is read.
+func (b *emailBundle) batchItem(t *testing.T, recipient string) (title, key, notification string, read bool) {
+	t.Helper()
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = $1`, recipient); n != 1 {
+		t.Fatalf("%s has %d inbox items, want the batch's one", recipient, n)
+	}
+	if err := b.pool.QueryRow(context.Background(), `SELECT title, key, notification_id::text, read_at IS NOT NULL
+		FROM notify_inbox WHERE recipient = $1`, recipient).Scan(&title, &key, &notification, &read); err != nil {
+		t.Fatal(err)
+	}
+	return title, key, notification, read
+}
+
+// waitSendJobsDone waits until no send job is left to run: every message
+// the ledger will ever send for the test has been sent.
+func (b *emailBundle) waitSendJobsDone(t *testing.T) {
+	t.Helper()
+	notifydtest.Eventually(t, 20*time.Second, "every send job finished", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'
+			AND state IN ('available', 'scheduled', 'running', 'retryable')`) == 0
+	})
+}
+
+// Cancelling the first like of a batch (an unlike) hands the batch to the
+// next like: the email still goes once, when the window closes, without the
+// cancelled like; the batch's in-app item stays, moves to the next like and
+// is rendered again without it, read as it was. Before, the cancel took the
+// carrying delivery and the item with it, and the likes batched into them
+// were never sent nor shown.
+func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, "2s", 0)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	first := b.like(t, "l-1", "p1", "ada")
+	b.waitDelivery(t, first, "u1", "scheduled")
+	second := b.like(t, "l-2", "p1", "bob")
+	b.waitDelivery(t, second, "u1", "batched")
+	third := b.like(t, "l-3", "p1", "cy")
+	b.waitDelivery(t, third, "u1", "batched")
+	b.markInbox(t, "u1", "post.liked", "l-1", stores.InboxOpRead)
+	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
+		t.Fatal(err)
+	}
+
+	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
+		title, _, _, _ := b.batchItem(t, "u1")
+		return title == "2 likes on p1 (bob, cy)"
+	})
+	_, key, notification, read := b.batchItem(t, "u1")
+	if key != "l-2" || notification != second || !read {
+		t.Fatalf("batch item key %q notification %s read %v; want l-2's (%s), still read", key, notification, read, second)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'deleted'`); n != 0 {
+		t.Fatalf("%d deleted changes: the batch's item was kept", n)
+	}
+
+	lead := b.waitDelivery(t, second, "u1", "sent")
+	b.waitSendJobsDone(t)
+	if d := b.delivery(t, first, "u1"); d.status != "cancelled" {
+		t.Fatalf("the cancelled like's email delivery is %s", d.status)
+	}
+	var into string
+	if err := b.pool.QueryRow(ctx, `SELECT coalesce(batched_into::text, '') FROM notify_deliveries
+		WHERE notification_id = $1 AND channel = 'email' AND status = 'batched'`, third).Scan(&into); err != nil {
+		t.Fatal(err)
+	}
+	if into != lead.id {
+		t.Fatalf("the third like is batched into %q, want the second's delivery %s", into, lead.id)
+	}
+	msgs := b.smtp.Messages()
+	if len(msgs) != 1 || msgs[0].Subject != "2 likes on p1" || msgs[0].Text != "bob;cy;" {
+		t.Fatalf("emails %d (first %q %q), want one: 2 likes, bob;cy;", len(msgs), subjectOf(msgs), textOf(msgs))
+	}
+	var count int
+	var actors []string
+	if err := b.pool.QueryRow(ctx, `SELECT count, actors FROM notify_batches WHERE batch_key = 'p1'`).Scan(&count, &actors); err != nil {
+		t.Fatal(err)
+	}
+	if count != 2 || strings.Join(actors, ",") != "bob,cy" {
+		t.Fatalf("batch count %d actors %v, want 2 and bob,cy", count, actors)
+	}
+}
+
+// Cancelling a later like takes it out of the batch: the email and the
+// item count the others only, and its batched delivery is cancelled.
+func TestCancelLaterMemberLeavesTheBatch(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, "2s", 0)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	first := b.like(t, "l-1", "p1", "ada")
+	b.waitDelivery(t, first, "u1", "scheduled")
+	second := b.like(t, "l-2", "p1", "bob")
+	b.waitDelivery(t, second, "u1", "batched")
+	third := b.like(t, "l-3", "p1", "cy")
+	b.waitDelivery(t, third, "u1", "batched")
+	if _, err := b.client.Cancel(ctx, "post.liked", "l-2"); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
+		title, _, _, _ := b.batchItem(t, "u1")
+		return title == "2 likes on p1 (ada, cy)"
+	})
+	if d := b.delivery(t, second, "u1"); d.status != "cancelled" {
+		t.Fatalf("the cancelled like's email delivery is %s, want cancelled", d.status)
+	}
+	b.waitDelivery(t, first, "u1", "sent")
+	b.waitSendJobsDone(t)
+	msgs := b.smtp.Messages()
+	if len(msgs) != 1 || msgs[0].Subject != "2 likes on p1" || msgs[0].Text != "ada;cy;" {
+		t.Fatalf("emails %d (first %q %q), want one: 2 likes, ada;cy;", len(msgs), subjectOf(msgs), textOf(msgs))
+	}
+}
+
+// Cancelling a batch's only like withdraws all of it, and closes the batch:
+// the next like opens a batch of its own.
+func TestCancelOnlyMemberClosesTheBatch(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, "1s", 0)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	first := b.like(t, "l-1", "p1", "ada")
+	b.waitDelivery(t, first, "u1", "scheduled")
+	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1'`); n != 0 {
+		t.Fatalf("%d inbox items left, want none", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE state = 'closed' AND count = 0`); n != 1 {
+		t.Fatalf("%d empty closed batches, want the cancelled one", n)
+	}
+	second := b.like(t, "l-2", "p1", "bob")
+	b.waitDelivery(t, second, "u1", "sent")
+	b.waitSendJobsDone(t)
+	if d := b.delivery(t, first, "u1"); d.status != "cancelled" {
+		t.Fatalf("the cancelled like's email delivery is %s", d.status)
+	}
+	msgs := b.smtp.Messages()
+	if len(msgs) != 1 || msgs[0].Subject != "1 likes on p1" || msgs[0].Text != "bob;" {
+		t.Fatalf("emails %d (first %q %q), want one for bob's like", len(msgs), subjectOf(msgs), textOf(msgs))
+	}
+}
+
+func textOf(msgs []smtptest.Message) string {
+	if len(msgs) == 0 {
+		return ""
+	}
+	return msgs[0].Text
+}
+
+// notify_cancel enqueues send and batch_render jobs in SQL: the kinds,
+// queues and attempts it names are the Go job kinds' own.
+func TestCancelEnqueuesJobsAsTheirKindsDeclare(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var src string
+	if err := b.pool.QueryRow(context.Background(), `SELECT prosrc FROM pg_proc WHERE proname = 'notify_cancel'`).Scan(&src); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []interface {
+		river.JobArgs
+		river.JobArgsWithInsertOpts
+	}{jobs.SendArgs{}, jobs.BatchRenderArgs{}} {
+		o := a.InsertOpts()
+		want := fmt.Sprintf("'%s', %d, 1, '%s'", a.Kind(), o.MaxAttempts, o.Queue)
+		if !strings.Contains(src, want) {
+			t.Errorf("notify_cancel does not enqueue %s as %s", a.Kind(), want)
+		}
+	}
 }

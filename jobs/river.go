@@ -16,6 +16,7 @@ func NewWorkers(deps *Deps) *river.Workers {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &FanoutWorker{Deps: deps})
 	river.AddWorker(workers, &SendWorker{Deps: deps})
+	river.AddWorker(workers, &BatchRenderWorker{Deps: deps})
 	river.AddWorker(workers, &DigestWorker{Deps: deps})
 	river.AddWorker(workers, &DigestSweepWorker{Deps: deps})
 	river.AddWorker(workers, &RetrySweepWorker{Deps: deps})

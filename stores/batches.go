@@ -310,3 +310,71 @@ func CloseBatches(ctx context.Context, db DB, ids []string, now time.Time) (map[
 	}
 	return out, rows.Err()
 }
+
+// BatchRender is what renders a batch's in-app item again: the batch's
+// contents and its first member's params.
+type BatchRender struct {
+	BatchID, Recipient, Notifier, InboxID string
+	Content                               BatchContent
+	Params                                json.RawMessage
+}
+
+const batchRendersSQL = `
+SELECT b.id::text, b.recipient, b.notifier, b.inbox_id::text, b.count, b.actors, b.items, n.params
+FROM notify_batches b
+JOIN notify_notifications n ON n.id = b.members[1]
+WHERE b.id = ANY($1::text[]::uuid[]) AND b.inbox_id IS NOT NULL`
+
+// BatchRenders reads what renders the in-app items of batches ids again; a
+// batch left without members or without an item is not returned.
+func BatchRenders(ctx context.Context, db DB, ids []string) ([]BatchRender, error) {
+	rows, err := db.Query(ctx, batchRendersSQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read batches to render: %w", err)
+	}
+	defer rows.Close()
+	var out []BatchRender
+	for rows.Next() {
+		var r BatchRender
+		if err := rows.Scan(&r.BatchID, &r.Recipient, &r.Notifier, &r.InboxID, &r.Content.Count, &r.Content.Actors,
+			&r.Content.Items, &r.Params); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// rerenderBatchedInboxSQL writes batches' in-app items rendered again after
+// a member left (title, body and url; read and seen stay as they are) and
+// logs an "updated" change for each item whose text changed.
+const rerenderBatchedInboxSQL = `
+WITH u AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(id, recipient, title, body, url)
+), changed AS (
+    UPDATE notify_inbox i
+    SET title = u.title, body = u.body, url = u.url
+    FROM u
+    WHERE i.id = u.id::uuid AND i.recipient = u.recipient
+      AND (i.title, i.body, i.url) IS DISTINCT FROM (u.title, u.body, u.url)
+    RETURNING i.id, i.recipient, i.title, i.body, i.url
+)
+INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+SELECT c.recipient, 'updated', ARRAY[c.id], jsonb_build_object('title', c.title, 'body', c.body, 'url', c.url)
+FROM changed c
+ORDER BY c.recipient`
+
+// RerenderBatchedInbox applies u (its Params unused) in tx, see
+// rerenderBatchedInboxSQL, and wakes the stream hubs when tx commits.
+func RerenderBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
+	if len(u.IDs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, rerenderBatchedInboxSQL, u.IDs, u.Recipients, u.Titles, u.Bodies, u.URLs); err != nil {
+		return fmt.Errorf("render batched inbox items again: %w", err)
+	}
+	if _, err := tx.Exec(ctx, wakeInboxStreamsSQL); err != nil {
+		return fmt.Errorf("render batched inbox items again: %w", err)
+	}
+	return nil
+}
