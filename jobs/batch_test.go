@@ -12,8 +12,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -235,6 +235,23 @@ func (b *emailBundle) waitSendJobsDone(t *testing.T) {
 	})
 }
 
+// threeLikes runs workers on a batching notifier with a 2 s window and
+// sends u1 three likes of post p1, by ada, bob and cy, each fanned out
+// before the next: the first carries the batch, the others are batched.
+func threeLikes(t *testing.T) (b *emailBundle, first, second, third string) {
+	t.Helper()
+	b = setupBatch(t, "2s", 0)
+	b.profile(t, "u1", "u1@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	first = b.like(t, "l-1", "p1", "ada")
+	b.waitDelivery(t, first, "u1", "scheduled")
+	second = b.like(t, "l-2", "p1", "bob")
+	b.waitDelivery(t, second, "u1", "batched")
+	third = b.like(t, "l-3", "p1", "cy")
+	b.waitDelivery(t, third, "u1", "batched")
+	return b, first, second, third
+}
+
 // Cancelling the first like of a batch (an unlike) hands the batch to the
 // next like: the email still goes once, when the window closes, without the
 // cancelled like; the batch's in-app item stays, moves to the next like and
@@ -243,16 +260,8 @@ func (b *emailBundle) waitSendJobsDone(t *testing.T) {
 // were never sent nor shown.
 func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
 	t.Parallel()
-	b := setupBatch(t, "2s", 0)
+	b, first, second, third := threeLikes(t)
 	ctx := context.Background()
-	b.profile(t, "u1", "u1@example.test")
-	notifydtest.StartWorkers(t, b.deps)
-	first := b.like(t, "l-1", "p1", "ada")
-	b.waitDelivery(t, first, "u1", "scheduled")
-	second := b.like(t, "l-2", "p1", "bob")
-	b.waitDelivery(t, second, "u1", "batched")
-	third := b.like(t, "l-3", "p1", "cy")
-	b.waitDelivery(t, third, "u1", "batched")
 	b.markInbox(t, "u1", "post.liked", "l-1", stores.InboxOpRead)
 	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
 		t.Fatal(err)
@@ -301,16 +310,8 @@ func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
 // item count the others only, and its batched delivery is cancelled.
 func TestCancelLaterMemberLeavesTheBatch(t *testing.T) {
 	t.Parallel()
-	b := setupBatch(t, "2s", 0)
+	b, first, second, third := threeLikes(t)
 	ctx := context.Background()
-	b.profile(t, "u1", "u1@example.test")
-	notifydtest.StartWorkers(t, b.deps)
-	first := b.like(t, "l-1", "p1", "ada")
-	b.waitDelivery(t, first, "u1", "scheduled")
-	second := b.like(t, "l-2", "p1", "bob")
-	b.waitDelivery(t, second, "u1", "batched")
-	third := b.like(t, "l-3", "p1", "cy")
-	b.waitDelivery(t, third, "u1", "batched")
 	if _, err := b.client.Cancel(ctx, "post.liked", "l-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -321,8 +322,12 @@ func TestCancelLaterMemberLeavesTheBatch(t *testing.T) {
 	if d := b.delivery(t, second, "u1"); d.status != "cancelled" {
 		t.Fatalf("the cancelled like's email delivery is %s, want cancelled", d.status)
 	}
-	b.waitDelivery(t, first, "u1", "sent")
+	lead := b.waitDelivery(t, first, "u1", "sent")
 	b.waitSendJobsDone(t)
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+		AND channel = 'email' AND status = 'batched' AND batched_into = $2`, third, lead.id); n != 1 {
+		t.Fatalf("the third like is not batched into the first's delivery")
+	}
 	msgs := b.smtp.Messages()
 	if len(msgs) != 1 || msgs[0].Subject != "2 likes on p1" || msgs[0].Text != "ada;cy;" {
 		t.Fatalf("emails %d (first %q %q), want one: 2 likes, ada;cy;", len(msgs), subjectOf(msgs), textOf(msgs))

@@ -3,12 +3,13 @@ package jobs
 import (
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+
+	"github.com/notifyd/notifyd/internal/uuidv7"
 )
 
 // SendArgs is the notify.send job: deliver a batch of ledger rows. A batch is
@@ -57,41 +58,23 @@ func (a *SendArgs) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("notify.send args: ids is not base64 of 16-byte ids")
 	}
 	for i := 0; i < len(raw); i += 16 {
-		a.DeliveryIDs = append(a.DeliveryIDs, formatUUID(raw[i:i+16]))
+		a.DeliveryIDs = append(a.DeliveryIDs, uuidv7.Format([16]byte(raw[i:i+16])))
 	}
 	return nil
 }
 
 // packIDs is base64 of ids as 16-byte UUIDs, or false when one is not a
-// UUID in its canonical form (8-4-4-4-12 hex digits).
+// UUID in its canonical form.
 func packIDs(ids []string) (string, bool) {
 	raw := make([]byte, 0, 16*len(ids))
 	for _, id := range ids {
-		if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
-			return "", false
-		}
-		var u [16]byte
-		if _, err := hex.Decode(u[:], []byte(id[0:8]+id[9:13]+id[14:18]+id[19:23]+id[24:])); err != nil {
+		u, ok := uuidv7.Parse(id)
+		if !ok {
 			return "", false
 		}
 		raw = append(raw, u[:]...)
 	}
 	return base64.StdEncoding.EncodeToString(raw), true
-}
-
-// formatUUID is u (16 bytes) in canonical form, lower case.
-func formatUUID(u []byte) string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:])
 }
 
 // Kind is the River job kind.

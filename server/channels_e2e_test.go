@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
 	"github.com/notifyd/notifyd/internal/testing/smtptest"
-	"github.com/notifyd/notifyd/server"
 )
 
 // TestEndToEndPushSMSAndEmailFailover runs the daemon with the three
@@ -76,33 +74,7 @@ channels:
   web_push: {vapid_public_key: %s, vapid_private_key: %s, subject: "mailto:ops@shop.test", allow_private: true}
 `, primary.Port(), secondary.Port(), twilio.URL, pub, priv))
 	cfg.Database.URL = url
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-	base := "http://" + d.Addr()
-	call := apiCaller(t, base)
-	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	call := apiCaller(t, runDaemon(t, cfg))
 
 	if code, _ := call("PUT", "/v1/recipients/u2", notifydtest.AdminToken,
 		map[string]any{"email": "u2@example.test", "phone": "+14155550123"}); code != 200 {
@@ -247,33 +219,7 @@ channels:
 		}
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(runCtx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-	base := "http://" + d.Addr()
-	call := apiCaller(t, base)
-	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	call := apiCaller(t, runDaemon(t, cfg))
 
 	start := time.Now()
 	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{

@@ -28,6 +28,13 @@ func daemon(t *testing.T, change func(*config.Config)) string {
 	cfg := notifydtest.Config(t, "")
 	cfg.Database.URL = url
 	change(cfg)
+	return runDaemon(t, cfg)
+}
+
+// runDaemon runs a server with cfg on 127.0.0.1 until the test ends, waits
+// until its API answers, and returns its base URL.
+func runDaemon(t *testing.T, cfg *config.Config) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +53,15 @@ func daemon(t *testing.T, change func(*config.Config)) string {
 		}
 		d.Close()
 	})
-	return "http://" + d.Addr()
+	base := "http://" + d.Addr()
+	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	return base
 }
 
 // dialRaw opens a TCP connection to base's host that fails the test's reads

@@ -143,6 +143,17 @@ func Valid(s string) bool {
 	return true
 }
 
+// Parse returns the 16 bytes of s, a UUID in the form Valid accepts; false
+// when it is not one.
+func Parse(s string) ([16]byte, bool) {
+	var u [16]byte
+	if !Valid(s) {
+		return u, false
+	}
+	_, err := hex.Decode(u[:], []byte(s[0:8]+s[9:13]+s[14:18]+s[19:23]+s[24:]))
+	return u, err == nil
+}
+
 // Floor returns the smallest UUID whose first 48 bits are t's Unix
 // milliseconds: every UUIDv7 made before t sorts below it (PostgreSQL
 // compares uuid values byte by byte, as here), so "id < Floor(t)" selects rows

@@ -75,3 +75,21 @@ func TestStringsAreValidDistinctAndOrdered(t *testing.T) {
 		t.Fatal("Strings(0) made ids")
 	}
 }
+
+func TestParseIsFormatsInverse(t *testing.T) {
+	for range 100 {
+		u := New()
+		got, ok := Parse(Format(u))
+		if !ok || got != u {
+			t.Fatalf("Parse(Format(%x)) = %x, %v", u, got, ok)
+		}
+	}
+	if u, ok := Parse("0190ABCD-0000-7000-8000-0000000000E1"); !ok || Format(u) != "0190abcd-0000-7000-8000-0000000000e1" {
+		t.Errorf("upper case: %x %v", u, ok)
+	}
+	for _, bad := range []string{"", "not-a-uuid", "0190abcd00007000800000000000000e1", "0190abcd-0000-7000-8000-0000000000g1"} {
+		if _, ok := Parse(bad); ok {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
+}
