@@ -272,6 +272,19 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.river.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
+	// The River client's liveness lock, held until the workers have
+	// stopped: a crash releases it, and the leader's retry sweep rescues
+	// this process's running jobs within a sweep.
+	liveCtx, stopLiveness := context.WithCancel(context.WithoutCancel(ctx))
+	livenessDone := make(chan struct{})
+	go func() {
+		defer close(livenessDone)
+		jobs.RunLiveness(liveCtx, s.pool.Config().ConnConfig, s.river.ID(), s.logger)
+	}()
+	defer func() {
+		stopLiveness()
+		<-livenessDone
+	}()
 	if s.riverUI != nil {
 		if err := s.riverUI.Start(ctx); err != nil {
 			return fmt.Errorf("river ui: %w", err)

@@ -1,0 +1,51 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// A fan-out whose River job was running in a process that died (its
+// liveness lock released with its connection) is rescued by the next retry
+// sweep and finishes on a live worker, instead of waiting out River's
+// RescueStuckJobsAfter (10 minutes by default).
+func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "c-gone", Actor: "user-00003",
+		Recipients: recipients(300, "author"), Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The process that took the job registered, then died.
+	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.HoldLiveness(ctx, conn, "gone-client"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if _, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
+		attempted_by = ARRAY['gone-client'] WHERE kind = 'notify.fanout'`); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	if _, err := b.deps.RetrySweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, b, res.ID, "fanned_out")
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 299 {
+		t.Fatalf("inbox items = %d, want 299", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
+		t.Fatalf("%d River clients still registered, want the gone one forgotten", n)
+	}
+}

@@ -1,0 +1,58 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/stores"
+)
+
+// A running daemon registers its River client and holds its liveness lock,
+// so the retry sweep of any replica leaves its jobs alone; a clean stop
+// unregisters it.
+func TestRunHoldsTheRiverClientsLiveness(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewDBURL(t)
+	cfg := notifydtest.Config(t, "")
+	cfg.Database.URL = url
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	id := d.River().ID()
+	notifydtest.Eventually(t, 10*time.Second, "the River client registered", func() bool {
+		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, id) == 1
+	})
+	var clients int
+	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) (err error) {
+		_, clients, err = stores.RescueDeadClients(context.Background(), tx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if clients != 0 {
+		t.Fatalf("the sweep took the running daemon's client for gone")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
+		t.Fatalf("%d River clients registered after a clean stop", n)
+	}
+}
