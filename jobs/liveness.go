@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/stores"
 )
@@ -15,24 +16,32 @@ import (
 const livenessPing = 15 * time.Second
 
 // RunLiveness keeps River client clientID registered as alive until ctx
-// ends: on a connection of its own (made from connConfig, not taken from the
-// pool, so nothing recycles it), it holds the client's liveness lock, which
-// PostgreSQL releases when the process dies, and the retry sweep then
-// rescues the client's running jobs at once instead of after River's
-// RescueStuckJobsAfter (see stores.RescueDeadClients). A lost connection is
+// ends: on a connection of its own (made from pool's connection config, not
+// taken from the pool, so nothing recycles it), it holds the client's
+// liveness lock, which PostgreSQL releases when the process dies, and the
+// retry sweep then rescues the client's running jobs at once instead of after
+// River's RescueStuckJobsAfter (see stores.RescueDeadClients). Once
+// registered it runs that rescue itself too: a process restarted after a
+// crash takes its predecessor's jobs back at once, even before any replica
+// is the leader that runs the sweep. A lost connection is
 // made again and the lock taken again; in between, the sweep may take this
 // client for gone and run its jobs a second time, which every job kind
 // tolerates (a fan-out resumes from its lanes, a send's claim skips rows in
 // flight). At the end the client is unregistered.
-func RunLiveness(ctx context.Context, connConfig *pgx.ConnConfig, clientID string, logger *slog.Logger) {
+func RunLiveness(ctx context.Context, pool *pgxpool.Pool, clientID string, logger *slog.Logger) {
 	backoff := minLivenessBackoff
+	rescued := false
 	for ctx.Err() == nil {
-		conn, err := pgx.ConnectConfig(ctx, connConfig)
+		conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
 		if err == nil {
 			err = stores.HoldLiveness(ctx, conn, clientID)
 		}
 		if err == nil {
 			backoff = minLivenessBackoff
+			if !rescued {
+				rescued = true
+				rescueDeadClients(ctx, pool, logger)
+			}
 			err = holdUntilDone(ctx, conn)
 			if ctx.Err() != nil {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -62,6 +71,22 @@ const (
 	minLivenessBackoff = 100 * time.Millisecond
 	maxLivenessBackoff = 5 * time.Second
 )
+
+// rescueDeadClients runs stores.RescueDeadClients once, logging what it
+// did; a failure is logged (the retry sweep runs it again).
+func rescueDeadClients(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) {
+	var jobs, clients int
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+		jobs, clients, err = stores.RescueDeadClients(ctx, tx)
+		return err
+	})
+	switch {
+	case err != nil:
+		logger.WarnContext(ctx, "liveness: rescue the jobs of gone River clients", "err", err)
+	case clients > 0:
+		logger.InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", clients, "jobs", jobs)
+	}
+}
 
 // holdUntilDone pings conn every livenessPing until ctx ends (nil) or a
 // ping fails (its error).

@@ -3,11 +3,13 @@ package jobs_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -47,5 +49,45 @@ func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
 	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
 		t.Fatalf("%d River clients still registered, want the gone one forgotten", n)
+	}
+}
+
+// A process's liveness, once it holds its lock, rescues the jobs of clients
+// already gone (a restart takes its killed predecessor's jobs back before it
+// or any replica is the leader that runs the sweep), and unregisters its
+// client when it ends.
+func TestLivenessRescuesItsPredecessorsJobsAndUnregisters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.HoldLiveness(ctx, conn, "killed-client"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if _, err := b.pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at,
+		tags, metadata, attempt, attempted_at, attempted_by)
+		VALUES ('{}', 'test.rescue', 25, 1, 'default', 'running', now(), '{}', '{}', 1, now(), ARRAY['killed-client'])`); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		jobs.RunLiveness(runCtx, b.pool, "restarted-client", notifydtest.Logger())
+	}()
+	notifydtest.Eventually(t, 10*time.Second, "the killed client's job rescued", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'test.rescue' AND state = 'available'`) == 1
+	})
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'restarted-client'`); n != 1 {
+		t.Fatalf("the running client is not registered")
+	}
+	stop()
+	<-done
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
+		t.Fatalf("%d clients registered after the liveness ended, want none", n)
 	}
 }

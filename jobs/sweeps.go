@@ -50,22 +50,12 @@ func (w *RetrySweepWorker) Work(ctx context.Context, job *river.Job[RetrySweepAr
 func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 	// First the jobs of River clients whose process is gone (RunLiveness):
 	// River would rescue them only after RescueStuckJobsAfter.
-	var jobs, clients int
-	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) (err error) {
-		jobs, clients, err = stores.RescueDeadClients(ctx, tx)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	if clients > 0 {
-		d.logger().InfoContext(ctx, "retry sweep rescued the running jobs of gone River clients", "clients", clients, "jobs", jobs)
-	}
+	rescueDeadClients(ctx, d.Pool, d.logger())
 	// A failed or pending row overdue by a lease has lost its job (a live job
 	// claims a due row within seconds).
 	lease, grace := d.lease(), d.lease()
 	var n int
-	err = pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
 		ids, err := stores.RedriveDeliveries(ctx, tx, d.now(), lease, grace, d.maxAge(), RetrySweepBatch)
 		if err != nil {
 			return err

@@ -279,7 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 	livenessDone := make(chan struct{})
 	go func() {
 		defer close(livenessDone)
-		jobs.RunLiveness(liveCtx, s.pool.Config().ConnConfig, s.river.ID(), s.logger)
+		jobs.RunLiveness(liveCtx, s.pool, s.river.ID(), s.logger)
 	}()
 	defer func() {
 		stopLiveness()
