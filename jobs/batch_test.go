@@ -392,3 +392,32 @@ func TestCancelEnqueuesJobsAsTheirKindsDeclare(t *testing.T) {
 		}
 	}
 }
+
+// Cancelling the first like after the batch's email went out (an unlike
+// minutes later) leaves the email as it was sent, but the batch's in-app
+// item, which shows the other likes too, stays: it moves to the next like
+// and is rendered without the cancelled one.
+func TestCancelFirstMemberAfterTheEmailKeepsTheItem(t *testing.T) {
+	t.Parallel()
+	b, first, second, _ := threeLikes(t)
+	ctx := context.Background()
+	b.waitDelivery(t, first, "u1", "sent")
+	b.waitSendJobsDone(t)
+	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
+		title, _, _, _ := b.batchItem(t, "u1")
+		return title == "2 likes on p1 (bob, cy)"
+	})
+	if _, key, notification, _ := b.batchItem(t, "u1"); key != "l-2" || notification != second {
+		t.Fatalf("batch item key %q notification %s, want l-2's", key, notification)
+	}
+	if d := b.delivery(t, first, "u1"); d.status != "sent" {
+		t.Fatalf("the sent email's delivery is %s after the cancel", d.status)
+	}
+	b.waitSendJobsDone(t)
+	if msgs := b.smtp.Messages(); len(msgs) != 1 || msgs[0].Subject != "3 likes on p1" {
+		t.Fatalf("emails %d (first %q), want the one batch email of 3 likes", len(msgs), subjectOf(msgs))
+	}
+}

@@ -7,17 +7,19 @@
 --
 -- notify_cancel now, for each batch of the notification that is not closed
 -- (a closed batch's message has been claimed for sending: what it says is
--- decided), in batch id order and under the batch row's lock (the lock a
--- joining fan-out chunk and the closing claim take too):
+-- decided), and for each closed batch whose in-app item is the
+-- notification's (it was the first member: the item shows the others too),
+-- in batch id order and under the batch row's lock (the lock a joining
+-- fan-out chunk and the closing claim take too):
 --   * takes the notification out of members, its params out of items, and
 --     counts and lists the actors again from the remaining members;
---   * when it was the batch's first member and others remain: each of its
---     carrying deliveries hands the batch to the earliest remaining member's
+--   * when it was the batch's first member and others remain: in an
+--     unclosed batch, each of its carrying deliveries hands the batch to the earliest remaining member's
 --     delivery batched into it on that channel (which becomes `scheduled` at
 --     the same due time, with a send job, and carries the batch; the others
 --     batched into the old carrier now name it), and the batch's in-app item
 --     is kept and moves to that member (notification_id, key, actor,
---     params) instead of being deleted;
+--     params) instead of being deleted, in a closed batch too;
 --   * when it was a later member: its `batched` deliveries of that
 --     recipient are cancelled (it is no longer in the message);
 --   * when it was the only member: the batch is closed, and a notification
@@ -26,12 +28,14 @@
 --     notify.batch_render job, which renders the item again from what the
 --     batch now holds (templates live in the daemon) without making it
 --     unread.
--- The batch's notifier narrows the search; notifications are found in
+-- The batch's notifier narrows the search: a notification is found in
 -- members by scanning that notifier's unclosed batches
--- (notify_batches_unsent_idx).
+-- (notify_batches_unsent_idx), and a closed batch by its item
+-- (notify_batches_inbox_idx).
 
 -- +goose Up
 CREATE INDEX notify_batches_unsent_idx ON notify_batches (notifier) WHERE state <> 'closed';
+CREATE INDEX notify_batches_inbox_idx ON notify_batches (inbox_id) WHERE inbox_id IS NOT NULL;
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION notify_cancel(notifier text, key text) RETURNS integer
@@ -65,9 +69,15 @@ BEGIN
     END IF;
 
     FOR b IN
-        SELECT nb.id, nb.recipient, nb.members, nb.inbox_id, array_position(nb.members, v_id) AS pos
+        SELECT nb.id, nb.recipient, nb.members, nb.inbox_id, nb.state, array_position(nb.members, v_id) AS pos
         FROM notify_batches nb
-        WHERE nb.notifier = notify_cancel.notifier AND nb.state <> 'closed' AND v_id = ANY(nb.members)
+        WHERE nb.id IN (SELECT u.id FROM notify_batches u
+                        WHERE u.notifier = notify_cancel.notifier AND u.state <> 'closed' AND v_id = ANY(u.members)
+                        UNION
+                        SELECT u.id FROM notify_batches u
+                        WHERE u.inbox_id IN (SELECT i.id FROM notify_inbox i
+                                             WHERE i.notifier = notify_cancel.notifier AND i.key = notify_cancel.key))
+          AND v_id = ANY(nb.members)
         ORDER BY nb.id
         FOR UPDATE
     LOOP
@@ -92,7 +102,9 @@ BEGIN
             updated_at = now()
         WHERE nb.id = b.id;
 
-        IF b.pos = 1 THEN
+        IF b.pos = 1 AND b.state = 'closed' THEN
+            NULL; -- its message is claimed: only the in-app item moves on (below)
+        ELSIF b.pos = 1 THEN
             -- Each carrying delivery hands the batch to the earliest
             -- remaining member's delivery batched into it.
             FOR c IN
@@ -129,6 +141,8 @@ BEGIN
                     PERFORM pg_notify(current_schema() || '.river_insert', json_build_object('queue', 'send')::text);
                 END IF;
             END LOOP;
+        END IF;
+        IF b.pos = 1 THEN
             -- The batch's in-app item moves to the batch's new first member.
             IF b.inbox_id IS NOT NULL THEN
                 SELECT n.id, n.key, n.actor, n.params INTO v_first FROM notify_notifications n WHERE n.id = v_rest[1];
@@ -195,6 +209,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+DROP INDEX notify_batches_inbox_idx;
 DROP INDEX notify_batches_unsent_idx;
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION notify_cancel(notifier text, key text) RETURNS integer
