@@ -33,11 +33,15 @@ func (c daemonConfig) workflowNotifiers() string {
 }
 
 // runWorkflows: two daemons on one database, SIGKILLed alternately while
-// notifications keep opening and joining batches and delayed emails wait
-// for their due time. At the end every delivery is final, every batch
-// member is counted once in exactly one batch, every batch's email arrived
-// (duplicates only within the kills' crash window), every batched delivery
-// names a sent one, and a skipped delayed email's item was read.
+// notifications keep opening and joining batches (and some are cancelled
+// again, in the application's transaction, whether their batch is still
+// open or already sent) and delayed emails wait for their due time. At the
+// end every delivery is final, every batch member is counted once in
+// exactly one batch and every notification that was not cancelled is a
+// member for each recipient, every batch's in-app item belongs to its first
+// member, every batch's email arrived (duplicates only within the kills'
+// crash window), every batched delivery names a sent one, and a skipped
+// delayed email's item was read.
 func runWorkflows(ctx context.Context, e *env, r *result, seed uint64) error {
 	s, err := newStage(ctx, e, r, "workflows", e.shared, seed)
 	if err != nil {
@@ -65,7 +69,7 @@ func runWorkflows(ctx context.Context, e *env, r *result, seed uint64) error {
 	go s.rescueLoop(ctx)
 
 	maxKills := max(4, int(8*e.opts.scale+0.5))
-	batched, delayed := 0, 0
+	batched, delayed, cancels := 0, 0, 0
 	for kills := 0; kills < maxKills; kills++ {
 		live, victim := a, b
 		if kills%2 == 1 {
@@ -78,6 +82,19 @@ func runWorkflows(ctx context.Context, e *env, r *result, seed uint64) error {
 				return err
 			}
 			batched++
+			if batched%3 == 0 {
+				// An unlike: mostly of a recent one (its batch open), now
+				// and then of an older one (its email sent).
+				back := 1 + s.rng.IntN(4)
+				if s.rng.IntN(4) == 0 {
+					back = 1 + s.rng.IntN(batched)
+				}
+				if _, err := s.db.pool.Exec(ctx, `SELECT notify_cancel($1, $2)`, batchedNotifier,
+					fmt.Sprintf("batched-%d", max(0, batched-back))); err != nil {
+					return err
+				}
+				cancels++
+			}
 			if batched%5 == 0 {
 				if _, err := s.sendAs(ctx, live, delayedNotifier, fmt.Sprintf("delayed-%d", delayed), ids(0, n)); err != nil {
 					return err
@@ -100,8 +117,8 @@ WHERE notifier = $1 AND read_at IS NULL AND right(recipient, 1)::int % 2 = 0`, d
 			return err
 		}
 	}
-	r.note("%d SIGKILLs alternating between 2 daemons while %d batched and %d delayed notifications to %d recipients were sent",
-		maxKills, batched, delayed, n)
+	r.note("%d SIGKILLs alternating between 2 daemons while %d batched (%d cancels of them) and %d delayed notifications to %d recipients were sent",
+		maxKills, batched, cancels, delayed, n)
 
 	final := `status IN ('sent', 'batched', 'skipped', 'cancelled', 'refused', 'expired', 'unavailable', 'throttled')`
 	settled := func() (bool, error) {
@@ -137,21 +154,42 @@ WHERE notifier = $1 AND read_at IS NULL AND right(recipient, 1)::int % 2 = 0`, d
 	}
 	r.deliveries, r.nonTerminal = deliveries, nonTerminal
 
-	// Every member in exactly one batch, counted once.
-	var members, distinctMembers, counted, recipients int
+	// Every member in exactly one batch, counted once; every notification
+	// that was not cancelled a member for each recipient (a cancelled one
+	// stays only in batches whose message went, and not as their first).
+	var members, distinctMembers, counted, recipients, live int
 	if err := db.QueryRow(bg, `SELECT count(*), count(DISTINCT (b.recipient, m)),
-  (SELECT coalesce(sum(count), 0) FROM notify_batches), (SELECT count(DISTINCT recipient) FROM notify_batches)
-FROM notify_batches b, unnest(b.members) m`).Scan(&members, &distinctMembers, &counted, &recipients); err != nil {
+  (SELECT coalesce(sum(count), 0) FROM notify_batches), (SELECT count(DISTINCT recipient) FROM notify_batches),
+  count(*) FILTER (WHERE n.status = 'fanned_out')
+FROM notify_batches b, unnest(b.members) m JOIN notify_notifications n ON n.id = m`).Scan(
+		&members, &distinctMembers, &counted, &recipients, &live); err != nil {
 		return err
 	}
-	var batchedIDs int
-	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_notifications WHERE notifier = $1 AND status = 'fanned_out'`,
-		batchedNotifier).Scan(&batchedIDs); err != nil {
+	var batchedIDs, cancelled int
+	if err := db.QueryRow(bg, `SELECT count(*) FILTER (WHERE status = 'fanned_out'), count(*) FILTER (WHERE status = 'cancelled')
+FROM notify_notifications WHERE notifier = $1`, batchedNotifier).Scan(&batchedIDs, &cancelled); err != nil {
 		return err
 	}
-	if members != distinctMembers || members != counted || members != batchedIDs*n {
-		r.fail("batch members: %d listed, %d distinct, %d counted; want %d (%d notifications × %d recipients)",
-			members, distinctMembers, counted, batchedIDs*n, batchedIDs, n)
+	if members != distinctMembers || members != counted || live != batchedIDs*n {
+		r.fail("batch members: %d listed, %d distinct, %d counted, %d not cancelled; want %d (%d notifications × %d recipients)",
+			members, distinctMembers, counted, live, batchedIDs*n, batchedIDs, n)
+	}
+	var badItems int
+	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_batches b
+WHERE b.inbox_id IS NOT NULL AND b.count > 0
+  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.id = b.inbox_id AND i.notification_id = b.members[1])`).Scan(&badItems); err != nil {
+		return err
+	}
+	if badItems > 0 {
+		r.fail("%d batches whose in-app item is gone or not their first member's", badItems)
+	}
+	var cancelledFirst int
+	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_batches b JOIN notify_notifications n ON n.id = b.members[1]
+WHERE n.status = 'cancelled'`).Scan(&cancelledFirst); err != nil {
+		return err
+	}
+	if cancelledFirst > 0 {
+		r.fail("%d batches still led by a cancelled notification", cancelledFirst)
 	}
 	var lostInto int
 	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_deliveries d WHERE d.status = 'batched'
@@ -211,7 +249,7 @@ FROM notify_batches b, unnest(b.members) m`).Scan(&members, &distinctMembers, &c
 	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_batches`).Scan(&batches); err != nil {
 		return err
 	}
-	r.note("%d batches for %d recipients, %d members; %d emails sent (%d carrying a batch), %d duplicates", batches,
-		recipients, members, sent, leads, dups)
+	r.note("%d batches for %d recipients, %d members; %d of %d batched notifications cancelled; %d emails sent (%d carrying a batch), %d duplicates",
+		batches, recipients, members, cancelled, batchedIDs+cancelled, sent, leads, dups)
 	return nil
 }
