@@ -2,11 +2,9 @@ package jobs
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/stores"
 )
@@ -28,7 +26,8 @@ const livenessPing = 15 * time.Second
 // client for gone and run its jobs a second time, which every job kind
 // tolerates (a fan-out resumes from its lanes, a send's claim skips rows in
 // flight). At the end the client is unregistered.
-func RunLiveness(ctx context.Context, pool *pgxpool.Pool, clientID string, logger *slog.Logger) {
+func (d *Deps) RunLiveness(ctx context.Context, clientID string) {
+	pool, logger := d.Pool, d.logger()
 	backoff := minLivenessBackoff
 	rescued := false
 	for ctx.Err() == nil {
@@ -40,7 +39,7 @@ func RunLiveness(ctx context.Context, pool *pgxpool.Pool, clientID string, logge
 			backoff = minLivenessBackoff
 			if !rescued {
 				rescued = true
-				rescueDeadClients(ctx, pool, logger)
+				d.rescueDeadClients(ctx)
 			}
 			err = holdUntilDone(ctx, conn)
 			if ctx.Err() != nil {
@@ -72,19 +71,20 @@ const (
 	maxLivenessBackoff = 5 * time.Second
 )
 
-// rescueDeadClients runs stores.RescueDeadClients once, logging what it
-// did; a failure is logged (the retry sweep runs it again).
-func rescueDeadClients(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) {
+// rescueDeadClients runs stores.RescueDeadClients once, logging and counting
+// what it did; a failure is logged (the retry sweep runs it again).
+func (d *Deps) rescueDeadClients(ctx context.Context) {
 	var jobs, clients int
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) (err error) {
 		jobs, clients, err = stores.RescueDeadClients(ctx, tx)
 		return err
 	})
 	switch {
 	case err != nil:
-		logger.WarnContext(ctx, "liveness: rescue the jobs of gone River clients", "err", err)
+		d.logger().WarnContext(ctx, "liveness: rescue the jobs of gone River clients", "err", err)
 	case clients > 0:
-		logger.InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", clients, "jobs", jobs)
+		d.Metrics.Rescued(jobs)
+		d.logger().InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", clients, "jobs", jobs)
 	}
 }
 

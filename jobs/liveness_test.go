@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -39,11 +40,28 @@ func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
 		attempted_by = ARRAY['gone-client'] WHERE kind = 'notify.fanout'`); err != nil {
 		t.Fatal(err)
 	}
+	reg := prometheus.NewRegistry()
+	if b.deps.Metrics, err = metrics.New(reg, nil); err != nil {
+		t.Fatal(err)
+	}
 	notifydtest.StartWorkers(t, b.deps)
 	if _, err := b.deps.RetrySweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, b, res.ID, "fanned_out")
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rescued := -1.0
+	for _, f := range families {
+		if f.GetName() == "notifyd_rescued_jobs_total" {
+			rescued = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if rescued != 1 {
+		t.Fatalf("notifyd_rescued_jobs_total = %v, want 1", rescued)
+	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 299 {
 		t.Fatalf("inbox items = %d, want 299", n)
 	}
@@ -77,7 +95,7 @@ func TestLivenessRescuesItsPredecessorsJobsAndUnregisters(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		jobs.RunLiveness(runCtx, b.pool, "restarted-client", notifydtest.Logger())
+		b.deps.RunLiveness(runCtx, "restarted-client")
 	}()
 	notifydtest.Eventually(t, 10*time.Second, "the killed client's job rescued", func() bool {
 		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'test.rescue' AND state = 'available'`) == 1

@@ -50,7 +50,7 @@ func (w *RetrySweepWorker) Work(ctx context.Context, job *river.Job[RetrySweepAr
 func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 	// First the jobs of River clients whose process is gone (RunLiveness):
 	// River would rescue them only after RescueStuckJobsAfter.
-	rescueDeadClients(ctx, d.Pool, d.logger())
+	d.rescueDeadClients(ctx)
 	// A failed or pending row overdue by a lease has lost its job (a live job
 	// claims a due row within seconds).
 	lease, grace := d.lease(), d.lease()

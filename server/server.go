@@ -279,7 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 	livenessDone := make(chan struct{})
 	go func() {
 		defer close(livenessDone)
-		jobs.RunLiveness(liveCtx, s.pool, s.river.ID(), s.logger)
+		s.deps.RunLiveness(liveCtx, s.river.ID())
 	}()
 	defer func() {
 		stopLiveness()

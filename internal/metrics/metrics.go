@@ -23,6 +23,7 @@ type Metrics struct {
 	sendLatency   *prometheus.HistogramVec
 	digestRuns    *prometheus.CounterVec
 	redriven      prometheus.Counter
+	rescued       prometheus.Counter
 	fanoutRows    *prometheus.CounterVec
 	limited       *prometheus.CounterVec
 	river         *otelriver.Middleware
@@ -53,6 +54,10 @@ func New(reg prometheus.Registerer, streamClients func() int) (*Metrics, error) 
 			Name: "notifyd_sweep_redriven_total",
 			Help: "Deliveries the retry sweep took back from a dead claim or re-drove after a lost job.",
 		}),
+		rescued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "notifyd_rescued_jobs_total",
+			Help: "River jobs made available again because the process running them died (its liveness lock was free).",
+		}),
 		fanoutRows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "notifyd_fanout_rows_total",
 			Help: "Rows written by the fan-out, by kind (inbox, delivery).",
@@ -65,7 +70,7 @@ func New(reg prometheus.Registerer, streamClients func() int) (*Metrics, error) 
 	for _, l := range Limits {
 		m.limited.WithLabelValues(l) // every limit's series exists from the start, at 0
 	}
-	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.fanoutRows, m.limited)
+	reg.MustRegister(m.notifications, m.deliveries, m.sendLatency, m.digestRuns, m.redriven, m.rescued, m.fanoutRows, m.limited)
 	// River's series come from its OpenTelemetry middleware, bridged into the
 	// same registry by the OTel Prometheus exporter. Tracing stays off (no
 	// TracerProvider is configured, so spans go to OTel's no-op default).
@@ -116,6 +121,13 @@ func (m *Metrics) DigestRun(outcome string) {
 func (m *Metrics) Redriven(n int) {
 	if m != nil && n > 0 {
 		m.redriven.Add(float64(n))
+	}
+}
+
+// Rescued counts River jobs rescued from a process that died.
+func (m *Metrics) Rescued(n int) {
+	if m != nil && n > 0 {
+		m.rescued.Add(float64(n))
 	}
 }
 
