@@ -87,12 +87,16 @@ func (c *Client) Send(ctx context.Context, n Notification) (SendResult, error) {
 // CancelTx cancels (notifier, key) inside tx: deliveries not yet sent become
 // cancelled (digest rows digest_dropped), the inbox items are removed, and a
 // fan-out still in progress stops at its next chunk. A send already handed to
-// a provider finishes and is recorded as it went. It returns the number of
+// a provider finishes and is recorded as it went. A notification of a
+// batching notifier leaves its batches and they go on without it: when it
+// was a batch's first member the next member carries the batch and takes
+// over its in-app item (docs/workflows.md). It returns the number of
 // deliveries and inbox items withdrawn, and ErrNotFound when the notification
 // does not exist.
 //
-// CancelTx serialises with other inbox writers until tx ends (the change log
-// is kept in commit order): call it last in the transaction.
+// It locks the notification's row and those of its unsent batches until tx
+// ends (as a fan-out chunk of the notification, or a join of its batches,
+// would): keep the transaction short after it.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, notifier, key string) (int, error) {
 	n, err := stores.CancelNotification(ctx, tx, notifier, key)
 	if errors.Is(err, stores.ErrNotFound) {
