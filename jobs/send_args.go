@@ -21,9 +21,11 @@ import (
 // after another>"}: 50 ids as a JSON array of strings are 2 kB, which
 // PostgreSQL compresses or moves out of line (TOAST) on insert and reads
 // back on every fetch, and River's GIN index on args takes one entry per
-// string. Jobs written as {"delivery_ids": [...]} (by an older notifyd, or
-// for an id that is not a UUID) decode too. To find the jobs of a delivery in
-// SQL: position(uuid_send(d.id) IN decode(j.args->>'ids', 'base64')) > 0.
+// string. Jobs written as {"delivery_ids": [...]} (by an older notifyd, by
+// notify_cancel in SQL, or for an id that is not a UUID) decode too. To find
+// the jobs of a delivery in SQL:
+// position(uuid_send(d.id) IN decode(j.args->>'ids', 'base64')) > 0, or
+// j.args->'delivery_ids' ? d.id::text for the list form.
 type SendArgs struct {
 	DeliveryIDs []string `json:"delivery_ids"`
 }
