@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,7 +57,12 @@ func (d *Deps) RunLiveness(ctx context.Context, clientID string) {
 		if ctx.Err() != nil {
 			return
 		}
-		logger.WarnContext(ctx, "liveness: connection lost; making it again", "client", clientID, "err", err, "retry_in", backoff)
+		if errors.Is(err, stores.ErrLivenessHeld) {
+			// Another live process has this client ID: nothing to gain
+			// from trying often.
+			backoff = maxLivenessBackoff
+		}
+		logger.WarnContext(ctx, "liveness: lock not held; trying again", "client", clientID, "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return

@@ -2,6 +2,7 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -12,16 +13,26 @@ import (
 // sql/migrations/00020_river_clients.sql.
 const LivenessLockClass int32 = 0x6e6f7469
 
+// ErrLivenessHeld is returned by HoldLiveness when another session holds the
+// client's lock: another live process runs with the same River client ID
+// (River's default IDs are unique; a configured one may not be), or, rarely,
+// a client whose ID hashes to the same key.
+var ErrLivenessHeld = errors.New("another session holds this River client's liveness lock")
+
 // HoldLiveness takes clientID's liveness lock on conn, a session of its own
-// that lives as long as the client runs, and registers the client. It waits
-// while another session holds the lock (a client ID is never shared by two
-// live processes).
+// that lives as long as the client runs, and registers the client; the
+// registration is written only once the lock is held. It does not wait for
+// a lock another session holds (ErrLivenessHeld).
 func HoldLiveness(ctx context.Context, conn *pgx.Conn, clientID string) error {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT pg_advisory_lock($1, hashtext($2))`, LivenessLockClass, clientID)
-	b.Queue(`INSERT INTO notify_river_clients (client_id) VALUES ($1) ON CONFLICT (client_id) DO NOTHING`, clientID)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext($2))`, LivenessLockClass, clientID).Scan(&got); err != nil {
 		return fmt.Errorf("hold the liveness lock of %s: %w", clientID, err)
+	}
+	if !got {
+		return fmt.Errorf("hold the liveness lock of %s: %w", clientID, ErrLivenessHeld)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO notify_river_clients (client_id) VALUES ($1) ON CONFLICT (client_id) DO NOTHING`, clientID); err != nil {
+		return fmt.Errorf("register River client %s: %w", clientID, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package stores_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,11 @@ func TestRescueDeadClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	other := connect() // a second process with the same client ID is refused
+	if err := stores.HoldLiveness(ctx, other, "client-live"); !errors.Is(err, stores.ErrLivenessHeld) {
+		t.Fatalf("a second hold of a held client's lock = %v, want ErrLivenessHeld", err)
+	}
+	other.Close(ctx)
 	gone.Close(ctx) // the process died: PostgreSQL released its lock
 	for _, owner := range []string{"client-gone", "client-live", "client-unregistered"} {
 		if _, err := pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at,
