@@ -928,13 +928,16 @@ func TestCursorsItCannotReplayFromReset(t *testing.T) {
 	if other == epoch {
 		other = "fedcba9876543210"
 	}
-	for _, cursor := range []string{
+	cursors := []string{
 		other + "." + strconv.FormatInt(start.seq(t), 10), // another database's, at the same position
 		other + ".0",
 		epoch + ".-1", "-1", "soon", epoch, epoch + ".", "." + strconv.FormatInt(start.seq(t), 10),
-		strings.ToUpper(epoch) + "." + strconv.FormatInt(start.seq(t), 10),
 		strconv.FormatInt(start.seq(t)+1<<40, 10), // a bare seq this log never reached
-	} {
+	}
+	if upper := strings.ToUpper(epoch); upper != epoch { // an epoch of decimal digits only has no upper case
+		cursors = append(cursors, upper+"."+strconv.FormatInt(start.seq(t), 10))
+	}
+	for _, cursor := range cursors {
 		r := connect(t, b.srv, me, cursor)
 		ev := r.next(t)
 		if ev.name != "reset" {
