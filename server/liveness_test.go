@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -22,18 +20,7 @@ func TestRunHoldsTheRiverClientsLiveness(t *testing.T) {
 	pool, url := pgtest.NewDBURL(t)
 	cfg := notifydtest.Config(t, "")
 	cfg.Database.URL = url
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	d, stop := startDaemon(t, cfg)
 	id := d.River().ID()
 	notifydtest.Eventually(t, 10*time.Second, "the River client registered", func() bool {
 		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, id) == 1
@@ -48,8 +35,7 @@ func TestRunHoldsTheRiverClientsLiveness(t *testing.T) {
 	if clients != 0 {
 		t.Fatalf("the sweep took the running daemon's client for gone")
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {

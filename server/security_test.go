@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,24 +36,32 @@ func daemon(t *testing.T, change func(*config.Config)) string {
 // until its API answers, and returns its base URL.
 func runDaemon(t *testing.T, cfg *config.Config) string {
 	t.Helper()
+	d, stop := startDaemon(t, cfg)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return "http://" + d.Addr()
+}
+
+// startDaemon runs a server with cfg on 127.0.0.1 and waits until its API
+// answers; stop ends Run and returns its error (the server is closed when
+// the test ends).
+func startDaemon(t *testing.T, cfg *config.Config) (d *server.Server, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	d, err = server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		d.Close()
-	})
 	base := "http://" + d.Addr()
 	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
 		resp, err := http.Get(base + "/healthz")
@@ -61,7 +70,15 @@ func runDaemon(t *testing.T, cfg *config.Config) string {
 		}
 		return err == nil
 	})
-	return base
+	var once sync.Once
+	var runErr error
+	return d, func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+		})
+		return runErr
+	}
 }
 
 // dialRaw opens a TCP connection to base's host that fails the test's reads
