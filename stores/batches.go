@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -84,8 +86,11 @@ WHERE b.recipient = ANY($1::text[]) AND b.notifier = $2 AND b.batch_key = $4 AND
 
 // JoinBatches opens or joins the batch of every recipient of j in tx and
 // returns each one's batch, in no particular order. It takes the batches'
-// row locks until tx ends: write the chunk in the same transaction.
+// row locks until tx ends, in recipient order (j's recipients are sorted
+// first, with their batch and item ids): write the chunk in the same
+// transaction.
 func JoinBatches(ctx context.Context, tx DB, j *BatchJoin) ([]BatchState, error) {
+	j.sortByRecipient()
 	params := j.Params
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
@@ -125,6 +130,25 @@ func JoinBatches(ctx context.Context, tx DB, j *BatchJoin) ([]BatchState, error)
 		missing = without(missing, got)
 	}
 	return out, nil
+}
+
+// sortByRecipient orders j's parallel recipient slices by recipient in
+// byte order (the C collation of notify_batches.recipient), the order its
+// upsert then locks the batch rows in.
+func (j *BatchJoin) sortByRecipient() {
+	if slices.IsSorted(j.Recipients) {
+		return
+	}
+	idx := make([]int, len(j.Recipients))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(j.Recipients[a], j.Recipients[b]) })
+	rs, bs, is := make([]string, len(idx)), make([]string, len(idx)), make([]string, len(idx))
+	for k, i := range idx {
+		rs[k], bs[k], is[k] = j.Recipients[i], j.BatchIDs[i], j.InboxIDs[i]
+	}
+	j.Recipients, j.BatchIDs, j.InboxIDs = rs, bs, is
 }
 
 func without(rs []string, got []BatchState) []string {
@@ -246,6 +270,16 @@ type InboxRewrite struct {
 	Params                                json.RawMessage
 }
 
+// lockBatchItemsSQL locks batches' in-app items in recipient order before
+// they are written: a join's re-render, a notify.batch_render job and
+// notify_cancel (which moves an item to the batch's next member) write the
+// same items, and in one order none of them deadlocks with another.
+const lockBatchItemsSQL = `
+SELECT 1 FROM notify_inbox i
+WHERE i.id = ANY($1::text[]::uuid[])
+ORDER BY i.recipient, i.id
+FOR UPDATE`
+
 // UpdateBatchedInbox applies u in tx (see updateBatchedInboxSQL) and wakes
 // the stream hubs when it commits.
 func UpdateBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
@@ -255,6 +289,9 @@ func UpdateBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
 	params := u.Params
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
+	}
+	if _, err := tx.Exec(ctx, lockBatchItemsSQL, u.IDs); err != nil {
+		return fmt.Errorf("update batched inbox items: %w", err)
 	}
 	if _, err := tx.Exec(ctx, updateBatchedInboxSQL, u.IDs, u.Recipients, u.Titles, u.Bodies, u.URLs, string(params)); err != nil {
 		return fmt.Errorf("update batched inbox items: %w", err)
@@ -273,7 +310,9 @@ type BatchContent struct {
 }
 
 // closeBatchesSQL closes the batches carried by deliveries $1 that are due
-// at $2 (a claim is about to take them) and returns their contents. A
+// at $2 (a claim is about to take them) and returns their contents. It locks
+// the batch rows in recipient order, as a fan-out chunk's join (JoinBatches)
+// and notify_cancel do, so that none of the three deadlocks with another. A
 // notification that arrives after this statement opens the next batch; one
 // that joined before it committed is counted: its join holds the row's lock,
 // and this update waits for it and reads the row it left.
@@ -283,9 +322,14 @@ WITH due AS (
     WHERE d.id = ANY($1::text[]::uuid[]) AND d.batch_id IS NOT NULL
       AND d.status IN ('scheduled', 'pending', 'failed', 'rate_limited')
       AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $2)
+), locked AS (
+    SELECT b.id FROM notify_batches b
+    WHERE b.id IN (SELECT batch_id FROM due)
+    ORDER BY b.recipient, b.id
+    FOR UPDATE
 ), closed AS (
     UPDATE notify_batches b SET state = 'closed', updated_at = $2
-    WHERE b.id IN (SELECT batch_id FROM due)
+    WHERE b.id IN (SELECT id FROM locked)
     RETURNING b.id, b.count, b.actors, b.items
 )
 SELECT due.id::text, c.count, c.actors, c.items FROM due JOIN closed c ON c.id = due.batch_id`
@@ -365,10 +409,14 @@ FROM changed c
 ORDER BY c.recipient`
 
 // RerenderBatchedInbox applies u (its Params unused) in tx, see
-// rerenderBatchedInboxSQL, and wakes the stream hubs when tx commits.
+// rerenderBatchedInboxSQL, after locking the items (lockBatchItemsSQL), and
+// wakes the stream hubs when tx commits.
 func RerenderBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
 	if len(u.IDs) == 0 {
 		return nil
+	}
+	if _, err := tx.Exec(ctx, lockBatchItemsSQL, u.IDs); err != nil {
+		return fmt.Errorf("render batched inbox items again: %w", err)
 	}
 	if _, err := tx.Exec(ctx, rerenderBatchedInboxSQL, u.IDs, u.Recipients, u.Titles, u.Bodies, u.URLs); err != nil {
 		return fmt.Errorf("render batched inbox items again: %w", err)

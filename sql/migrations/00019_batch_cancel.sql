@@ -9,8 +9,8 @@
 -- (a closed batch's message has been claimed for sending: what it says is
 -- decided), and for each closed batch whose in-app item is the
 -- notification's (it was the first member: the item shows the others too),
--- in batch id order and under the batch row's lock (the lock a joining
--- fan-out chunk and the closing claim take too):
+-- under the batch rows' locks, taken in recipient order as a joining fan-out
+-- chunk and the closing claim take them (so that none of them deadlocks):
 --   * takes the notification out of members, its params out of items, and
 --     counts and lists the actors again from the remaining members;
 --   * when it was the batch's first member and others remain: in an
@@ -48,12 +48,16 @@ DECLARE
     v_items uuid[];
     v_recipients text[];
     v_kept uuid[] := '{}';    -- batch items handed to the batch's next member
-    v_render uuid[] := '{}';  -- batches whose in-app item is rendered again
-    b record;
-    c record;
-    v_rest uuid[];
-    v_heir uuid;
-    v_first record;
+    -- The notification's batches as they were taken out of (parallel arrays):
+    -- id, recipient, in-app item, state before, its position in members,
+    -- and the members left.
+    v_b uuid[];
+    v_b_recipient text[];
+    v_b_item uuid[];
+    v_b_was text[];
+    v_b_pos integer[];
+    v_b_left integer[];
+    v_n integer;
 BEGIN
     UPDATE notify_notifications n
     SET status = 'cancelled', updated_at = now()
@@ -68,8 +72,10 @@ BEGIN
         RETURN NULL;
     END IF;
 
-    FOR b IN
-        SELECT nb.id, nb.recipient, nb.members, nb.inbox_id, nb.state, array_position(nb.members, v_id) AS pos
+    -- Out of its batches, set-based: one statement per step whatever the
+    -- audience, under the batch rows' locks taken in recipient order.
+    WITH mine AS (
+        SELECT nb.id, nb.state, array_position(nb.members, v_id) AS pos
         FROM notify_batches nb
         WHERE nb.id IN (SELECT u.id FROM notify_batches u
                         WHERE u.notifier = notify_cancel.notifier AND u.state <> 'closed' AND v_id = ANY(u.members)
@@ -78,95 +84,123 @@ BEGIN
                         WHERE u.inbox_id IN (SELECT i.id FROM notify_inbox i
                                              WHERE i.notifier = notify_cancel.notifier AND i.key = notify_cancel.key))
           AND v_id = ANY(nb.members)
-        ORDER BY nb.id
+        ORDER BY nb.recipient, nb.id -- the order a fan-out chunk's join and a closing claim lock them in
         FOR UPDATE
-    LOOP
-        v_rest := array_remove(b.members, v_id);
-        IF cardinality(v_rest) = 0 THEN
-            UPDATE notify_batches SET state = 'closed', count = 0, members = '{}', items = '[]', actors = '{}',
-                                      updated_at = now()
-            WHERE id = b.id;
-            CONTINUE;
-        END IF;
+    ), out AS (
         UPDATE notify_batches nb
-        SET members = v_rest,
-            items = nb.items - (b.pos - 1),
-            count = cardinality(v_rest),
+        SET members = array_remove(nb.members, v_id),
+            items = nb.items - (m.pos - 1),
+            count = cardinality(nb.members) - 1,
             actors = coalesce((
                 SELECT array_agg(x.actor ORDER BY x.first)
-                FROM (SELECT n.actor, min(m.ord) AS first
-                      FROM unnest(v_rest) WITH ORDINALITY AS m(id, ord)
-                      JOIN notify_notifications n ON n.id = m.id
+                FROM (SELECT n.actor, min(u.ord) AS first
+                      FROM unnest(array_remove(nb.members, v_id)) WITH ORDINALITY AS u(id, ord)
+                      JOIN notify_notifications n ON n.id = u.id
                       WHERE coalesce(n.actor, '') <> ''
                       GROUP BY n.actor) x), '{}'),
+            state = CASE WHEN cardinality(nb.members) = 1 THEN 'closed' ELSE nb.state END,
             updated_at = now()
-        WHERE nb.id = b.id;
+        FROM mine m
+        WHERE nb.id = m.id
+        RETURNING nb.id, nb.recipient, nb.inbox_id, m.state AS was, m.pos, cardinality(nb.members) AS members_left
+    )
+    SELECT coalesce(array_agg(o.id ORDER BY o.id), '{}'), coalesce(array_agg(o.recipient ORDER BY o.id), '{}'),
+           coalesce(array_agg(o.inbox_id ORDER BY o.id), '{}'), coalesce(array_agg(o.was ORDER BY o.id), '{}'),
+           coalesce(array_agg(o.pos ORDER BY o.id), '{}'), coalesce(array_agg(o.members_left ORDER BY o.id), '{}')
+    INTO v_b, v_b_recipient, v_b_item, v_b_was, v_b_pos, v_b_left
+    FROM out o;
 
-        IF b.pos = 1 AND b.state = 'closed' THEN
-            NULL; -- its message is claimed: only the in-app item moves on (below)
-        ELSIF b.pos = 1 THEN
-            -- Each carrying delivery hands the batch to the earliest
-            -- remaining member's delivery batched into it.
-            FOR c IN
-                SELECT d.id, d.channel, d.recipient, d.status, d.next_attempt_at
-                FROM notify_deliveries d
-                WHERE d.notification_id = v_id AND d.batch_id = b.id
-                  AND d.status IN ('scheduled', 'pending', 'failed', 'rate_limited')
-                ORDER BY d.id
-            LOOP
-                SELECT d.id INTO v_heir
-                FROM notify_deliveries d
-                WHERE d.notification_id = ANY(v_rest) AND d.channel = c.channel
-                  AND coalesce(d.recipient, '') = coalesce(c.recipient, '')
-                  AND d.status = 'batched' AND d.batched_into = c.id
-                ORDER BY array_position(v_rest, d.notification_id)
-                LIMIT 1;
-                IF v_heir IS NULL THEN
-                    CONTINUE;
-                END IF;
-                UPDATE notify_deliveries d
-                SET status = c.status, next_attempt_at = c.next_attempt_at, batch_id = b.id, batched_into = NULL,
-                    settled_at = NULL, last_error = NULL, updated_at = now()
-                WHERE d.id = v_heir;
-                UPDATE notify_deliveries d
-                SET batched_into = v_heir, updated_at = now()
-                WHERE d.notification_id = ANY(v_rest) AND d.channel = c.channel
-                  AND coalesce(d.recipient, '') = coalesce(c.recipient, '')
-                  AND d.status = 'batched' AND d.batched_into = c.id;
-                INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
-                VALUES (jsonb_build_object('delivery_ids', jsonb_build_array(v_heir::text)), 'notify.send', 25, 1, 'send',
-                        (CASE WHEN c.next_attempt_at > now() THEN 'scheduled' ELSE 'available' END)::river_job_state,
-                        coalesce(c.next_attempt_at, now()), '{}'::varchar(255)[], '{}'::jsonb);
-                IF c.next_attempt_at IS NULL OR c.next_attempt_at <= now() THEN
-                    PERFORM pg_notify(current_schema() || '.river_insert', json_build_object('queue', 'send')::text);
-                END IF;
-            END LOOP;
-        END IF;
-        IF b.pos = 1 THEN
-            -- The batch's in-app item moves to the batch's new first member.
-            IF b.inbox_id IS NOT NULL THEN
-                SELECT n.id, n.key, n.actor, n.params INTO v_first FROM notify_notifications n WHERE n.id = v_rest[1];
-                UPDATE notify_inbox i
-                SET notification_id = v_first.id, key = v_first.key, actor = v_first.actor, params = v_first.params
-                WHERE i.id = b.inbox_id AND i.recipient = b.recipient;
-                IF FOUND THEN
-                    v_kept := v_kept || b.inbox_id;
-                END IF;
-            END IF;
-        ELSE
+    IF cardinality(v_b) > 0 THEN
+        -- Where it was the first member of a batch still unsent, each of its
+        -- carrying deliveries hands the batch to the earliest remaining
+        -- member's delivery batched into it, which gets a send job at the
+        -- same due time (in send jobs of up to 50 per due instant); the
+        -- others batched into the old carrier name the new one.
+        WITH b AS (
+            SELECT u.id FROM unnest(v_b, v_b_was, v_b_pos, v_b_left) AS u(id, was, pos, members_left)
+            WHERE u.pos = 1 AND u.was <> 'closed' AND u.members_left > 0
+        ), heir AS (
+            SELECT DISTINCT ON (c.id) c.id AS carrier, h.id AS heir, c.channel, c.recipient, c.status,
+                   c.next_attempt_at, c.batch_id, nb.members
+            FROM notify_deliveries c
+            JOIN b ON b.id = c.batch_id
+            JOIN notify_batches nb ON nb.id = c.batch_id
+            JOIN notify_deliveries h ON h.notification_id = ANY(nb.members) AND h.channel = c.channel
+                 AND coalesce(h.recipient, '') = coalesce(c.recipient, '')
+                 AND h.status = 'batched' AND h.batched_into = c.id
+            WHERE c.notification_id = v_id AND c.status IN ('scheduled', 'pending', 'failed', 'rate_limited')
+            ORDER BY c.id, array_position(nb.members, h.notification_id)
+        ), promoted AS (
             UPDATE notify_deliveries d
-            SET status = 'cancelled', last_error = 'notification cancelled', settled_at = now(), updated_at = now()
-            WHERE d.notification_id = v_id AND d.recipient = b.recipient AND d.status = 'batched';
-        END IF;
-        IF b.inbox_id IS NOT NULL THEN
-            v_render := v_render || b.id;
-        END IF;
-    END LOOP;
-    IF cardinality(v_render) > 0 THEN
+            SET status = heir.status, next_attempt_at = heir.next_attempt_at, batch_id = heir.batch_id,
+                batched_into = NULL, settled_at = NULL, last_error = NULL, updated_at = now()
+            FROM heir
+            WHERE d.id = heir.heir
+            RETURNING d.id, d.next_attempt_at
+        ), repointed AS (
+            UPDATE notify_deliveries d
+            SET batched_into = heir.heir, updated_at = now()
+            FROM heir
+            WHERE d.notification_id = ANY(heir.members) AND d.channel = heir.channel
+              AND coalesce(d.recipient, '') = coalesce(heir.recipient, '')
+              AND d.status = 'batched' AND d.batched_into = heir.carrier AND d.id <> heir.heir
+            RETURNING 1
+        ), jobs AS (
+            INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
+            SELECT jsonb_build_object('delivery_ids', jsonb_agg(p.id::text ORDER BY p.id)), 'notify.send', 25, 1, 'send',
+                   (CASE WHEN p.due > now() THEN 'scheduled' ELSE 'available' END)::river_job_state,
+                   p.due, '{}'::varchar(255)[], '{}'::jsonb
+            FROM (SELECT pr.id, coalesce(pr.next_attempt_at, now()) AS due,
+                         (row_number() OVER (PARTITION BY pr.next_attempt_at ORDER BY pr.id) - 1) / 50 AS part
+                  FROM promoted pr) p
+            GROUP BY p.due, p.part
+            RETURNING state
+        )
+        SELECT (SELECT count(*) FROM repointed)
+               + (SELECT count(pg_notify(current_schema() || '.river_insert', json_build_object('queue', 'send')::text))
+                  FROM (SELECT 1 FROM jobs WHERE state = 'available' LIMIT 1) w)
+        INTO v_n;
+
+        -- Where it was a batch's first member, the batch's in-app item (which
+        -- shows the others too) is kept and moves to the new first member,
+        -- in a closed batch as well. The items are locked in recipient order
+        -- first, as a join's re-render and notify.batch_render lock them.
+        PERFORM 1 FROM notify_inbox i
+        WHERE i.id = ANY (ARRAY(SELECT u.item FROM unnest(v_b_item, v_b_pos, v_b_left) AS u(item, pos, members_left)
+                                WHERE u.pos = 1 AND u.members_left > 0 AND u.item IS NOT NULL))
+        ORDER BY i.recipient, i.id
+        FOR UPDATE;
+        WITH moved AS (
+            UPDATE notify_inbox i
+            SET notification_id = n.id, key = n.key, actor = n.actor, params = n.params
+            FROM unnest(v_b, v_b_recipient, v_b_item, v_b_pos, v_b_left) AS u(id, recipient, item, pos, members_left)
+            JOIN notify_batches nb ON nb.id = u.id
+            JOIN notify_notifications n ON n.id = nb.members[1]
+            WHERE u.pos = 1 AND u.members_left > 0 AND i.id = u.item AND i.recipient = u.recipient
+            RETURNING i.id
+        )
+        SELECT coalesce(array_agg(moved.id), '{}') INTO v_kept FROM moved;
+
+        -- Where it was a later member, its batched deliveries to that
+        -- recipient are no longer in the message.
+        UPDATE notify_deliveries d
+        SET status = 'cancelled', last_error = 'notification cancelled', settled_at = now(), updated_at = now()
+        WHERE d.notification_id = v_id AND d.status = 'batched'
+          AND d.recipient = ANY (ARRAY(SELECT u.recipient FROM unnest(v_b_recipient, v_b_pos) AS u(recipient, pos)
+                                       WHERE u.pos > 1));
+
+        -- Every batch whose item remains is rendered again by the daemon,
+        -- in jobs of up to 500 batches.
         INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
-        VALUES (jsonb_build_object('batch_ids', to_jsonb(v_render::text[])), 'notify.batch_render', 25, 1, 'fanout',
-                'available', now(), '{}'::varchar(255)[], '{}'::jsonb);
-        PERFORM pg_notify(current_schema() || '.river_insert', json_build_object('queue', 'fanout')::text);
+        SELECT jsonb_build_object('batch_ids', jsonb_agg(x.id::text ORDER BY x.id)), 'notify.batch_render', 25, 1, 'fanout',
+               'available', now(), '{}'::varchar(255)[], '{}'::jsonb
+        FROM (SELECT u.id, (row_number() OVER (ORDER BY u.id) - 1) / 500 AS part
+              FROM unnest(v_b, v_b_item, v_b_left) AS u(id, item, members_left)
+              WHERE u.item IS NOT NULL AND u.members_left > 0) x
+        GROUP BY x.part;
+        IF FOUND THEN
+            PERFORM pg_notify(current_schema() || '.river_insert', json_build_object('queue', 'fanout')::text);
+        END IF;
     END IF;
 
     WITH d AS (
