@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,6 +83,20 @@ func newStage(ctx context.Context, e *env, r *result, name string, c *pgcluster.
 }
 
 func (s *stage) logf(format string, args ...any) { s.e.logf(s.name, format, args...) }
+
+// logCount counts the lines of the stage's daemon logs that contain text.
+func (s *stage) logCount(text string) int {
+	files, _ := filepath.Glob(filepath.Join(s.dir, "daemon-*.log"))
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		n += strings.Count(string(b), text)
+	}
+	return n
+}
 
 // addSlot writes a replica's config (the listen address is picked here) and,
 // for the first slot, migrates the database with it.

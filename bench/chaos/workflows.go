@@ -251,5 +251,12 @@ WHERE n.status = 'cancelled'`).Scan(&cancelledFirst); err != nil {
 	}
 	r.note("%d batches for %d recipients, %d members; %d of %d batched notifications cancelled; %d emails sent (%d carrying a batch), %d duplicates",
 		batches, recipients, members, cancelled, batchedIDs+cancelled, sent, leads, dups)
+	// Joins, closing claims, cancels and item re-renders lock batches and
+	// items in one order (docs/architecture.md): a deadlock in the daemons'
+	// logs means one of them no longer does. River retries the job, so it
+	// is reported, not failed.
+	if n := s.logCount("deadlock detected"); n > 0 {
+		r.note("%d deadlocks (40P01) in the daemons' logs: a lock order was broken (docs/architecture.md, batches and their items)", n)
+	}
 	return nil
 }
