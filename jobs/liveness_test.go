@@ -14,6 +14,21 @@ import (
 	"github.com/notifyd/notifyd/stores"
 )
 
+// goneClient registers River client id as a process would, and ends the
+// session holding its liveness lock, as that process's death would.
+func goneClient(t *testing.T, b *bundle, id string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.HoldLiveness(ctx, conn, id); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+}
+
 // A fan-out whose River job was running in a process that died (its
 // liveness lock released with its connection) is rescued by the next retry
 // sweep and finishes on a live worker, instead of waiting out River's
@@ -27,15 +42,7 @@ func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The process that took the job registered, then died.
-	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stores.HoldLiveness(ctx, conn, "gone-client"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
+	goneClient(t, b, "gone-client") // the process that took the job
 	if _, err := b.pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now(),
 		attempted_by = ARRAY['gone-client'] WHERE kind = 'notify.fanout'`); err != nil {
 		t.Fatal(err)
@@ -78,14 +85,7 @@ func TestLivenessRescuesItsPredecessorsJobsAndUnregisters(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stores.HoldLiveness(ctx, conn, "killed-client"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
+	goneClient(t, b, "killed-client")
 	if _, err := b.pool.Exec(ctx, `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at,
 		tags, metadata, attempt, attempted_at, attempted_by)
 		VALUES ('{}', 'test.rescue', 25, 1, 'default', 'running', now(), '{}', '{}', 1, now(), ARRAY['killed-client'])`); err != nil {
