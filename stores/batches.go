@@ -245,22 +245,30 @@ func DueFullBatches(ctx context.Context, tx DB, ids []string) ([]string, error) 
 	return out, rows.Err()
 }
 
-// updateBatchedInboxSQL re-renders batches' in-app items in place (title,
-// body, url and the latest params), makes them unread and unseen again, and
-// logs one "updated" change per item with what changed, so streams show it.
-const updateBatchedInboxSQL = `
+// rewriteBatchedInboxSQL writes batches' in-app items rendered again (title,
+// body, url) and logs one "updated" change per item with what changed, so
+// streams show it. With $7 (a member joined) the items take the joiner's
+// params $6 and are unread and unseen again, and every item is logged; without
+// (a member left, notify.batch_render) read state and params stay, and only
+// items whose text changed are written.
+const rewriteBatchedInboxSQL = `
 WITH u AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(id, recipient, title, body, url)
 ), changed AS (
     UPDATE notify_inbox i
-    SET title = u.title, body = u.body, url = u.url, params = $6::jsonb, read_at = NULL, seen_at = NULL
+    SET title = u.title, body = u.body, url = u.url,
+        params = CASE WHEN $7 THEN $6::jsonb ELSE i.params END,
+        read_at = CASE WHEN $7 THEN NULL ELSE i.read_at END,
+        seen_at = CASE WHEN $7 THEN NULL ELSE i.seen_at END
     FROM u
     WHERE i.id = u.id::uuid AND i.recipient = u.recipient
+      AND ($7 OR (i.title, i.body, i.url) IS DISTINCT FROM (u.title, u.body, u.url))
     RETURNING i.id, i.recipient, i.title, i.body, i.url
 )
 INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
 SELECT c.recipient, 'updated', ARRAY[c.id],
-       jsonb_build_object('title', c.title, 'body', c.body, 'url', c.url, 'read_at', NULL, 'seen_at', NULL)
+       jsonb_build_object('title', c.title, 'body', c.body, 'url', c.url)
+       || CASE WHEN $7 THEN jsonb_build_object('read_at', NULL, 'seen_at', NULL) ELSE '{}'::jsonb END
 FROM changed c
 ORDER BY c.recipient`
 
@@ -280,9 +288,16 @@ WHERE i.id = ANY($1::text[]::uuid[])
 ORDER BY i.recipient, i.id
 FOR UPDATE`
 
-// UpdateBatchedInbox applies u in tx (see updateBatchedInboxSQL) and wakes
-// the stream hubs when it commits.
+// UpdateBatchedInbox applies u in tx after a member joined (see
+// rewriteBatchedInboxSQL) and wakes the stream hubs when it commits.
 func UpdateBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
+	return rewriteBatchedInbox(ctx, tx, u, true)
+}
+
+// rewriteBatchedInbox locks u's items (lockBatchItemsSQL), writes them
+// (rewriteBatchedInboxSQL, unread as that says) and wakes the stream hubs
+// when tx commits.
+func rewriteBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite, unread bool) error {
 	if len(u.IDs) == 0 {
 		return nil
 	}
@@ -291,13 +306,13 @@ func UpdateBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
 		params = json.RawMessage("{}")
 	}
 	if _, err := tx.Exec(ctx, lockBatchItemsSQL, u.IDs); err != nil {
-		return fmt.Errorf("update batched inbox items: %w", err)
+		return fmt.Errorf("rewrite batched inbox items: %w", err)
 	}
-	if _, err := tx.Exec(ctx, updateBatchedInboxSQL, u.IDs, u.Recipients, u.Titles, u.Bodies, u.URLs, string(params)); err != nil {
-		return fmt.Errorf("update batched inbox items: %w", err)
+	if _, err := tx.Exec(ctx, rewriteBatchedInboxSQL, u.IDs, u.Recipients, u.Titles, u.Bodies, u.URLs, string(params), unread); err != nil {
+		return fmt.Errorf("rewrite batched inbox items: %w", err)
 	}
 	if _, err := tx.Exec(ctx, wakeInboxStreamsSQL); err != nil {
-		return fmt.Errorf("update batched inbox items: %w", err)
+		return fmt.Errorf("rewrite batched inbox items: %w", err)
 	}
 	return nil
 }
@@ -389,40 +404,9 @@ func BatchRenders(ctx context.Context, db DB, ids []string) ([]BatchRender, erro
 	return out, rows.Err()
 }
 
-// rerenderBatchedInboxSQL writes batches' in-app items rendered again after
-// a member left (title, body and url; read and seen stay as they are) and
-// logs an "updated" change for each item whose text changed.
-const rerenderBatchedInboxSQL = `
-WITH u AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS u(id, recipient, title, body, url)
-), changed AS (
-    UPDATE notify_inbox i
-    SET title = u.title, body = u.body, url = u.url
-    FROM u
-    WHERE i.id = u.id::uuid AND i.recipient = u.recipient
-      AND (i.title, i.body, i.url) IS DISTINCT FROM (u.title, u.body, u.url)
-    RETURNING i.id, i.recipient, i.title, i.body, i.url
-)
-INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
-SELECT c.recipient, 'updated', ARRAY[c.id], jsonb_build_object('title', c.title, 'body', c.body, 'url', c.url)
-FROM changed c
-ORDER BY c.recipient`
-
-// RerenderBatchedInbox applies u (its Params unused) in tx, see
-// rerenderBatchedInboxSQL, after locking the items (lockBatchItemsSQL), and
-// wakes the stream hubs when tx commits.
+// RerenderBatchedInbox applies u (its Params unused) in tx after a member
+// left, leaving read state as it is (see rewriteBatchedInboxSQL), and wakes
+// the stream hubs when tx commits.
 func RerenderBatchedInbox(ctx context.Context, tx DB, u *InboxRewrite) error {
-	if len(u.IDs) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, lockBatchItemsSQL, u.IDs); err != nil {
-		return fmt.Errorf("render batched inbox items again: %w", err)
-	}
-	if _, err := tx.Exec(ctx, rerenderBatchedInboxSQL, u.IDs, u.Recipients, u.Titles, u.Bodies, u.URLs); err != nil {
-		return fmt.Errorf("render batched inbox items again: %w", err)
-	}
-	if _, err := tx.Exec(ctx, wakeInboxStreamsSQL); err != nil {
-		return fmt.Errorf("render batched inbox items again: %w", err)
-	}
-	return nil
+	return rewriteBatchedInbox(ctx, tx, u, false)
 }
