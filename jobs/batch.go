@@ -132,11 +132,11 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 		if b.InboxID == nil || d.Inbox == nil {
 			continue
 		}
-		var items []any
-		if err := json.Unmarshal(b.Items, &items); err != nil {
-			return nil, fmt.Errorf("batch %s items: %w", b.ID, err)
+		bp, err := batchParams(params, b.ID, stores.BatchContent{Count: b.Count, Actors: b.Actors, Items: b.Items})
+		if err != nil {
+			return nil, err
 		}
-		item, err := d.Inbox.RenderInbox(nf.Name, config.BatchParams(params, b.Count, b.Actors, items))
+		item, err := d.Inbox.RenderInbox(nf.Name, bp)
 		if err != nil {
 			return nil, fmt.Errorf("render the in-app item of batch %s: %w", b.ID, err)
 		}
@@ -233,17 +233,27 @@ func withBatches(claimed []stores.Claimed, contents map[string]stores.BatchConte
 				return fmt.Errorf("params of %s: %w", c.NotificationID, err)
 			}
 		}
-		var items []any
-		if err := json.Unmarshal(b.Items, &items); err != nil {
-			return fmt.Errorf("items of the batch of %s: %w", c.ID, err)
+		bp, err := batchParams(params, "carried by "+c.ID, b)
+		if err != nil {
+			return err
 		}
-		raw, err := json.Marshal(config.BatchParams(params, b.Count, b.Actors, items))
+		raw, err := json.Marshal(bp)
 		if err != nil {
 			return err
 		}
 		c.Params = raw
 	}
 	return nil
+}
+
+// batchParams is params with what batch holds (.Count, .Actors, .Items),
+// for a batch's templates; batch names it in an error.
+func batchParams(params map[string]any, batch string, c stores.BatchContent) (map[string]any, error) {
+	var items []any
+	if err := json.Unmarshal(c.Items, &items); err != nil {
+		return nil, fmt.Errorf("items of batch %s: %w", batch, err)
+	}
+	return config.BatchParams(params, c.Count, c.Actors, items), nil
 }
 
 func nonEmpty(s string) []string {
@@ -295,11 +305,11 @@ func (w *BatchRenderWorker) Work(ctx context.Context, job *river.Job[BatchRender
 		if err != nil {
 			return err
 		}
-		var items []any
-		if err := json.Unmarshal(r.Content.Items, &items); err != nil {
-			return fmt.Errorf("batch %s items: %w", r.BatchID, err)
+		bp, err := batchParams(params, r.BatchID, r.Content)
+		if err != nil {
+			return err
 		}
-		item, err := d.Inbox.RenderInbox(r.Notifier, config.BatchParams(params, r.Content.Count, r.Content.Actors, items))
+		item, err := d.Inbox.RenderInbox(r.Notifier, bp)
 		if err != nil {
 			d.logger().WarnContext(ctx, "render a batch's in-app item again", "batch", r.BatchID, "err", err)
 			continue

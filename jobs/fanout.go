@@ -151,14 +151,14 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 	st, err := stores.LockFanout(ctx, tx, id, lane, normalizing)
 	if errors.Is(err, stores.ErrNotFound) {
 		log.WarnContext(ctx, "fan-out of a notification that does not exist")
-		return true, w.complete(ctx, tx, job)
+		return true, w.complete(ctx, tx)
 	}
 	if err != nil {
 		return false, err
 	}
 	switch notifytype.NotificationStatus(st.Status) {
 	case notifytype.NotificationCancelled, notifytype.NotificationRejected, notifytype.NotificationFannedOut:
-		return true, w.complete(ctx, tx, job)
+		return true, w.complete(ctx, tx)
 	}
 
 	nf, item, reason := w.resolve(st)
@@ -175,7 +175,7 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		// Lanes are created with the normalisation, for every lane a job
 		// exists for; a re-normalisation replaced them with fewer.
 		log.WarnContext(ctx, "fan-out lane does not exist (the audience was split again); nothing to do")
-		return true, w.complete(ctx, tx, job)
+		return true, w.complete(ctx, tx)
 	}
 	if st.Lane.Done {
 		// The lane's last chunk committed but not the finish (a crash, or a
@@ -379,12 +379,12 @@ func (w *FanoutWorker) finishAlone(ctx context.Context, job *river.Job[FanoutArg
 	if _, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID); err != nil {
 		return err
 	}
-	return w.complete(ctx, tx, job)
+	return w.complete(ctx, tx)
 }
 
 // complete commits tx and reports the job done: River's completer marks it
 // completed when Work returns (see FanoutWorker).
-func (w *FanoutWorker) complete(ctx context.Context, tx pgx.Tx, _ *river.Job[FanoutArgs]) error {
+func (w *FanoutWorker) complete(ctx context.Context, tx pgx.Tx) error {
 	return tx.Commit(ctx)
 }
 
@@ -409,7 +409,7 @@ func (w *FanoutWorker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[Fan
 	if err := stores.RejectNotification(ctx, tx, st.ID, reason); err != nil {
 		return err
 	}
-	if err := w.complete(ctx, tx, job); err != nil {
+	if err := w.complete(ctx, tx); err != nil {
 		return err
 	}
 	w.Deps.Metrics.Notification(st.Notifier, "rejected")

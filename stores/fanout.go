@@ -41,19 +41,16 @@ type FanoutLane struct {
 	Done      bool
 }
 
-const lockFanoutSQL = `
+// lockFanoutSQL reads a notification for its fan-out under a share lock;
+// lockFanoutForUpdateSQL under the update lock a normalisation needs.
+const (
+	readFanoutSQL = `
 SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized
 FROM notify_notifications
-WHERE id = $1
-FOR SHARE`
-
-// lockFanoutForUpdateSQL is lockFanoutSQL with the update lock a
-// normalisation needs.
-const lockFanoutForUpdateSQL = `
-SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized
-FROM notify_notifications
-WHERE id = $1
-FOR UPDATE`
+WHERE id = $1`
+	lockFanoutSQL          = readFanoutSQL + ` FOR SHARE`
+	lockFanoutForUpdateSQL = readFanoutSQL + ` FOR UPDATE`
+)
 
 const lockLaneSQL = `
 SELECT lane, cursor, inline_pos, done
