@@ -1,7 +1,7 @@
 // Command chaos runs notifyd's fault-injection scenarios (the README's guarantees and docs/security.md)
 // end to end, with real processes, and prints one table:
 //
-//	go run ./bench/chaos [-seed N] [-scale F] [-run kill,pgrestart,...] [-rescue] [-sequential] [-keep]
+//	go run ./bench/chaos [-seed N] [-scale F] [-run kill,pgrestart,...] [-sequential] [-keep]
 //
 // Each scenario builds what production has: the notifyd binary (built once
 // from ./cmd/notifyd, run as `notifyd run` subprocesses), a private
@@ -55,10 +55,9 @@
 //
 // The verdict fails on any lost message or inbox item, any non-terminal
 // delivery, and duplicates beyond the crash window; the process exits 1 when
-// a scenario fails. -rescue makes the harness play River's job rescuer every
-// second for jobs left `running` by killed processes (River's own rescuer
-// waits RescueStuckJobsAfter, which notifyd sets to twice retry.lease and at
-// least a minute): it shortens the runs and says so in the notes.
+// a scenario fails. The jobs a killed daemon left `running` are the daemons'
+// own to rescue (their liveness locks: docs/operations.md, "When a replica
+// dies"); the notes list any still running at the end.
 //
 // The harness reads the ledger with its own SQL (verify.go): it is a test
 // that asserts rows, not part of the product, so it does not go through
@@ -98,7 +97,6 @@ type options struct {
 	seed       int64
 	scale      float64
 	only       map[string]bool
-	rescue     bool
 	sequential bool
 	keep       bool
 	verbose    bool
@@ -112,7 +110,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	fs.Int64Var(&o.seed, "seed", 0, "random seed for kill timing and choices (0: from the clock; printed)")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply recipient counts, kills and the SMTP outage (1: default run, under 10 minutes)")
 	fs.StringVar(&only, "run", "", "comma-separated scenarios to run (default all): "+strings.Join(scenarioNames(), ","))
-	fs.BoolVar(&o.rescue, "rescue", false, "rescue River jobs left running by killed daemons (emulates a short RescueStuckJobsAfter)")
 	fs.BoolVar(&o.sequential, "sequential", false, "run scenarios one after the other (default: concurrently, each on its own database)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (daemon and PostgreSQL logs) even when every scenario passes")
 	fs.BoolVar(&o.verbose, "v", false, "print progress every few seconds")
@@ -143,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	}
 
 	start := time.Now()
-	fmt.Fprintf(stdout, "chaos: seed=%d scale=%g rescue=%t scenarios=%s\n", o.seed, o.scale, o.rescue, strings.Join(namesOf(selected), ","))
+	fmt.Fprintf(stdout, "chaos: seed=%d scale=%g scenarios=%s\n", o.seed, o.scale, strings.Join(namesOf(selected), ","))
 	e, err := newEnv(ctx, o, stderr)
 	if err != nil {
 		return 2, err

@@ -55,7 +55,6 @@ type stage struct {
 	mu      sync.Mutex
 	slots   map[string]*slot
 	started int // daemons started, for log names
-	rescued map[string]int
 }
 
 // slot is one replica: its config and its current process.
@@ -68,7 +67,7 @@ type slot struct {
 
 func newStage(ctx context.Context, e *env, r *result, name string, c *pgcluster.Cluster, seed uint64) (*stage, error) {
 	s := &stage{e: e, r: r, name: name, rng: rand.New(rand.NewPCG(seed, seed>>1|1)), slots: map[string]*slot{},
-		rescued: map[string]int{}, dir: filepath.Join(e.dir, name)}
+		dir: filepath.Join(e.dir, name)}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -196,32 +195,6 @@ func (s *stage) oldestLive() time.Time {
 	return t
 }
 
-// rescueLoop, with -rescue, plays River's job rescuer every second for jobs
-// attempted by dead processes.
-func (s *stage) rescueLoop(ctx context.Context) {
-	if !s.e.opts.rescue {
-		return
-	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		got, err := s.db.rescue(ctx, s.oldestLive())
-		if err != nil {
-			continue
-		}
-		s.mu.Lock()
-		for k, n := range got {
-			s.rescued[k] += n
-		}
-		s.mu.Unlock()
-	}
-}
-
 // close stops what the stage started.
 func (s *stage) close() {
 	s.stopAll()
@@ -237,8 +210,8 @@ func (s *stage) close() {
 }
 
 // report adds what is worth knowing about River's queue to the notes: jobs
-// left running by killed processes (River rescues them only after
-// RescueStuckJobsAfter: twice retry.lease, at least a minute), and what -rescue took.
+// still running on killed processes (their liveness locks should have had
+// them rescued).
 func (s *stage) report(ctx context.Context) {
 	summary, stale, err := s.db.jobStates(ctx, s.oldestLive())
 	if err != nil {
@@ -247,15 +220,7 @@ func (s *stage) report(ctx context.Context) {
 	}
 	s.r.note("river_job at the end: %s", summary)
 	if len(stale) > 0 {
-		s.r.note("River jobs still `running` on a killed process (River rescues them after RescueStuckJobsAfter: twice retry.lease, at least a minute): %v", stale)
-		if !s.e.opts.rescue && stale["notify.fanout"] > 0 {
-			s.r.note("a killed fan-out waits for River's rescuer; run with -rescue to see what the other guarantees do once it is rescued promptly")
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.rescued) > 0 {
-		s.r.note("-rescue: the harness made %v jobs of killed processes available again (what a short RescueStuckJobsAfter would do)", s.rescued)
+		s.r.note("River jobs still `running` on a killed process at the end (a restarted daemon or the retry sweep rescues them through their liveness locks): %v", stale)
 	}
 }
 

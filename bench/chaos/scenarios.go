@@ -99,7 +99,6 @@ func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	go s.rescueLoop(ctx)
 	const key = "kill-1"
 	id, err := s.send(ctx, sl, key, ids(0, n))
 	if err != nil {
@@ -259,7 +258,6 @@ func runSMTPDown(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	go s.rescueLoop(ctx)
 
 	s.mail.Down()
 	const keyA, keyB = "smtpdown-outage", "smtpdown-550"
@@ -378,7 +376,6 @@ func runReplicas(ctx context.Context, e *env, r *result, seed uint64) error {
 			return err
 		}
 	}
-	go s.rescueLoop(ctx)
 	const key = "replicas-1"
 	id, err := s.send(ctx, a, key, ids(0, n))
 	if err != nil {
@@ -499,7 +496,6 @@ func runCancel(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	go s.rescueLoop(ctx)
 	const key = "cancel-1"
 	id, err := s.send(ctx, sl, key, ids(0, n))
 	if err != nil {

@@ -134,13 +134,6 @@ ORDER BY 1, 2`
 SELECT coalesce(recipient, ''), status, coalesce(digest_id::text, ''), coalesce(digest_due_at, 'epoch'::timestamptz)
 FROM notify_deliveries
 WHERE notification_id = ANY($1::uuid[]) AND channel = 'email'`
-
-	// rescueSQL is what River's job rescuer would do for a job left running
-	// by a killed process, minus the retry delay: make it available again.
-	rescueSQL = `
-UPDATE river_job SET state = 'available', scheduled_at = now()
-WHERE state = 'running' AND attempted_at < $1
-RETURNING kind`
 )
 
 // ledgerRow is one notify_deliveries row.
@@ -235,25 +228,6 @@ func (db *database) jobStates(ctx context.Context, before time.Time) (summary st
 		}
 	}
 	return strings.Join(parts, " "), stale, rows.Err()
-}
-
-// rescue makes jobs left running before t available again and returns how
-// many of each kind it took.
-func (db *database) rescue(ctx context.Context, t time.Time) (map[string]int, error) {
-	rows, err := db.pool.Query(ctx, rescueSQL, t)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var kind string
-		if err := rows.Scan(&kind); err != nil {
-			return nil, err
-		}
-		out[kind]++
-	}
-	return out, rows.Err()
 }
 
 // expectation says what the end state of a scenario's notifications must be.

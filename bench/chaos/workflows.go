@@ -66,7 +66,6 @@ func runWorkflows(ctx context.Context, e *env, r *result, seed uint64) error {
 			return err
 		}
 	}
-	go s.rescueLoop(ctx)
 
 	maxKills := max(4, int(8*e.opts.scale+0.5))
 	batched, delayed, cancels := 0, 0, 0
@@ -128,7 +127,7 @@ WHERE notifier = $1 AND read_at IS NULL AND right(recipient, 1)::int % 2 = 0`, d
   (SELECT count(*) FROM notify_notifications WHERE status NOT IN ('fanned_out', 'cancelled', 'rejected'))`).Scan(&left, &fanning)
 		return left == 0 && fanning == 0, err
 	}
-	deadline := time.Now().Add(3 * time.Minute) // River rescues the jobs of a killed daemon after a minute or more
+	deadline := time.Now().Add(3 * time.Minute) // the last kill's jobs are rescued when its daemon restarts
 	for {
 		ok, err := settled()
 		if err != nil {
