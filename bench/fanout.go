@@ -124,7 +124,7 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 		return measurement{}, err
 	}
 	elapsed := done.Sub(committed)
-	inbox, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox WHERE notifier = $1 AND key = $2`, nf.Notifier, nf.Key)
+	inbox, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1`, id)
 	if err != nil {
 		return measurement{}, err
 	}

@@ -146,7 +146,7 @@ func measureRSS(ctx context.Context, h *harness, bin, mode string, n int) (measu
 	}
 	_, ticks1, _ := procStat(p.cmd.Process.Pid)
 	elapsed := done.Sub(committed)
-	inbox, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox WHERE notifier = $1 AND key = $2`, nf.Notifier, nf.Key)
+	inbox, err := count(ctx, pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1`, id)
 	if err != nil {
 		return measurement{}, err
 	}

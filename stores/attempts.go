@@ -274,16 +274,16 @@ type Progress struct {
 
 const progressSQL = `
 SELECT cardinality(n.recipients), cardinality(n.topics),
-       (SELECT count(*) FROM (SELECT recipient FROM notify_deliveries WHERE notification_id = n.id AND recipient IS NOT NULL
+       (SELECT count(*) FROM (SELECT recipient FROM notify_deliveries WHERE notification_id = $1 AND recipient IS NOT NULL
                               UNION
-                              SELECT recipient FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key) r),
-       (SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = n.id),
-       (SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = n.id AND done),
+                              SELECT recipient FROM notify_inbox i WHERE i.notification_id = $1) r),
+       (SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1),
+       (SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1 AND done),
        coalesce((SELECT jsonb_object_agg(channel || ' ' || status, c)
-                 FROM (SELECT channel, status, count(*) AS c FROM notify_deliveries WHERE notification_id = n.id
+                 FROM (SELECT channel, status, count(*) AS c FROM notify_deliveries WHERE notification_id = $1
                        GROUP BY 1, 2
                        UNION ALL
-                       SELECT $2, 'sent', count(*) FROM notify_inbox i WHERE i.notifier = n.notifier AND i.key = n.key
+                       SELECT $2, 'sent', count(*) FROM notify_inbox i WHERE i.notification_id = $1
                        HAVING count(*) > 0) s), '{}')
 FROM notify_notifications n
 WHERE n.id = $1`

@@ -66,7 +66,7 @@ func TestChangesAfterPagesThroughOneRecipient(t *testing.T) {
 	// logged; the created change of that item has nothing left to show.
 	cancelled := chgCreate(t, tx, "cancel", me)[0]
 	if _, err := tx.Exec(ctx, `INSERT INTO notify_notifications (id, notifier, key, status)
-		SELECT gen_random_uuid(), 'chg', key, 'fanned_out' FROM notify_inbox WHERE id = $1`, cancelled); err != nil {
+		SELECT notification_id, 'chg', key, 'fanned_out' FROM notify_inbox WHERE id = $1`, cancelled); err != nil {
 		t.Fatal(err)
 	}
 	var key string

@@ -18,6 +18,10 @@ func SettleSQLs() (deliveries, deliveriesRetry, digests string) {
 // ClaimSQL exposes the send claim to the plan test.
 func ClaimSQL() string { return claimSQL }
 
+// InboxByNotificationSQLs are the statements that read a notification's
+// inbox items: the console's delivery list and its progress.
+func InboxByNotificationSQLs() (list, progress string) { return listDeliveriesSQL, progressSQL }
+
 // ProtectedStatuses exposes the statuses a cancel must leave alone to the
 // test of notify_cancel, which lists them in SQL.
 var ProtectedStatuses = protectedStatuses

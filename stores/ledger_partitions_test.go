@@ -3,6 +3,7 @@ package stores_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -378,5 +379,98 @@ func TestLedgerMigrationKeepsRows(t *testing.T) {
 	}
 	if n := countRows(t, pool, `SELECT count(*) FROM notify_inbox`) + countRows(t, pool, `SELECT count(*) FROM notify_deliveries`); n != 2 {
 		t.Fatalf("%d rows left, want the 2 of the clock far ahead", n)
+	}
+}
+
+// A notification's inbox items are found by notification_id, in the one
+// partition it names, by the unique (notification_id, recipient) index: the
+// console's delivery list and progress on their generic plans, and
+// notify_cancel, which deletes the items of the cancelled notification only.
+// (The inbox has no (notifier, key) index since migration 00021.)
+func TestInboxItemsAreFoundByTheirNotification(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	pastMonths(t, pool, -2, -1)
+	old, recent := idAt(utcMonth(-2).Add(time.Hour), 1), idAt(utcMonth(-1).Add(time.Hour), 2)
+	for _, nid := range []string{old, recent} {
+		exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1::uuid, 'part', $1::text, 'fanned_out', true)`, nid)
+		exec(t, pool, `INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key)
+			SELECT gen_random_uuid(), $1::uuid, 'r' || g, 'part', $1::text FROM generate_series(1, 3) g`, nid)
+	}
+	// The month's other notifications, an item each.
+	exec(t, pool, `INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key)
+		SELECT gen_random_uuid(), ($1 || lpad(to_hex(g + 100), 12, '0'))::uuid, 'r1', 'part', 'other-' || g
+		FROM generate_series(1, 2000) g`, old[:24])
+	exec(t, pool, `ANALYZE notify_inbox`)
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	list, progress := stores.InboxByNotificationSQLs()
+	for name, c := range map[string]struct{ sql, args string }{
+		"list":     {list, fmt.Sprintf(`'%s', 100, 'inbox'`, old)},
+		"progress": {progress, fmt.Sprintf(`'%s', 'inbox'`, old)},
+	} {
+		if _, err := conn.Exec(ctx, `PREPARE inbox_plan AS `+c.sql); err != nil {
+			t.Fatalf("%s: prepare: %v", name, err)
+		}
+		var plan strings.Builder
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE inbox_plan(`+c.args+`)`)
+		if err != nil {
+			t.Fatalf("%s: explain: %v", name, err)
+		}
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%s: explain: %v", name, err)
+		}
+		if _, err := conn.Exec(ctx, `DEALLOCATE inbox_plan`); err != nil {
+			t.Fatal(err)
+		}
+		p := plan.String()
+		want := monthPart("notify_inbox", utcMonth(-2)) + "_notification_id_recipient_key"
+		if !strings.Contains(p, want) || strings.Contains(p, monthPart("notify_inbox", utcMonth(-1))) ||
+			strings.Contains(p, "Seq Scan on notify_inbox") {
+			t.Errorf("%s: the items should be read from %s through %s only:\n%s", name, monthPart("notify_inbox", utcMonth(-2)), want, p)
+		}
+	}
+
+	n, err := stores.GetNotification(ctx, pool, old, 100, "inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Deliveries) != 3 {
+		t.Fatalf("the delivery list shows %d items, want 3", len(n.Deliveries))
+	}
+	pr, err := stores.NotificationProgress(ctx, pool, old, "inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Audience != 3 || pr.ByStatus["inbox"]["sent"] != 3 {
+		t.Fatalf("progress: audience %d, inbox %v; want 3 and 3 sent", pr.Audience, pr.ByStatus["inbox"])
+	}
+	withdrawn, err := stores.CancelNotification(ctx, pool, "part", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withdrawn != 3 {
+		t.Fatalf("the cancel withdrew %d, want its 3 items", withdrawn)
+	}
+	if left := countRows(t, pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = '`+old+`'`); left != 0 {
+		t.Fatalf("%d items of the cancelled notification left", left)
+	}
+	if kept := countRows(t, pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = '`+recent+`'`); kept != 3 {
+		t.Fatalf("%d items of the other notification kept, want 3", kept)
 	}
 }

@@ -145,8 +145,7 @@ WHERE notification_id = $1
 UNION ALL
 SELECT i.id::text, i.recipient, $3, i.reason, 'immediate', 'sent', 1, NULL, i.created_at, NULL, NULL, NULL
 FROM notify_inbox i
-JOIN notify_notifications n ON n.notifier = i.notifier AND n.key = i.key
-WHERE n.id = $1
+WHERE i.notification_id = $1
 ORDER BY 2 NULLS FIRST, 3
 LIMIT $2`
 

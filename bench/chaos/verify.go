@@ -114,8 +114,7 @@ WHERE notification_id = $1`
 	inboxCountSQL = `
 SELECT count(*), count(DISTINCT i.recipient)
 FROM notify_inbox i
-JOIN notify_notifications n ON n.notifier = i.notifier AND n.key = i.key
-WHERE n.id = $1`
+WHERE i.notification_id = $1`
 
 	notificationStatusSQL = `
 SELECT status, coalesce(error, '') FROM notify_notifications WHERE id = $1`

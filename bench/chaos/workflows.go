@@ -200,8 +200,8 @@ WHERE n.status = 'cancelled'`).Scan(&cancelledFirst); err != nil {
 	}
 	var readSkipped int
 	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_deliveries d WHERE d.status = 'skipped' AND d.notifier = $1
-  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.recipient = d.recipient AND i.notifier = d.notifier
-                  AND i.key = d.key AND i.read_at IS NOT NULL)`, delayedNotifier).Scan(&readSkipped); err != nil {
+  AND NOT EXISTS (SELECT 1 FROM notify_inbox i WHERE i.notification_id = d.notification_id AND i.recipient = d.recipient
+                  AND i.read_at IS NOT NULL)`, delayedNotifier).Scan(&readSkipped); err != nil {
 		return err
 	}
 	if readSkipped > 0 {

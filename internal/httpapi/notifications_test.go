@@ -296,8 +296,8 @@ func TestGetNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(t.Context(), `
-		INSERT INTO notify_inbox (id, recipient, notifier, key, reason, title)
-		VALUES (gen_random_uuid(), 'u2', 'comment.created', 'c-get', 'author', 'hi')`); err != nil {
+		INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, reason, title)
+		VALUES (gen_random_uuid(), $1, 'u2', 'comment.created', 'c-get', 'author', 'hi')`, id); err != nil {
 		t.Fatal(err)
 	}
 
@@ -348,8 +348,8 @@ func TestCancelNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := b.pool.Exec(t.Context(), `
-		INSERT INTO notify_inbox (id, recipient, notifier, key, reason, title)
-		VALUES (gen_random_uuid(), 'u1', 'comment.created', 'c/slash', 'direct', 'hi')`); err != nil {
+		INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, reason, title)
+		VALUES (gen_random_uuid(), $1, 'u1', 'comment.created', 'c/slash', 'direct', 'hi')`, id); err != nil {
 		t.Fatal(err)
 	}
 
