@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -103,18 +104,44 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 	defer d.stop()
 	time.Sleep(300 * time.Millisecond) // let River elect a leader and run its start-up sweeps
 	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
-	h.waitQuiet(ctx)
 
+	// Best of two, as the raw baseline: each run fans out a notification of
+	// its own into an empty inbox and change log (the raw insert's table is
+	// truncated before each of its runs too). The first run is profiled.
+	var best measurement
+	for run := 0; run < 2; run++ {
+		if _, err := pool.Exec(ctx, `TRUNCATE notify_inbox, notify_inbox_changes`); err != nil {
+			return measurement{}, err
+		}
+		nf.Key = fmt.Sprintf("fanout-%s-%d", mode, run)
+		m, err := fanoutOnce(ctx, h, pool, client, nf, n, run == 0, "fanout."+mode, db.Name)
+		if err != nil {
+			return measurement{}, err
+		}
+		if best.rate == 0 || m.rate > best.rate {
+			best = m
+		}
+	}
+	best.note = fmt.Sprintf("%s, %.2fs, best of 2, %s", note, best.seconds, best.cpu)
+	return best, nil
+}
+
+// fanoutOnce times one fan-out of nf to n recipients, from the COMMIT of
+// SendTx to the notification's status fanned_out, and checks its inbox items
+// and change-log entries.
+func fanoutOnce(ctx context.Context, h *harness, pool *pgxpool.Pool, client *notifyd.Client, nf notifyd.Notification,
+	n int, profile bool, name, dbName string) (measurement, error) {
+	h.waitQuiet(ctx)
 	var cpu0 cpuTimes
-	var stopProf func()
+	stopProf := func() {}
 	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
-		stopProf = h.prof.start(ctx, "fanout."+mode, db.Name)
+		if profile {
+			stopProf = h.prof.start(ctx, name, dbName)
+		}
 		cpu0 = h.cpu()
 	})
 	if err != nil {
-		if stopProf != nil {
-			stopProf()
-		}
+		stopProf()
 		return measurement{}, err
 	}
 	done, err := waitFannedOut(ctx, pool, id, fanoutTimeout)
@@ -135,8 +162,7 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 	if inbox != n || changes != n {
 		return measurement{}, fmt.Errorf("fanned out, but %d inbox items and %d change-log entries for %d recipients", inbox, changes, n)
 	}
-	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
-		note: fmt.Sprintf("%s, %.2fs, %s", note, elapsed.Seconds(), cpu)}, nil
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu}, nil
 }
 
 // rawInsertSQL writes n inbox rows shaped exactly like the fan-out's (same
