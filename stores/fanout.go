@@ -236,7 +236,13 @@ const deleteLanesSQL = `DELETE FROM notify_fanout_lanes WHERE notification_id = 
 
 // createLanesSQL gives notification $1 (without lanes) one lane per range the
 // ascending bounds $2 cut (lane 0 from the start, the last to the end), each
-// with the positions of its inline entries in the sorted inline list.
+// with the positions of its inline entries in the sorted inline list: the
+// number of entries before the lane's bounds. The list is sorted in byte
+// order and deduplicated, so where a bound is an entry (always, for an
+// audience of inline recipients only: the bounds are taken from the list) the
+// count is the bound's position less one, which array_position finds with
+// byte comparisons and no row per entry, about a tenth of counting. A bound
+// from a topic's subscribers that is not an entry is counted.
 const createLanesSQL = `
 WITH b AS (
     SELECT (i - 1)::int AS lane, lo, lead(lo) OVER (ORDER BY i) AS hi
@@ -245,9 +251,11 @@ WITH b AS (
 INSERT INTO notify_fanout_lanes (notification_id, lane, lo, hi, inline_pos, inline_end)
 SELECT $1, b.lane, b.lo, b.hi,
        CASE WHEN b.lo IS NULL THEN 0
-            ELSE (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.lo COLLATE "C") END,
+            ELSE coalesce(array_position(n.recipients, b.lo) - 1,
+                          (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.lo COLLATE "C")) END,
        CASE WHEN b.hi IS NULL THEN cardinality(n.recipients)
-            ELSE (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.hi COLLATE "C") END
+            ELSE coalesce(array_position(n.recipients, b.hi) - 1,
+                          (SELECT count(*) FROM unnest(n.recipients) r WHERE r < b.hi COLLATE "C")) END
 FROM notify_notifications n, b
 WHERE n.id = $1`
 

@@ -93,6 +93,47 @@ SELECT 't', r, 'subscribed' FROM unnest($1::text[]) r`, append([]string{"u0001"}
 			if !normalized || !slices.Equal(gotIDs, c.want.ids) || !slices.Equal(gotWhy, c.want.reasons) {
 				t.Fatalf("stored list (normalized %v):\n%v\n%v\nwant\n%v\n%v", normalized, gotIDs, gotWhy, c.want.ids, c.want.reasons)
 			}
+			if !slices.IsSorted(gotIDs) {
+				return // positions in a list that is not sorted mean nothing
+			}
+			// The lanes' inline windows: the entries before each bound. A
+			// bound is an entry of the list, except for the mixed audience's
+			// last one (u0749, a subscriber), which is counted.
+			if err := stores.CreateLanes(ctx, tx, nid, a.Bounds); err != nil {
+				t.Fatal(err)
+			}
+			before := func(bound string) int {
+				n, _ := slices.BinarySearch(gotIDs, bound)
+				return n
+			}
+			var got, want [][2]int
+			for i := 0; i <= len(a.Bounds); i++ {
+				w := [2]int{0, len(gotIDs)}
+				if i > 0 {
+					w[0] = before(a.Bounds[i-1])
+				}
+				if i < len(a.Bounds) {
+					w[1] = before(a.Bounds[i])
+				}
+				want = append(want, w)
+			}
+			rows, err := tx.Query(ctx, `SELECT inline_pos, inline_end FROM notify_fanout_lanes WHERE notification_id = $1 ORDER BY lane`, nid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var w [2]int
+				if err := rows.Scan(&w[0], &w[1]); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, w)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("lane windows %v, want %v (bounds %v)", got, want, a.Bounds)
+			}
 		})
 	}
 }
