@@ -417,28 +417,7 @@ func TestInboxItemsAreFoundByTheirNotification(t *testing.T) {
 		"list":     {list, fmt.Sprintf(`'%s', 100, 'inbox'`, old)},
 		"progress": {progress, fmt.Sprintf(`'%s', 'inbox'`, old)},
 	} {
-		if _, err := conn.Exec(ctx, `PREPARE inbox_plan AS `+c.sql); err != nil {
-			t.Fatalf("%s: prepare: %v", name, err)
-		}
-		var plan strings.Builder
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE inbox_plan(`+c.args+`)`)
-		if err != nil {
-			t.Fatalf("%s: explain: %v", name, err)
-		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan.WriteString(line + "\n")
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: explain: %v", name, err)
-		}
-		if _, err := conn.Exec(ctx, `DEALLOCATE inbox_plan`); err != nil {
-			t.Fatal(err)
-		}
-		p := plan.String()
+		p := explainPrepared(t, conn, name, c.sql, c.args)
 		want := monthPart("notify_inbox", utcMonth(-2)) + "_notification_id_recipient_key"
 		if !strings.Contains(p, want) || strings.Contains(p, monthPart("notify_inbox", utcMonth(-1))) ||
 			strings.Contains(p, "Seq Scan on notify_inbox") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
@@ -74,28 +75,7 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 			fmt.Sprintf(`%s, %s, '{digest_sent,digest_sent}', '{"",""}', now(), '{"",""}', '{f,f}'`, ids, times),
 			"notify_deliveries_legacy_digest_flight_idx"},
 	} {
-		if _, err := conn.Exec(ctx, `PREPARE plan_test AS `+c.sql); err != nil {
-			t.Fatalf("%s: prepare: %v", c.name, err)
-		}
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_test(`+c.args+`)`)
-		if err != nil {
-			t.Fatalf("%s: explain: %v", c.name, err)
-		}
-		var plan strings.Builder
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan.WriteString(line + "\n")
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatalf("%s: explain: %v", c.name, err)
-		}
-		if _, err := conn.Exec(ctx, `DEALLOCATE plan_test`); err != nil {
-			t.Fatal(err)
-		}
-		p := plan.String()
+		p := explainPrepared(t, conn, c.name, c.sql, c.args)
 		// The ledger is partitioned (00018_partition_inbox_ledger.sql): the
 		// rows are in the legacy partition (their notification's id is of
 		// 2024); the empty month partitions are read as they please.
@@ -187,4 +167,35 @@ func TestGenericPlansOutsideATransaction(t *testing.T) {
 	if len(notices) > 0 {
 		t.Errorf("the batches drew notices: %q", notices)
 	}
+}
+
+// explainPrepared prepares sql on conn, explains its execution with args (a
+// comma-separated SQL list) under conn's plan_cache_mode, and returns the plan.
+func explainPrepared(t *testing.T, conn *pgxpool.Conn, name, sql, args string) string {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := conn.Exec(ctx, `PREPARE plan_test AS `+sql); err != nil {
+		t.Fatalf("%s: prepare: %v", name, err)
+	}
+	defer func() {
+		if _, err := conn.Exec(ctx, `DEALLOCATE plan_test`); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE plan_test(`+args+`)`)
+	if err != nil {
+		t.Fatalf("%s: explain: %v", name, err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: explain: %v", name, err)
+	}
+	return plan.String()
 }
