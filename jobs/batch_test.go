@@ -421,3 +421,45 @@ func TestCancelFirstMemberAfterTheEmailKeepsTheItem(t *testing.T) {
 		t.Fatalf("emails %d (first %q), want the one batch email of 3 likes", len(msgs), subjectOf(msgs))
 	}
 }
+
+// Cancelling a later like after the batch's email went takes it out of the
+// batch's in-app item too: the item is rendered again without it, read as it
+// was. Its delivery stays batched into the sent one (that email did carry
+// it), and nothing is sent again.
+func TestCancelLaterMemberAfterTheEmailLeavesTheItem(t *testing.T) {
+	t.Parallel()
+	b, first, second, _ := threeLikes(t)
+	ctx := context.Background()
+	lead := b.waitDelivery(t, first, "u1", "sent")
+	b.waitSendJobsDone(t)
+	b.markInbox(t, "u1", "post.liked", "l-1", stores.InboxOpRead)
+	if _, err := b.client.Cancel(ctx, "post.liked", "l-2"); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
+		title, _, _, _ := b.batchItem(t, "u1")
+		return title == "2 likes on p1 (ada, cy)"
+	})
+	if _, key, notification, read := b.batchItem(t, "u1"); key != "l-1" || notification != first || !read {
+		t.Fatalf("batch item key %q notification %s read %v; want l-1's (%s), still read", key, notification, read, first)
+	}
+	var count int
+	var actors []string
+	if err := b.pool.QueryRow(ctx, `SELECT count, actors FROM notify_batches WHERE batch_key = 'p1'`).Scan(&count, &actors); err != nil {
+		t.Fatal(err)
+	}
+	if count != 2 || strings.Join(actors, ",") != "ada,cy" {
+		t.Fatalf("batch count %d actors %v, want 2 and ada,cy", count, actors)
+	}
+	if d := b.delivery(t, second, "u1"); d.status != "batched" {
+		t.Fatalf("the cancelled like's delivery is %s, want still batched into the sent email", d.status)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+		AND channel = 'email' AND status = 'batched' AND batched_into = $2`, second, lead.id); n != 1 {
+		t.Fatalf("the cancelled like's delivery no longer names the email that carried it")
+	}
+	b.waitSendJobsDone(t)
+	if msgs := b.smtp.Messages(); len(msgs) != 1 || msgs[0].Subject != "3 likes on p1" {
+		t.Fatalf("emails %d (first %q), want the one batch email of 3 likes", len(msgs), subjectOf(msgs))
+	}
+}
