@@ -213,6 +213,34 @@ func subjectOf(msgs []smtptest.Message) string {
 
 // batchItem is the recipient's one in-app item of batch key p1: its title,
 // key, notification and whether it is read.
+// unlike cancels like key of post.liked and waits until u1's batch item is
+// rendered again with title.
+func (b *emailBundle) unlike(t *testing.T, key, title string) {
+	t.Helper()
+	if _, err := b.client.Cancel(context.Background(), "post.liked", key); err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
+		got, _, _, _ := b.batchItem(t, "u1")
+		return got == title
+	})
+}
+
+// wantBatch checks the count and the actors (comma-separated) of the batch
+// with batch key batchKey.
+func (b *emailBundle) wantBatch(t *testing.T, batchKey string, count int, actors string) {
+	t.Helper()
+	var n int
+	var got []string
+	if err := b.pool.QueryRow(context.Background(), `SELECT count, actors FROM notify_batches WHERE batch_key = $1`, batchKey).
+		Scan(&n, &got); err != nil {
+		t.Fatal(err)
+	}
+	if n != count || strings.Join(got, ",") != actors {
+		t.Fatalf("batch count %d actors %v, want %d and %s", n, got, count, actors)
+	}
+}
+
 func (b *emailBundle) batchItem(t *testing.T, recipient string) (title, key, notification string, read bool) {
 	t.Helper()
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = $1`, recipient); n != 1 {
@@ -263,14 +291,7 @@ func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
 	b, first, second, third := threeLikes(t)
 	ctx := context.Background()
 	b.markInbox(t, "u1", "post.liked", "l-1", stores.InboxOpRead)
-	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
-		t.Fatal(err)
-	}
-
-	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
-		title, _, _, _ := b.batchItem(t, "u1")
-		return title == "2 likes on p1 (bob, cy)"
-	})
+	b.unlike(t, "l-1", "2 likes on p1 (bob, cy)")
 	_, key, notification, read := b.batchItem(t, "u1")
 	if key != "l-2" || notification != second || !read {
 		t.Fatalf("batch item key %q notification %s read %v; want l-2's (%s), still read", key, notification, read, second)
@@ -296,14 +317,7 @@ func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].Subject != "2 likes on p1" || msgs[0].Text != "bob;cy;" {
 		t.Fatalf("emails %d (first %q %q), want one: 2 likes, bob;cy;", len(msgs), subjectOf(msgs), textOf(msgs))
 	}
-	var count int
-	var actors []string
-	if err := b.pool.QueryRow(ctx, `SELECT count, actors FROM notify_batches WHERE batch_key = 'p1'`).Scan(&count, &actors); err != nil {
-		t.Fatal(err)
-	}
-	if count != 2 || strings.Join(actors, ",") != "bob,cy" {
-		t.Fatalf("batch count %d actors %v, want 2 and bob,cy", count, actors)
-	}
+	b.wantBatch(t, "p1", 2, "bob,cy")
 }
 
 // Cancelling a later like takes it out of the batch: the email and the
@@ -311,14 +325,7 @@ func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
 func TestCancelLaterMemberLeavesTheBatch(t *testing.T) {
 	t.Parallel()
 	b, first, second, third := threeLikes(t)
-	ctx := context.Background()
-	if _, err := b.client.Cancel(ctx, "post.liked", "l-2"); err != nil {
-		t.Fatal(err)
-	}
-	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
-		title, _, _, _ := b.batchItem(t, "u1")
-		return title == "2 likes on p1 (ada, cy)"
-	})
+	b.unlike(t, "l-2", "2 likes on p1 (ada, cy)")
 	if d := b.delivery(t, second, "u1"); d.status != "cancelled" {
 		t.Fatalf("the cancelled like's email delivery is %s, want cancelled", d.status)
 	}
@@ -400,16 +407,9 @@ func TestCancelEnqueuesJobsAsTheirKindsDeclare(t *testing.T) {
 func TestCancelFirstMemberAfterTheEmailKeepsTheItem(t *testing.T) {
 	t.Parallel()
 	b, first, second, _ := threeLikes(t)
-	ctx := context.Background()
 	b.waitDelivery(t, first, "u1", "sent")
 	b.waitSendJobsDone(t)
-	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
-		t.Fatal(err)
-	}
-	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
-		title, _, _, _ := b.batchItem(t, "u1")
-		return title == "2 likes on p1 (bob, cy)"
-	})
+	b.unlike(t, "l-1", "2 likes on p1 (bob, cy)")
 	if _, key, notification, _ := b.batchItem(t, "u1"); key != "l-2" || notification != second {
 		t.Fatalf("batch item key %q notification %s, want l-2's", key, notification)
 	}
@@ -429,28 +429,14 @@ func TestCancelFirstMemberAfterTheEmailKeepsTheItem(t *testing.T) {
 func TestCancelLaterMemberAfterTheEmailLeavesTheItem(t *testing.T) {
 	t.Parallel()
 	b, first, second, _ := threeLikes(t)
-	ctx := context.Background()
 	lead := b.waitDelivery(t, first, "u1", "sent")
 	b.waitSendJobsDone(t)
 	b.markInbox(t, "u1", "post.liked", "l-1", stores.InboxOpRead)
-	if _, err := b.client.Cancel(ctx, "post.liked", "l-2"); err != nil {
-		t.Fatal(err)
-	}
-	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
-		title, _, _, _ := b.batchItem(t, "u1")
-		return title == "2 likes on p1 (ada, cy)"
-	})
+	b.unlike(t, "l-2", "2 likes on p1 (ada, cy)")
 	if _, key, notification, read := b.batchItem(t, "u1"); key != "l-1" || notification != first || !read {
 		t.Fatalf("batch item key %q notification %s read %v; want l-1's (%s), still read", key, notification, read, first)
 	}
-	var count int
-	var actors []string
-	if err := b.pool.QueryRow(ctx, `SELECT count, actors FROM notify_batches WHERE batch_key = 'p1'`).Scan(&count, &actors); err != nil {
-		t.Fatal(err)
-	}
-	if count != 2 || strings.Join(actors, ",") != "ada,cy" {
-		t.Fatalf("batch count %d actors %v, want 2 and ada,cy", count, actors)
-	}
+	b.wantBatch(t, "p1", 2, "ada,cy")
 	if d := b.delivery(t, second, "u1"); d.status != "batched" {
 		t.Fatalf("the cancelled like's delivery is %s, want still batched into the sent email", d.status)
 	}
