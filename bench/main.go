@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it measures notifyd against its performance
 // targets (docs/performance.md) and prints one table.
 //
-// It starts its own private PostgreSQL (internal/testing/pgcluster, tuned: fsync,
+// It starts its own private PostgreSQL (internal/pgcluster, tuned: fsync,
 // synchronous_commit and full_page_writes off — the settings are printed),
 // migrates a template database, and runs every scenario in a fresh database
 // cloned from it, each next to a baseline measured in the same run:

@@ -35,7 +35,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/httpapi/stream"
+	"github.com/notifyd/notifyd/internal/stream"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )

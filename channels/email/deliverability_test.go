@@ -21,7 +21,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 )
 
 const testTokenSecret = "a-token-secret-of-at-least-32-bytes"

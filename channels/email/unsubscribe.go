@@ -11,7 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 )
 
 // UnsubscribePath is where notifyd answers one-click unsubscribe links:
