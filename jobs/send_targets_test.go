@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 )
 
 // tarpitHost is a webhook host that takes requests and never answers them,

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/devmode"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 // EnvScreenshots names the directory the console's browser test writes its

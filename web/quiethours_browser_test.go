@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 // TestBrowserQuietHours drives the preference center's quiet hours form in
