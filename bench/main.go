@@ -47,7 +47,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/notifyd/notifyd/server"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -58,6 +57,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/notifyd/notifyd/server"
 )
 
 var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "rss", "footprint"}
