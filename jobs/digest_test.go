@@ -3,13 +3,14 @@ package jobs_test
 import (
 	"context"
 	"fmt"
-	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/prometheus/client_golang/prometheus"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
