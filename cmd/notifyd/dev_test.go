@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/notifyd/notifyd/internal/devmode"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/devmode"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
@@ -44,9 +46,15 @@ func TestDevCommand(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
 	dir := t.TempDir()
+	// The config's address is busy: -listen moves the daemon off it.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	cfg := writeConfig(t, `
 database: {url: "`+url+`"}
-http: {listen: "127.0.0.1:0"}
+http: {listen: "`+busy.Addr().String()+`"}
 notifiers:
   comment.created:
     params: {type: object, properties: {post_title: {type: string}}}
@@ -61,7 +69,7 @@ channels:
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir})
+		done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir, "-listen", "127.0.0.1:0"})
 	}()
 	defer func() {
 		cancel()
@@ -195,5 +203,30 @@ func TestDevRefusesNonLoopbackListen(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("dev with http.listen %s started something in its dir: %v", listen, entries)
 		}
+	}
+}
+
+// A busy port is reported before anything is started: no private
+// PostgreSQL is created, and the message says how to move.
+func TestDevBusyPortFailsBeforePostgres(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := writeConfig(t, "http: {listen: \"127.0.0.1:0\"}\n")
+	dir := t.TempDir()
+	var out, errs syncBuffer
+	err = (&Main{Stdout: &out, Stderr: &errs}).Run(context.Background(),
+		[]string{"dev", "-config", cfg, "-dir", dir, "-listen", busy.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), busy.Addr().String()) || !strings.Contains(err.Error(), "-listen") {
+		t.Fatalf("dev on a busy port = %v, want an error naming the address and -listen", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("dev on a busy port started something in its dir: %v", entries)
+	}
+	if strings.Contains(out.String(), "PostgreSQL") {
+		t.Errorf("dev on a busy port started PostgreSQL:\n%s", out.String())
 	}
 }
