@@ -1,0 +1,523 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/internal/uuidv7"
+)
+
+// The operator's views of the ledger across notifications: the deliveries
+// list (GET /v1/deliveries), its bulk retry, and the overview's counts.
+// Every one reads notify_deliveries_status_channel_idx, (status, channel,
+// updated_at, id) (sql/migrations/00027_deliveries_by_status.sql): a query
+// asks for some (status, channel) pairs, and each pair is one index range
+// ordered by time of last change.
+
+// DeliveryFilter selects ledger rows across notifications. Zero fields do
+// not filter.
+type DeliveryFilter struct {
+	// Statuses are the statuses wanted; empty means every status.
+	Statuses []string
+	Channel  string
+	Notifier string
+	// Recipient is a recipient id; bulk deliveries have none and never
+	// match it.
+	Recipient string
+	// Since and Until bound the time of the row's last change:
+	// Since <= updated_at < Until.
+	Since, Until time.Time
+}
+
+// DeliveryCursor is where a page of ListDeliveries ends: the (updated_at, id)
+// of its last row, or of the last row it examined.
+type DeliveryCursor struct {
+	UpdatedAt time.Time
+	ID        string
+}
+
+// DeliveryPage is one page of ListDeliveries. Next is nil at the end.
+type DeliveryPage struct {
+	Items []DeliveryDetail
+	Next  *DeliveryCursor
+}
+
+// deliveriesScan bounds the rows one page examines when it filters by
+// notifier or recipient (which no index serves): a filter that matches
+// rarely comes back with a short page and a cursor to go on from, instead of
+// reading the whole time range.
+const deliveriesScan = 5000
+
+// ledgerPairsSQL lists the (status, channel) pairs the ledger holds, in
+// index order, by skipping through notify_deliveries_status_channel_idx:
+// each step is one descent of each partition's index to the next pair
+// (a loose index scan), so it costs one probe per pair, not per row.
+const ledgerPairsSQL = `
+WITH RECURSIVE pairs(status, channel) AS (
+    (SELECT status, channel FROM notify_deliveries ORDER BY status, channel LIMIT 1)
+    UNION ALL
+    SELECT nx.status, nx.channel
+    FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT d.status, d.channel FROM notify_deliveries d
+        WHERE (d.status, d.channel) > (p.status, p.channel)
+        ORDER BY d.status, d.channel
+        LIMIT 1
+    ) nx
+)
+SELECT status, channel FROM pairs`
+
+// ledgerPairs returns the (status, channel) pairs a filter asks for: the
+// product of its statuses and its channel when it names both, else the pairs
+// the ledger holds that match what it names.
+func ledgerPairs(ctx context.Context, db DB, statuses []string, channel string) (st, ch []string, err error) {
+	if len(statuses) > 0 && channel != "" {
+		for _, s := range statuses {
+			st, ch = append(st, s), append(ch, channel)
+		}
+		return st, ch, nil
+	}
+	rows, err := db.Query(ctx, ledgerPairsSQL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the ledger's statuses and channels: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s, c string
+		if err := rows.Scan(&s, &c); err != nil {
+			return nil, nil, err
+		}
+		if (len(statuses) == 0 || slices.Contains(statuses, s)) && (channel == "" || c == channel) {
+			st, ch = append(st, s), append(ch, c)
+		}
+	}
+	return st, ch, rows.Err()
+}
+
+// listDeliveriesAcrossSQL reads one page of deliveries, newest change first.
+// Each (status, channel) pair ($1, $2) is one range of the index, read
+// newest first from the cursor ($5, $6), at most $7 rows; the ranges are
+// merged by time. A range that returned $7 rows may hold older rows this page
+// did not read, so the merge is exact only down to the newest of those
+// ranges' last rows (bound): rows below it wait for the next page. The
+// notifier and recipient filters ($8, $9) are applied to the rows read, so
+// $7 bounds the work whatever they match. The last row (id NULL) carries the
+// bound.
+const listDeliveriesAcrossSQL = `
+WITH keys AS (
+    SELECT k.*
+    FROM unnest($1::text[], $2::text[]) AS w(status, channel)
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.recipient, d.channel, d.reason, d.mode, d.status, d.attempts, d.last_error, d.updated_at,
+               d.provider, d.notification_id, d.notifier, d.key, d.next_attempt_at, d.settled_at, d.created_at,
+               row_number() OVER (ORDER BY d.updated_at DESC, d.id DESC) AS rn
+        FROM notify_deliveries d
+        WHERE d.status = w.status AND d.channel = w.channel
+          AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
+          AND (d.updated_at, d.id) < ($5::timestamptz, $6::uuid)
+        ORDER BY d.updated_at DESC, d.id DESC
+        LIMIT $7
+    ) k
+), bound AS (
+    SELECT updated_at, id FROM keys WHERE rn = $7 ORDER BY updated_at DESC, id DESC LIMIT 1
+), page AS (
+    SELECT keys.* FROM keys
+    WHERE NOT EXISTS (SELECT 1 FROM bound b WHERE (keys.updated_at, keys.id) < (b.updated_at, b.id))
+      AND ($8 = '' OR keys.notifier = $8) AND ($9 = '' OR keys.recipient = $9)
+    ORDER BY keys.updated_at DESC, keys.id DESC
+    LIMIT $10
+)
+SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
+       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, NULL::timestamptz, NULL::text
+FROM page
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT updated_at FROM bound), (SELECT id::text FROM bound)
+ORDER BY 9 DESC NULLS LAST, 1 DESC`
+
+// ListDeliveries reads one page of deliveries matching f, newest change
+// first (ties by id), after the cursor (nil: from the newest), at most limit
+// (1..200; zero reads 50). A row that changes while a client pages moves to
+// the top: it may be listed twice or, having moved above the cursor, not at
+// all.
+func ListDeliveries(ctx context.Context, db DB, f DeliveryFilter, after *DeliveryCursor, limit int) (*DeliveryPage, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 200)
+	st, ch, err := ledgerPairs(ctx, db, f.Statuses, f.Channel)
+	if err != nil {
+		return nil, err
+	}
+	page := &DeliveryPage{Items: []DeliveryDetail{}}
+	if len(st) == 0 {
+		return page, nil
+	}
+	// Each range reads one row more than the page: that row tells a page
+	// that ends from one that goes on. With a notifier or recipient filter,
+	// the ranges share deliveriesScan rows between them.
+	per := limit + 1
+	if f.Notifier != "" || f.Recipient != "" {
+		per = max(per, deliveriesScan/len(st))
+	}
+	since, until := timeBounds(f.Since, f.Until)
+	curT, curID := any("infinity"), "ffffffff-ffff-ffff-ffff-ffffffffffff"
+	if after != nil {
+		if !uuidv7.Valid(after.ID) {
+			return nil, fmt.Errorf("list deliveries: cursor id %q is not a delivery id", after.ID)
+		}
+		curT, curID = after.UpdatedAt, after.ID
+	}
+	rows, err := db.Query(ctx, listDeliveriesAcrossSQL, st, ch, since, until, curT, curID, per,
+		f.Notifier, f.Recipient, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	defer rows.Close()
+	var boundT *time.Time
+	var boundID *string
+	for rows.Next() {
+		var d DeliveryDetail
+		var id, recipient, channel, reason, mode, status, nid, notifier, key *string
+		var attempts *int
+		var updated, created *time.Time
+		if err := rows.Scan(&id, &recipient, &channel, &reason, &mode, &status, &attempts, &d.LastError, &updated,
+			&d.Provider, &nid, &notifier, &key, &d.NextAttemptAt, &d.SettledAt, &created, &boundT, &boundID); err != nil {
+			return nil, err
+		}
+		if id == nil {
+			continue
+		}
+		d.ID, d.Recipient, d.Channel, d.Reason, d.Mode, d.Status, d.Attempts = *id, recipient, *channel, *reason, *mode, *status, *attempts
+		d.UpdatedAt, d.NotificationID, d.Notifier, d.Key, d.CreatedAt = *updated, *nid, *notifier, *key, *created
+		page.Items = append(page.Items, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	switch {
+	case len(page.Items) > limit:
+		page.Items = page.Items[:limit]
+		last := page.Items[limit-1]
+		page.Next = &DeliveryCursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
+	case boundID != nil && boundT != nil:
+		// Rows below the bound were not read: go on from the last row the
+		// page examined (a short page when the filters matched few).
+		page.Next = &DeliveryCursor{UpdatedAt: *boundT, ID: *boundID}
+		if n := len(page.Items); n > 0 && n == limit {
+			page.Next = &DeliveryCursor{UpdatedAt: page.Items[n-1].UpdatedAt, ID: page.Items[n-1].ID}
+		}
+	}
+	return page, nil
+}
+
+// timeBounds turns zero times into unbounded ones.
+func timeBounds(since, until time.Time) (any, any) {
+	var s, u any = "-infinity", "infinity"
+	if !since.IsZero() {
+		s = since
+	}
+	if !until.IsZero() {
+		u = until
+	}
+	return s, u
+}
+
+// redriveCount bounds how many matching deliveries RedriveMatching counts.
+const redriveCount = 100000
+
+// redriveMatchingSQL re-drives the deliveries matching a filter: each
+// (status, channel) pair ($1, $2) is an index range over updated_at
+// ($3 <= updated_at < $4), narrowed by notifier and recipient ($5, $6), and
+// rows whose notification was cancelled are left alone. It counts the
+// matches (at most $8) and makes at most $7 of them, oldest first within each
+// pair, failed and due now ($9), skipping rows a send job holds locked. It
+// returns the count and the ids, for new send jobs.
+const redriveMatchingSQL = `
+WITH matched AS (
+    SELECT k.id, k.notification_id
+    FROM unnest($1::text[], $2::text[]) AS w(status, channel)
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.notification_id FROM notify_deliveries d
+        WHERE d.status = w.status AND d.channel = w.channel
+          AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
+          AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6)
+          AND NOT EXISTS (SELECT 1 FROM notify_notifications n WHERE n.id = d.notification_id AND n.status = 'cancelled')
+        ORDER BY d.updated_at, d.id
+        LIMIT $8
+    ) k
+    LIMIT $8
+), pick AS (
+    SELECT d.id FROM notify_deliveries d
+    WHERE d.id IN (SELECT id FROM matched LIMIT $7) AND d.status = ANY($1::text[])
+    FOR UPDATE SKIP LOCKED
+), retried AS (
+    UPDATE notify_deliveries d
+    SET status = 'failed', next_attempt_at = $9, settled_at = NULL, claimed_at = NULL, updated_at = $9,
+        last_error = coalesce(d.last_error, '') || ' (re-driven by an operator)'
+    FROM pick
+    WHERE d.id = pick.id
+    RETURNING d.id::text
+)
+SELECT (SELECT count(*) FROM matched), coalesce((SELECT array_agg(id) FROM retried), '{}')`
+
+// RedriveMatching re-drives the deliveries matching f whose status is one of
+// RedrivableStatuses (f.Statuses must name only those; empty means all of
+// them): at most limit of them become failed and due at now. It
+// returns how many matched (counted up to 100,000) and the ids re-driven;
+// the caller enqueues their send jobs in the same transaction. A match that
+// is not re-driven was held by a send job at that moment, or is over the
+// limit.
+func RedriveMatching(ctx context.Context, db DB, f DeliveryFilter, now time.Time, limit int) (matched int, ids []string, err error) {
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = RedrivableStatuses
+	}
+	for _, s := range statuses {
+		if !slices.Contains(RedrivableStatuses, s) {
+			return 0, nil, fmt.Errorf("%w: status %q cannot be re-driven (want one of %v)", ErrNotRetryable, s, RedrivableStatuses)
+		}
+	}
+	if limit <= 0 {
+		return 0, nil, fmt.Errorf("re-drive: limit %d is not positive", limit)
+	}
+	st, ch, err := ledgerPairs(ctx, db, statuses, f.Channel)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(st) == 0 {
+		return 0, []string{}, nil
+	}
+	since, until := timeBounds(f.Since, f.Until)
+	if err := db.QueryRow(ctx, redriveMatchingSQL, st, ch, since, until, f.Notifier, f.Recipient, limit, redriveCount, now).
+		Scan(&matched, &ids); err != nil {
+		return 0, nil, fmt.Errorf("re-drive deliveries: %w", err)
+	}
+	return matched, ids, nil
+}
+
+// HourCount is how many deliveries of a channel were last changed in one
+// hour into one status.
+type HourCount struct {
+	Hour    time.Time // the hour's start, UTC
+	Channel string
+	Status  string
+	Count   int
+}
+
+// ledgerHoursSQL counts the rows changed since $1 per channel, status and
+// hour: each (status, channel) pair the ledger holds is one range of the
+// index from $1 on, read without sorting, so the work is the number of rows
+// changed in the window and nothing older. OFFSET 0 keeps the subquery a
+// lateral one, probed once per pair: pulled up into a join, the planner
+// hashed the pairs against a sequential scan of the ledger.
+const ledgerHoursSQL = `
+SELECT date_trunc('hour', d.updated_at, 'UTC'), w.channel, w.status, count(*)
+FROM unnest($2::text[], $3::text[]) AS w(status, channel)
+CROSS JOIN LATERAL (
+    SELECT d.updated_at FROM notify_deliveries d
+    WHERE d.status = w.status AND d.channel = w.channel AND d.updated_at >= $1::timestamptz
+    OFFSET 0
+) d
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3`
+
+// LedgerHours counts the deliveries changed since since, per hour (UTC),
+// channel and the status each is in now: a delivery counts once, in the hour
+// of its last change.
+func LedgerHours(ctx context.Context, db DB, since time.Time) ([]HourCount, error) {
+	st, ch, err := ledgerPairs(ctx, db, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	out := []HourCount{}
+	if len(st) == 0 {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, ledgerHoursSQL, since, st, ch)
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries per hour: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h HourCount
+		if err := rows.Scan(&h.Hour, &h.Channel, &h.Status, &h.Count); err != nil {
+			return nil, err
+		}
+		h.Hour = h.Hour.UTC()
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// QueueDepth is how many River jobs of a queue are in one state.
+type QueueDepth struct {
+	Queue string
+	State string
+	// Count is exact up to MaxQueueCount; a deeper queue reads MaxQueueCount.
+	Count int
+}
+
+// MaxQueueCount bounds each count of QueueDepths.
+const MaxQueueCount = 100000
+
+// QueueStates are the job states QueueDepths counts: waiting to run, running,
+// waiting for a retry, and scheduled for later.
+var QueueStates = []string{"available", "running", "retryable", "scheduled"}
+
+// queueDepthsSQL counts river_job rows per queue and state through River's
+// fetch index (state, queue, priority, scheduled_at, id), each count stopped
+// at $3.
+const queueDepthsSQL = `
+SELECT q.queue, s.state, (SELECT count(*) FROM (SELECT 1 FROM river_job j
+                                               WHERE j.state = s.state::river_job_state AND j.queue = q.queue
+                                               LIMIT $3) x)
+FROM unnest($1::text[]) WITH ORDINALITY AS q(queue, qi)
+CROSS JOIN unnest($2::text[]) WITH ORDINALITY AS s(state, si)
+ORDER BY q.qi, s.si`
+
+// QueueDepths counts the jobs of each queue in each of QueueStates.
+func QueueDepths(ctx context.Context, db DB, queues []string) ([]QueueDepth, error) {
+	rows, err := db.Query(ctx, queueDepthsSQL, queues, QueueStates, MaxQueueCount)
+	if err != nil {
+		return nil, fmt.Errorf("count queued jobs: %w", err)
+	}
+	defer rows.Close()
+	out := []QueueDepth{}
+	for rows.Next() {
+		var q QueueDepth
+		if err := rows.Scan(&q.Queue, &q.State, &q.Count); err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, rows.Err()
+}
+
+// ChannelCounts are one notification's deliveries per channel and status.
+type ChannelCounts struct {
+	ByStatus map[string]map[string]int
+	// Truncated says the notification has more deliveries than were
+	// counted (MaxCounted per notification).
+	Truncated bool
+}
+
+// MaxCounted bounds the rows NotificationCounts counts per notification.
+const MaxCounted = 10000
+
+// notificationCountsSQL counts, for each notification of $1, its ledger rows
+// per channel and status and its inbox items (under channel $2, as sent),
+// each read through the notification's index (the ledger's identity index,
+// the inbox's notification index) in the one partition its id names, at most
+// $3 of each.
+const notificationCountsSQL = `
+SELECT n.id::text, c.channel, c.status, c.n
+FROM unnest($1::text[]::uuid[]) AS n(id)
+CROSS JOIN LATERAL (
+    SELECT x.channel, x.status, count(*) AS n
+    FROM (SELECT d.channel, d.status FROM notify_deliveries d WHERE d.notification_id = n.id LIMIT $3) x
+    GROUP BY 1, 2
+    UNION ALL
+    SELECT $2, 'sent', count(*)
+    FROM (SELECT 1 FROM notify_inbox i WHERE i.notification_id = n.id LIMIT $3) y
+    HAVING count(*) > 0
+) c`
+
+// NotificationCounts counts the deliveries of each of ids per channel and
+// status in one statement; inbox names the inbox channel, whose items count
+// as sent. A notification without deliveries has no entry.
+func NotificationCounts(ctx context.Context, db DB, ids []string, inbox string) (map[string]*ChannelCounts, error) {
+	out := map[string]*ChannelCounts{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := db.Query(ctx, notificationCountsSQL, ids, inbox, MaxCounted)
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries per notification: %w", err)
+	}
+	defer rows.Close()
+	totals := map[string]map[string]int{} // id -> source -> rows counted
+	for rows.Next() {
+		var id, channel, status string
+		var n int
+		if err := rows.Scan(&id, &channel, &status, &n); err != nil {
+			return nil, err
+		}
+		c := out[id]
+		if c == nil {
+			c = &ChannelCounts{ByStatus: map[string]map[string]int{}}
+			out[id] = c
+			totals[id] = map[string]int{}
+		}
+		if c.ByStatus[channel] == nil {
+			c.ByStatus[channel] = map[string]int{}
+		}
+		c.ByStatus[channel][status] += n
+		src := "ledger"
+		if channel == inbox {
+			src = "inbox"
+		}
+		totals[id][src] += n
+	}
+	for id, t := range totals {
+		out[id].Truncated = t["ledger"] >= MaxCounted || t["inbox"] >= MaxCounted
+	}
+	return out, rows.Err()
+}
+
+// DeliveryMessage is what a delivery sends: the delivery as a send claims it
+// (params, actor, the recipient's profile) and, for a delivery that carries a
+// batch, the batch's contents.
+type DeliveryMessage struct {
+	Claimed
+	Status string
+	// Batch is the batch the delivery carries; nil when it carries none.
+	Batch *BatchContent
+}
+
+// deliveryMessageSQL reads a delivery with what its send reads (claimSQL's
+// columns), without claiming it, and the batch it carries.
+const deliveryMessageSQL = `
+SELECT d.id::text, d.notification_id::text, d.notifier, d.key, d.recipient, d.channel, d.reason, d.mode,
+       d.attempts, d.created_at, d.last_error, d.status,
+       n.params, coalesce(n.actor, ''),
+       coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
+       CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
+       coalesce(p.data, '{}'), coalesce(p.phone, ''),
+       b.count, b.actors, b.items
+FROM notify_deliveries d
+JOIN notify_notifications n ON n.id = d.notification_id
+LEFT JOIN notify_recipients p ON p.id = d.recipient
+LEFT JOIN notify_batches b ON b.id = d.batch_id
+WHERE d.id = $1`
+
+// GetDeliveryMessage reads what delivery id sends. A malformed or unknown id
+// is ErrNotFound.
+func GetDeliveryMessage(ctx context.Context, db DB, id string) (*DeliveryMessage, error) {
+	if !uuidv7.Valid(id) {
+		return nil, ErrNotFound
+	}
+	var m DeliveryMessage
+	var count *int
+	var actors []string
+	var items json.RawMessage
+	err := db.QueryRow(ctx, deliveryMessageSQL, id).Scan(&m.ID, &m.NotificationID, &m.Notifier, &m.Key, &m.Recipient,
+		&m.Channel, &m.Reason, &m.Mode, &m.Attempts, &m.CreatedAt, &m.LastError, &m.Status, &m.Params, &m.Actor,
+		&m.Email, &m.Name, &m.Locale, &m.Timezone, &m.Webhook, &m.Data, &m.Phone, &count, &actors, &items)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read delivery %s: %w", id, err)
+	}
+	if count != nil {
+		m.Batch = &BatchContent{Count: *count, Actors: actors, Items: items}
+	}
+	return &m, nil
+}
