@@ -173,8 +173,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return s, nil
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
-		Operations: s, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
-		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set)})
+		Operations: apiOperations{s}, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
+		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set),
+		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueDigest, jobs.QueueMaintenance}})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
 		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {

@@ -69,6 +69,6 @@ func GenericBatch(ctx context.Context, db DB, sqls ...string) (string, error) {
 }
 
 // LedgerViewSQLs exposes the operator's ledger statements to the plan test.
-func LedgerViewSQLs() (pairs, list, redrive, hours, counts string) {
-	return ledgerPairsSQL, listDeliveriesAcrossSQL, redriveMatchingSQL, ledgerHoursSQL, notificationCountsSQL
+func LedgerViewSQLs() (list, redrive, hours, counts string) {
+	return listDeliveriesAcrossSQL, redriveMatchingSQL, ledgerHoursSQL, notificationCountsSQL
 }

@@ -54,11 +54,15 @@ type DeliveryPage struct {
 // reading the whole time range.
 const deliveriesScan = 5000
 
-// ledgerPairsSQL lists the (status, channel) pairs the ledger holds, in
-// index order, by skipping through notify_deliveries_status_channel_idx:
-// each step is one descent of each partition's index to the next pair
-// (a loose index scan), so it costs one probe per pair, not per row.
-const ledgerPairsSQL = `
+// ledgerPairsCTE starts the views' statements: pairs are the (status,
+// channel) pairs the ledger holds, in index order, found by skipping through
+// notify_deliveries_status_channel_idx: each step is one descent of each
+// partition's index to the next pair (a loose index scan), so it costs one
+// probe per pair, not per row. wanted are those a filter asks for: statuses
+// $1 (empty: all) and channel $2 (empty: all). Each statement finds its pairs
+// and reads their ranges at one snapshot: a delivery that changes status in
+// between is in one range or the other, never in neither.
+const ledgerPairsCTE = `
 WITH RECURSIVE pairs(status, channel) AS (
     (SELECT status, channel FROM notify_deliveries ORDER BY status, channel LIMIT 1)
     UNION ALL
@@ -70,49 +74,28 @@ WITH RECURSIVE pairs(status, channel) AS (
         ORDER BY d.status, d.channel
         LIMIT 1
     ) nx
-)
-SELECT status, channel FROM pairs`
+), wanted AS (
+    SELECT status, channel FROM pairs
+    WHERE (cardinality($1::text[]) = 0 OR status = ANY($1::text[])) AND ($2::text = '' OR channel = $2)
+)`
 
-// ledgerPairs returns the (status, channel) pairs a filter asks for: the
-// product of its statuses and its channel when it names both, else the pairs
-// the ledger holds that match what it names.
-func ledgerPairs(ctx context.Context, db DB, statuses []string, channel string) (st, ch []string, err error) {
-	if len(statuses) > 0 && channel != "" {
-		for _, s := range statuses {
-			st, ch = append(st, s), append(ch, channel)
-		}
-		return st, ch, nil
-	}
-	rows, err := db.Query(ctx, ledgerPairsSQL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("list the ledger's statuses and channels: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s, c string
-		if err := rows.Scan(&s, &c); err != nil {
-			return nil, nil, err
-		}
-		if (len(statuses) == 0 || slices.Contains(statuses, s)) && (channel == "" || c == channel) {
-			st, ch = append(st, s), append(ch, c)
-		}
-	}
-	return st, ch, rows.Err()
-}
-
-// listDeliveriesAcrossSQL reads one page of deliveries, newest change first.
-// Each (status, channel) pair ($1, $2) is one range of the index, read
-// newest first from the cursor ($5, $6), at most $7 rows; the ranges are
-// merged by time. A range that returned $7 rows may hold older rows this page
-// did not read, so the merge is exact only down to the newest of those
-// ranges' last rows (bound): rows below it wait for the next page. The
-// notifier and recipient filters ($8, $9) are applied to the rows read, so
-// $7 bounds the work whatever they match. The last row (id NULL) carries the
-// bound.
-const listDeliveriesAcrossSQL = `
-WITH keys AS (
+// listDeliveriesAcrossSQL reads one page of deliveries, newest change
+// first. Each wanted (status, channel) pair is one range of the index, read
+// newest first from the cursor ($5, $6), at most per.n rows: the page size
+// and one ($9), or, with a notifier or recipient filter ($7, $8), which no
+// index serves, a share of $10 rows. The ranges are merged by time. A range
+// that returned per.n rows may hold older rows this page did not read, so the
+// merge is exact only down to the newest of those ranges' last rows (bound):
+// rows below it wait for the next page. The filters apply to the rows read,
+// so per.n bounds the work whatever they match. The last row (id NULL)
+// carries the bound.
+const listDeliveriesAcrossSQL = ledgerPairsCTE + `, per AS (
+    SELECT CASE WHEN $7::text = '' AND $8::text = '' THEN $9::int
+                ELSE greatest($9::int, $10::int / greatest(count(*), 1)::int) END AS n
+    FROM wanted
+), keys AS (
     SELECT k.*
-    FROM unnest($1::text[], $2::text[]) AS w(status, channel)
+    FROM wanted w
     CROSS JOIN LATERAL (
         SELECT d.id, d.recipient, d.channel, d.reason, d.mode, d.status, d.attempts, d.last_error, d.updated_at,
                d.provider, d.notification_id, d.notifier, d.key, d.next_attempt_at, d.settled_at, d.created_at,
@@ -122,16 +105,16 @@ WITH keys AS (
           AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
           AND (d.updated_at, d.id) < ($5::timestamptz, $6::uuid)
         ORDER BY d.updated_at DESC, d.id DESC
-        LIMIT $7
+        LIMIT (SELECT n FROM per)
     ) k
 ), bound AS (
-    SELECT updated_at, id FROM keys WHERE rn = $7 ORDER BY updated_at DESC, id DESC LIMIT 1
+    SELECT updated_at, id FROM keys WHERE rn = (SELECT n FROM per) ORDER BY updated_at DESC, id DESC LIMIT 1
 ), page AS (
     SELECT keys.* FROM keys
     WHERE NOT EXISTS (SELECT 1 FROM bound b WHERE (keys.updated_at, keys.id) < (b.updated_at, b.id))
-      AND ($8 = '' OR keys.notifier = $8) AND ($9 = '' OR keys.recipient = $9)
+      AND ($7 = '' OR keys.notifier = $7) AND ($8 = '' OR keys.recipient = $8)
     ORDER BY keys.updated_at DESC, keys.id DESC
-    LIMIT $10
+    LIMIT $9
 )
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
        notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, NULL::timestamptz, NULL::text
@@ -151,21 +134,7 @@ func ListDeliveries(ctx context.Context, db DB, f DeliveryFilter, after *Deliver
 		limit = 50
 	}
 	limit = min(limit, 200)
-	st, ch, err := ledgerPairs(ctx, db, f.Statuses, f.Channel)
-	if err != nil {
-		return nil, err
-	}
 	page := &DeliveryPage{Items: []DeliveryDetail{}}
-	if len(st) == 0 {
-		return page, nil
-	}
-	// Each range reads one row more than the page: that row tells a page
-	// that ends from one that goes on. With a notifier or recipient filter,
-	// the ranges share deliveriesScan rows between them.
-	per := limit + 1
-	if f.Notifier != "" || f.Recipient != "" {
-		per = max(per, deliveriesScan/len(st))
-	}
 	since, until := timeBounds(f.Since, f.Until)
 	curT, curID := any("infinity"), "ffffffff-ffff-ffff-ffff-ffffffffffff"
 	if after != nil {
@@ -174,8 +143,10 @@ func ListDeliveries(ctx context.Context, db DB, f DeliveryFilter, after *Deliver
 		}
 		curT, curID = after.UpdatedAt, after.ID
 	}
-	rows, err := db.Query(ctx, listDeliveriesAcrossSQL, st, ch, since, until, curT, curID, per,
-		f.Notifier, f.Recipient, limit+1)
+	// Each range reads one row more than the page: that row tells a page
+	// that ends from one that goes on.
+	rows, err := db.Query(ctx, listDeliveriesAcrossSQL, nonNil(f.Statuses), f.Channel, since, until, curT, curID,
+		f.Notifier, f.Recipient, limit+1, deliveriesScan)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
@@ -232,19 +203,18 @@ func timeBounds(since, until time.Time) (any, any) {
 // redriveCount bounds how many matching deliveries RedriveMatching counts.
 const redriveCount = 100000
 
-// redriveMatchingSQL re-drives the deliveries matching a filter: each
-// (status, channel) pair ($1, $2) is an index range over updated_at
+// redriveMatchingSQL re-drives the deliveries matching a filter: each wanted
+// (status, channel) pair is an index range over updated_at
 // ($3 <= updated_at < $4), narrowed by notifier and recipient ($5, $6), and
 // rows whose notification was cancelled are left alone. It counts the
 // matches (at most $8) and makes at most $7 of them, oldest first within each
 // pair, failed and due now ($9), skipping rows a send job holds locked. It
 // returns the count and the ids, for new send jobs.
-const redriveMatchingSQL = `
-WITH matched AS (
-    SELECT k.id, k.notification_id
-    FROM unnest($1::text[], $2::text[]) AS w(status, channel)
+const redriveMatchingSQL = ledgerPairsCTE + `, matched AS (
+    SELECT k.id
+    FROM wanted w
     CROSS JOIN LATERAL (
-        SELECT d.id, d.notification_id FROM notify_deliveries d
+        SELECT d.id FROM notify_deliveries d
         WHERE d.status = w.status AND d.channel = w.channel
           AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
           AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6)
@@ -287,15 +257,8 @@ func RedriveMatching(ctx context.Context, db DB, f DeliveryFilter, now time.Time
 	if limit <= 0 {
 		return 0, nil, fmt.Errorf("re-drive: limit %d is not positive", limit)
 	}
-	st, ch, err := ledgerPairs(ctx, db, statuses, f.Channel)
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(st) == 0 {
-		return 0, []string{}, nil
-	}
 	since, until := timeBounds(f.Since, f.Until)
-	if err := db.QueryRow(ctx, redriveMatchingSQL, st, ch, since, until, f.Notifier, f.Recipient, limit, redriveCount, now).
+	if err := db.QueryRow(ctx, redriveMatchingSQL, statuses, f.Channel, since, until, f.Notifier, f.Recipient, limit, redriveCount, now).
 		Scan(&matched, &ids); err != nil {
 		return 0, nil, fmt.Errorf("re-drive deliveries: %w", err)
 	}
@@ -311,18 +274,19 @@ type HourCount struct {
 	Count   int
 }
 
-// ledgerHoursSQL counts the rows changed since $1 per channel, status and
-// hour: each (status, channel) pair the ledger holds is one range of the
-// index from $1 on, read without sorting, so the work is the number of rows
-// changed in the window and nothing older. OFFSET 0 keeps the subquery a
-// lateral one, probed once per pair: pulled up into a join, the planner
-// hashed the pairs against a sequential scan of the ledger.
-const ledgerHoursSQL = `
+// ledgerHoursSQL counts the rows changed since $3 per channel, status and
+// hour: each (status, channel) pair the ledger holds ($1 and $2 are empty:
+// every pair) is one range of the index from $3 on, read without sorting, so
+// the work is the number of rows changed in the window and nothing older.
+// OFFSET 0 keeps the subquery a lateral one, probed once per pair: pulled up
+// into a join, the planner hashed the pairs against a sequential scan of the
+// ledger.
+const ledgerHoursSQL = ledgerPairsCTE + `
 SELECT date_trunc('hour', d.updated_at, 'UTC'), w.channel, w.status, count(*)
-FROM unnest($2::text[], $3::text[]) AS w(status, channel)
+FROM wanted w
 CROSS JOIN LATERAL (
     SELECT d.updated_at FROM notify_deliveries d
-    WHERE d.status = w.status AND d.channel = w.channel AND d.updated_at >= $1::timestamptz
+    WHERE d.status = w.status AND d.channel = w.channel AND d.updated_at >= $3::timestamptz
     OFFSET 0
 ) d
 GROUP BY 1, 2, 3
@@ -332,15 +296,8 @@ ORDER BY 1, 2, 3`
 // channel and the status each is in now: a delivery counts once, in the hour
 // of its last change.
 func LedgerHours(ctx context.Context, db DB, since time.Time) ([]HourCount, error) {
-	st, ch, err := ledgerPairs(ctx, db, nil, "")
-	if err != nil {
-		return nil, err
-	}
 	out := []HourCount{}
-	if len(st) == 0 {
-		return out, nil
-	}
-	rows, err := db.Query(ctx, ledgerHoursSQL, since, st, ch)
+	rows, err := db.Query(ctx, ledgerHoursSQL, []string{}, "", since)
 	if err != nil {
 		return nil, fmt.Errorf("count deliveries per hour: %w", err)
 	}
