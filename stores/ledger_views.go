@@ -265,6 +265,39 @@ func RedriveMatching(ctx context.Context, db DB, f DeliveryFilter, now time.Time
 	return matched, ids, nil
 }
 
+// countMatchingSQL counts what redriveMatchingSQL would re-drive: the
+// matches of the same filter, at most $7.
+const countMatchingSQL = ledgerPairsCTE + `
+SELECT count(*)
+FROM (
+    SELECT 1
+    FROM wanted w
+    CROSS JOIN LATERAL (
+        SELECT 1 FROM notify_deliveries d
+        WHERE d.status = w.status AND d.channel = w.channel
+          AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
+          AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6)
+          AND NOT EXISTS (SELECT 1 FROM notify_notifications n WHERE n.id = d.notification_id AND n.status = 'cancelled')
+        LIMIT $7
+    ) k
+    LIMIT $7
+) x`
+
+// CountMatching counts the deliveries RedriveMatching would re-drive for f
+// (up to 100,000), changing nothing: what a bulk retry asks to confirm.
+func CountMatching(ctx context.Context, db DB, f DeliveryFilter) (int, error) {
+	statuses := f.Statuses
+	if len(statuses) == 0 {
+		statuses = RedrivableStatuses
+	}
+	since, until := timeBounds(f.Since, f.Until)
+	var n int
+	if err := db.QueryRow(ctx, countMatchingSQL, statuses, f.Channel, since, until, f.Notifier, f.Recipient, redriveCount).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count deliveries to re-drive: %w", err)
+	}
+	return n, nil
+}
+
 // HourCount is how many deliveries of a channel were last changed in one
 // hour into one status.
 type HourCount struct {

@@ -225,6 +225,7 @@ func (s *Server) listNotifiers(w http.ResponseWriter, r *http.Request) error {
 				n.Channels = append(n.Channels, c)
 			}
 		}
+		n.ParamsSchema = nf.Params
 		n.Example = nf.ExampleParams()
 		if n.Example == nil {
 			n.Example = map[string]any{}

@@ -168,11 +168,17 @@ type retryDeliveriesJSON struct {
 // filter names) becomes due now with a send job. The filter is the query of
 // GET /v1/deliveries, so the console posts what it lists; since is required,
 // so that a bulk retry is always bounded in time. 200 {"matched","retried"}.
+// With dry_run=true it only counts the matches (retried 0): what the
+// console's confirmation shows.
 func (s *Server) retryDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if s.ops == nil {
 		return errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "retries are run by the daemon, and this API has none")
 	}
-	q, err := strictQuery(r, append([]string{"limit"}, deliveryFilterParams...), nil)
+	q, err := strictQuery(r, append([]string{"limit", "dry_run"}, deliveryFilterParams...), nil)
+	if err != nil {
+		return err
+	}
+	dryRun, err := queryBool(q, "dry_run")
 	if err != nil {
 		return err
 	}
@@ -197,6 +203,14 @@ func (s *Server) retryDeliveries(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryLimit(q, maxRetryLimit, maxRetryLimit)
 	if err != nil {
 		return err
+	}
+	if dryRun {
+		matched, err := stores.CountMatching(r.Context(), s.pool, f)
+		if err != nil {
+			return err
+		}
+		wire.WriteJSON(w, http.StatusOK, retryDeliveriesJSON{Matched: matched})
+		return nil
 	}
 	matched, retried, err := s.ops.RetryDeliveries(r.Context(), f, limit)
 	if err != nil {

@@ -154,7 +154,12 @@ func TestRetryDeliveriesByFilter(t *testing.T) {
 		[4]string{"email", "failed", "u1", "5"}, [4]string{"email", "sent", "u2", "4"}, [4]string{"slack", "failed", "", "3"})
 	_, c := ledgerFixture(t, b, "comment.created", "c-2", [4]string{"email", "failed", "u2", "120"})
 	since := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
-	r := b.do(t, "POST", "/v1/deliveries/retry?status=failed&channel=email&since="+since, adminToken, nil)
+	r := b.do(t, "POST", "/v1/deliveries/retry?status=failed&channel=email&dry_run=true&since="+since, adminToken, nil)
+	expect(t, r, 200, "")
+	if r.body["matched"] != 1.0 || r.body["retried"] != 0.0 {
+		t.Fatalf("dry run: %s, want 1 matched and none retried", r.raw)
+	}
+	r = b.do(t, "POST", "/v1/deliveries/retry?status=failed&channel=email&since="+since, adminToken, nil)
 	expect(t, r, 200, "")
 	if r.body["matched"] != 1.0 || r.body["retried"] != 1.0 {
 		t.Fatalf("answer %s, want 1 matched and retried", r.raw)

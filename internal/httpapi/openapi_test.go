@@ -1342,6 +1342,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "GET", "/v1/deliveries?status=lost", adminToken, nil, 400)
 	c.call(t, b, "GET", "/v1/deliveries?cursor=bogus", adminToken, nil, 400)
 	c.call(t, b, "GET", "/v1/deliveries?tenant=acme", adminToken, nil, 400)
+	c.call(t, b, "POST", "/v1/deliveries/retry?status=refused&channel=email&dry_run=true&since="+since, adminToken, nil, 200)
 	c.call(t, b, "POST", "/v1/deliveries/retry?status=refused&channel=email&since="+since, adminToken, nil, 200)
 	c.call(t, b, "POST", "/v1/deliveries/retry?status=sent&since="+since, adminToken, nil, 400)
 	c.call(t, b, "POST", "/v1/deliveries/retry", adminToken, nil, 400)

@@ -220,6 +220,9 @@ type notifierJSON struct {
 	Required bool           `json:"required"`
 	Channels []string       `json:"channels"`
 	Example  map[string]any `json:"example"`
+	// ParamsSchema is the notifier's params JSON Schema as configured (the
+	// console builds its send form from it); null when any object goes.
+	ParamsSchema map[string]any `json:"params_schema"`
 }
 
 // previewJSON is GET /v1/notifiers/{notifier}/preview/{channel}.
