@@ -269,6 +269,27 @@ func LoadConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
 	return config.LoadWith(path, reg.Check)
 }
 
+// LoadRunConfig is LoadConfig with every rule New applies to the config, so
+// that a file it accepts is one `notifyd run` starts with (what `notifyd
+// check` runs): the channels are opened as to run, so a secret a channel
+// needs must be set, and database.url must name a database. A value the file
+// takes from an unset environment variable is reported with the variable to
+// set: "channels.webhook.secret: must be set: … (set NOTIFYD_WEBHOOK_SECRET)".
+// LoadConfig, without these, is for the tools that render or read without
+// running (`notifyd preview`, `notifyd dev`, which fills them in).
+func LoadRunConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
+	reg, err := builtin.Registry(extra...)
+	if err != nil {
+		return nil, err
+	}
+	return config.LoadWith(path, func(c *config.Config, p *config.Problems) {
+		reg.CheckToRun(c, p)
+		if c.Database.URL == "" {
+			p.Add(nil, "database.url", "must be set: a PostgreSQL connection string (or run `notifyd dev`, which starts a private PostgreSQL)")
+		}
+	})
+}
+
 // Addr is the HTTP API's listening address ("" when it does not listen).
 func (s *Server) Addr() string {
 	if s.listener == nil {
