@@ -121,3 +121,97 @@ func TestCheckTheExampleConfig(t *testing.T) {
 }
 
 func errorsAs(err error, target **config.Errors) bool { return errors.As(err, target) }
+
+// TestCheckTemplateFields: a template that names a field the params schema
+// does not declare is a check error naming the notifier, the channel's key
+// and the template's line, inside range and with too; a schema that declares
+// nothing, the batch fields, functions and $ are fine.
+func TestCheckTemplateFields(t *testing.T) {
+	t.Parallel()
+	const head = `database: {url: "postgres://notifyd@db.invalid/app"}
+channels:
+  email: {from: "Acme <n@acme.test>", smtp: {host: 127.0.0.1, port: 2525}}
+notifiers:
+  comment.created:
+    params:
+      type: object
+      required: [post_title]
+      properties:
+        post_title: {type: string}
+        author: {type: object, properties: {name: {type: string}}}
+        tags: {type: array, items: {type: object, properties: {label: {type: string}}}}
+        extra: {type: object, additionalProperties: {type: object, properties: {v: {type: string}}}}
+    channels:
+`
+	for _, c := range []struct {
+		name, channels string
+		want           []string // in check's error; none: ok
+	}{
+		{"declared fields, functions, $ and printf", `      in_app: {title: "{{.post_title}} by {{with .author}}{{.name}}{{end}}{{range .tags}}{{.label}}{{$.post_title}}{{end}}{{printf \"%s\" .post_title}}{{range $k, $v := .extra}}{{$v.v}}{{.v}}{{end}}"}
+      email: {subject: "{{.post_title}}", text: "Hi {{recipient.Name}}: {{len .tags}}"}
+`, nil},
+		{"a typo", `      in_app: {title: "New comment on {{.post_titel}}"}
+`, []string{"config.yaml:15: notifiers.comment.created.channels.in_app.title: line 1: {{.post_titel}}: the params schema declares no field post_titel (did you mean post_title?"}},
+		{"inside with, on the third line of an email", `      email:
+        subject: "s"
+        text: |
+          Hello
+          there
+          {{with .author}}{{.nmae}}{{end}}
+`, []string{"notifiers.comment.created.channels.email.text: line 3: {{.nmae}}: the params schema declares no field nmae (did you mean name?"}},
+		{"inside range", `      in_app: {title: "{{range .tags}}{{.lable}}{{end}}"}
+`, []string{"channels.in_app.title: line 1: {{.lable}}: the params schema declares no field lable"}},
+		{"$ inside range", `      in_app: {title: "{{range .tags}}{{$.titel}}{{end}}"}
+`, []string{"{{$.titel}}: the params schema declares no field titel"}},
+		{"a nested field", `      in_app: {title: "{{.author.email}}"}
+`, []string{"{{.author.email}}: the params schema declares no field email"}},
+		{"an html template in a locale", `      email:
+        subject: "s"
+        text: "t"
+        locales:
+          fr: {subject: "s", text: "t", html: "<p>{{.post_tilte}}</p>"}
+`, []string{"notifiers.comment.created.channels.email.locales.fr.html: line 1: {{.post_tilte}}"}},
+		{"the batch fields outside a batch", `      in_app: {title: "{{.Count}} new"}
+`, []string{"declares no field Count"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := run(t, "check", "-config", writeConfig(t, head+c.channels))
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("check = %v, want ok", err)
+				}
+				return
+			}
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("check = %v\nwant it to say %q", err, w)
+				}
+			}
+		})
+	}
+
+	// A batched notifier's templates see .Count, .Actors and .Items (each a
+	// notification's params); a schema that declares no property accepts
+	// any field.
+	ok := `database: {url: "postgres://notifyd@db.invalid/app"}
+notifiers:
+  post.liked:
+    params: {type: object, required: [post_id, liker], properties: {post_id: {type: string}, liker: {type: string}}}
+    batch: {key: "{{.post_id}}", window: 10m}
+    channels:
+      in_app: {title: "{{.liker}}{{if gt .Count 1.0}} and {{len (slice .Items 1)}} others{{end}}: {{range .Items}}{{.liker}}{{end}}{{range .Actors}}{{.}}{{end}}"}
+  anything.goes:
+    params: {type: object}
+    channels:
+      in_app: {title: "{{.whatever}} {{.other}}"}
+`
+	if _, _, err := run(t, "check", "-config", writeConfig(t, ok)); err != nil {
+		t.Fatalf("check of batch fields and an open schema = %v", err)
+	}
+	bad := strings.Replace(ok, "{{range .Items}}{{.liker}}{{end}}", "{{range .Items}}{{.likr}}{{end}}", 1)
+	if _, _, err := run(t, "check", "-config", writeConfig(t, bad)); err == nil ||
+		!strings.Contains(err.Error(), "notifiers.post.liked.channels.in_app.title: line 1: {{.likr}}: the params schema declares no field likr (did you mean liker?") {
+		t.Fatalf("check of a typo inside range .Items = %v", err)
+	}
+}
