@@ -267,7 +267,11 @@ func (s *Section) With(path string, values map[string]any) (*Section, error) {
 		}
 		setKey(m, parts[len(parts)-1], &v)
 	}
-	return &Section{path: path, node: root}, nil
+	out := &Section{path: path, node: root}
+	if s != nil {
+		out.notifier = s.notifier
+	}
+	return out, nil
 }
 
 func cloneNode(n *yaml.Node) *yaml.Node {
