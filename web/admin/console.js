@@ -554,10 +554,15 @@ async function viewDelivery(id) {
             el("td", { class: "err" }, a.error), el("td", { class: "mono" }, a.provider || "")))))));
   try {
     const pv = await api("GET", `/v1/deliveries/${seg(id)}/preview`);
+    const done = ["sent", "digest_sent"].includes(d.status);
     message.replaceChildren(
       el("p", { class: "muted" }, `Rendered now for ${pv.recipient || "the audience"}${pv.locale ? ` (locale ${pv.locale})` : ""}` +
-        `${pv.batch_count ? `, a batch of ${pv.batch_count}` : ""}: what the next attempt sends. HTML parts are shown as source.`),
-      ...pv.parts.map((p) => el("div", { class: "part", dataset: { name: p.name } }, el("h3", {}, p.name), el("pre", {}, p.value))));
+        `${pv.batch_count ? `, a batch of ${pv.batch_count}` : ""}: ` +
+        (done ? "what it sent, unless the profile or the templates changed since." : "what the next attempt sends.") +
+        " HTML parts are shown as source."),
+      // A part the templates left empty (no html template) is not shown.
+      ...pv.parts.filter((p) => p.value !== "").map((p) => el("div", { class: "part", dataset: { name: p.name } },
+        el("h3", {}, p.name), el("pre", {}, p.value))));
   } catch (e) {
     message.replaceChildren(el("p", { class: "muted", id: "message-none" }, e.message));
   }
