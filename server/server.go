@@ -124,7 +124,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.registry = reg
 	push := &pushSubscriptions{logger: logger}
-	s.set, err = reg.Open(cfg, logger, opts.Clock, channels.WithPushSubscriptions(push))
+	devs := &devices{logger: logger}
+	s.set, err = reg.Open(cfg, logger, opts.Clock, channels.WithPushSubscriptions(push), channels.WithDevices(devs))
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +139,8 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		pool := s.pool
 		s.closers = append(s.closers, func() error { pool.Close(); return nil })
 	}
-	push.db = s.pool
-	s.closers = append(s.closers, push.close) // before the pool closes (closers run last first)
+	push.db, devs.db = s.pool, s.pool
+	s.closers = append(s.closers, push.close, devs.close) // before the pool closes (closers run last first)
 	if err := stores.CheckMigrations(ctx, s.pool, cfg.Database.SearchSchema()); err != nil {
 		s.Close()
 		if errors.Is(err, stores.ErrPendingMigrations) {
