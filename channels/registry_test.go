@@ -292,3 +292,32 @@ func TestOpen(t *testing.T) {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
 	}
 }
+
+// A registration is an address the recipient has when the fan-out found
+// one; the reason of an unavailable delivery names what is missing.
+func TestRegistrationAddresses(t *testing.T) {
+	t.Parallel()
+	r := channels.Recipient{ID: "u1", Email: "u1@example.test",
+		Registrations: []string{channels.PushSubscriptionAddress, channels.DeviceAddress("ios")}}
+	for field, want := range map[string]string{
+		"email":                           "u1@example.test",
+		channels.PushSubscriptionAddress:  channels.PushSubscriptionAddress,
+		channels.DeviceAddress("ios"):     "device:ios",
+		channels.DeviceAddress("android"): "",
+		"registrations":                   "",
+	} {
+		if got := r.Address(field); got != want {
+			t.Errorf("Address(%q) = %q, want %q", field, got, want)
+		}
+	}
+	for field, want := range map[string]string{
+		"email":                           "recipient has no email address",
+		"phone":                           "recipient has no phone",
+		channels.PushSubscriptionAddress:  "recipient has no push subscriptions",
+		channels.DeviceAddress("android"): "recipient has no android devices",
+	} {
+		if got := channels.MissingAddress(field); got != want {
+			t.Errorf("MissingAddress(%q) = %q, want %q", field, got, want)
+		}
+	}
+}

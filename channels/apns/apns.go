@@ -153,7 +153,10 @@ func New(cfg *Config, key *ecdsa.PrivateKey, notifiers map[string]*Templates, st
 			continue
 		}
 		if t.parsed.Title == nil {
-			return nil, fmt.Errorf("apns: notifiers.%s.channels.apns: templates not checked (open the channel through the registry)", name)
+			var err error
+			if t.parsed, err = devicepush.ParseTemplates("notifiers."+name+".channels.apns.", t.Title, t.Body, t.URL); err != nil {
+				return nil, fmt.Errorf("apns: %w", err)
+			}
 		}
 		s.notifiers[name] = t
 	}

@@ -143,7 +143,10 @@ func New(cfg *Config, acct *ServiceAccount, notifiers map[string]*Templates, sto
 			continue
 		}
 		if t.parsed.Title == nil {
-			return nil, fmt.Errorf("fcm: notifiers.%s.channels.fcm: templates not checked (open the channel through the registry)", name)
+			var err error
+			if t.parsed, err = devicepush.ParseTemplates("notifiers."+name+".channels.fcm.", t.Title, t.Body, t.URL); err != nil {
+				return nil, fmt.Errorf("fcm: %w", err)
+			}
 		}
 		s.notifiers[name] = t
 	}

@@ -38,6 +38,22 @@ func CheckTemplates(p *config.Problems, n channels.NotifierSection, title, body,
 	return t
 }
 
+// ParseTemplates parses title, body and url for a program that builds a
+// channel without the registry; prefix names their keys in errors
+// ("notifiers.n.channels.fcm.").
+func ParseTemplates(prefix, title, body, url string) (Templates, error) {
+	p := config.Default().NewProblems()
+	t := Templates{Title: p.Text(nil, prefix+"title", title), Body: p.Text(nil, prefix+"body", body),
+		URL: p.Text(nil, prefix+"url", url)}
+	if err := p.Err(); err != nil {
+		return t, err
+	}
+	if t.Title == nil {
+		return t, fmt.Errorf("%stitle is empty", prefix)
+	}
+	return t, nil
+}
+
 // Parts are a push notification's rendered parts, trimmed.
 type Parts struct {
 	Title, Body, URL string
