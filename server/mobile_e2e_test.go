@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/mobilepushtest"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 const (
@@ -74,7 +74,7 @@ func ledger(t *testing.T, call func(method, path, token string, body any) (int, 
 func TestEndToEndMobilePush(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
-	smtp := smtptest.Start(t)
+	smtp := smtpcapture.Start(t)
 	fcm, apns, sections := mobileServices(t, 10*time.Second)
 	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
   order.shipped:
@@ -169,7 +169,7 @@ func TestHungAPNsHoldsUpOnlyItsOwnDeliveries(t *testing.T) {
 	t.Parallel()
 	const n, timeout = 60, 8 * time.Second
 	pool, url := pgtest.NewDBURL(t)
-	smtp := smtptest.Start(t)
+	smtp := smtpcapture.Start(t)
 	fcm, apns, sections := mobileServices(t, timeout)
 	apns.Hang()
 	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`

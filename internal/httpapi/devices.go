@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -73,7 +74,7 @@ func (s *Server) createDevice(w http.ResponseWriter, r *http.Request, recipient 
 	if created {
 		status = http.StatusCreated
 	}
-	WriteJSON(w, status, map[string]string{"id": id})
+	wire.WriteJSON(w, status, map[string]string{"id": id})
 	return nil
 }
 
@@ -89,7 +90,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, recipient s
 		out[i] = deviceJSON{ID: d.ID, Platform: d.Platform, Token: d.Token, App: d.App, CreatedAt: d.CreatedAt,
 			LastSuccessAt: d.LastSuccessAt, Failures: d.Failures}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"devices": out})
+	wire.WriteJSON(w, http.StatusOK, map[string]any{"devices": out})
 	return nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -59,10 +59,10 @@ func TestDevicesAPI(t *testing.T) {
 	}
 
 	// Another recipient's id is not found, and stays.
-	expect(t, b.do(t, "DELETE", "/v1/devices/"+theirs.body["id"].(string), u1, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "DELETE", "/v1/devices/"+id, u2, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/devices/"+theirs.body["id"].(string), u1, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/devices/"+id, u2, nil), 404, wire.CodeNotFound)
 	expect(t, b.do(t, "DELETE", "/v1/devices/"+id, u1, nil), 204, "")
-	expect(t, b.do(t, "DELETE", "/v1/devices/"+id, u1, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/devices/"+id, u1, nil), 404, wire.CodeNotFound)
 	if n := countDevices(t, b, "u2"); n != 1 {
 		t.Errorf("u2 has %d devices, want 1", n)
 	}
@@ -111,9 +111,9 @@ func TestDeviceValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := b.do(t, "POST", "/v1/devices", u1, tt.body)
-		code := httpapi.CodeInvalidRequest
+		code := wire.CodeInvalidRequest
 		if tt.status == 400 {
-			code = httpapi.CodeBadRequest
+			code = wire.CodeBadRequest
 		}
 		expect(t, r, tt.status, code)
 		if tt.field != "" {
@@ -159,7 +159,7 @@ func TestDeviceLimitAPI(t *testing.T) {
 		t.Fatalf("racing for the last 3 places: %d created, %d refused (%v)", created, refused, statuses)
 	}
 	r := b.do(t, "POST", "/v1/devices", u1, map[string]any{"platform": "ios", "token": iosToken(999), "app": "com.acme.app"})
-	expect(t, r, 422, httpapi.CodeInvalidRequest)
+	expect(t, r, 422, wire.CodeInvalidRequest)
 	if !strings.Contains(string(r.raw), "at most 20 devices") {
 		t.Errorf("the 21st: %s", r.raw)
 	}
