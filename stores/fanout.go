@@ -334,7 +334,9 @@ const (
 // mutes and which of the registrations $6 the recipient has (browser push
 // subscriptions, devices by platform; an index probe each, only for a
 // notifier with a channel that needs them) come along in the same
-// statement: one read per chunk, no per-recipient round trip.
+// statement: one read per chunk, no per-recipient round trip. (Push
+// subscriptions' recipient has the default collation, unlike every other
+// recipient id: the probe compares in it, or its index is not used.)
 const fanoutCandidatesSQL = `
 WITH n AS (
     SELECT nn.recipients, nn.reasons, nn.topics, l.cursor, l.lo, l.hi, l.inline_pos,
@@ -364,12 +366,12 @@ SELECT c.source, c.recipient, c.reason,
        ARRAY(SELECT m.target FROM notify_mutes m
              WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > now())),
        CASE WHEN cardinality($6::text[]) = 0 THEN '{}'::text[] ELSE ARRAY(
-           SELECT 'push_subscription'
-           WHERE 'push_subscription' = ANY($6::text[])
-             AND EXISTS (SELECT 1 FROM notify_push_subscriptions ps WHERE ps.recipient = c.recipient)
-           UNION ALL
-           SELECT DISTINCT 'device:' || dv.platform FROM notify_devices dv
-           WHERE dv.recipient = c.recipient AND 'device:' || dv.platform = ANY($6::text[])) END
+           SELECT reg FROM unnest($6::text[]) AS reg
+           WHERE CASE WHEN reg = 'push_subscription'
+                      THEN EXISTS (SELECT 1 FROM notify_push_subscriptions ps
+                                   WHERE ps.recipient = c.recipient COLLATE "default")
+                      ELSE EXISTS (SELECT 1 FROM notify_devices dv
+                                   WHERE dv.recipient = c.recipient AND dv.platform = substr(reg, 8)) END) END
 FROM c
 LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE $5 AND p.id = c.recipient LIMIT 1) p ON true`
 

@@ -7,8 +7,9 @@
 -- so concurrent registrations cannot pass the limit together.
 --
 -- The fan-out asks, in its candidates statement, which platforms a recipient
--- has a device of (the index on (recipient, platform)), so a recipient
--- without one gets an `unavailable` delivery; the send job reads a batch's
+-- has a device of (the index on (recipient, platform); recipient is
+-- COLLATE "C" like every recipient id, so the fan-out's ids probe it), so a
+-- recipient without one gets an `unavailable` delivery; the send job reads a batch's
 -- devices by recipient and platform, records the last success, counts
 -- consecutive failures, and deletes a device its push service says is no
 -- longer registered. Erasing the recipient deletes them.
@@ -16,7 +17,7 @@
 -- +goose Up
 CREATE TABLE notify_devices (
     id              uuid PRIMARY KEY,
-    recipient       text NOT NULL CHECK (octet_length(recipient) BETWEEN 1 AND 255),
+    recipient       text COLLATE "C" NOT NULL CHECK (octet_length(recipient) BETWEEN 1 AND 255),
     platform        text NOT NULL CHECK (platform ~ '^[a-z][a-z0-9_]{0,31}$'),
     token           text NOT NULL CHECK (octet_length(token) BETWEEN 1 AND 4096),
     app             text NOT NULL CHECK (octet_length(app) BETWEEN 1 AND 255),
