@@ -10,13 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/internal/uuidv7"
-	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -33,14 +29,9 @@ const (
 	CodeForbidden = "forbidden"
 )
 
-// adminState is what the operator's endpoints open lazily: the insert-only
-// River client a retry enqueues through and the channels a preview renders
-// with.
+// adminState is what the operator's endpoints open lazily: the channels a
+// preview renders with.
 type adminState struct {
-	riverOnce sync.Once
-	river     *river.Client[pgx.Tx]
-	riverErr  error
-
 	previewOnce sync.Once
 	preview     *channels.Set
 	previewErr  error
@@ -67,7 +58,7 @@ func (s *Server) sameOrigin(h http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := p.Check(r); err != nil {
-			WriteError(w, r, errorf(http.StatusForbidden, CodeForbidden,
+			wire.WriteError(w, r, errorf(http.StatusForbidden, CodeForbidden,
 				"%s %s from another site refused: the admin API takes state-changing requests from scripts or from its own console only", r.Method, r.URL.Path))
 			return
 		}
@@ -94,8 +85,8 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 		}
 	}
 	if f.Cursor != "" && !uuidv7.Valid(f.Cursor) {
-		return &Error{Status: http.StatusBadRequest, Code: CodeBadCursor, Message: "cursor was not issued by this API",
-			Details: []any{FieldDetail{Field: "cursor", Message: "pass next_cursor as it was returned"}}}
+		return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadCursor, Message: "cursor was not issued by this API",
+			Details: []any{wire.FieldDetail{Field: "cursor", Message: "pass next_cursor as it was returned"}}}
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -108,7 +99,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, notificationPageWire(page))
+	wire.WriteJSON(w, http.StatusOK, notificationPageWire(page))
 	return nil
 }
 
@@ -123,7 +114,7 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, deliveryDetailWire(d))
+	wire.WriteJSON(w, http.StatusOK, deliveryDetailWire(d))
 	return nil
 }
 
@@ -131,11 +122,10 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 // with a send job, in one transaction; 202 with the delivery as it now is.
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	client, err := s.riverClient()
-	if err != nil {
-		return err
+	if s.ops == nil {
+		return errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "retries are run by the daemon, and this API has none")
 	}
-	status, err := jobs.RetryDelivery(r.Context(), s.pool, client, id, s.clock())
+	status, err := s.ops.RetryDelivery(r.Context(), id)
 	switch {
 	case errors.Is(err, stores.ErrNotFound):
 		return notFoundError("no delivery %q", id)
@@ -149,18 +139,8 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusAccepted, deliveryDetailWire(d))
+	wire.WriteJSON(w, http.StatusAccepted, deliveryDetailWire(d))
 	return nil
-}
-
-// riverClient is an insert-only River client on the API's pool: the retry
-// enqueues a send job through it, the daemon's workers run it.
-func (s *Server) riverClient() (*river.Client[pgx.Tx], error) {
-	st := s.adminState()
-	st.riverOnce.Do(func() {
-		st.river, st.riverErr = river.NewClient(riverpgxv5.New(s.pool), &river.Config{Schema: s.schema})
-	})
-	return st.river, st.riverErr
 }
 
 // recipientDeliveries is GET /v1/recipients/{id}/deliveries: the recipient's
@@ -186,7 +166,7 @@ func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) err
 	for i := range ds {
 		out.Deliveries[i] = deliveryDetailWire(&ds[i])
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -213,7 +193,7 @@ func (s *Server) listNotifiers(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Notifiers = append(out.Notifiers, n)
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -225,7 +205,7 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	notifier, channel := r.PathValue("notifier"), r.PathValue("channel")
 	nf, ok := s.cfg.Notifier(notifier)
 	if !ok {
-		return errorf(http.StatusNotFound, CodeUnknownNotifier, "unknown notifier %q", notifier)
+		return errorf(http.StatusNotFound, wire.CodeUnknownNotifier, "unknown notifier %q", notifier)
 	}
 	if !channels.Uses(nf, channel) {
 		return notFoundError("notifier %q has no %q channel", notifier, channel)
@@ -260,12 +240,12 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	parts, err := pv.Preview(notifier, params, channels.Recipient{ID: "preview", Name: "Ada Lovelace",
 		Email: "ada@example.test", Locale: q.Get("locale")})
 	if err != nil {
-		return errorf(http.StatusUnprocessableEntity, CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)
+		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)
 	}
 	out := previewJSON{Notifier: notifier, Channel: channel, Params: params, Parts: make([]partJSON, len(parts))}
 	for i, p := range parts {
 		out.Parts[i] = partJSON{Name: p.Name, Value: p.Value}
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func signed(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) string {
@@ -68,7 +70,7 @@ func TestRecipientTokens(t *testing.T) {
 					body = `{"all":true}`
 				}
 				r := b.do(t, ep.method, ep.path, tt.token, body)
-				expect(t, r, 401, httpapi.CodeUnauthorized)
+				expect(t, r, 401, wire.CodeUnauthorized)
 				if r.header.Get("WWW-Authenticate") == "" {
 					t.Errorf("%s %s: 401 without WWW-Authenticate", ep.method, ep.path)
 				}
@@ -90,9 +92,9 @@ func TestAdminToken(t *testing.T) {
 		"prefix":          "admin-secre",
 		"recipient token": recipientToken(t, "u1"),
 	} {
-		expect(t, b.do(t, "POST", "/v1/notifications", token, body), 401, httpapi.CodeUnauthorized)
-		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, httpapi.CodeUnauthorized)
-		expect(t, b.do(t, "GET", "/v1/recipients/u1/inbox", token, nil), 401, httpapi.CodeUnauthorized)
+		expect(t, b.do(t, "POST", "/v1/notifications", token, body), 401, wire.CodeUnauthorized)
+		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, wire.CodeUnauthorized)
+		expect(t, b.do(t, "GET", "/v1/recipients/u1/inbox", token, nil), 401, wire.CodeUnauthorized)
 		_ = name
 	}
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
@@ -110,7 +112,7 @@ notifiers:
     channels: {in_app: {title: "x"}}
 `})
 	for _, token := range []string{"", "anything", " "} {
-		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, httpapi.CodeUnauthorized)
+		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, wire.CodeUnauthorized)
 	}
 	// Recipient endpoints still work.
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 200, "")
@@ -124,7 +126,7 @@ notifiers:
   comment.created:
     channels: {in_app: {title: "x"}}
 `})
-	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 401, wire.CodeUnauthorized)
 }
 
 // A recipient token expires by the server's clock: the same token is
@@ -137,7 +139,7 @@ func TestRecipientTokenExpiresByTheServersClock(t *testing.T) {
 	}
 	var now atomic.Int64
 	now.Store(fixedNow.UnixNano())
-	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg,
+	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg, Registry: builtin.MustRegistry(),
 		Clock: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
@@ -155,7 +157,7 @@ func TestRecipientTokenExpiresByTheServersClock(t *testing.T) {
 		r := b.do(t, "GET", "/v1/inbox/counts", tok, nil)
 		want := ""
 		if step.status == 401 {
-			want = httpapi.CodeUnauthorized
+			want = wire.CodeUnauthorized
 		}
 		expect(t, r, step.status, want)
 		if step.status == 401 && !strings.Contains(r.errMessage(), "expired") {

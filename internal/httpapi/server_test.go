@@ -13,12 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/jobs"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -81,7 +87,12 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	// set them in options.
 	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0
 	pool := pgtest.NewDB(t)
-	options := httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }}
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	options := httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(),
+		Operations: operations{pool: pool, river: rc}, Clock: func() time.Time { return fixedNow }}
 	if o.options != nil {
 		o.options(&options)
 	}
@@ -89,6 +100,17 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{pool: pool, cfg: cfg, srv: srv}
+}
+
+// operations is what the daemon gives the API (server.Server's
+// RetryDelivery), on an insert-only River client.
+type operations struct {
+	pool  *pgxpool.Pool
+	river *river.Client[pgx.Tx]
+}
+
+func (o operations) RetryDelivery(ctx context.Context, id string) (string, error) {
+	return jobs.RetryDelivery(ctx, o.pool, o.river, id, fixedNow)
 }
 
 // response is a decoded API answer.
@@ -229,7 +251,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.do(t, "GET", "/readyz", "", nil)
-	expect(t, r, 503, httpapi.CodeNotReady)
+	expect(t, r, 503, wire.CodeNotReady)
 	if !strings.Contains(r.errMessage(), "pending migrations") {
 		t.Fatalf("readyz message %q does not say why", r.errMessage())
 	}
@@ -238,15 +260,15 @@ func TestReadyz(t *testing.T) {
 func TestUnknownRouteAndMethod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	expect(t, b.do(t, "GET", "/nope", "", nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "GET", "/v1/inbox/nope/deeper", recipientToken(t, "u1"), nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "GET", "/nope", "", nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/inbox/nope/deeper", recipientToken(t, "u1"), nil), 404, wire.CodeNotFound)
 
 	r := b.do(t, "DELETE", "/v1/inbox", recipientToken(t, "u1"), nil)
-	expect(t, r, 405, httpapi.CodeMethodNotAllowed)
+	expect(t, r, 405, wire.CodeMethodNotAllowed)
 	if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") {
 		t.Fatalf("Allow %q, want GET listed", allow)
 	}
-	expect(t, b.do(t, "PUT", "/v1/notifications", adminToken, nil), 405, httpapi.CodeMethodNotAllowed)
+	expect(t, b.do(t, "PUT", "/v1/notifications", adminToken, nil), 405, wire.CodeMethodNotAllowed)
 
 	// A cancel without a key is no route, not the mux's redirect to the
 	// {key...} route's empty remainder.
@@ -256,7 +278,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	r = rawRequest(t, b, req)
-	expect(t, r, 404, httpapi.CodeNotFound)
+	expect(t, r, 404, wire.CodeNotFound)
 	if loc := r.header.Get("Location"); loc != "" {
 		t.Fatalf("answered with Location %q", loc)
 	}
@@ -270,14 +292,14 @@ func TestExtraRoutes(t *testing.T) {
 	}
 	pool := pgtest.NewDB(t)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
-	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg,
+	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(),
 		Extra:      map[string]http.Handler{"GET /metrics": hello},
 		AdminExtra: map[string]http.Handler{"/riverui/": hello}})
 	// A route mounted after New that authenticates like the stream does.
 	s.Handle("GET /v1/inbox/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.Recipient(r)
 		if err != nil {
-			httpapi.WriteError(w, r, err)
+			wire.WriteError(w, r, err)
 			return
 		}
 		_, _ = io.WriteString(w, id)
@@ -348,7 +370,7 @@ func TestRequestLogAndPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg,
+	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg, Registry: builtin.MustRegistry(),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Extra: map[string]http.Handler{"GET /boom": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			panic("kaboom")
@@ -359,9 +381,9 @@ func TestRequestLogAndPanics(t *testing.T) {
 
 	tok := recipientToken(t, "logged")
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", tok, nil), 200, "")
-	expect(t, b.do(t, "GET", "/v1/inbox?access_token="+tok, "", nil), 401, httpapi.CodeUnauthorized)
-	expect(t, b.do(t, "GET", "/v1/recipients/x", adminToken, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "GET", "/boom", "", nil), 500, httpapi.CodeInternal)
+	expect(t, b.do(t, "GET", "/v1/inbox?access_token="+tok, "", nil), 401, wire.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/recipients/x", adminToken, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "GET", "/boom", "", nil), 500, wire.CodeInternal)
 
 	out := logs.String()
 	for _, want := range []string{

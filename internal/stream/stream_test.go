@@ -24,10 +24,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/httpapi/stream"
+	"github.com/notifyd/notifyd/internal/stream"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -368,13 +369,7 @@ func (c *client) expectCreated(t testing.TB, id string) event {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	notifydtest.Eventually(t, 10*time.Second, what, cond)
 }
 
 func TestResumeReplaysWhatWasMissedThenGoesLive(t *testing.T) {
@@ -426,7 +421,7 @@ func TestResumeReplaysWhatWasMissedThenGoesLive(t *testing.T) {
 	}
 	itemJSON := map[string]string{}
 	for _, it := range page.Items {
-		j, _ := json.Marshal(httpapi.InboxItemWire(it))
+		j, _ := json.Marshal(wire.InboxItemOf(it))
 		itemJSON[it.ID] = string(j)
 	}
 	prev := ev.seq(t)
