@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
@@ -164,7 +165,7 @@ func TestFanoutCandidatesRegistrations(t *testing.T) {
 	}
 	read := func(registrations []string) map[string][]string {
 		t.Helper()
-		cands, err := stores.FanoutCandidates(ctx, tx, id, 0, 100, []string{"*"}, true, registrations)
+		cands, err := stores.FanoutCandidates(ctx, tx, id, 0, 100, []string{"*"}, true, time.Now(), registrations)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -330,8 +330,9 @@ const (
 // list as at its start; the LIMIT 1 in the profile lookup keeps the planner
 // from a merge join that scans the profiles from the first id on every chunk.
 // Profile (only with $5: an in_app-only notifier addresses nobody by it), the
-// preference rules that can apply ($3: the scopes of this notifier), active
-// mutes and which of the registrations $6 the recipient has (browser push
+// preference rules that can apply ($3: the scopes of this notifier), mutes
+// active at $6 (the fan-out's clock, which also times its quiet hours and
+// delays) and which of the registrations $7 the recipient has (browser push
 // subscriptions, devices by platform; an index probe each, only for a
 // notifier with a channel that needs them) come along in the same
 // statement: one read per chunk, no per-recipient round trip. (Push
@@ -364,9 +365,9 @@ SELECT c.source, c.recipient, c.reason,
        (SELECT jsonb_agg(jsonb_build_array(pr.scope, pr.channel, pr.mode))
         FROM notify_preferences pr WHERE pr.recipient = c.recipient AND pr.scope = ANY($3::text[])),
        ARRAY(SELECT m.target FROM notify_mutes m
-             WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > now())),
-       CASE WHEN cardinality($6::text[]) = 0 THEN '{}'::text[] ELSE ARRAY(
-           SELECT reg FROM unnest($6::text[]) AS reg
+             WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > $6)),
+       CASE WHEN cardinality($7::text[]) = 0 THEN '{}'::text[] ELSE ARRAY(
+           SELECT reg FROM unnest($7::text[]) AS reg
            WHERE CASE WHEN reg = 'push_subscription'
                       THEN EXISTS (SELECT 1 FROM notify_push_subscriptions ps
                                    WHERE ps.recipient = c.recipient COLLATE "default")
@@ -377,15 +378,16 @@ LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE $5 AND p.id = c.recip
 
 // FanoutCandidates reads the next window of lane lane of notification id's
 // audience; with profiles, each candidate's profile fields too (left empty
-// otherwise); and which of registrations (RegistrationPushSubscription,
-// RegistrationDevice+platform; none: nothing is read) each candidate has.
+// otherwise). Each candidate's Mutes are those active at now; its
+// Registrations are which of registrations (RegistrationPushSubscription,
+// RegistrationDevice+platform; none: nothing is read) it has.
 func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, scopes []string, profiles bool,
-	registrations []string) ([]Candidate, error) {
+	now time.Time, registrations []string) ([]Candidate, error) {
 	// On its generic plan (see genericBatch): made for each notification,
 	// the plan took 0.5 ms to make and 0.06 ms to run for a small audience.
 	var out []Candidate
 	b := genericBatch()
-	b.Queue(fanoutCandidatesSQL, id, window, scopes, lane, profiles, nonNil(registrations)).Query(func(rows pgx.Rows) error {
+	b.Queue(fanoutCandidatesSQL, id, window, scopes, lane, profiles, now, nonNil(registrations)).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c Candidate
 			if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,
