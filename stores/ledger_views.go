@@ -15,9 +15,9 @@ import (
 
 // The operator's views of the ledger across notifications: the deliveries
 // list (GET /v1/deliveries), its bulk retry, and the overview's counts.
-// Every one reads notify_deliveries_status_channel_idx, (status, channel,
+// Every one reads notify_deliveries_channel_status_idx, (channel, status,
 // updated_at, id) (sql/migrations/00027_deliveries_by_status.sql): a query
-// asks for some (status, channel) pairs, and each pair is one index range
+// asks for some (channel, status) pairs, and each pair is one index range
 // ordered by time of last change.
 
 // DeliveryFilter selects ledger rows across notifications. Zero fields do
@@ -54,24 +54,24 @@ type DeliveryPage struct {
 // reading the whole time range.
 const deliveriesScan = 5000
 
-// ledgerPairsCTE starts the views' statements: pairs are the (status,
-// channel) pairs the ledger holds, in index order, found by skipping through
-// notify_deliveries_status_channel_idx: each step is one descent of each
+// ledgerPairsCTE starts the views' statements: pairs are the (channel,
+// status) pairs the ledger holds, in index order, found by skipping through
+// notify_deliveries_channel_status_idx: each step is one descent of each
 // partition's index to the next pair (a loose index scan), so it costs one
 // probe per pair, not per row. wanted are those a filter asks for: statuses
 // $1 (empty: all) and channel $2 (empty: all). Each statement finds its pairs
 // and reads their ranges at one snapshot: a delivery that changes status in
 // between is in one range or the other, never in neither.
 const ledgerPairsCTE = `
-WITH RECURSIVE pairs(status, channel) AS (
-    (SELECT status, channel FROM notify_deliveries ORDER BY status, channel LIMIT 1)
+WITH RECURSIVE pairs(channel, status) AS (
+    (SELECT channel, status FROM notify_deliveries ORDER BY channel, status LIMIT 1)
     UNION ALL
-    SELECT nx.status, nx.channel
+    SELECT nx.channel, nx.status
     FROM pairs p
     CROSS JOIN LATERAL (
-        SELECT d.status, d.channel FROM notify_deliveries d
-        WHERE (d.status, d.channel) > (p.status, p.channel)
-        ORDER BY d.status, d.channel
+        SELECT d.channel, d.status FROM notify_deliveries d
+        WHERE (d.channel, d.status) > (p.channel, p.status)
+        ORDER BY d.channel, d.status
         LIMIT 1
     ) nx
 ), wanted AS (
@@ -80,7 +80,7 @@ WITH RECURSIVE pairs(status, channel) AS (
 )`
 
 // listDeliveriesAcrossSQL reads one page of deliveries, newest change
-// first. Each wanted (status, channel) pair is one range of the index, read
+// first. Each wanted (channel, status) pair is one range of the index, read
 // newest first from the cursor ($5, $6), at most per.n rows: the page size
 // and one ($9), or, with a notifier or recipient filter ($7, $8), which no
 // index serves, a share of $10 rows. The ranges are merged by time. A range
@@ -204,7 +204,7 @@ func timeBounds(since, until time.Time) (any, any) {
 const redriveCount = 100000
 
 // redriveMatchingSQL re-drives the deliveries matching a filter: each wanted
-// (status, channel) pair is an index range over updated_at
+// (channel, status) pair is an index range over updated_at
 // ($3 <= updated_at < $4), narrowed by notifier and recipient ($5, $6), and
 // rows whose notification was cancelled are left alone. It counts the
 // matches (at most $8) and makes at most $7 of them, oldest first within each
@@ -308,7 +308,7 @@ type HourCount struct {
 }
 
 // ledgerHoursSQL counts the rows changed since $3 per channel, status and
-// hour: each (status, channel) pair the ledger holds ($1 and $2 are empty:
+// hour: each (channel, status) pair the ledger holds ($1 and $2 are empty:
 // every pair) is one range of the index from $3 on, read without sorting, so
 // the work is the number of rows changed in the window and nothing older.
 // OFFSET 0 keeps the subquery a lateral one, probed once per pair: pulled up

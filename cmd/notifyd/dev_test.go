@@ -17,6 +17,7 @@ import (
 
 	"github.com/notifyd/notifyd/internal/devmode"
 
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
@@ -85,16 +86,12 @@ channels:
 
 	apiRE := regexp.MustCompile(`API:\s+(http://\S+)/v1/`)
 	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" {
+	notifydtest.Eventually(t, 30*time.Second, "dev prints its API URL", func() bool {
 		if m := apiRE.FindStringSubmatch(out.String()); m != nil {
 			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("dev printed no API URL; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
-		} else {
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return base != ""
+	})
 	// Every route answers only loopback Host headers (DNS rebinding).
 	for _, path := range []string{"/dev/", "/dev/demo", "/v1/inbox", "/healthz"} {
 		req, _ := http.NewRequest("GET", base+path, nil)
@@ -148,14 +145,10 @@ channels:
 		t.Fatalf("POST /dev/send = %d %s", code, body)
 	}
 	var page string
-	deadline = time.Now().Add(20 * time.Second)
-	for !strings.Contains(page, "Captured email (1)") || !strings.Contains(page, "<td>sent</td>") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the /dev/ page never showed the email and its sent delivery:\n%s", page)
-		}
-		time.Sleep(100 * time.Millisecond)
+	notifydtest.Eventually(t, 20*time.Second, "the /dev/ page shows the email and its sent delivery", func() bool {
 		_, page = do("GET", "/dev/", "", "", "")
-	}
+		return strings.Contains(page, "Captured email (1)") && strings.Contains(page, "<td>sent</td>")
+	})
 	if !strings.Contains(page, "New comment on Hello") || !strings.Contains(page, "Hi Grace") {
 		t.Fatalf("captured email not rendered on /dev/:\n%s", page)
 	}

@@ -4,9 +4,14 @@
 -- last hour", newest first. Without an index they read the whole ledger.
 --
 -- One index serves every combination of the two filters: a query walks each
--- (status, channel) pair it asks for as one range, newest first, and merges
+-- (channel, status) pair it asks for as one range, newest first, and merges
 -- the ranges (stores/ledger_views.go); id makes (updated_at, id) a key, so
--- keyset pages need no sort. The index is not partial: the views also list
+-- keyset pages need no sort. channel leads, not status: the send path's
+-- statements look rows up by status among other things (the digest settle:
+-- status and digest_id), and a planner whose statistics were taken while
+-- nothing was in flight would take an index led by status for them and read
+-- every row in flight (stores/plans_test.go). Led by channel, the index
+-- serves only a query that names both. The index is not partial: the views also list
 -- sent deliveries. It costs one more index entry per row version (a delivery
 -- row is written about three times: fan-out, claim, settle). The retry
 -- sweep's partial index on (status, updated_at) stays: it is a fraction of
@@ -19,7 +24,7 @@
 -- machine). Run the migration in a quiet moment on a large ledger.
 
 -- +goose Up
-CREATE INDEX notify_deliveries_status_channel_idx ON notify_deliveries (status, channel, updated_at, id);
+CREATE INDEX notify_deliveries_channel_status_idx ON notify_deliveries (channel, status, updated_at, id);
 
 -- +goose Down
-DROP INDEX notify_deliveries_status_channel_idx;
+DROP INDEX notify_deliveries_channel_status_idx;

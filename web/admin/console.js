@@ -146,6 +146,7 @@ function svg(tag, attrs = {}, ...children) {
 // --- notifications ---
 
 async function viewNotifications(params) {
+  const here = location.hash;
   const f = {
     notifier: params.get("notifier") || "",
     key: params.get("key") || "",
@@ -179,7 +180,7 @@ async function viewNotifications(params) {
   const more = el("button", { type: "button", id: "more", hidden: true }, "Older");
   const table = el("table", {},
     el("thead", {}, el("tr", {}, ["Created", "Notifier", "Key", "Actor", "Status", "Deliveries", "Error"].map((h) => el("th", {}, h)))), body);
-  view(el("section", {}, el("h2", {}, "Notifications"), form), el("section", {}, table, el("p", {}, more)));
+  view(here, el("section", {}, el("h2", {}, "Notifications"), form), el("section", {}, table, el("p", {}, more)));
 
   let cursor = "";
   const load = async () => {
@@ -261,6 +262,7 @@ function deliveryQuery(f) {
 }
 
 async function viewDeliveries(params) {
+  const here = location.hash;
   const f = {};
   for (const k of ["status", "channel", "notifier", "recipient", "range", "since", "until"]) f[k] = params.get(k) || "";
   if (!params.has("range")) f.range = "1h";
@@ -297,7 +299,7 @@ async function viewDeliveries(params) {
   const rows = el("tbody", { id: "deliveries" });
   const more = el("button", { type: "button", id: "deliveries-more", hidden: true }, "Older");
   const bulk = el("div", { id: "bulk" });
-  view(
+  view(here,
     el("section", {}, el("h2", {}, "Deliveries"),
       el("p", { class: "muted" }, "Every delivery across notifications, newest change first."), form),
     el("section", {}, bulk, deliveryTable([], true, rows), el("p", {}, more)));
@@ -379,6 +381,7 @@ function bulkRetry(box, f, q, refresh) {
 // --- one notification ---
 
 async function viewNotification(id) {
+  const here = location.hash;
   const n = await api("GET", `/v1/notifications/${seg(id)}?progress=true`);
   const p = n.progress;
   let lanes = [n.status === "fanned_out" ? "complete" : n.status];
@@ -413,7 +416,7 @@ async function viewNotification(id) {
   const counts = Object.entries(p.by_status).flatMap(([ch, m]) =>
     Object.entries(m).map(([s, c]) => el("li", {}, `${ch}: `, status(s), ` ${c}`)));
   const rows = n.deliveries.map((d) => deliveryRow(d, () => viewNotification(id)));
-  view(
+  view(here,
     el("section", {},
       el("h2", {}, `${n.notifier} / ${n.key}`),
       el("dl", {},
@@ -515,6 +518,7 @@ async function watch(id, refresh) {
 // --- one delivery ---
 
 async function viewDelivery(id) {
+  const here = location.hash;
   const d = await api("GET", "/v1/deliveries/" + seg(id));
   const refresh = () => viewDelivery(id);
   const c = d.circuit;
@@ -523,7 +527,7 @@ async function viewDelivery(id) {
     : c ? el("button", { type: "button", class: "danger", id: "retry", onclick: () => retryDelivery(d.id, refresh, true) }, "Close the circuit and retry")
       : el("button", { type: "button", class: "retry", id: "retry", onclick: () => retryDelivery(d.id, refresh) }, "Retry now");
   const message = el("div", { id: "message" }, el("p", { class: "muted" }, "Rendering…"));
-  view(
+  view(here,
     el("section", { id: "delivery", dataset: { status: d.status } },
       el("h2", {}, `Delivery to ${d.recipient || "(bulk)"} on ${d.channel}`),
       el("dl", {},
@@ -571,6 +575,7 @@ async function viewDelivery(id) {
 // --- a recipient ---
 
 async function viewRecipient(id) {
+  const here = location.hash;
   const base = "/v1/recipients/" + seg(id);
   const opt = (p) => p.catch((e) => (e.status === 404 ? null : Promise.reject(e)));
   const [profile, prefs, mutes, subs, inbox, deliveries, cat] = await Promise.all([
@@ -595,7 +600,7 @@ async function viewRecipient(id) {
       deliveries.deliveries.length === 0 ? el("p", { class: "muted" }, "none among the latest ledger rows")
         : deliveryTable(deliveries.deliveries.map((d) => deliveryRow(d, () => viewRecipient(id), true)), true)),
   ];
-  view(...sections);
+  view(here, ...sections);
   await loadSuppressions(suppressions, profile, cat, () => viewRecipient(id));
 }
 
@@ -655,6 +660,7 @@ function statusGroup(s) {
 const GROUPS = [["sent", "sent"], ["failed", "failed, refused, expired"], ["waiting", "pending, scheduled, in flight"], ["other", "skipped, suppressed, cancelled…"]];
 
 async function viewOverview() {
+  const here = location.hash;
   const o = await api("GET", "/v1/overview");
   const hours = o.hours.map((h) => new Date(h).getTime());
   const channels = [...new Set(o.deliveries.map((d) => d.channel))].sort();
@@ -675,7 +681,7 @@ async function viewOverview() {
         " ", link("#/deliveries?" + new URLSearchParams({ channel: ch, status: "failed,refused,expired", range: "24h" }), "see failures")),
       barChart(ch, o.hours, counts));
   });
-  view(
+  view(here,
     el("section", {}, el("h2", {}, "Overview: the last 24 hours"),
       el("p", { class: "muted" }, `Deliveries per hour by the status they are in now, counted in the hour of their last change (UTC, ${fmtTime(o.since)} to ${fmtTime(o.until)}).`),
       legend(),
@@ -686,7 +692,7 @@ async function viewOverview() {
     el("section", {}, el("h2", {}, "Queues"),
       el("p", { class: "muted" }, "River jobs waiting (available), running, waiting for a retry (retryable) and due later (scheduled), per queue."),
       queueChart(o.queues)));
-  say(`${o.deliveries.reduce((n, d) => n + d.count, 0)} deliveries changed in the last 24 hours.`);
+  if (location.hash === here) say(`${o.deliveries.reduce((n, d) => n + d.count, 0)} deliveries changed in the last 24 hours.`);
 }
 
 function legend() {
@@ -777,6 +783,7 @@ function queueChart(queues) {
 // --- template preview ---
 
 async function viewPreview(params) {
+  const here = location.hash;
   const cat = await notifierCatalog();
   const out = el("div", { id: "preview-out" });
   const nfSel = el("select", { name: "notifier", id: "preview-notifier" },
@@ -816,7 +823,7 @@ async function viewPreview(params) {
       say(e.message, true);
     }
   });
-  view(el("section", {}, el("h2", {}, "Template preview"),
+  view(here, el("section", {}, el("h2", {}, "Template preview"),
     el("p", { class: "muted" }, "Rendered for a sample recipient; nothing is sent. HTML parts are shown as source."), form),
   el("section", {}, out));
   form.requestSubmit();
@@ -865,6 +872,7 @@ function fieldInput(f, value) {
 }
 
 async function viewSend(params) {
+  const here = location.hash;
   const cat = await notifierCatalog();
   const nfSel = el("select", { name: "notifier", id: "send-notifier" }, cat.notifiers.map((n) => el("option", { value: n.name }, n.name)));
   if (params.get("notifier")) nfSel.value = params.get("notifier");
@@ -960,14 +968,19 @@ async function viewSend(params) {
     }
   });
   fill();
-  view(el("section", {}, el("h2", {}, "Send a test notification"),
+  view(here, el("section", {}, el("h2", {}, "Send a test notification"),
     el("p", { class: "muted" }, "Sent for real, through the same API an application uses, to the recipient you name (their preferences apply)."),
     form, out));
 }
 
 // --- shell ---
 
-function view(...sections) {
+// view shows sections as the page for here, the location.hash its view
+// function started at. A view that finishes after the reader went elsewhere
+// (the refresh that follows a retry, a slow read) is dropped instead of
+// drawn over the page they went to.
+function view(here, ...sections) {
+  if (location.hash !== here) return;
   $("#view").replaceChildren(...sections);
 }
 
