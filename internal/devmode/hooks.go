@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -13,15 +14,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/notifyd/notifyd/channels/discord"
 	"github.com/notifyd/notifyd/channels/slack"
+	"github.com/notifyd/notifyd/channels/teams"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
 )
 
 // Hooks is dev mode's capture of the HTTP channels: an HTTP server on
-// loopback that every notifier-level webhook and every Slack incoming-webhook
-// URL of the config is pointed at, which answers each POST 200 "ok" (as
-// Slack does) and keeps it for the dev page. With it, the example config's
+// loopback that every notifier-level webhook and every Slack, Discord and
+// Teams incoming-webhook URL of the config is pointed at, which answers each
+// POST 200 "ok" (as Slack does) and keeps it for the dev page. With it, the example config's
 // billing webhook and Slack message are delivered and shown on /dev/ instead
 // of failing to resolve hosts that do not exist.
 type Hooks struct {
@@ -35,7 +38,7 @@ type Hooks struct {
 // Hook is one captured request.
 type Hook struct {
 	At       time.Time
-	Channel  string // webhook or slack: the first path segment
+	Channel  string // webhook, slack, discord or teams: the first path segment
 	Notifier string
 	// Headers are the request's Content-Type, User-Agent and, for a
 	// webhook, its Standard Webhooks headers (webhook-id,
@@ -114,15 +117,19 @@ func (h *Hooks) Close() error {
 	return h.srv.Close()
 }
 
-// CaptureHooks points every notifier-level webhook url and every Slack
-// webhook_url of cfg at h, and lets the two channels reach loopback
-// (allow_private) so that they can. A recipient's own webhook_url (their
+// hookKeys are the channels dev mode captures, each with the key of a
+// notifier's section that holds its URL.
+var hookKeys = map[string]string{webhook.Name: "url", slack.Name: "webhook_url", discord.Name: "webhook_url", teams.Name: "webhook_url"}
+
+// CaptureHooks points every notifier-level webhook url and every Slack,
+// Discord and Teams webhook_url of cfg at h, and lets those channels reach
+// loopback (allow_private) so that they can. A recipient's own webhook_url (their
 // profile) is left alone: it goes where it says.
 func CaptureHooks(cfg *config.Config, h *Hooks) error {
 	used := map[string]bool{}
 	for _, name := range cfg.NotifierNames() {
 		nf := cfg.Notifiers[name]
-		for channel, key := range map[string]string{webhook.Name: "url", slack.Name: "webhook_url"} {
+		for channel, key := range hookKeys {
 			nc := nf.Channels[channel]
 			if nc == nil || nc.Section == nil {
 				continue
@@ -142,7 +149,7 @@ func CaptureHooks(cfg *config.Config, h *Hooks) error {
 		cfg.Channels = config.Channels{}
 	}
 	var errs []error
-	for _, channel := range []string{webhook.Name, slack.Name} {
+	for _, channel := range slices.Sorted(maps.Keys(hookKeys)) {
 		if !used[channel] {
 			continue
 		}
