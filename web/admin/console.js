@@ -360,10 +360,10 @@ function bulkRetry(box, f, q, refresh) {
       cancel.addEventListener("click", () => { out.replaceChildren(); start.disabled = false; });
       confirm.addEventListener("click", async () => {
         confirm.disabled = true;
+        const here = location.hash;
         try {
           const r = await api("POST", "/v1/deliveries/retry?" + rq);
-          say(`Retried ${r.retried} of ${r.matched} matching deliveries: each is due now.`);
-          out.replaceChildren(el("span", { id: "bulk-done", dataset: { retried: String(r.retried) } }, `Retried ${r.retried}.`));
+          if (location.hash !== here) return;
           await refresh();
           say(`Retried ${r.retried} of ${r.matched} matching deliveries: each is due now.`);
         } catch (e) {
@@ -470,11 +470,13 @@ function clip(s, n) {
 }
 
 async function retryDelivery(id, refresh, closeCircuit = false) {
+  const here = location.hash;
   try {
     const d = await api("POST", `/v1/deliveries/${seg(id)}/retry`, closeCircuit ? { close_circuit: true } : undefined);
+    if (location.hash !== here) return d;
     await refresh();
     say(`Delivery ${id} is due again${closeCircuit ? " (its target's circuit closed)" : ""}.`);
-    watch(id, refresh);
+    watch(id, refresh, here);
     return d;
   } catch (e) {
     if (e.code === "circuit_open") {
@@ -497,10 +499,12 @@ function offerCloseCircuit(id, refresh) {
 }
 
 // watch re-reads a retried delivery until it settles (a few seconds at
-// most) and refreshes the view when it does.
-async function watch(id, refresh) {
+// most) and refreshes the view when it does, unless the reader has gone to
+// another view (here is the one the retry was made from).
+async function watch(id, refresh, here) {
   for (let i = 0; i < 30; i++) {
     await new Promise((r) => setTimeout(r, 500));
+    if (location.hash !== here) return;
     let d;
     try {
       d = await api("GET", "/v1/deliveries/" + seg(id));
@@ -508,6 +512,7 @@ async function watch(id, refresh) {
       return;
     }
     if (!["failed", "pending", "sending", "rate_limited"].includes(d.status) || d.next_attempt_at === null) {
+      if (location.hash !== here) return;
       await refresh();
       say(`Delivery ${id} is now ${d.status}.`);
       return;
