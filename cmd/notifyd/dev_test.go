@@ -251,14 +251,8 @@ func TestDevExampleConfigDeliversEverything(t *testing.T) {
 	}()
 	bannerRE := regexp.MustCompile(`(?s)API:\s+(http://\S+)/v1/.*admin token:\s+(\S+).*-d '(\{.*?\})'`)
 	var m []string
-	deadline := time.Now().Add(60 * time.Second)
-	for m == nil {
-		if m = bannerRE.FindStringSubmatch(out.String()); m == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("dev printed no banner; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	if !notifydtest.Wait(60*time.Second, func() bool { m = bannerRE.FindStringSubmatch(out.String()); return m != nil }) {
+		t.Fatalf("dev printed no banner; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
 	}
 	base, admin, first := m[1], m[2], m[3]
 	do := func(method, path, body string) (int, string) {
@@ -301,19 +295,14 @@ func TestDevExampleConfigDeliversEverything(t *testing.T) {
 		}
 	}
 	// Everything that is due settles; nothing fails.
-	var page string
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		_, pending := do("GET", "/v1/deliveries?status=pending,sending,failed,rate_limited", "")
+	var page, pending string
+	if !notifydtest.Wait(30*time.Second, func() bool {
+		_, pending = do("GET", "/v1/deliveries?status=pending,sending,failed,rate_limited", "")
 		_, page = do("GET", "/dev/", "")
-		if strings.Contains(pending, `"items":[]`) && strings.Contains(page, "slack · invoice.paid") &&
-			strings.Contains(page, "webhook · invoice.paid") && strings.Count(page, "<article>") >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the example's deliveries did not settle: %s\n%s", pending, page)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.Contains(pending, `"items":[]`) && strings.Contains(page, "slack · invoice.paid") &&
+			strings.Contains(page, "webhook · invoice.paid") && strings.Count(page, "<article>") >= 3
+	}) {
+		t.Fatalf("the example's deliveries did not settle: %s\n%s", pending, page)
 	}
 	if _, failed := do("GET", "/v1/deliveries?status=failed,refused,expired,unavailable", ""); !strings.Contains(failed, `"items":[]`) {
 		t.Fatalf("the example config's dev run has failed deliveries: %s", failed)
