@@ -167,7 +167,18 @@ func (p *Problems) Text(s *Section, key, src string) *template.Template {
 	return textTmpl(p.el, keyPath(s, key), src)
 }
 
-// HTML is Text for html/template: params are escaped for HTML.
+// RecipientText is Text for a template that may call recipient
+// ({{recipient.Name}}), for a channel that renders each message for one
+// recipient and binds the function to them at every render (the email
+// channel does). Text does not define the function: anywhere else it would
+// render the same example person for everyone.
+func (p *Problems) RecipientText(s *Section, key, src string) *template.Template {
+	return recipientTextTmpl(p.el, keyPath(s, key), src)
+}
+
+// HTML is Text for html/template: params are escaped for HTML, and the
+// recipient function is defined (only the email channel has html
+// templates).
 func (p *Problems) HTML(s *Section, key, src string) *htmltemplate.Template {
 	return htmlTmpl(p.el, keyPath(s, key), src)
 }

@@ -48,6 +48,13 @@ var textFuncs = template.FuncMap{
 		}
 		return v
 	},
+}
+
+// recipientTextFuncs are textFuncs with the recipient function, for the
+// templates of a message rendered for one recipient at a time (email and
+// digests), whose channel binds it to that recipient at every render.
+var recipientTextFuncs = template.FuncMap{
+	nilFunc:       textFuncs[nilFunc],
 	recipientFunc: exampleRecipient,
 }
 
@@ -72,11 +79,27 @@ func exampleRecipient() exampleProfile {
 // parseText parses a text/template named name with missingkey=zero. An empty
 // source gives a nil template (see the *Tmpl fields).
 func parseText(name, src string) (*template.Template, error) {
+	return parseTextFuncs(name, src, textFuncs)
+}
+
+// parseRecipientText is parseText for a template that may call recipient
+// ({{recipient.Name}}): only a channel that renders each message for one
+// recipient, and binds the function to them, may parse with it. Anywhere
+// else the function would render the example person for everyone, so it is
+// not defined there and a template naming it does not parse.
+func parseRecipientText(name, src string) (*template.Template, error) {
+	return parseTextFuncs(name, src, recipientTextFuncs)
+}
+
+func parseTextFuncs(name, src string, funcs template.FuncMap) (*template.Template, error) {
 	if src == "" {
 		return nil, nil
 	}
-	t, err := template.New(name).Option("missingkey=zero").Funcs(textFuncs).Parse(src)
+	t, err := template.New(name).Option("missingkey=zero").Funcs(funcs).Parse(src)
 	if err != nil {
+		if funcs[recipientFunc] == nil && strings.Contains(err.Error(), `function "`+recipientFunc+`" not defined`) {
+			return nil, fmt.Errorf("%s: {{%s}} is only available in email and digest templates, which are rendered for one recipient at a time; this one is not", name, recipientFunc)
+		}
 		return nil, cleanTemplateErr(name, err)
 	}
 	for _, tt := range t.Templates() {

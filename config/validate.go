@@ -151,8 +151,8 @@ func (c *Config) validateDigest(el *errorList) {
 	if d.Text == "" && d.HTML == "" {
 		el.add("digest.text", "digest.text or digest.html must be set")
 	}
-	d.SubjectTmpl = textTmpl(el, "digest.subject", d.Subject)
-	d.TextTmpl = textTmpl(el, "digest.text", d.Text)
+	d.SubjectTmpl = recipientTextTmpl(el, "digest.subject", d.Subject)
+	d.TextTmpl = recipientTextTmpl(el, "digest.text", d.Text)
 	d.HTMLTmpl = htmlTmpl(el, "digest.html", d.HTML)
 
 	data := exampleDigest()
@@ -221,6 +221,16 @@ func (n *Notifier) validate(el *errorList, path string) {
 
 func textTmpl(el *errorList, path, src string) *template.Template {
 	t, err := parseText(path, src)
+	if err != nil {
+		el.add(path, "invalid template: %v", err)
+	}
+	return t
+}
+
+// recipientTextTmpl is textTmpl for a template that may call recipient
+// (parseRecipientText).
+func recipientTextTmpl(el *errorList, path, src string) *template.Template {
+	t, err := parseRecipientText(path, src)
 	if err != nil {
 		el.add(path, "invalid template: %v", err)
 	}

@@ -240,8 +240,8 @@ func (t *Templates) compile(p *config.Problems, sec *config.Section, prefix stri
 	if t.Text == "" && t.HTML == "" {
 		p.Add(sec, prefix+"text", "text or html must be set")
 	}
-	t.subjectT = p.Text(sec, prefix+"subject", t.Subject)
-	t.textT = p.Text(sec, prefix+"text", t.Text)
+	t.subjectT = p.RecipientText(sec, prefix+"subject", t.Subject)
+	t.textT = p.RecipientText(sec, prefix+"text", t.Text)
 	t.htmlT = p.HTML(sec, prefix+"html", t.HTML)
 	p.RenderCheck(sec, prefix+"subject", t.subjectT, example)
 	p.RenderCheck(sec, prefix+"text", t.textT, example)

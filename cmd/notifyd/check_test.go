@@ -173,6 +173,11 @@ notifiers:
 `, []string{"notifiers.comment.created.channels.email.locales.fr.html: line 1: {{.post_tilte}}"}},
 		{"the batch fields outside a batch", `      in_app: {title: "{{.Count}} new"}
 `, []string{"declares no field Count"}},
+		// recipient is bound per send by the email channel only: an in-app
+		// item is rendered once for everyone, and would greet them all as
+		// the check's example person.
+		{"recipient outside email", `      in_app: {title: "Hi {{recipient.Name}}"}
+`, []string{"notifiers.comment.created.channels.in_app.title: invalid template", "{{recipient}} is only available in email and digest templates"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
