@@ -136,7 +136,7 @@ func fanoutOnce(ctx context.Context, h *harness, pool *pgxpool.Pool, client *not
 	stopProf := func() {}
 	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
 		if profile {
-			stopProf = h.prof.start(ctx, name, dbName)
+			stopProf = h.prof.start(ctx, name, dbName, n, "recipient")
 		}
 		cpu0 = h.cpu()
 	})

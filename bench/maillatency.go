@@ -57,7 +57,7 @@ func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([
 	arrivals.reset()
 	h.waitQuiet(ctx)
 
-	stopProf := h.prof.start(ctx, "maillatency", db.Name)
+	stopProf := h.prof.start(ctx, "maillatency", db.Name, n, "send")
 	defer stopProf()
 	cpu0 := h.cpu()
 	sending, err := paced(ctx, n, rate, func(i int) error {

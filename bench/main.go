@@ -87,6 +87,7 @@ type options struct {
 	dir              string
 	keep             bool
 	profileDir       string
+	windows          string
 	quiet            time.Duration
 }
 
@@ -126,6 +127,7 @@ func run() int {
 	flag.StringVar(&o.dir, "dir", "", "directory for the PostgreSQL cluster (default: a temporary directory)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster directory")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles, pg_stat_statements and auto_explain plans to this directory (slows the run)")
+	flag.StringVar(&o.windows, "windows", "", "append \"scenario start end\" (CLOCK_MONOTONIC seconds) for each profiled window to this file (bench/perfwindows.sh)")
 	flag.DurationVar(&o.quiet, "quiet", 60*time.Second, "how long, in all, to wait for other processes to quieten before timed sections (0: never wait)")
 	flag.Parse()
 	if o.naiveN <= 0 {
@@ -163,9 +165,19 @@ func run() int {
 		defer os.RemoveAll(dir)
 	}
 	var prof *profiler
-	if o.profileDir != "" {
+	if o.profileDir != "" || o.windows != "" {
 		prof = &profiler{dir: o.profileDir}
 	}
+	if o.windows != "" {
+		f, err := os.OpenFile(o.windows, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -windows:", err)
+			return 1
+		}
+		defer f.Close()
+		prof.windows = f
+	}
+
 	loadStart := loadAverage()
 	fmt.Printf("notifyd bench: %d cores, %s, load average %s, starting PostgreSQL in %s\n", runtime.NumCPU(),
 		runtime.Version(), loadStart, dir)
@@ -178,7 +190,7 @@ func run() int {
 	h.quietBudget = o.quiet
 	machine := machineInfo(h.cluster.Settings())
 	fmt.Printf("PostgreSQL (private, tuned; durability traded for speed): %s\n", machine.PGSettings)
-	if prof != nil {
+	if o.profileDir != "" {
 		fmt.Printf("PROFILING to %s: pg_stat_statements and auto_explain are on; the numbers below are slowed by them\n", o.profileDir)
 	}
 
@@ -212,7 +224,7 @@ func run() int {
 		results = append(results, runMarks(ctx, h, o.marksN, o.marksConc, o.marksDurable)...)
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
-		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate)...)
 	}
 	if section("delayed", fmt.Sprintf("%d emails delayed with unless: read, half of them read before due", o.emailN)) {
 		results = append(results, runDelayed(ctx, h, o.emailN, immediate)...)
