@@ -180,7 +180,9 @@ func measureDigestChannel(ctx context.Context, h *harness, recipients, perRecipi
 	k := cfg.Queues.Digest
 	params := decodedParams()
 	created := time.Now().Add(-48 * time.Hour)
-	send := func(i int) error { return dg.SendDigest(ctx, digestMessage(i%recipients+1, perRecipient, params, created)) }
+	send := func(i int) error {
+		return dg.SendDigest(ctx, digestMessage(i%recipients+1, perRecipient, params, created))
+	}
 	if err := lanes(recipients, k, send); err != nil {
 		return measurement{}, fmt.Errorf("digest channel warm-up: %w", err)
 	}
