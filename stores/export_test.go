@@ -67,3 +67,6 @@ func GenericBatch(ctx context.Context, db DB, sqls ...string) (string, error) {
 	err := sendGeneric(ctx, db, b)
 	return got, err
 }
+
+// CountInboxSQL exposes the capped counts statement to the test of its plan.
+const CountInboxSQL = countInboxSQL

@@ -183,28 +183,76 @@ func utcPtr(t *time.Time) *time.Time {
 }
 
 // InboxCounts are the badge numbers of an inbox. Archived items count in
-// neither.
+// neither. A count is derived from the items each time it is read, never
+// stored, so it cannot drift from them; it is exact up to the cap it was
+// read with, and a count above the cap reads as the cap with its Capped flag
+// set ("99+").
 type InboxCounts struct {
 	Unread int
 	Unseen int
+	// UnreadCapped and UnseenCapped report that the recipient has more
+	// unread (unseen) items than the cap: the count is the cap.
+	UnreadCapped bool
+	UnseenCapped bool
 }
 
-// countInboxSQL reads both counts from the partial index
-// notify_inbox_unread_idx (read_at IS NULL AND archived_at IS NULL). That is
-// exact for unseen as well because reading an item also marks it seen (see
-// markReadIDsSQL): an unseen item is always unread.
-const countInboxSQL = `
-SELECT count(*), count(*) FILTER (WHERE seen_at IS NULL)
-FROM notify_inbox
-WHERE recipient = $1 AND read_at IS NULL AND archived_at IS NULL`
+// Inbox count caps.
+const (
+	// DefaultInboxCountsMax is the cap of a count when none is asked for,
+	// and the cap of the stream's counts events: what a badge shows before
+	// it says "99+".
+	DefaultInboxCountsMax = 99
+	// MaxInboxCountsMax is the largest cap CountInbox accepts.
+	MaxInboxCountsMax = 10000
+)
 
-// CountInbox returns recipient's unread and unseen counts.
-func CountInbox(ctx context.Context, db DB, recipient string) (InboxCounts, error) {
-	var c InboxCounts
-	if err := db.QueryRow(ctx, countInboxSQL, recipient).Scan(&c.Unread, &c.Unseen); err != nil {
+// countInboxSQL reads both counts from notify_inbox_unread_idx, (recipient,
+// (seen_at IS NULL)) WHERE read_at IS NULL AND archived_at IS NULL, each
+// stopping after $2 rows (the cap plus one, which tells a count at the cap
+// from one above it): the unread count reads the recipient's entries, the
+// unseen count only those whose second column is true. Reading an item also
+// marks it seen (see markReadIDsSQL), so an unseen item is always unread and
+// the one index serves both. A recipient with 100,000 unread items costs no
+// more than one with a hundred.
+//
+// It runs on its generic plan (genericBatch): planned for a recipient known
+// to have many unread items, PostgreSQL picks a bitmap scan, which reads every
+// entry of the recipient before the LIMIT applies (12 ms instead of 0.1 for
+// 100,000 unread), while the generic plan is the index scan that stops.
+const countInboxSQL = `
+SELECT (SELECT count(*) FROM (SELECT FROM notify_inbox
+                              WHERE recipient = $1 AND read_at IS NULL AND archived_at IS NULL
+                              LIMIT $2) u),
+       (SELECT count(*) FROM (SELECT FROM notify_inbox
+                              WHERE recipient = $1 AND seen_at IS NULL AND read_at IS NULL AND archived_at IS NULL
+                              LIMIT $2) s)`
+
+// countsMax is max, or the default for zero or less, at most MaxInboxCountsMax.
+func countsMax(max int) int {
+	if max <= 0 {
+		return DefaultInboxCountsMax
+	}
+	return min(max, MaxInboxCountsMax)
+}
+
+// capped turns the rows counted under a LIMIT of max+1 into counts.
+func capped(unread, unseen, max int) InboxCounts {
+	return InboxCounts{Unread: min(unread, max), Unseen: min(unseen, max), UnreadCapped: unread > max,
+		UnseenCapped: unseen > max}
+}
+
+// CountInbox returns recipient's unread and unseen counts, each exact up to
+// max and capped there (see InboxCounts). A max of zero or less reads
+// DefaultInboxCountsMax; a larger one than MaxInboxCountsMax reads that.
+func CountInbox(ctx context.Context, db DB, recipient string, max int) (InboxCounts, error) {
+	max = countsMax(max)
+	var unread, unseen int
+	b := genericBatch()
+	b.Queue(countInboxSQL, recipient, max+1).QueryRow(func(row pgx.Row) error { return row.Scan(&unread, &unseen) })
+	if err := sendGeneric(ctx, db, b); err != nil {
 		return InboxCounts{}, fmt.Errorf("count inbox of %s: %w", recipient, err)
 	}
-	return c, nil
+	return capped(unread, unseen, max), nil
 }
 
 // InboxOp is a state change a recipient makes to their inbox items.

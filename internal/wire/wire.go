@@ -180,10 +180,17 @@ func InboxItemOf(it stores.InboxItem) InboxItem {
 }
 
 // Counts is GET /v1/inbox/counts and the data of the stream's counts event.
+// Each count is exact up to its cap (?max=, default 99, the stream's always
+// the default); above it the count is the cap and its _capped flag is true:
+// a badge shows "99+".
 type Counts struct {
-	Unread int `json:"unread"`
-	Unseen int `json:"unseen"`
+	Unread       int  `json:"unread"`
+	Unseen       int  `json:"unseen"`
+	UnreadCapped bool `json:"unread_capped"`
+	UnseenCapped bool `json:"unseen_capped"`
 }
 
 // CountsOf is c as the API shows it.
-func CountsOf(c stores.InboxCounts) Counts { return Counts{Unread: c.Unread, Unseen: c.Unseen} }
+func CountsOf(c stores.InboxCounts) Counts {
+	return Counts{Unread: c.Unread, Unseen: c.Unseen, UnreadCapped: c.UnreadCapped, UnseenCapped: c.UnseenCapped}
+}
