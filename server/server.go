@@ -91,6 +91,7 @@ type Server struct {
 	deps     *jobs.Deps
 	api      *httpapi.Server
 	hub      *stream.Hub
+	reads    *readRouter // nil without database.read_url
 	riverUI  *riverui.Handler
 	push     *pushSubscriptions
 
@@ -137,6 +138,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.push.db = s.pool
+	if err := s.openReads(ctx); err != nil {
+		return nil, err
+	}
 	s.closers = append(s.closers, s.push.close) // before the pool closes (closers run last first)
 	if err := s.checkMigrations(ctx); err != nil {
 		return nil, err
@@ -172,9 +176,13 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.NoHTTP {
 		return s, nil
 	}
-	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
+	apiOpts := httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
 		Operations: s, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
-		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set)})
+		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set)}
+	if s.reads != nil {
+		apiOpts.Reads = s.reads
+	}
+	s.api = httpapi.New(apiOpts)
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
 		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {
@@ -206,6 +214,21 @@ func (s *Server) openChannels() error {
 		return err
 	}
 	s.closers = append(s.closers, s.set.Close)
+	return nil
+}
+
+// openReads opens the read replica's pool and its router when
+// database.read_url is set; Run checks the standby.
+func (s *Server) openReads(ctx context.Context) error {
+	if s.cfg.Database.ReadURL == "" {
+		return nil
+	}
+	standby, err := openReadPool(ctx, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() error { standby.Close(); return nil })
+	s.reads = newReadRouter(s.pool, standby, s.cfg.Database.MaxReadLag.D(), s.logger)
 	return nil
 }
 
@@ -325,6 +348,19 @@ func (s *Server) Run(ctx context.Context) error {
 		stopLiveness()
 		<-livenessDone
 	}()
+	if s.reads != nil {
+		// Where the API's reads go, checked until the daemon stops.
+		readsCtx, stopReads := context.WithCancel(ctx)
+		readsDone := make(chan struct{})
+		go func() {
+			defer close(readsDone)
+			s.reads.run(readsCtx)
+		}()
+		defer func() {
+			stopReads()
+			<-readsDone
+		}()
+	}
 	if s.riverUI != nil {
 		if err := s.riverUI.Start(ctx); err != nil {
 			return fmt.Errorf("river ui: %w", err)

@@ -95,7 +95,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 		}
 		f.Limit = n
 	}
-	page, err := stores.ListNotifications(r.Context(), s.pool, f)
+	page, err := stores.ListNotifications(r.Context(), s.read(), f)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 // attempts.
 func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	d, err := stores.GetDelivery(r.Context(), s.pool, id)
+	d, err := readByID(r.Context(), s, id, stores.GetDelivery)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no delivery %q (an in-app delivery is its inbox item and has no ledger row)", id)
 	}
@@ -158,7 +158,7 @@ func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) err
 		}
 		limit = n
 	}
-	ds, err := stores.RecipientDeliveries(r.Context(), s.pool, id, limit)
+	ds, err := stores.RecipientDeliveries(r.Context(), s.read(), id, limit)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient str
 		}
 		after = c
 	}
-	page, err := stores.ListInbox(r.Context(), s.pool, recipient, filter, after, limit)
+	page, err := stores.ListInbox(r.Context(), s.read(), recipient, filter, after, limit)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient s
 		}
 		max = n
 	}
-	c, err := stores.CountInbox(r.Context(), s.pool, recipient, max)
+	c, err := stores.CountInbox(r.Context(), s.read(), recipient, max)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,7 +163,9 @@ func sendError(err error) error {
 
 func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1, s.reg.Inbox())
+	n, err := readByID(r.Context(), s, id, func(ctx context.Context, db stores.DB, id string) (*stores.Notification, error) {
+		return stores.GetNotification(ctx, db, id, maxDeliveries+1, s.reg.Inbox())
+	})
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no notification %q", id)
 	}
@@ -175,7 +178,7 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	switch v := r.URL.Query().Get("progress"); v {
 	case "", "false":
 	case "true":
-		p, err := stores.NotificationProgress(r.Context(), s.pool, id, s.reg.Inbox())
+		p, err := stores.NotificationProgress(r.Context(), s.read(), id, s.reg.Inbox())
 		if err != nil {
 			return err
 		}
