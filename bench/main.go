@@ -61,7 +61,7 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "rss", "footprint"}
+var scenarios = []string{"fanout", "email", "enqueue", "httpsend", "latency", "maillatency", "marks", "inbox", "digest", "delayed", "push", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -82,6 +82,9 @@ type options struct {
 	rssN             int
 	rssInlineN       int
 	footprintN       int
+	inbox            inboxOptions
+	inboxStandby     bool
+	clientCmd        string
 	only             string
 	out              string
 	dir              string
@@ -112,6 +115,15 @@ func run() int {
 	flag.IntVar(&o.mailLatencyN, "maillatency-n", 2000, "notifications sent in the commit → email scenario")
 	flag.Float64Var(&o.mailLatencyRate, "maillatency-rate", 200, "sends per second in the commit → email scenario")
 	flag.IntVar(&o.footprintN, "footprint-n", 20_000, "recipients of the footprint scenario's notifications")
+	flag.IntVar(&o.inbox.items, "inbox-items", 2_000_000, "inbox items over the inbox scenario's normal recipients")
+	flag.IntVar(&o.inbox.recipients, "inbox-recipients", 20_000, "normal recipients of the inbox scenario")
+	flag.IntVar(&o.inbox.heavy, "inbox-heavy", 200_000, "items of the inbox scenario's heavy recipient (half of them unread)")
+	flag.IntVar(&o.inbox.conc, "inbox-conc", 32, "concurrent clients of the inbox throughput rows")
+	flag.IntVar(&o.inbox.requests, "inbox-requests", 20_000, "requests per inbox throughput measurement")
+	flag.Float64Var(&o.inbox.rate, "inbox-rate", 200, "requests/s of the inbox latency rows")
+	flag.IntVar(&o.inbox.rateN, "inbox-rate-n", 2000, "requests per inbox latency row")
+	flag.BoolVar(&o.inboxStandby, "inbox-standby", false, "also measure the inbox counts with database.read_url on a streaming standby (the bench's cluster then keeps wal_level=replica for every scenario)")
+	flag.StringVar(&o.clientCmd, "client-cmd", "", "with httpsend: a command printing \"row <name> <measured> <baseline> <target>\" lines (the client packages' rows; DATABASE_URL and BENCH_CONC are set)")
 	flag.IntVar(&o.marksN, "marks-n", 20_000, "inbox-mark transactions per variant of the marks scenario")
 	flag.IntVar(&o.marksConc, "marks-conc", 32, "connections of the marks scenario")
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")
@@ -181,7 +193,7 @@ func run() int {
 	loadStart := loadAverage()
 	fmt.Printf("notifyd bench: %d cores, %s, load average %s, starting PostgreSQL in %s\n", runtime.NumCPU(),
 		runtime.Version(), loadStart, dir)
-	h, err := startHarness(ctx, dir, prof)
+	h, err := startHarness(ctx, dir, prof, o.inboxStandby && selected["inbox"])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -214,6 +226,9 @@ func run() int {
 	if section("enqueue", fmt.Sprintf("%d application transactions from %d goroutines", o.enqueueN, o.enqueueConc)) {
 		results = append(results, runEnqueue(ctx, h, o.enqueueN, o.enqueueConc)...)
 	}
+	if section("httpsend", fmt.Sprintf("POST /v1/notifications vs SendTx, %d each from %d clients", o.enqueueN, o.enqueueConc)) {
+		results = append(results, runHTTPSend(ctx, h, o.enqueueN, o.enqueueConc, o.clientCmd)...)
+	}
 	if section("latency", fmt.Sprintf("commit → /v1/inbox/stream, %d sends at %.0f/s", o.latencyN, o.latencyRate)) {
 		results = append(results, runLatency(ctx, h, o.latencyN, o.latencyRate)...)
 	}
@@ -222,6 +237,14 @@ func run() int {
 	}
 	if section("marks", fmt.Sprintf("inbox marks from %d connections, %d transactions", o.marksConc, o.marksN)) {
 		results = append(results, runMarks(ctx, h, o.marksN, o.marksConc, o.marksDurable)...)
+	}
+	if section("inbox", fmt.Sprintf("inbox read path: %d items over %d recipients, one with %d", o.inbox.items,
+		o.inbox.recipients, o.inbox.heavy)) {
+		io := o.inbox
+		if h.standby != nil {
+			io.standby = h.standby.URL
+		}
+		results = append(results, runInbox(ctx, h, io)...)
 	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
 		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate)...)

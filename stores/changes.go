@@ -398,7 +398,7 @@ func CountInboxes(ctx context.Context, db DB, recipients []string) (map[string]I
 		return out, nil
 	}
 	const max = DefaultInboxCountsMax
-	b := genericBatch()
+	b := countsBatch()
 	for _, r := range recipients {
 		if _, dup := out[r]; dup {
 			continue
@@ -415,7 +415,7 @@ func CountInboxes(ctx context.Context, db DB, recipients []string) (map[string]I
 			return nil
 		})
 	}
-	if err := sendGeneric(ctx, db, b); err != nil {
+	if err := sendCounts(ctx, db, b); err != nil {
 		return nil, fmt.Errorf("count inboxes: %w", err)
 	}
 	return out, nil

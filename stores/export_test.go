@@ -68,5 +68,9 @@ func GenericBatch(ctx context.Context, db DB, sqls ...string) (string, error) {
 	return got, err
 }
 
-// CountInboxSQL exposes the capped counts statement to the test of its plan.
-const CountInboxSQL = countInboxSQL
+// CountInboxSQL and CountsPlanSQL expose the capped counts statement and the
+// settings it runs with to the test of its plan.
+const (
+	CountInboxSQL = countInboxSQL
+	CountsPlanSQL = countsPlanSQL
+)

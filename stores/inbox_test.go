@@ -188,40 +188,48 @@ func TestCountInboxCapped(t *testing.T) {
 			t.Errorf("max %d: %+v, want %+v", tc.max, got, tc.want)
 		}
 	}
-	// The counts stop at the cap: EXPLAIN ANALYZE of the statement, on its
-	// generic plan, reads at most max+1 rows from each scan, never all 250.
-	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
+	// The counts stop at the cap, however many items the recipient has:
+	// EXPLAIN ANALYZE of the statement, with the settings it runs with
+	// (stores.CountsPlanSQL), reads at most max+1 rows from each scan, here
+	// of 3,000 unread items and statistics that know it. (Which inboxes
+	// make PostgreSQL prefer a bitmap scan, which would read them all, depends
+	// on the whole table's statistics; the bench's heavy recipient, 100,000
+	// unread among 2 million items, is one.)
+	addItems(t, tx, heavy, 2750, time.Now())
 	if _, err := tx.Exec(ctx, `ANALYZE notify_inbox`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+stores.CountInboxSQL, heavy, 11)
-	if err != nil {
+	if _, err := tx.Exec(ctx, stores.CountsPlanSQL); err != nil {
 		t.Fatal(err)
 	}
-	var plan []map[string]any
-	for rows.Next() {
-		if err := rows.Scan(&plan); err != nil {
+	{
+		rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+stores.CountInboxSQL, heavy, 11)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	var most float64
-	var walk func(n map[string]any)
-	walk = func(n map[string]any) {
-		if r, ok := n["Actual Rows"].(float64); ok && strings.Contains(fmt.Sprint(n["Node Type"]), "Scan") {
-			most = max(most, r)
+		var plan []map[string]any
+		for rows.Next() {
+			if err := rows.Scan(&plan); err != nil {
+				t.Fatal(err)
+			}
 		}
-		for _, c := range asSlice(n["Plans"]) {
-			walk(c.(map[string]any))
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	walk(plan[0]["Plan"].(map[string]any))
-	if most == 0 || most > 11 {
-		t.Fatalf("a scan of the count read %v rows, want 1..11 (the cap plus one)", most)
+		var most float64
+		var walk func(n map[string]any)
+		walk = func(n map[string]any) {
+			if r, ok := n["Actual Rows"].(float64); ok && strings.Contains(fmt.Sprint(n["Node Type"]), "Scan") {
+				most = max(most, r)
+			}
+			for _, c := range asSlice(n["Plans"]) {
+				walk(c.(map[string]any))
+			}
+		}
+		walk(plan[0]["Plan"].(map[string]any))
+		if most == 0 || most > 11 {
+			t.Fatalf("a scan of the count read %v rows, want 1..11 (the cap plus one)", most)
+		}
 	}
 }
 
