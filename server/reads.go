@@ -45,7 +45,7 @@ type readRouter struct {
 	// replayedAt is when the newest position the standby has replayed was
 	// read on the primary.
 	replayedAt time.Time
-	status  httpapi.ReadStatus
+	status     httpapi.ReadStatus
 }
 
 // lsnSample is the primary's flushed WAL position at a time.
