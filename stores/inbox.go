@@ -71,6 +71,10 @@ type InboxPage struct {
 // and the nil uuid, which every row passes. "created_at <= $2" is the index
 // condition; the OR resolves the ties at exactly $2 by id.
 //
+// params is read as text: it is valid JSON by construction (a jsonb column),
+// and read as jsonb pgx would decode and check it again for every item of
+// every page.
+//
 // The ORDER BY names i.id, not id: a bare "id" would be the output column
 // id::text, sorted as text, which neither matches the index nor the uuid
 // comparison of the keyset.
@@ -79,7 +83,7 @@ type InboxPage struct {
 // token reaches only rows whose recipient is its subject.
 const (
 	listInboxAllSQL = `
-SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
+SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params::text,
        i.created_at, i.seen_at, i.read_at, i.archived_at
 FROM notify_inbox i
 WHERE i.recipient = $1
@@ -89,7 +93,7 @@ ORDER BY i.created_at DESC, i.id ASC
 LIMIT $4`
 
 	listInboxUnreadSQL = `
-SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
+SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params::text,
        i.created_at, i.seen_at, i.read_at, i.archived_at
 FROM notify_inbox i
 WHERE i.recipient = $1
@@ -99,7 +103,7 @@ ORDER BY i.created_at DESC, i.id ASC
 LIMIT $4`
 
 	listInboxArchivedSQL = `
-SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
+SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params::text,
        i.created_at, i.seen_at, i.read_at, i.archived_at
 FROM notify_inbox i
 WHERE i.recipient = $1
@@ -163,10 +167,12 @@ func scanInboxItems(rows pgx.Rows) ([]InboxItem, error) {
 	items := []InboxItem{}
 	for rows.Next() {
 		var it InboxItem
+		var params []byte
 		if err := rows.Scan(&it.ID, &it.Notifier, &it.Key, &it.Category, &it.Reason, &it.Actor, &it.Title,
-			&it.Body, &it.URL, &it.Params, &it.CreatedAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt); err != nil {
+			&it.Body, &it.URL, &params, &it.CreatedAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt); err != nil {
 			return nil, err
 		}
+		it.Params = params
 		it.CreatedAt = it.CreatedAt.UTC()
 		it.SeenAt, it.ReadAt, it.ArchivedAt = utcPtr(it.SeenAt), utcPtr(it.ReadAt), utcPtr(it.ArchivedAt)
 		items = append(items, it)
