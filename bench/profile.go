@@ -92,6 +92,9 @@ func (p *profiler) setUpCluster(ctx context.Context, c *pgcluster.Cluster) error
 	for _, stmt := range []string{
 		`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
 		`ALTER SYSTEM SET pg_stat_statements.track_planning = on`,
+		// The statements inside functions too (notify_enqueue's inserts,
+		// notify_send's checks), each on a line of its own.
+		`ALTER SYSTEM SET pg_stat_statements.track = 'all'`,
 		`SELECT pg_reload_conf()`,
 	} {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
