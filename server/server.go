@@ -94,6 +94,7 @@ type Server struct {
 	reads    *readRouter // nil without database.read_url
 	riverUI  *riverui.Handler
 	push     *pushSubscriptions
+	devices  *devices
 
 	opts     Options
 	logger   *slog.Logger
@@ -137,11 +138,11 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := s.openPool(ctx); err != nil {
 		return nil, err
 	}
-	s.push.db = s.pool
+	s.push.db, s.devices.db = s.pool, s.pool
 	if err := s.openReads(ctx); err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, s.push.close) // before the pool closes (closers run last first)
+	s.closers = append(s.closers, s.push.close, s.devices.close) // before the pool closes (closers run last first)
 	if err := s.checkMigrations(ctx); err != nil {
 		return nil, err
 	}
@@ -210,7 +211,9 @@ func (s *Server) openChannels() error {
 	}
 	s.registry = reg
 	s.push = &pushSubscriptions{logger: s.logger}
-	if s.set, err = reg.Open(s.cfg, s.logger, s.opts.Clock, channels.WithPushSubscriptions(s.push)); err != nil {
+	s.devices = &devices{logger: s.logger}
+	if s.set, err = reg.Open(s.cfg, s.logger, s.opts.Clock, channels.WithPushSubscriptions(s.push),
+		channels.WithDevices(s.devices)); err != nil {
 		return err
 	}
 	s.closers = append(s.closers, s.set.Close)

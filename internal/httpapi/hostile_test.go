@@ -198,6 +198,10 @@ func TestHostileRequests(t *testing.T) {
 	u1Items := insertItems(t, b.pool, "u1", "mine", 2, fixedNow.Add(-time.Hour))
 	u2Items := insertItems(t, b.pool, "u2", "theirs", 3, fixedNow.Add(-time.Hour))
 	expect(t, b.do(t, "POST", "/v1/inbox/read", u2, map[string]any{"ids": u2Items[:1]}), 200, "")
+	// A device of u2's, whose id u1 must not reach.
+	u2Device := b.do(t, "POST", "/v1/devices", u2, map[string]any{"platform": "ios", "token": strings.Repeat("ab", 32), "app": "com.acme.app"})
+	expect(t, u2Device, 201, "")
+	u2DeviceID, _ := u2Device.body["id"].(string)
 
 	// A cursor of the subscriptions list (u1 follows two topics; a page of
 	// one has a next cursor), to hand to lists that must refuse it.
@@ -385,6 +389,26 @@ func TestHostileRequests(t *testing.T) {
 		{"webhook secret: token in the query string", "GET", "/v1/webhook-secret?access_token=" + u1, "", nil, 401, wire.CodeUnauthorized},
 		{"webhook secret: webhooks not configured", "GET", "/v1/webhook-secret", u1, nil, 404, wire.CodeNotFound},
 		{"profile: webhook_secret of the wrong shape is still only ignored, other fields checked", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_secret":"x","email":"bad"}`, 422, wire.CodeInvalidRequest},
+
+		// Devices: each field checked by its platform's channel, ids of
+		// other recipients absent, tokens of the wrong kind refused.
+		{"device: malformed JSON", "POST", "/v1/devices", u1, `{"platform":"ios",`, 400, wire.CodeBadRequest},
+		{"device: token of the wrong type", "POST", "/v1/devices", u1, `{"platform":"ios","token":123,"app":"com.acme.app"}`, 400, wire.CodeBadRequest},
+		{"device: unknown field", "POST", "/v1/devices", u1, `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app","recipient":"u2"}`, 400, wire.CodeBadRequest},
+		{"device: unknown platform", "POST", "/v1/devices", u1, `{"platform":"symbian","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: iOS token not hex", "POST", "/v1/devices", u1, `{"platform":"ios","token":"' OR 1=1 --","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: token with a newline", "POST", "/v1/devices", u1, `{"platform":"android","token":"abc:APA91b\nxxxxxxxxxxxxxxxxxxx","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: token over 4 KiB", "POST", "/v1/devices", u1, `{"platform":"android","token":"` + strings.Repeat("a", 5000) + `","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: app with a path", "POST", "/v1/devices", u1, `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"../../etc/passwd"}`, 422, wire.CodeInvalidRequest},
+		{"device: empty body", "POST", "/v1/devices", u1, ``, 400, wire.CodeBadRequest},
+		{"device: 2 MiB body", "POST", "/v1/devices", u1, `{"platform":"ios","token":"` + strings.Repeat("a", 2<<20) + `","app":"x"}`, 413, wire.CodeBodyTooLarge},
+		{"device: no token", "POST", "/v1/devices", "", `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app"}`, 401, wire.CodeUnauthorized},
+		{"device: admin token", "POST", "/v1/devices", adminToken, `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app"}`, 401, wire.CodeUnauthorized},
+		{"device: delete another recipient's", "DELETE", "/v1/devices/" + u2DeviceID, u1, nil, 404, wire.CodeNotFound},
+		{"device: delete not a UUID", "DELETE", "/v1/devices/' OR 1=1 --", u1, nil, 404, wire.CodeNotFound},
+		{"device: list with the admin token", "GET", "/v1/devices", adminToken, nil, 401, wire.CodeUnauthorized},
+		{"device: recipient token on the admin twin", "GET", "/v1/recipients/u2/devices", u1, nil, 401, wire.CodeUnauthorized},
+		{"device: admin twin, id over 255 bytes", "GET", "/v1/recipients/" + strings.Repeat("x", 256) + "/devices", adminToken, nil, 400, wire.CodeBadRequest},
 
 		// Routing.
 		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, wire.CodeNotFound},

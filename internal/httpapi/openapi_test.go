@@ -1250,6 +1250,18 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "DELETE", "/v1/push-subscriptions/"+pushCreated.body["id"].(string), u2, nil, 404)
 	c.call(t, b, "GET", "/v1/push-subscriptions", "", nil, 401)
 
+	// Devices, the recipient's and the admin twin's list.
+	phone := map[string]any{"platform": "ios", "token": strings.Repeat("a3", 32), "app": "com.example.app"}
+	deviceCreated := c.call(t, b, "POST", "/v1/devices", u2, phone, 201)
+	c.call(t, b, "POST", "/v1/devices", u2, phone, 200)
+	c.call(t, b, "POST", "/v1/devices", u2, map[string]any{"platform": "ios", "token": "not hex", "app": "com.example.app"}, 422)
+	c.call(t, b, "POST", "/v1/devices", u2, map[string]any{"platform": 1}, 400)
+	c.call(t, b, "GET", "/v1/devices", u2, nil, 200)
+	c.call(t, b, "GET", "/v1/recipients/u2/devices", adminToken, nil, 200)
+	c.call(t, b, "DELETE", "/v1/devices/"+deviceCreated.body["id"].(string), u2, nil, 204)
+	c.call(t, b, "DELETE", "/v1/devices/"+deviceCreated.body["id"].(string), u2, nil, 404)
+	c.call(t, b, "GET", "/v1/devices", "", nil, 401)
+
 	// Topics.
 	c.call(t, b, "PUT", "/v1/topics/post-9/subscribers/u2", adminToken, map[string]any{"reason": "subscribed"}, 200)
 	c.call(t, b, "PUT", "/v1/topics/post-9/subscribers/u3", adminToken, nil, 200)
