@@ -123,8 +123,9 @@ type timedRun struct {
 
 // timeSend is the timed part of the rows that send one notification to n
 // recipients through the daemon (immediate email, web push): nf's COMMIT
-// (the CPU counters start just before it, the profile before the transaction), the wait until
-// arrived — the sink's count of messages — has grown by n, calling tick, when
+// (the CPU counters start just before it, the profile before the
+// transaction), the wait until arrived — the sink's count of messages — has
+// grown by n, calling tick, when
 // set, on every poll, then the wait for the ledger to settle every row, all
 // of them sent. The sink is watched first and the ledger only after: polling
 // the ledger all along would take database time from the daemon measured.
