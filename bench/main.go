@@ -10,10 +10,14 @@
 //	         (a) a raw INSERT … SELECT of the same rows into a copy of
 //	         notify_inbox with all its indexes, and (b) a naive design, one
 //	         River job per recipient (-naive-n jobs)
-//	email    -email-n immediate emails to an in-process SMTP sink vs River
-//	         working as many no-op jobs with the send queue's settings
+//	email    -email-n immediate emails to an in-process SMTP sink vs the email
+//	         channel sending the same messages alone (no database, no queue),
+//	         and PostgreSQL's CPU per delivery vs per River no-op job (River
+//	         working as many no-op jobs with the send queue's settings)
 //	enqueue  application transactions/s (UPDATE + SendTx) vs (UPDATE + River
 //	         InsertTx), -enqueue-conc goroutines, -enqueue-n transactions
+//	httpsend POST /v1/notifications (one recipient) vs SendTx at the same
+//	         concurrency; -client-cmd adds the client packages' rows
 //	latency  commit → inbox.created on /v1/inbox/stream, -latency-n sends at
 //	         -latency-rate per second: p50 and p99
 //	maillatency  commit → email accepted by the SMTP sink, -maillatency-n
@@ -22,8 +26,12 @@
 //	         own recipients read (stores.MarkInbox, -marks-n transactions) vs
 //	         the same UPDATEs with no change log; with -marks-durable also on
 //	         a second private cluster with PostgreSQL's durable defaults
+//	inbox    the inbox read path on -inbox-items items (plus one recipient
+//	         with -inbox-heavy): counts and first pages over HTTP vs the same
+//	         SQL from pgx, p99 at -inbox-rate, the heavy recipient's counts;
+//	         with -inbox-standby also on a streaming standby (read_url)
 //	digest   -digest-recipients × -digest-rows pending digest rows → emails/s
-//	         vs the immediate email rate
+//	         vs the email channel sending the same digests alone
 //	footprint  on a cluster with PostgreSQL's default settings: WAL and
 //	         storage per recipient, and peak connections of one replica
 //	rss      peak RSS (VmHWM) of a `notifyd run` subprocess fanning out to a
@@ -32,8 +40,9 @@
 // The daemon under test is assembled by server, as `notifyd run`
 // does, with notifyd's default queue settings. Results go to stdout and to
 // -out (bench/results.json). -only=name,... runs a subset; -profile DIR
-// writes CPU profiles, pg_stat_statements and auto_explain plans (see
-// profiler). Benchmarks talk to PostgreSQL over its Unix socket and to the
+// writes CPU profiles, pg_stat_statements per unit of work and auto_explain
+// plans, and -windows FILE the measured windows for perf (see profiler and
+// bench/perfwindows.sh). Benchmarks talk to PostgreSQL over its Unix socket and to the
 // daemon and SMTP sink on 127.0.0.1 only.
 //
 // The machine may be shared: before each timed section the bench waits (up to
