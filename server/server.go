@@ -221,9 +221,10 @@ func (s *Server) openChannels() error {
 }
 
 // openReads opens the read replica's pool and its router when
-// database.read_url is set; Run checks the standby.
+// database.read_url is set and the server has an HTTP API (the only reader
+// of the standby); Run checks the standby.
 func (s *Server) openReads(ctx context.Context) error {
-	if s.cfg.Database.ReadURL == "" {
+	if s.cfg.Database.ReadURL == "" || s.opts.NoHTTP {
 		return nil
 	}
 	standby, err := openReadPool(ctx, s.cfg)
