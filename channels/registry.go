@@ -385,6 +385,18 @@ func (r *Registry) Check(cfg *config.Config, p *config.Problems) {
 	}
 }
 
+// CheckToRun is Check with the rules of Open, which the daemon runs with:
+// a value a channel normally takes from the environment, such as a secret,
+// must be set (Setup.Checking is false). It is what `notifyd check` runs, so
+// that it refuses exactly what `notifyd run` would.
+func (r *Registry) CheckToRun(cfg *config.Config, p *config.Problems) {
+	s, errs := r.open(cfg, p, nil, nil, false)
+	_ = s.Close()
+	for _, err := range errs {
+		p.Add(nil, "", "%v", err)
+	}
+}
+
 func (r *Registry) open(cfg *config.Config, problems *config.Problems, logger *slog.Logger, clock func() time.Time,
 	checking bool, opts ...OpenOption,
 ) (*Set, []error) {

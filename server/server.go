@@ -178,8 +178,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return s, nil
 	}
 	apiOpts := httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
-		Operations: s, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
-		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set)}
+		Operations: apiOperations{s}, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
+		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set),
+		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueDigest, jobs.QueueMaintenance}}
 	if s.reads != nil {
 		apiOpts.Reads = s.reads
 	}
@@ -293,6 +294,27 @@ func LoadConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
 		return nil, err
 	}
 	return config.LoadWith(path, reg.Check)
+}
+
+// LoadRunConfig is LoadConfig with every rule New applies to the config, so
+// that a file it accepts is one `notifyd run` starts with (what `notifyd
+// check` runs): the channels are opened as to run, so a secret a channel
+// needs must be set, and database.url must name a database. A value the file
+// takes from an unset environment variable is reported with the variable to
+// set: "channels.webhook.secret: must be set: … (set NOTIFYD_WEBHOOK_SECRET)".
+// LoadConfig, without these, is for the tools that render or read without
+// running (`notifyd preview`, `notifyd dev`, which fills them in).
+func LoadRunConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
+	reg, err := builtin.Registry(extra...)
+	if err != nil {
+		return nil, err
+	}
+	return config.LoadWith(path, func(c *config.Config, p *config.Problems) {
+		reg.CheckToRun(c, p)
+		if c.Database.URL == "" {
+			p.Add(nil, "database.url", "must be set: a PostgreSQL connection string (or run `notifyd dev`, which starts a private PostgreSQL)")
+		}
+	})
 }
 
 // Addr is the HTTP API's listening address ("" when it does not listen).

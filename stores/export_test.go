@@ -74,3 +74,8 @@ const (
 	CountInboxSQL = countInboxSQL
 	CountsPlanSQL = countsPlanSQL
 )
+
+// LedgerViewSQLs exposes the operator's ledger statements to the plan test.
+func LedgerViewSQLs() (list, redrive, hours, counts string) {
+	return listDeliveriesAcrossSQL, redriveMatchingSQL, ledgerHoursSQL, notificationCountsSQL
+}

@@ -8,6 +8,7 @@
 //	POST   /v1/notifications                      admin      202 {"id","duplicate":false} | 200 {"id","duplicate":true}
 //	GET    /v1/notifications/{id}                 admin      200 the notification and its ledger
 //	DELETE /v1/notifications/{notifier}/{key...}  admin      200 {"cancelled":n}
+//	DELETE /v1/notifications/{id}?notifier=&key=  admin      200 {"cancelled":n} | 409 confirm_mismatch (deliveries.go)
 //	PUT    /v1/recipients/{id}                    admin      200 the stored profile, with webhook_secret
 //	GET    /v1/recipients/{id}                    admin      200 the profile, with webhook_secret | 404
 //	GET    /v1/recipients/{id}/inbox              admin      200 as /v1/inbox, for that recipient
@@ -22,8 +23,12 @@
 //	PUT    /v1/topics/{topic}/subscribers/{r}     admin      200 {"topic","recipient","reason","created_at"}
 //	DELETE /v1/topics/{topic}/subscribers/{r}     admin      200 {"deleted":true|false}
 //	GET    /v1/notifications?notifier=&key=&...    admin      200 {"items":[...],"next_cursor":"..."|null} (admin.go)
-//	GET    /v1/deliveries/{id}                    admin      200 the delivery with its failed_attempts | 404
-//	POST   /v1/deliveries/{id}/retry              admin      202 the delivery, due now | 409 not_retryable | 404
+//	GET    /v1/deliveries?status=&channel=&...     admin      200 {"items":[...],"next_cursor":"..."|null} (deliveries.go)
+//	POST   /v1/deliveries/retry?<filter>          admin      200 {"matched":n,"retried":n}
+//	GET    /v1/deliveries/{id}                    admin      200 the delivery with its failed_attempts (and circuit) | 404
+//	POST   /v1/deliveries/{id}/retry              admin      202 the delivery, due now | 409 not_retryable, circuit_open | 404
+//	GET    /v1/deliveries/{id}/preview            admin      200 {"id","notifier","channel","recipient","locale","params","batch_count","parts"}
+//	GET    /v1/overview                           admin      200 {"since","until","hours","deliveries","failure_rate","queues"}
 //	GET    /v1/recipients/{id}/deliveries         admin      200 {"deliveries":[...]}
 //	GET    /v1/notifiers                          admin      200 {"notifiers":[...],"channels":[...]}
 //	GET    /v1/notifiers/{n}/preview/{channel}    admin      200 {"notifier","channel","params","parts":[...]}
