@@ -151,12 +151,14 @@ func measureEnqueue(ctx context.Context, h *harness, variant string, n, conc int
 		return measurement{}, err
 	}
 	h.waitQuiet(ctx)
+	stopProf := h.prof.start(ctx, "enqueue."+variant, db.Name, n, "transaction")
 	cpu0 := h.cpu()
 	elapsed, err := appTransactions(ctx, pool, enqueue, enqueueWarmup, n, conc)
+	cpu := h.cpu().sub(cpu0)
+	stopProf()
 	if err != nil {
 		return measurement{}, err
 	}
-	cpu := h.cpu().sub(cpu0)
 	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
 		note: fmt.Sprintf("%d tx, %d goroutines, %.2fs, %s", n, conc, elapsed.Seconds(), cpu)}, nil
 }

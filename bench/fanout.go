@@ -134,12 +134,12 @@ func fanoutOnce(ctx context.Context, h *harness, pool *pgxpool.Pool, client *not
 	h.waitQuiet(ctx)
 	var cpu0 cpuTimes
 	stopProf := func() {}
-	id, committed, err := sendCommitted(ctx, pool, client, nf, func() {
-		if profile {
-			stopProf = h.prof.start(ctx, name, dbName)
-		}
-		cpu0 = h.cpu()
-	})
+	if profile {
+		// Started before the transaction that enqueues: a connection idle in
+		// a transaction holds back its statistics, the setup's writes too.
+		stopProf = h.prof.start(ctx, name, dbName, n, "recipient")
+	}
+	id, committed, err := sendCommitted(ctx, pool, client, nf, func() { cpu0 = h.cpu() })
 	if err != nil {
 		stopProf()
 		return measurement{}, err

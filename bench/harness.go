@@ -28,7 +28,8 @@ const templateDB = "bench_template"
 // databases cloned from its migrated template.
 type harness struct {
 	cluster *pgcluster.Cluster
-	dir     string // cluster directory; removed at the end unless -keep
+	standby *pgcluster.Cluster // a streaming standby of cluster (-inbox-standby), or nil
+	dir     string             // cluster directory; removed at the end unless -keep
 	admin   *pgxpool.Pool
 	logger  *slog.Logger // warnings of the daemons under test go to stderr
 	prof    *profiler    // nil unless -profile
@@ -40,13 +41,15 @@ type harness struct {
 	quietWaited time.Duration
 }
 
-// startHarness starts a tuned private cluster in dir and builds the template.
-func startHarness(ctx context.Context, dir string, prof *profiler) (*harness, error) {
+// startHarness starts a tuned private cluster in dir and builds the
+// template. With standby, the cluster keeps wal_level=replica and a
+// streaming standby of it runs in dir/standby.
+func startHarness(ctx context.Context, dir string, prof *profiler, standby bool) (*harness, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Tuned: true, Logger: logger})
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Tuned: true, Replication: standby, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +72,20 @@ func startHarness(ctx context.Context, dir string, prof *profiler) (*harness, er
 		h.close()
 		return nil, err
 	}
+	if standby {
+		if h.standby, err = pgcluster.StartStandby(ctx, c, pgcluster.Options{Dir: filepath.Join(dir, "standby"), Tuned: true,
+			Logger: logger}); err != nil {
+			h.close()
+			return nil, err
+		}
+	}
 	return h, nil
 }
 
 func (h *harness) close() {
+	if h.standby != nil {
+		_ = h.standby.Stop()
+	}
 	if h.admin != nil {
 		h.admin.Close()
 	}

@@ -90,7 +90,7 @@ func measureLatency(ctx context.Context, h *harness, n int, rate float64) ([]tim
 
 	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	h.waitQuiet(ctx)
-	stopProf := h.prof.start(ctx, "latency", db.Name)
+	stopProf := h.prof.start(ctx, "latency", db.Name, n, "send")
 	defer stopProf()
 	cpu0 := h.cpu()
 	sending, err := paced(ctx, n, rate, func(i int) error {

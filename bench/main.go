@@ -10,10 +10,14 @@
 //	         (a) a raw INSERT … SELECT of the same rows into a copy of
 //	         notify_inbox with all its indexes, and (b) a naive design, one
 //	         River job per recipient (-naive-n jobs)
-//	email    -email-n immediate emails to an in-process SMTP sink vs River
-//	         working as many no-op jobs with the send queue's settings
+//	email    -email-n immediate emails to an in-process SMTP sink vs the email
+//	         channel sending the same messages alone (no database, no queue),
+//	         and PostgreSQL's CPU per delivery vs per River no-op job (River
+//	         working as many no-op jobs with the send queue's settings)
 //	enqueue  application transactions/s (UPDATE + SendTx) vs (UPDATE + River
 //	         InsertTx), -enqueue-conc goroutines, -enqueue-n transactions
+//	httpsend POST /v1/notifications (one recipient) vs SendTx at the same
+//	         concurrency; -client-cmd adds the client packages' rows
 //	latency  commit → inbox.created on /v1/inbox/stream, -latency-n sends at
 //	         -latency-rate per second: p50 and p99
 //	maillatency  commit → email accepted by the SMTP sink, -maillatency-n
@@ -22,8 +26,12 @@
 //	         own recipients read (stores.MarkInbox, -marks-n transactions) vs
 //	         the same UPDATEs with no change log; with -marks-durable also on
 //	         a second private cluster with PostgreSQL's durable defaults
+//	inbox    the inbox read path on -inbox-items items (plus one recipient
+//	         with -inbox-heavy): counts and first pages over HTTP vs the same
+//	         SQL from pgx, p99 at -inbox-rate, the heavy recipient's counts;
+//	         with -inbox-standby also on a streaming standby (read_url)
 //	digest   -digest-recipients × -digest-rows pending digest rows → emails/s
-//	         vs the immediate email rate
+//	         vs the email channel sending the same digests alone
 //	footprint  on a cluster with PostgreSQL's default settings: WAL and
 //	         storage per recipient, and peak connections of one replica
 //	rss      peak RSS (VmHWM) of a `notifyd run` subprocess fanning out to a
@@ -32,8 +40,9 @@
 // The daemon under test is assembled by server, as `notifyd run`
 // does, with notifyd's default queue settings. Results go to stdout and to
 // -out (bench/results.json). -only=name,... runs a subset; -profile DIR
-// writes CPU profiles, pg_stat_statements and auto_explain plans (see
-// profiler). Benchmarks talk to PostgreSQL over its Unix socket and to the
+// writes CPU profiles, pg_stat_statements per unit of work and auto_explain
+// plans, and -windows FILE the measured windows for perf (see profiler and
+// bench/perfwindows.sh). Benchmarks talk to PostgreSQL over its Unix socket and to the
 // daemon and SMTP sink on 127.0.0.1 only.
 //
 // The machine may be shared: before each timed section the bench waits (up to
@@ -61,7 +70,7 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
+var scenarios = []string{"fanout", "email", "enqueue", "httpsend", "latency", "maillatency", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -83,11 +92,15 @@ type options struct {
 	rssN             int
 	rssInlineN       int
 	footprintN       int
+	inbox            inboxOptions
+	inboxStandby     bool
+	clientCmd        string
 	only             string
 	out              string
 	dir              string
 	keep             bool
 	profileDir       string
+	windows          string
 	quiet            time.Duration
 }
 
@@ -112,6 +125,15 @@ func run() int {
 	flag.IntVar(&o.mailLatencyN, "maillatency-n", 2000, "notifications sent in the commit → email scenario")
 	flag.Float64Var(&o.mailLatencyRate, "maillatency-rate", 200, "sends per second in the commit → email scenario")
 	flag.IntVar(&o.footprintN, "footprint-n", 20_000, "recipients of the footprint scenario's notifications")
+	flag.IntVar(&o.inbox.items, "inbox-items", 2_000_000, "inbox items over the inbox scenario's normal recipients")
+	flag.IntVar(&o.inbox.recipients, "inbox-recipients", 20_000, "normal recipients of the inbox scenario")
+	flag.IntVar(&o.inbox.heavy, "inbox-heavy", 200_000, "items of the inbox scenario's heavy recipient (half of them unread)")
+	flag.IntVar(&o.inbox.conc, "inbox-conc", 32, "concurrent clients of the inbox throughput rows")
+	flag.IntVar(&o.inbox.requests, "inbox-requests", 20_000, "requests per inbox throughput measurement")
+	flag.Float64Var(&o.inbox.rate, "inbox-rate", 200, "requests/s of the inbox latency rows")
+	flag.IntVar(&o.inbox.rateN, "inbox-rate-n", 2000, "requests per inbox latency row")
+	flag.BoolVar(&o.inboxStandby, "inbox-standby", false, "also measure the inbox counts with database.read_url on a streaming standby (the bench's cluster then keeps wal_level=replica for every scenario)")
+	flag.StringVar(&o.clientCmd, "client-cmd", "", "with httpsend: a command printing \"row <name> <measured> <baseline> <target>\" lines (the client packages' rows; DATABASE_URL and BENCH_CONC are set)")
 	flag.IntVar(&o.marksN, "marks-n", 20_000, "inbox-mark transactions per variant of the marks scenario")
 	flag.IntVar(&o.marksConc, "marks-conc", 32, "connections of the marks scenario")
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")
@@ -128,6 +150,7 @@ func run() int {
 	flag.StringVar(&o.dir, "dir", "", "directory for the PostgreSQL cluster (default: a temporary directory)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the cluster directory")
 	flag.StringVar(&o.profileDir, "profile", "", "write CPU profiles, pg_stat_statements and auto_explain plans to this directory (slows the run)")
+	flag.StringVar(&o.windows, "windows", "", "append \"scenario start end\" (CLOCK_MONOTONIC seconds) for each profiled window to this file (bench/perfwindows.sh)")
 	flag.DurationVar(&o.quiet, "quiet", 60*time.Second, "how long, in all, to wait for other processes to quieten before timed sections (0: never wait)")
 	flag.Parse()
 	if o.naiveN <= 0 {
@@ -165,13 +188,23 @@ func run() int {
 		defer os.RemoveAll(dir)
 	}
 	var prof *profiler
-	if o.profileDir != "" {
+	if o.profileDir != "" || o.windows != "" {
 		prof = &profiler{dir: o.profileDir}
 	}
+	if o.windows != "" {
+		f, err := os.OpenFile(o.windows, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -windows:", err)
+			return 1
+		}
+		defer f.Close()
+		prof.windows = f
+	}
+
 	loadStart := loadAverage()
 	fmt.Printf("notifyd bench: %d cores, %s, load average %s, starting PostgreSQL in %s\n", runtime.NumCPU(),
 		runtime.Version(), loadStart, dir)
-	h, err := startHarness(ctx, dir, prof)
+	h, err := startHarness(ctx, dir, prof, o.inboxStandby && selected["inbox"])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
@@ -180,7 +213,7 @@ func run() int {
 	h.quietBudget = o.quiet
 	machine := machineInfo(h.cluster.Settings())
 	fmt.Printf("PostgreSQL (private, tuned; durability traded for speed): %s\n", machine.PGSettings)
-	if prof != nil {
+	if o.profileDir != "" {
 		fmt.Printf("PROFILING to %s: pg_stat_statements and auto_explain are on; the numbers below are slowed by them\n", o.profileDir)
 	}
 
@@ -204,6 +237,9 @@ func run() int {
 	if section("enqueue", fmt.Sprintf("%d application transactions from %d goroutines", o.enqueueN, o.enqueueConc)) {
 		results = append(results, runEnqueue(ctx, h, o.enqueueN, o.enqueueConc)...)
 	}
+	if section("httpsend", fmt.Sprintf("POST /v1/notifications vs SendTx, %d each from %d clients", o.enqueueN, o.enqueueConc)) {
+		results = append(results, runHTTPSend(ctx, h, o.enqueueN, o.enqueueConc, o.clientCmd)...)
+	}
 	if section("latency", fmt.Sprintf("commit → /v1/inbox/stream, %d sends at %.0f/s", o.latencyN, o.latencyRate)) {
 		results = append(results, runLatency(ctx, h, o.latencyN, o.latencyRate)...)
 	}
@@ -213,8 +249,16 @@ func run() int {
 	if section("marks", fmt.Sprintf("inbox marks from %d connections, %d transactions", o.marksConc, o.marksN)) {
 		results = append(results, runMarks(ctx, h, o.marksN, o.marksConc, o.marksDurable)...)
 	}
+	if section("inbox", fmt.Sprintf("inbox read path: %d items over %d recipients, one with %d", o.inbox.items,
+		o.inbox.recipients, o.inbox.heavy)) {
+		io := o.inbox
+		if h.standby != nil {
+			io.standby = h.standby.URL
+		}
+		results = append(results, runInbox(ctx, h, io)...)
+	}
 	if section("digest", fmt.Sprintf("%d recipients × %d pending digest rows", o.digestRecipients, o.digestRows)) {
-		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate, o.emailN)...)
+		results = append(results, runDigest(ctx, h, o.digestRecipients, o.digestRows, immediate)...)
 	}
 	if section("delayed", fmt.Sprintf("%d emails delayed with unless: read, half of them read before due", o.emailN)) {
 		results = append(results, runDelayed(ctx, h, o.emailN, immediate)...)

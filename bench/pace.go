@@ -21,6 +21,13 @@ const pacedSenders = 8
 // time from the first scheduled start to the return of the last call, and
 // the first error (the remaining calls are not made).
 func paced(ctx context.Context, n int, rate float64, send func(i int) error) (time.Duration, error) {
+	return pacedWith(ctx, n, rate, pacedSenders, send)
+}
+
+// pacedWith is paced on up to senders goroutines: for calls that may take
+// longer than senders/rate seconds (an HTTP request to a loaded server),
+// which would otherwise start late.
+func pacedWith(ctx context.Context, n int, rate float64, senders int, send func(i int) error) (time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interval := time.Duration(float64(time.Second) / rate)
@@ -30,7 +37,7 @@ func paced(ctx context.Context, n int, rate float64, send func(i int) error) (ti
 		once     sync.Once
 		firstErr error
 	)
-	for range min(pacedSenders, n) {
+	for range min(senders, n) {
 		wg.Go(func() {
 			for i := range work {
 				if err := send(i); err != nil {

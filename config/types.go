@@ -60,6 +60,18 @@ type Database struct {
 	// maintenance workers + a quarter of the send workers (send jobs hold a
 	// connection only to claim and settle, never across a provider call).
 	MaxConns int `yaml:"max_conns"`
+	// ReadURL is a connection string of a streaming standby of the database
+	// (a read replica). Set, the API reads inbox pages and counts,
+	// preferences, recipients and the ledger from it while it is no more
+	// than MaxReadLag behind; writes, the stream's change-log reads and a
+	// read that must see the request's own write stay on URL. Empty: every
+	// read is on URL.
+	ReadURL string `yaml:"read_url"`
+	// MaxReadLag is how far behind the primary the standby may be and
+	// still serve reads (default 1s). It is checked a few times per
+	// MaxReadLag, never per request; a standby that is further behind, down,
+	// or no longer in recovery sends reads to the primary until it is back.
+	MaxReadLag Duration `yaml:"max_read_lag"`
 }
 
 // HTTP configures the API server.

@@ -29,6 +29,10 @@ func (c *Config) validate(el *errorList) {
 		el.add("database.schema", "invalid schema name %q (want a SQL identifier: letters, digits and _, at most 63)", c.Database.Schema)
 	}
 	atLeast(el, "database.max_conns", c.Database.MaxConns, 0)
+	positive(el, "database.max_read_lag", c.Database.MaxReadLag)
+	if c.Database.ReadURL != "" && c.Database.ReadURL == c.Database.URL {
+		el.add("database.read_url", "is database.url: name a standby of it, or leave it empty")
+	}
 
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		el.add("http.listen", "invalid listen address %q (want host:port, such as 127.0.0.1:8080 or :8080)", c.HTTP.Listen)

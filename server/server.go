@@ -91,6 +91,7 @@ type Server struct {
 	deps     *jobs.Deps
 	api      *httpapi.Server
 	hub      *stream.Hub
+	reads    *readRouter // nil without database.read_url
 	riverUI  *riverui.Handler
 	push     *pushSubscriptions
 	devices  *devices
@@ -138,6 +139,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.push.db, s.devices.db = s.pool, s.pool
+	if err := s.openReads(ctx); err != nil {
+		return nil, err
+	}
 	s.closers = append(s.closers, s.push.close, s.devices.close) // before the pool closes (closers run last first)
 	if err := s.checkMigrations(ctx); err != nil {
 		return nil, err
@@ -173,10 +177,14 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.NoHTTP {
 		return s, nil
 	}
-	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
+	apiOpts := httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
 		Operations: apiOperations{s}, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
 		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set),
-		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueDigest, jobs.QueueMaintenance}})
+		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueDigest, jobs.QueueMaintenance}}
+	if s.reads != nil {
+		apiOpts.Reads = s.reads
+	}
+	s.api = httpapi.New(apiOpts)
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
 		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {
@@ -210,6 +218,22 @@ func (s *Server) openChannels() error {
 		return err
 	}
 	s.closers = append(s.closers, s.set.Close)
+	return nil
+}
+
+// openReads opens the read replica's pool and its router when
+// database.read_url is set and the server has an HTTP API (the only reader
+// of the standby); Run checks the standby.
+func (s *Server) openReads(ctx context.Context) error {
+	if s.cfg.Database.ReadURL == "" || s.opts.NoHTTP {
+		return nil
+	}
+	standby, err := openReadPool(ctx, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() error { standby.Close(); return nil })
+	s.reads = newReadRouter(s.pool, standby, s.cfg.Database.MaxReadLag.D(), s.logger)
 	return nil
 }
 
@@ -350,6 +374,19 @@ func (s *Server) Run(ctx context.Context) error {
 		stopLiveness()
 		<-livenessDone
 	}()
+	if s.reads != nil {
+		// Where the API's reads go, checked until the daemon stops.
+		readsCtx, stopReads := context.WithCancel(ctx)
+		readsDone := make(chan struct{})
+		go func() {
+			defer close(readsDone)
+			s.reads.run(readsCtx)
+		}()
+		defer func() {
+			stopReads()
+			<-readsDone
+		}()
+	}
 	if s.riverUI != nil {
 		if err := s.riverUI.Start(ctx); err != nil {
 			return fmt.Errorf("river ui: %w", err)

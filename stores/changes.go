@@ -390,35 +390,32 @@ func TrimmedThrough(ctx context.Context, db DB) (int64, error) {
 }
 
 // CountInboxes returns the unread and unseen counts (as CountInbox defines
-// them) of each of recipients, in one round trip. A recipient without items
-// gets zero counts; duplicates are read once.
+// them, with the default cap) of each of recipients, in one round trip. A
+// recipient without items gets zero counts; duplicates are read once.
 func CountInboxes(ctx context.Context, db DB, recipients []string) (map[string]InboxCounts, error) {
 	out := make(map[string]InboxCounts, len(recipients))
 	if len(recipients) == 0 {
 		return out, nil
 	}
-	b := &pgx.Batch{}
-	var order []string
+	const max = DefaultInboxCountsMax
+	b := countsBatch()
 	for _, r := range recipients {
 		if _, dup := out[r]; dup {
 			continue
 		}
 		out[r] = InboxCounts{}
-		order = append(order, r)
-		// The statement of GET /v1/inbox/counts, so the stream's counts
-		// events and that endpoint can never disagree.
-		b.Queue(countInboxSQL, r)
+		// The statement of GET /v1/inbox/counts, with its default cap, so
+		// the stream's counts events and that endpoint can never disagree.
+		b.Queue(countInboxSQL, r, max+1).QueryRow(func(row pgx.Row) error {
+			var unread, unseen int
+			if err := row.Scan(&unread, &unseen); err != nil {
+				return fmt.Errorf("count inbox of %s: %w", r, err)
+			}
+			out[r] = capped(unread, unseen, max)
+			return nil
+		})
 	}
-	br := db.SendBatch(ctx, b)
-	for _, r := range order {
-		var c InboxCounts
-		if err := br.QueryRow().Scan(&c.Unread, &c.Unseen); err != nil {
-			_ = br.Close()
-			return nil, fmt.Errorf("count inbox of %s: %w", r, err)
-		}
-		out[r] = c
-	}
-	if err := br.Close(); err != nil {
+	if err := sendCounts(ctx, db, b); err != nil {
 		return nil, fmt.Errorf("count inboxes: %w", err)
 	}
 	return out, nil

@@ -285,7 +285,7 @@ func TestCountInboxesAgreesWithCountInbox(t *testing.T) {
 		t.Fatalf("got %v, want three recipients", got)
 	}
 	for _, r := range []string{a, b, nobody} {
-		one, err := stores.CountInbox(ctx, tx, r)
+		one, err := stores.CountInbox(ctx, tx, r, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

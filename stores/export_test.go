@@ -68,6 +68,13 @@ func GenericBatch(ctx context.Context, db DB, sqls ...string) (string, error) {
 	return got, err
 }
 
+// CountInboxSQL and CountsPlanSQL expose the capped counts statement and the
+// settings it runs with to the test of its plan.
+const (
+	CountInboxSQL = countInboxSQL
+	CountsPlanSQL = countsPlanSQL
+)
+
 // LedgerViewSQLs exposes the operator's ledger statements to the plan test.
 func LedgerViewSQLs() (list, redrive, hours, counts string) {
 	return listDeliveriesAcrossSQL, redriveMatchingSQL, ledgerHoursSQL, notificationCountsSQL

@@ -2,6 +2,7 @@ package stores_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -142,16 +143,99 @@ func TestListInboxFiltersAndCounts(t *testing.T) {
 	if got := list(stores.InboxArchived); !slices.Equal(got, sorted(ids[3], ids[4])) {
 		t.Errorf("archived: %v", got)
 	}
-	c, err := stores.CountInbox(ctx, tx, "f")
+	c, err := stores.CountInbox(ctx, tx, "f", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c != (stores.InboxCounts{Unread: 3, Unseen: 2}) {
 		t.Errorf("counts %+v, want unread 3 unseen 2", c)
 	}
-	if c, _ := stores.CountInbox(ctx, tx, "nobody"); c != (stores.InboxCounts{}) {
+	if c, _ := stores.CountInbox(ctx, tx, "nobody", 0); c != (stores.InboxCounts{}) {
 		t.Errorf("counts of nobody %+v", c)
 	}
+}
+
+// TestCountInboxCapped: each count is exact up to the cap and reads the cap,
+// flagged, above it; a large inbox costs a count of the cap plus one index
+// entries, whatever its size.
+func TestCountInboxCapped(t *testing.T) {
+	t.Parallel()
+	tx := pgtest.Tx(t)
+	ctx := t.Context()
+	const heavy = "capped-heavy"
+	ids := addItems(t, tx, heavy, 250, time.Now())
+	// 250 unread, of which the first 40 seen: 210 unseen.
+	if _, err := tx.Exec(ctx, `UPDATE notify_inbox SET seen_at = now() WHERE id = ANY($1::text[]::uuid[])`, ids[:40]); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		max  int
+		want stores.InboxCounts
+	}{
+		{0, stores.InboxCounts{Unread: 99, Unseen: 99, UnreadCapped: true, UnseenCapped: true}},
+		{249, stores.InboxCounts{Unread: 249, Unseen: 210, UnreadCapped: true}},
+		{250, stores.InboxCounts{Unread: 250, Unseen: 210}},
+		{210, stores.InboxCounts{Unread: 210, Unseen: 210, UnreadCapped: true}},
+		{209, stores.InboxCounts{Unread: 209, Unseen: 209, UnreadCapped: true, UnseenCapped: true}},
+		{1, stores.InboxCounts{Unread: 1, Unseen: 1, UnreadCapped: true, UnseenCapped: true}},
+		{stores.MaxInboxCountsMax + 1, stores.InboxCounts{Unread: 250, Unseen: 210}},
+	} {
+		got, err := stores.CountInbox(ctx, tx, heavy, tc.max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("max %d: %+v, want %+v", tc.max, got, tc.want)
+		}
+	}
+	// The counts stop at the cap, however many items the recipient has:
+	// EXPLAIN ANALYZE of the statement, with the settings it runs with
+	// (stores.CountsPlanSQL), reads at most max+1 rows from each scan, here
+	// of 3,000 unread items and statistics that know it. (Which inboxes
+	// make PostgreSQL prefer a bitmap scan, which would read them all, depends
+	// on the whole table's statistics; the bench's heavy recipient, 100,000
+	// unread among 2 million items, is one.)
+	addItems(t, tx, heavy, 2750, time.Now())
+	if _, err := tx.Exec(ctx, `ANALYZE notify_inbox`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, stores.CountsPlanSQL); err != nil {
+		t.Fatal(err)
+	}
+	{
+		rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+stores.CountInboxSQL, heavy, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []map[string]any
+		for rows.Next() {
+			if err := rows.Scan(&plan); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var most float64
+		var walk func(n map[string]any)
+		walk = func(n map[string]any) {
+			if r, ok := n["Actual Rows"].(float64); ok && strings.Contains(fmt.Sprint(n["Node Type"]), "Scan") {
+				most = max(most, r)
+			}
+			for _, c := range asSlice(n["Plans"]) {
+				walk(c.(map[string]any))
+			}
+		}
+		walk(plan[0]["Plan"].(map[string]any))
+		if most == 0 || most > 11 {
+			t.Fatalf("a scan of the count read %v rows, want 1..11 (the cap plus one)", most)
+		}
+	}
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
 }
 
 // changeRows reads recipient's change-log rows.

@@ -342,3 +342,48 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	p.eval(ctx, prefs(`(prefs.setAttribute("token", "not-a-token"), true)`), nil)
 	p.waitFor(ctx, wait, "the error message", prefs(`!$(".error").hidden && $(".error .message").textContent.includes("invalid recipient token")`), prefsState)
 }
+
+// TestBrowserInboxBadgeCapped: an inbox with more unread items than the
+// counts' cap shows "99+", says "more than 99" to a screen reader, and stays
+// at "99+" after one item is read (a capped count is a floor, not a number
+// to count down from), until everything is read.
+func TestBrowserInboxBadgeCapped(t *testing.T) {
+	bin := findChromium(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	_, dbURL := pgtest.NewDBURL(t)
+	mailbox := smtpcapture.Start(t)
+	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg.Database.URL = dbURL
+	d := startDemoDaemon(t, ctx, cfg, nil)
+	if _, err := d.Pool().Exec(ctx, `
+		INSERT INTO notify_inbox (id, recipient, notifier, key, category, reason, title, created_at)
+		SELECT gen_random_uuid(), 'u2', 'comment.created', 'capped-' || g, 'comments', 'direct', 'item ' || g,
+		       now() - g * interval '1 second'
+		FROM generate_series(1, 150) g`); err != nil {
+		t.Fatal(err)
+	}
+	b := startBrowser(t, bin)
+	p := b.newPage(ctx)
+	p.navigate(ctx, d.api.base+"/dev/demo")
+	const wait = 15 * time.Second
+	p.waitFor(ctx, wait, "the capped badge",
+		in(`inbox.connectionState === "open" && $(".badge").textContent === "99+" && !$(".badge").hidden &&
+			inbox.counts.unread === 99 && inbox.counts.unread_capped === true &&
+			$(".bell").getAttribute("aria-label") === "Notifications, more than 99 unread"`), inboxState)
+	p.click(ctx, in(`$(".bell")`))
+	p.waitFor(ctx, wait, "the first page", in(`$$(".item.unread").length > 0`), inboxState)
+	p.click(ctx, in(`$(".item .main")`))
+	p.waitFor(ctx, wait, "the item read", in(`!$(".item").classList.contains("unread")`), inboxState)
+	var counts map[string]any
+	d.api.do("GET", "/v1/inbox/counts", d.token, nil, &counts)
+	if counts["unread"] != 99.0 || counts["unread_capped"] != true {
+		t.Fatalf("counts after one read = %v, want 99 capped (149 unread)", counts)
+	}
+	p.waitFor(ctx, wait, "the badge to stay 99+", in(`$(".badge").textContent === "99+" && inbox.counts.unread === 99`), inboxState)
+	if code := d.api.do("POST", "/v1/inbox/read", d.token, map[string]any{"all": true}, nil); code != 200 {
+		t.Fatalf("read all = %d", code)
+	}
+	p.waitFor(ctx, wait, "the badge to clear", in(`$(".badge").hidden && inbox.counts.unread === 0 && !inbox.counts.unread_capped`), inboxState)
+}

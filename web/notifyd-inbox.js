@@ -48,7 +48,7 @@
 // last event id it saw, without reloading the list.
 //
 // Events, dispatched on the element (they bubble and cross shadow roots):
-//   notifyd:counts      {unread, unseen}           the badge changed source data
+//   notifyd:counts      {unread, unseen, unread_capped, unseen_capped}  the badge changed source data
 //   notifyd:item        {item}                     a new item arrived live
 //   notifyd:updated     {ids, read_at|seen_at|archived_at}  a live update
 //   notifyd:deleted     {ids}                      items were removed
@@ -222,7 +222,7 @@ export class NotifydInbox extends HTMLElement {
   #els = null;
   #items = []; // loaded items, in the API's order
   #nodes = new Map(); // id -> <li>
-  #counts = { unread: 0, unseen: 0 };
+  #counts = { unread: 0, unseen: 0, unread_capped: false, unseen_capped: false };
   #countsSeq = 0; // bumped by every counts event, to drop stale GET answers
   #cursor = undefined; // undefined: not loaded; null: the end; string: more
   #loaded = false;
@@ -302,7 +302,7 @@ export class NotifydInbox extends HTMLElement {
   get badge() { return this.getAttribute("badge") === "unseen" ? "unseen" : "unread"; }
   set badge(v) { this.setAttribute("badge", v); }
 
-  /** The latest {unread, unseen}. */
+  /** The latest {unread, unseen, unread_capped, unseen_capped}: a capped count (99 by default) means more. */
   get counts() { return { ...this.#counts }; }
   /** The loaded items, newest first (copies). */
   get items() { return this.#items.map((it) => ({ ...it })); }
@@ -400,10 +400,7 @@ export class NotifydInbox extends HTMLElement {
       item.read_at = now;
       item.seen_at = item.seen_at || now;
       this.#renderItem(item);
-      this.#setCounts({
-        unread: Math.max(0, this.#counts.unread - 1),
-        unseen: Math.max(0, this.#counts.unseen - (undo[undo.length - 1][2] ? 0 : 1)),
-      }, false);
+      this.#setCounts(this.#less(1, undo[undo.length - 1][2] ? 0 : 1), false);
     }
     try {
       // keepalive: the request survives the navigation a click on a link starts.
@@ -467,7 +464,7 @@ export class NotifydInbox extends HTMLElement {
       if (isUnread(item) && !item.seen_at) unseen++;
       this.#remove(id);
     }
-    this.#setCounts({ unread: Math.max(0, this.#counts.unread - unread), unseen: Math.max(0, this.#counts.unseen - unseen) }, false);
+    this.#setCounts(this.#less(unread, unseen), false);
     this.#renderEmpty();
     try {
       const res = await this.#request("POST", "/v1/inbox/archive", { ids });
@@ -871,20 +868,41 @@ export class NotifydInbox extends HTMLElement {
   }
 
   #setCounts(c, emit) {
-    this.#counts = { unread: Number(c.unread) || 0, unseen: Number(c.unseen) || 0 };
+    this.#counts = {
+      unread: Number(c.unread) || 0,
+      unseen: Number(c.unseen) || 0,
+      unread_capped: c.unread_capped === true,
+      unseen_capped: c.unseen_capped === true,
+    };
     this.#renderBadge();
     this.#renderEmpty();
     if (emit) this.#emit("notifyd:counts", { ...this.#counts });
   }
 
+  // The counts after unread items (unseen of them) left the unread ones
+  // here. A capped count is a floor ("99+"), not a number to count down
+  // from: it stays until the stream's next counts event (or a GET) says.
+  #less(unread, unseen) {
+    const c = this.#counts;
+    return {
+      unread: c.unread_capped ? c.unread : Math.max(0, c.unread - unread),
+      unseen: c.unseen_capped ? c.unseen : Math.max(0, c.unseen - unseen),
+      unread_capped: c.unread_capped,
+      unseen_capped: c.unseen_capped,
+    };
+  }
+
   #renderBadge() {
     const n = this.#counts[this.badge];
+    // The server caps each count (99 by default, the badge's own limit):
+    // a capped count means more than it says.
+    const more = n > 99 || this.#counts[`${this.badge}_capped`];
     const badge = this.#els.badge;
-    badge.textContent = n > 99 ? "99+" : String(n);
+    badge.textContent = more ? "99+" : String(n);
     badge.hidden = n === 0;
     badge.dataset.count = String(n);
     const what = this.badge === "unseen" ? "new" : "unread";
-    this.#els.bell.setAttribute("aria-label", n ? `${this.label}, ${n} ${what}` : this.label);
+    this.#els.bell.setAttribute("aria-label", n ? `${this.label}, ${more ? "more than 99" : n} ${what}` : this.label);
   }
 
   #renderLabel() {
@@ -896,7 +914,7 @@ export class NotifydInbox extends HTMLElement {
     if (!this.token || this.#counts.unseen === 0) return;
     const now = new Date().toISOString();
     for (const item of this.#items) if (isUnread(item) && !item.seen_at) item.seen_at = now;
-    this.#setCounts({ unread: this.#counts.unread, unseen: 0 }, false);
+    this.#setCounts({ ...this.#counts, unseen: 0, unseen_capped: false }, false);
     try {
       await this.#request("POST", "/v1/inbox/seen", {});
       this.#afterWrite();

@@ -89,7 +89,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	if f.Limit, err = queryLimit(q, 50, 200); err != nil {
 		return err
 	}
-	page, err := stores.ListNotifications(r.Context(), s.pool, f)
+	page, err := stores.ListNotifications(r.Context(), s.read(), f)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 		ids[i] = n.ID
 	}
 	// One grouped statement for the page, not one per row.
-	counts, err := stores.NotificationCounts(r.Context(), s.pool, ids, s.reg.Inbox())
+	counts, err := stores.NotificationCounts(r.Context(), s.read(), ids, s.reg.Inbox())
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	d, err := stores.GetDelivery(r.Context(), s.pool, id)
+	d, err := readByID(r.Context(), s, id, stores.GetDelivery)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no delivery %q (an in-app delivery is its inbox item and has no ledger row)", id)
 	}
@@ -193,7 +193,7 @@ func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	ds, err := stores.RecipientDeliveries(r.Context(), s.pool, id, limit)
+	ds, err := stores.RecipientDeliveries(r.Context(), s.read(), id, limit)
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 			return badCursor()
 		}
 	}
-	page, err := stores.ListDeliveries(r.Context(), s.pool, f, after, limit)
+	page, err := stores.ListDeliveries(r.Context(), s.read(), f, after, limit)
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (s *Server) retryDeliveries(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if dryRun {
-		matched, err := stores.CountMatching(r.Context(), s.pool, f)
+		matched, err := stores.CountMatching(r.Context(), s.read(), f)
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	m, err := stores.GetDeliveryMessage(r.Context(), s.pool, id)
+	m, err := readByID(r.Context(), s, id, stores.GetDeliveryMessage)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no delivery %q (an in-app delivery is its inbox item: its title and body are the message)", id)
 	}
@@ -439,7 +439,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
 	now := s.clock().UTC()
 	until := now.Truncate(time.Hour).Add(time.Hour)
 	since := until.Add(-24 * time.Hour)
-	counts, err := stores.LedgerHours(r.Context(), s.pool, since)
+	counts, err := stores.LedgerHours(r.Context(), s.read(), since)
 	if err != nil {
 		return err
 	}
@@ -473,7 +473,7 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(s.queues) > 0 {
-		depths, err := stores.QueueDepths(r.Context(), s.pool, s.queues)
+		depths, err := stores.QueueDepths(r.Context(), s.read(), s.queues)
 		if err != nil {
 			return err
 		}

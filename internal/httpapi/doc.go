@@ -34,7 +34,7 @@
 //	GET    /v1/notifiers/{n}/preview/{channel}    admin      200 {"notifier","channel","params","parts":[...]}
 //	GET    /admin/{file...}                       none       the operator's console (web.Admin)
 //	GET    /v1/inbox                              recipient  200 {"items":[...],"next_cursor":"..."|null}
-//	GET    /v1/inbox/counts                       recipient  200 {"unread":n,"unseen":n}
+//	GET    /v1/inbox/counts?max=                  recipient  200 {"unread":n,"unseen":n,"unread_capped":b,"unseen_capped":b}
 //	POST   /v1/inbox/read                         recipient  200 {"marked":n}
 //	POST   /v1/inbox/unread                       recipient  200 {"marked":n}
 //	POST   /v1/inbox/seen                         recipient  200 {"marked":n}

@@ -29,6 +29,30 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := checkMigrations(ctx, s.pool, s.schema); err != nil {
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: err.Error(), Err: err}
 	}
-	wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	resp := readyResponse{Status: "ready"}
+	if s.reads != nil {
+		st := s.reads.ReadStatus()
+		rr := &readReplica{Reads: st.Reads, LagMS: st.Lag.Milliseconds(), Error: st.Error}
+		if !st.CheckedAt.IsZero() {
+			at := st.CheckedAt.UTC()
+			rr.CheckedAt = &at
+		}
+		resp.ReadReplica = rr
+	}
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
+}
+
+// readyResponse is /readyz's answer. A read replica that is down or behind
+// does not make the daemon unready: its reads go to the primary.
+type readyResponse struct {
+	Status      string       `json:"status"`
+	ReadReplica *readReplica `json:"read_replica,omitempty"`
+}
+
+type readReplica struct {
+	Reads     string     `json:"reads"`
+	LagMS     int64      `json:"lag_ms"`
+	CheckedAt *time.Time `json:"checked_at,omitempty"`
+	Error     string     `json:"error,omitempty"`
 }

@@ -61,7 +61,7 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient str
 		}
 		after = c
 	}
-	page, err := stores.ListInbox(r.Context(), s.pool, recipient, filter, after, limit)
+	page, err := stores.ListInbox(r.Context(), s.read(), recipient, filter, after, limit)
 	if err != nil {
 		return err
 	}
@@ -139,8 +139,25 @@ func stripHyphens(s string) string {
 	return string(out)
 }
 
+// inboxCounts is GET /v1/inbox/counts: {"unread","unseen","unread_capped",
+// "unseen_capped"}. ?max=1..10000 (default 99) caps each count: a count is
+// exact up to max, and above it reads max with its _capped flag set. A count
+// is derived from the items at every request, and costs at most max + 1
+// index entries however large the inbox.
 func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient string) error {
-	c, err := stores.CountInbox(r.Context(), s.pool, recipient)
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	max := stores.DefaultInboxCountsMax
+	if v := q.Get("max"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > stores.MaxInboxCountsMax {
+			return fieldError("max", "want an integer from 1 to %d", stores.MaxInboxCountsMax)
+		}
+		max = n
+	}
+	c, err := stores.CountInbox(r.Context(), s.read(), recipient, max)
 	if err != nil {
 		return err
 	}

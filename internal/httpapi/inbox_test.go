@@ -192,6 +192,40 @@ func TestInboxBadQuery(t *testing.T) {
 	expect(t, b.do(t, "GET", "/v1/inbox?limit=1&cursor="+good, tok, nil), 200, "")
 }
 
+// TestInboxCountsCapped: ?max= caps each count, a count above the cap reads
+// the cap with its _capped flag, and the default cap is 99.
+func TestInboxCountsCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tok := recipientToken(t, "cap")
+	insertItems(t, b.pool, "cap", "k", 120, time.Now())
+	if _, err := b.pool.Exec(t.Context(), `UPDATE notify_inbox SET seen_at = now()
+		WHERE recipient = 'cap' AND key IN (SELECT key FROM notify_inbox WHERE recipient = 'cap' ORDER BY key LIMIT 30)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		query string
+		want  map[string]any
+	}{
+		{"", map[string]any{"unread": 99.0, "unseen": 90.0, "unread_capped": true, "unseen_capped": false}},
+		{"?max=120", map[string]any{"unread": 120.0, "unseen": 90.0, "unread_capped": false, "unseen_capped": false}},
+		{"?max=119", map[string]any{"unread": 119.0, "unseen": 90.0, "unread_capped": true, "unseen_capped": false}},
+		{"?max=50", map[string]any{"unread": 50.0, "unseen": 50.0, "unread_capped": true, "unseen_capped": true}},
+		{"?max=10000", map[string]any{"unread": 120.0, "unseen": 90.0, "unread_capped": false, "unseen_capped": false}},
+	} {
+		r := b.do(t, "GET", "/v1/inbox/counts"+tc.query, tok, nil)
+		expect(t, r, 200, "")
+		for k, v := range tc.want {
+			if r.body[k] != v {
+				t.Errorf("counts%s: %s = %v, want %v (%s)", tc.query, k, r.body[k], v, r.raw)
+			}
+		}
+	}
+	for _, q := range []string{"max=0", "max=-1", "max=10001", "max=abc"} {
+		expect(t, b.do(t, "GET", "/v1/inbox/counts?"+q, tok, nil), 400, wire.CodeBadRequest)
+	}
+}
+
 func TestInboxIsolation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -41,7 +41,7 @@ type mutesResponse struct {
 // listMutes is GET /v1/mutes (and /v1/recipients/{id}/mutes): the active
 // mutes, in target order. Expired mutes are not listed.
 func (s *Server) listMutes(w http.ResponseWriter, r *http.Request, recipient string) error {
-	mutes, err := stores.ListMutes(r.Context(), s.pool, recipient)
+	mutes, err := stores.ListMutes(r.Context(), s.read(), recipient)
 	if err != nil {
 		return err
 	}

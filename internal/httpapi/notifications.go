@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,12 +55,9 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	var res notifyd.SendResult
-	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.client.SendTx(r.Context(), tx, n)
-		return err
-	})
+	// One statement in a transaction of its own (Client.Send): no BEGIN and
+	// COMMIT round trips around it.
+	res, err := s.client.Send(r.Context(), n)
 	if err != nil {
 		return sendError(err)
 	}
@@ -170,7 +168,9 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1, s.reg.Inbox())
+	n, err := readByID(r.Context(), s, id, func(ctx context.Context, db stores.DB, id string) (*stores.Notification, error) {
+		return stores.GetNotification(ctx, db, id, maxDeliveries+1, s.reg.Inbox())
+	})
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no notification %q", id)
 	}
@@ -181,7 +181,7 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	// The progress counts every row of the notification: only on request
 	// (the console asks), so that polling a large notification stays cheap.
 	if progress {
-		p, err := stores.NotificationProgress(r.Context(), s.pool, id, s.reg.Inbox())
+		p, err := stores.NotificationProgress(r.Context(), s.read(), id, s.reg.Inbox())
 		if err != nil {
 			return err
 		}

@@ -94,7 +94,7 @@ func (s *Server) forRecipient(h recipientFunc) http.Handler {
 // getPreferences is GET /v1/preferences (and /v1/recipients/{id}/preferences).
 // A recipient without rules or profile gets no rules and the defaults.
 func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, recipient string) error {
-	resp, err := s.readPreferences(r, s.pool, recipient)
+	resp, err := s.readPreferences(r, s.read(), recipient)
 	if err != nil {
 		return err
 	}

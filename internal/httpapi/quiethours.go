@@ -25,7 +25,7 @@ type quietHoursRequest struct {
 }
 
 func (s *Server) getQuietHours(w http.ResponseWriter, r *http.Request, recipient string) error {
-	raw, tz, err := stores.QuietHours(r.Context(), s.pool, recipient)
+	raw, tz, err := stores.QuietHours(r.Context(), s.read(), recipient)
 	if err != nil {
 		return err
 	}

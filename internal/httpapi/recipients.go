@@ -198,7 +198,7 @@ func (s *Server) getRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err := checkPathText("id", id); err != nil {
 		return err
 	}
-	p, err := stores.GetRecipient(r.Context(), s.pool, id)
+	p, err := readByID(r.Context(), s, id, stores.GetRecipient)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no recipient %q", id)
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -67,6 +68,33 @@ type Options struct {
 	// endpoints and gives browsers the VAPID key. Nil means web push is not
 	// configured: the push subscription routes answer 404.
 	Push channels.PushService
+	// Reads routes the read-only queries (inbox pages and counts,
+	// preferences, recipients, the ledger) to a read replica
+	// (database.read_url) while it is close enough behind. Nil: every query
+	// runs on Pool.
+	Reads ReadRouter
+}
+
+// ReadRouter says where a read-only query goes now (see Options.Reads).
+type ReadRouter interface {
+	// ReadDB is the standby while it serves reads, the primary otherwise.
+	ReadDB() stores.DB
+	// ReadStatus is the standby's latest check, for /readyz.
+	ReadStatus() ReadStatus
+}
+
+// ReadStatus is a read replica's state as /readyz reports it.
+type ReadStatus struct {
+	// Configured is true when database.read_url is set.
+	Configured bool
+	// Reads is where read-only queries go: "standby" or "primary".
+	Reads string
+	// Lag is how far the standby was behind the primary at CheckedAt.
+	Lag       time.Duration
+	CheckedAt time.Time
+	// Error says why reads are on the primary: the standby is down, too far
+	// behind, or not a standby.
+	Error string
 }
 
 // Operations are the operator's actions that enqueue work, which the daemon
@@ -123,12 +151,37 @@ type Server struct {
 	secret  func(recipient string) string // Options.WebhookSecret
 	unsub   *unsubscribe.Signer           // nil without http.token_secret: unsubscribe links are 404s
 	push    channels.PushService          // Options.Push
+	reads   ReadRouter                    // Options.Reads; nil: the primary
 	queues  []string                      // Options.Queues
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
 
 	adminLazy adminState // what the operator's endpoints open on first use (admin.go)
+}
+
+// read is where a read-only query that need not see this request's own
+// writes goes: the read replica while it serves reads, else the primary.
+// Writes, the revocation check of tokens, and any read after a write in the
+// same request use s.pool.
+func (s *Server) read() stores.DB {
+	if s.reads == nil {
+		return s.pool
+	}
+	return s.reads.ReadDB()
+}
+
+// readByID reads one row by id (a notification, a delivery, a recipient) with
+// get where s.read says, and again on the primary when the replica has no
+// such row: one the client has just created may not have reached it yet,
+// and "not found" must not be the answer to that.
+func readByID[T any](ctx context.Context, s *Server, id string, get func(context.Context, stores.DB, string) (T, error)) (T, error) {
+	db := s.read()
+	v, err := get(ctx, db, id)
+	if errors.Is(err, stores.ErrNotFound) && db != stores.DB(s.pool) {
+		return get(ctx, s.pool, id)
+	}
+	return v, err
 }
 
 // DefaultMaxBody is the request body limit when http.max_body is not set.
@@ -142,7 +195,7 @@ const maxDeliveries = 1000
 func New(opts Options) *Server {
 	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, ops: opts.Operations, logger: opts.Logger,
 		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret, push: opts.Push,
-		queues: opts.Queues}
+		reads: opts.Reads, queues: opts.Queues}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}

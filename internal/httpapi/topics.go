@@ -111,7 +111,7 @@ func (s *Server) listSubscribers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page, err := stores.ListSubscribers(r.Context(), s.pool, topic, after, limit)
+	page, err := stores.ListSubscribers(r.Context(), s.read(), topic, after, limit)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, recip
 	if err != nil {
 		return err
 	}
-	page, err := stores.ListSubscriptions(r.Context(), s.pool, recipient, after, limit)
+	page, err := stores.ListSubscriptions(r.Context(), s.read(), recipient, after, limit)
 	if err != nil {
 		return err
 	}

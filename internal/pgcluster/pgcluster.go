@@ -62,6 +62,13 @@ type Options struct {
 	// run only; a reused Dir can be started either way.
 	Tuned bool
 
+	// Replication keeps what a streaming standby needs from its primary when
+	// Tuned is set: wal_level=replica and WAL senders (Tuned alone has
+	// wal_level=minimal and none). StartStandby starts its standbys with it
+	// too: a hot standby needs the primary's settings. Without Tuned,
+	// PostgreSQL's defaults already allow standbys.
+	Replication bool
+
 	// Logger receives progress and recovery messages (cluster created, stale
 	// lock file removed). Nil discards them.
 	Logger *slog.Logger
@@ -77,6 +84,7 @@ type Cluster struct {
 	logPath      string
 	binDir       string
 	tuned        bool
+	replication  bool
 	owner        *osUser
 	logger       *slog.Logger
 
@@ -164,11 +172,12 @@ func start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{
-		dir:    dir,
-		binDir: binDir,
-		tuned:  opts.Tuned,
-		owner:  owner,
-		logger: opts.Logger,
+		dir:         dir,
+		binDir:      binDir,
+		tuned:       opts.Tuned,
+		replication: opts.Replication,
+		owner:       owner,
+		logger:      opts.Logger,
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -191,6 +200,69 @@ func start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// StartStandby starts a streaming standby of primary in opts.Dir: a copy of
+// primary's data made with `pg_basebackup -R` (which writes the
+// primary_conninfo and the standby.signal file) when Dir holds no cluster
+// yet, then a server on a Unix socket of its own, replaying primary's WAL
+// as it streams in and answering read-only queries (hot standby). primary
+// must allow standbys: started without Tuned, or with Replication.
+// opts.Tuned applies as for Start (with Replication implied). Stop it like
+// any Cluster; stopping primary first leaves it retrying to connect.
+func StartStandby(ctx context.Context, primary *Cluster, opts Options) (*Cluster, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("start standby: Options.Dir is required")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("start standby: %w", err)
+	}
+	c := &Cluster{dir: dir, binDir: primary.binDir, tuned: opts.Tuned, replication: true, owner: primary.owner,
+		logger: opts.Logger}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := c.prepareDir(); err != nil {
+		return nil, fmt.Errorf("start standby in %s: %w", dir, err)
+	}
+	c.dataDir = filepath.Join(c.dir, "data")
+	c.logPath = filepath.Join(c.dir, "postgresql.log")
+	if err := c.baseBackup(ctx, primary); err != nil {
+		return nil, fmt.Errorf("start standby in %s: %w", dir, err)
+	}
+	if err := c.prepareSocketDir(); err != nil {
+		return nil, fmt.Errorf("start standby in %s: %w", dir, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.startServer(ctx); err != nil {
+		c.removeTmpSocketDir()
+		return nil, fmt.Errorf("start standby in %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+// baseBackup copies primary's data into c's data directory with
+// pg_basebackup -R, unless it already holds a cluster. Like initdb, it copies
+// into a scratch directory and renames it into place.
+func (c *Cluster) baseBackup(ctx context.Context, primary *Cluster) error {
+	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
+		return c.chownTree(c.dataDir)
+	}
+	scratch := filepath.Join(c.dir, "data.basebackup")
+	if err := os.RemoveAll(scratch); err != nil {
+		return err
+	}
+	out, err := c.command(ctx, "pg_basebackup", "-D", scratch, "-R", "-X", "stream", "-c", "fast",
+		"-h", primary.socketDir, "-p", strconv.Itoa(port), "-U", "postgres").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_basebackup: %w\n%s", err, tail(out, 30))
+	}
+	// The copy's postmaster.pid and socket settings are the primary's;
+	// the server's command line overrides the settings, and a copy holds no
+	// postmaster.pid (pg_basebackup leaves it out).
+	return os.Rename(scratch, c.dataDir)
 }
 
 // URL returns a connection string for database dbname on this server, as the
@@ -674,7 +746,13 @@ func (c *Cluster) spawn() (int64, error) {
 	}
 	if c.tuned {
 		for _, s := range tunedSettings {
+			if c.replication && (strings.HasPrefix(s, "wal_level=") || strings.HasPrefix(s, "max_wal_senders=")) {
+				continue
+			}
 			args = append(args, "-c", s)
+		}
+		if c.replication {
+			args = append(args, "-c", "wal_level=replica", "-c", "max_wal_senders=10")
 		}
 	}
 	// Command-line settings outrank postgresql.conf and ALTER SYSTEM, so a

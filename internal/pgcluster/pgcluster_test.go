@@ -396,3 +396,65 @@ func TestClosedParentIsNotOpened(t *testing.T) {
 		t.Fatalf("the data of the first run is gone: %v", err)
 	}
 }
+
+// TestStandby: StartStandby copies a tuned primary with Replication and
+// streams its writes; the standby answers reads, refuses writes, and keeps
+// its data (and catches up) across a restart.
+func TestStandby(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	primary, err := Start(ctx, Options{Dir: reachableTempDir(t), Tuned: true, Replication: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = primary.Stop() })
+	p := connect(t, primary)
+	if _, err := p.Exec(ctx, `CREATE TABLE t (v int); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	standby, err := StartStandby(ctx, primary, Options{Dir: reachableTempDir(t), Tuned: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = standby.Stop() })
+	if socketDirOf(t, standby) == socketDirOf(t, primary) {
+		t.Fatal("the standby shares the primary's socket directory")
+	}
+	s := connect(t, standby)
+	var inRecovery bool
+	if err := s.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&inRecovery); err != nil || !inRecovery {
+		t.Fatalf("standby in recovery: %v, %v", inRecovery, err)
+	}
+	if _, err := p.Exec(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	waitSum := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var sum int
+			err := s.QueryRow(ctx, `SELECT coalesce(sum(v), 0) FROM t`).Scan(&sum)
+			if err == nil && sum == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("standby's sum %d (%v), want %d", sum, err, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitSum(3)
+	_, err = s.Exec(ctx, `INSERT INTO t VALUES (3)`)
+	var pgErr interface{ SQLState() string }
+	if !errors.As(err, &pgErr) || pgErr.SQLState() != "25006" {
+		t.Fatalf("write on the standby: %v, want SQLSTATE 25006 (read-only transaction)", err)
+	}
+	if err := standby.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Exec(ctx, `INSERT INTO t VALUES (4)`); err != nil {
+		t.Fatal(err)
+	}
+	s = connect(t, standby)
+	waitSum(7)
+}

@@ -243,7 +243,7 @@ func (h *handler) atHead(ctx context.Context, s *sse, recipient string, reset bo
 	if err != nil {
 		return 0, err
 	}
-	counts, err := stores.CountInbox(ctx, h.hub.pool, recipient)
+	counts, err := stores.CountInbox(ctx, h.hub.pool, recipient, stores.DefaultInboxCountsMax)
 	if err != nil {
 		return 0, err
 	}
@@ -302,7 +302,7 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 		}
 		cursor = page.Last
 		if !page.More {
-			counts, err := stores.CountInbox(ctx, h.hub.pool, recipient)
+			counts, err := stores.CountInbox(ctx, h.hub.pool, recipient, stores.DefaultInboxCountsMax)
 			if err != nil {
 				return 0, err
 			}
@@ -444,7 +444,7 @@ func (s *sse) event(seq int64, name string, data []byte) {
 }
 
 func (s *sse) counts(id int64, c stores.InboxCounts) {
-	data, _ := json.Marshal(wire.CountsOf(c)) // two ints: cannot fail
+	data, _ := json.Marshal(wire.CountsOf(c)) // ints and booleans: cannot fail
 	s.event(id, "counts", data)
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -145,12 +146,18 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		body = []byte(`{"error":{"code":"internal","message":"internal error","details":[]}}`)
 	}
+	body = append(body, '\n')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	// With its length known, net/http sends a body larger than its 2 kB
+	// response buffer in one write instead of chunk by chunk through a 4 kB
+	// one (an inbox page of 50 items is about 25 kB: a sixth of the API's CPU
+	// went to those writes).
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
 }
 
 // InboxItem is an inbox item as the API shows it: in GET /v1/inbox pages and
@@ -180,10 +187,17 @@ func InboxItemOf(it stores.InboxItem) InboxItem {
 }
 
 // Counts is GET /v1/inbox/counts and the data of the stream's counts event.
+// Each count is exact up to its cap (?max=, default 99, the stream's always
+// the default); above it the count is the cap and its _capped flag is true:
+// a badge shows "99+".
 type Counts struct {
-	Unread int `json:"unread"`
-	Unseen int `json:"unseen"`
+	Unread       int  `json:"unread"`
+	Unseen       int  `json:"unseen"`
+	UnreadCapped bool `json:"unread_capped"`
+	UnseenCapped bool `json:"unseen_capped"`
 }
 
 // CountsOf is c as the API shows it.
-func CountsOf(c stores.InboxCounts) Counts { return Counts{Unread: c.Unread, Unseen: c.Unseen} }
+func CountsOf(c stores.InboxCounts) Counts {
+	return Counts{Unread: c.Unread, Unseen: c.Unseen, UnreadCapped: c.UnreadCapped, UnseenCapped: c.UnseenCapped}
+}
