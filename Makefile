@@ -1,11 +1,11 @@
 # notifyd developer tasks. `make test` needs nothing but Go and the PostgreSQL
-# server programs: it starts a throwaway cluster (internal/testing/withpg).
+# server programs: it starts a throwaway cluster (cmd/withpg).
 
 GO ?= go
 
 # FUZZ lists fuzz targets that `make test` runs briefly after the tests, as
 # package:FuzzName pairs, e.g. FUZZ = ./config:FuzzLoad ./channels/webhook:FuzzSign
-FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams ./channels:FuzzPreferenceRules ./internal/httpapi:FuzzInboxCursor ./internal/httpapi:FuzzKeyCursor ./channels/email:FuzzEmailTemplates ./internal/httpapi/stream:FuzzParseCursor
+FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams ./channels:FuzzPreferenceRules ./internal/httpapi:FuzzInboxCursor ./internal/httpapi:FuzzKeyCursor ./channels/email:FuzzEmailTemplates ./internal/stream:FuzzParseCursor
 # FUZZTIME is an execution count (Nx), not a duration: with a duration Go
 # 1.26's fuzz coordinator can report a spurious "context deadline exceeded"
 # failure when the deadline fires while a worker is mid-input (go.dev/issue/75804,
@@ -29,9 +29,9 @@ test:
 	@if command -v npm >/dev/null 2>&1 && [ ! -d internal/httpapi/testdata/openapi-tools/node_modules ]; then \
 		echo "npm ci in internal/httpapi/testdata/openapi-tools"; \
 		(cd internal/httpapi/testdata/openapi-tools && npm ci --no-audit --no-fund); fi
-	$(GO) run ./internal/testing/withpg -- $(GO) test -count=1 -timeout 9m ./...
+	$(GO) run ./cmd/withpg -- $(GO) test -count=1 -timeout 9m ./...
 ifneq ($(strip $(FUZZ)),)
-	$(GO) run ./internal/testing/withpg -- $(MAKE) --no-print-directory fuzz
+	$(GO) run ./cmd/withpg -- $(MAKE) --no-print-directory fuzz
 endif
 
 # fuzz runs each FUZZ target for FUZZTIME (go test fuzzes one package and one

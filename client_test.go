@@ -16,9 +16,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -289,7 +289,7 @@ func sqlSetup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
 	t.Helper()
 	pool := pgtest.NewDB(t)
 	cfg := notifydtest.Config(t, "")
-	if err := catalog.Publish(context.Background(), pool, cfg, nil); err != nil {
+	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})

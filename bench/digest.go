@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
@@ -112,7 +112,7 @@ SELECT gen_random_uuid(), n.id, 'bench.digest', n.key, ` + recipientSQL + `, 'em
 FROM n, generate_series(1, $1) g`
 
 func measureDigest(ctx context.Context, h *harness, recipients, perRecipient int) (measurement, error) {
-	sink, err := smtptest.New("127.0.0.1:0", smtptest.WithDiscard())
+	sink, err := smtpcapture.New("127.0.0.1:0", smtpcapture.WithDiscard())
 	if err != nil {
 		return measurement{}, err
 	}

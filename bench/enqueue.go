@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/catalog"
+	"github.com/notifyd/notifyd/server"
 )
 
 // appRows is the size of the application table the enqueue transactions
@@ -117,7 +117,7 @@ func measureEnqueue(ctx context.Context, h *harness, variant string, n, conc int
 	case "notify_send":
 		// The one statement an application in another language runs, with
 		// the recipients and params encoded as JSON per call as it would.
-		if err := catalog.Publish(ctx, pool, cfg, nil); err != nil {
+		if err := server.PublishCatalog(ctx, pool, cfg, nil); err != nil {
 			return measurement{}, err
 		}
 		enqueue = func(ctx context.Context, tx pgx.Tx, i int) error {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/server"
 )
 
@@ -70,11 +70,11 @@ WHERE s.nspname = current_schema() AND c.relkind IN ('r', 'p', 'm')
   AND (c.relname LIKE 'notify\_%' OR c.relname LIKE 'river\_job%')`
 
 func measureFootprint(ctx context.Context, h *harness, notifier string, email bool, n int) (footprint, error) {
-	var sink *smtptest.Server
+	var sink *smtpcapture.Server
 	port := 0
 	if email {
 		var err error
-		if sink, err = smtptest.New("127.0.0.1:0", smtptest.WithDiscard()); err != nil {
+		if sink, err = smtpcapture.New("127.0.0.1:0", smtpcapture.WithDiscard()); err != nil {
 			return footprint{}, err
 		}
 		defer sink.Close()

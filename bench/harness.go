@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/pgcluster"
 	"github.com/notifyd/notifyd/stores"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 // runMailLatency is the commit → email scenario: n notifications, each an
@@ -36,7 +36,7 @@ func runMailLatency(ctx context.Context, h *harness, n int, rate float64) []Resu
 
 func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([]time.Duration, measurement, error) {
 	arrivals := &matcher{committed: map[string]time.Time{}, arrived: map[string]time.Time{}}
-	sc, err := startEmailScenario(ctx, h, "maillatency", n, smtptest.WithAccepted(func(to []string) {
+	sc, err := startEmailScenario(ctx, h, "maillatency", n, smtpcapture.WithAccepted(func(to []string) {
 		at := time.Now()
 		for _, addr := range to {
 			arrivals.arrive(strings.ToLower(addr), at)

@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it measures notifyd against its performance
 // targets (docs/performance.md) and prints one table.
 //
-// It starts its own private PostgreSQL (internal/testing/pgcluster, tuned: fsync,
+// It starts its own private PostgreSQL (internal/pgcluster, tuned: fsync,
 // synchronous_commit and full_page_writes off — the settings are printed),
 // migrates a template database, and runs every scenario in a fresh database
 // cloned from it, each next to a baseline measured in the same run:
@@ -47,7 +47,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/notifyd/notifyd/server"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -58,6 +57,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/notifyd/notifyd/server"
 )
 
 var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "rss", "footprint"}

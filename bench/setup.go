@@ -13,7 +13,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/server"
 )
 
@@ -140,7 +140,7 @@ func loadConfig(o configOptions) (*config.Config, error) {
 // a fresh database with recipients 1..n (analyzed), and the daemon with its
 // email channel pointed at the sink, started; close undoes it all.
 type emailScenario struct {
-	sink   *smtptest.Server
+	sink   *smtpcapture.Server
 	db     *scenarioDB
 	pool   *pgxpool.Pool
 	cfg    *config.Config
@@ -148,8 +148,8 @@ type emailScenario struct {
 	close  func()
 }
 
-func startEmailScenario(ctx context.Context, h *harness, label string, n int, sinkOpts ...smtptest.Option) (*emailScenario, error) {
-	sink, err := smtptest.New("127.0.0.1:0", append([]smtptest.Option{smtptest.WithDiscard()}, sinkOpts...)...)
+func startEmailScenario(ctx context.Context, h *harness, label string, n int, sinkOpts ...smtpcapture.Option) (*emailScenario, error) {
+	sink, err := smtpcapture.New("127.0.0.1:0", append([]smtpcapture.Option{smtpcapture.WithDiscard()}, sinkOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -39,7 +39,7 @@ channels:
 func setupBatch(t *testing.T, window string, max int) *emailBundle {
 	t.Helper()
 	b := setup(t)
-	srv := smtptest.Start(t)
+	srv := smtpcapture.Start(t)
 	b.cfg = notifydtest.Config(t, batchConfig(srv.Port(), window, max))
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
@@ -204,7 +204,7 @@ func TestBatchThousandConcurrentSendsTwoDaemons(t *testing.T) {
 	}
 }
 
-func subjectOf(msgs []smtptest.Message) string {
+func subjectOf(msgs []smtpcapture.Message) string {
 	if len(msgs) == 0 {
 		return ""
 	}
@@ -372,7 +372,7 @@ func TestCancelOnlyMemberClosesTheBatch(t *testing.T) {
 	}
 }
 
-func textOf(msgs []smtptest.Message) string {
+func textOf(msgs []smtpcapture.Message) string {
 	if len(msgs) == 0 {
 		return ""
 	}

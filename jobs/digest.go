@@ -143,7 +143,7 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	for i, claim := range claims {
 		req := reqs[i]
 		if claim.Count == 0 {
-			d.Metrics.DigestRun("empty")
+			d.metrics().DigestRun("empty")
 			continue // nothing pending (taken by another job, or dropped): no email
 		}
 		if limited > 0 || ctx.Err() != nil || time.Now().After(budget) {
@@ -341,27 +341,27 @@ func (w *DigestWorker) record(ctx context.Context, log *slog.Logger, claim *stor
 	log = log.With("count", claim.Count, "attempts", claim.Attempts)
 	switch {
 	case held == 0:
-		d.Metrics.DigestRun("lost_claim")
+		d.metrics().DigestRun("lost_claim")
 		log.WarnContext(ctx, "digest claim was taken back before the settle (lease expired); the re-drive owns it",
 			"err", errString(sendErr))
 	case s.Status == string(notifytype.StatusDigestSent):
-		d.Metrics.DigestRun("sent")
-		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
+		d.metrics().DigestRun("sent")
+		d.metrics().Delivery(d.Registry.Digest(), s.Status, int(held))
 		log.DebugContext(ctx, "digest sent")
 	case s.Status == string(notifytype.StatusSuppressed):
-		d.Metrics.DigestRun("suppressed")
-		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
+		d.metrics().DigestRun("suppressed")
+		d.metrics().Delivery(d.Registry.Digest(), s.Status, int(held))
 		log.InfoContext(ctx, "digest not sent: the address is suppressed", "reason", s.Error)
 	case s.Status == string(notifytype.StatusDigestPending) && sendErr == nil:
-		d.Metrics.DigestRun("retried")
+		d.metrics().DigestRun("retried")
 		log.DebugContext(ctx, "digest not attempted (batch out of time, stopping, or rate limited); resend scheduled",
 			"next_attempt_at", s.NextAttemptAt)
 	case s.Status == string(notifytype.StatusDigestPending):
-		d.Metrics.DigestRun("retried")
+		d.metrics().DigestRun("retried")
 		log.InfoContext(ctx, "digest failed, retry scheduled", "err", sendErr, "next_attempt_at", s.NextAttemptAt)
 	default:
-		d.Metrics.DigestRun("failed")
-		d.Metrics.Delivery(d.Registry.Digest(), s.Status, int(held))
+		d.metrics().DigestRun("failed")
+		d.metrics().Delivery(d.Registry.Digest(), s.Status, int(held))
 		log.WarnContext(ctx, "digest failed", "err", sendErr)
 	}
 }

@@ -3,21 +3,22 @@ package jobs_test
 import (
 	"context"
 	"fmt"
-	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/prometheus/client_golang/prometheus"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
@@ -64,7 +65,7 @@ func (b *digestBundle) ahead(d time.Duration) { b.offset.Store(int64(d)) }
 
 func setupDigest(t *testing.T, extra string) *digestBundle {
 	t.Helper()
-	b := &digestBundle{emailBundle: &emailBundle{bundle: setup(t), smtp: smtptest.Start(t)}}
+	b := &digestBundle{emailBundle: &emailBundle{bundle: setup(t), smtp: smtpcapture.Start(t)}}
 	b.cfg = notifydtest.Config(t, digestConfig(b.smtp.Port(), extra))
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
@@ -117,7 +118,7 @@ func (b *digestBundle) rowStatus(t *testing.T, key, recipient string) (status, l
 
 // onlyMessage waits for the first message, gives a duplicate time to arrive,
 // and fails unless exactly one was received.
-func (b *digestBundle) onlyMessage(t *testing.T) smtptest.Message {
+func (b *digestBundle) onlyMessage(t *testing.T) smtpcapture.Message {
 	t.Helper()
 	msgs := b.smtp.WaitFor(1, 20*time.Second)
 	time.Sleep(500 * time.Millisecond)

@@ -6,19 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/notifyd/notifyd/notifytype"
 	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/notifytype"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -272,10 +272,10 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	if err := tx.Commit(ctx); err != nil {
 		return false, err
 	}
-	d.Metrics.FanoutRows(len(res.InboxIDs), len(chunk.DeliveryIDs))
-	countTerminal(d.Metrics, chunk)
+	d.metrics().FanoutRows(len(res.InboxIDs), len(chunk.DeliveryIDs))
+	countTerminal(d.metrics(), chunk)
 	for _, ch := range res.ThrottledChannels {
-		d.Metrics.Delivery(ch, string(notifytype.StatusThrottled), 1)
+		d.metrics().Delivery(ch, string(notifytype.StatusThrottled), 1)
 	}
 	log.DebugContext(ctx, "fan-out chunk written", "recipients", len(m.recipients), "inbox", len(res.InboxIDs),
 		"deliveries", len(chunk.DeliveryIDs), "sends", len(res.PendingIDs), "done", m.done)
@@ -346,13 +346,13 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 		if done, err = w.writeChunk(ctx, tx, job, st, nf, item, guarded, log); err != nil {
 			return false, err
 		}
-		d.Metrics.Notification(st.Notifier, "accepted")
+		d.metrics().Notification(st.Notifier, "accepted")
 		return done, nil
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return false, err
 	}
-	d.Metrics.Notification(st.Notifier, "accepted")
+	d.metrics().Notification(st.Notifier, "accepted")
 	log.DebugContext(ctx, "fan-out started", "audience", audience, "lanes", len(bounds)+1)
 	return false, nil
 }
@@ -412,13 +412,13 @@ func (w *FanoutWorker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[Fan
 	if err := w.complete(ctx, tx); err != nil {
 		return err
 	}
-	w.Deps.Metrics.Notification(st.Notifier, "rejected")
+	w.Deps.metrics().Notification(st.Notifier, "rejected")
 	return nil
 }
 
 // countTerminal counts the deliveries a chunk settled at fan-out time
 // (unavailable, skipped).
-func countTerminal(m *metrics.Metrics, c *stores.Chunk) {
+func countTerminal(m Metrics, c *stores.Chunk) {
 	if m == nil {
 		return
 	}

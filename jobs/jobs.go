@@ -14,7 +14,6 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/metrics"
 )
 
 // Queue names. Each has its own max workers in config (queues:).
@@ -55,7 +54,7 @@ type Deps struct {
 	// error stops the job there, as a crash would, and River retries it.
 	AfterFanoutStep func(notificationID string) error
 	// Metrics records notifyd's Prometheus series; nil records nothing.
-	Metrics *metrics.Metrics
+	Metrics Metrics
 	// Backoff overrides the retry schedule of temporary send failures (tests
 	// shorten it). Nil means the production schedule, see Backoff.
 	Backoff func(attempt int) time.Duration

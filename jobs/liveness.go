@@ -89,7 +89,7 @@ func (d *Deps) rescueDeadClients(ctx context.Context) {
 	case err != nil:
 		d.logger().WarnContext(ctx, "liveness: rescue the jobs of gone River clients", "err", err)
 	case clients > 0:
-		d.Metrics.Rescued(jobs)
+		d.metrics().Rescued(jobs)
 		d.logger().InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", clients, "jobs", jobs)
 	}
 }

@@ -41,7 +41,7 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	}
 	schema := deps.Config.Database.SearchSchema()
 	var middleware []rivertype.Middleware
-	if mw := deps.Metrics.RiverMiddleware(); mw != nil {
+	if mw := deps.metrics().RiverMiddleware(); mw != nil {
 		middleware = append(middleware, mw)
 	}
 	return &river.Config{

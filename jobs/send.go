@@ -228,7 +228,7 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 			kind, _ := channels.Classify(sendErr)
 			outcome = kind.String()
 		}
-		d.Metrics.Send(c.Channel, outcome, time.Since(started))
+		d.metrics().Send(c.Channel, outcome, time.Since(started))
 
 		req, limited := r.outcome(ctx, c, sendErr, provider)
 		if !r.settle(ctx, req) {
@@ -320,7 +320,7 @@ func (r *sendRun) settle(ctx context.Context, req settleReq) bool {
 		return false
 	}
 	for _, s := range req.settled {
-		r.w.Deps.Metrics.Delivery(r.channelOf(s.ID), s.Status, 1)
+		r.w.Deps.metrics().Delivery(r.channelOf(s.ID), s.Status, 1)
 	}
 	return true
 }

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // tarpitHost is a webhook host that takes requests and never answers them,
@@ -65,7 +65,7 @@ func TestHungWebhooksDoNotDelayEmail(t *testing.T) {
 		timeout = 6 * time.Second
 	)
 	b := setup(t)
-	srv := smtptest.Start(t)
+	srv := smtpcapture.Start(t)
 	hook := tarpit(t)
 	b.cfg = notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
   invoice.paid:

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -40,7 +40,7 @@ channels:
 
 type emailBundle struct {
 	*bundle
-	smtp *smtptest.Server
+	smtp *smtpcapture.Server
 }
 
 func setupEmail(t *testing.T, extra string) *emailBundle {
@@ -51,7 +51,7 @@ func setupEmail(t *testing.T, extra string) *emailBundle {
 func setupEmailTimeout(t *testing.T, timeout, extra string) *emailBundle {
 	t.Helper()
 	b := setup(t)
-	srv := smtptest.Start(t)
+	srv := smtpcapture.Start(t)
 	b.cfg = notifydtest.Config(t, emailConfigTimeout(srv.Port(), timeout, extra))
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))

@@ -67,7 +67,7 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if n > 0 {
-		d.Metrics.Redriven(n)
+		d.metrics().Redriven(n)
 		d.logger().InfoContext(ctx, "retry sweep re-drove deliveries", "count", n)
 	}
 	return n, nil

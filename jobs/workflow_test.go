@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -63,7 +63,7 @@ channels:
 func setupWorkflow(t *testing.T) *emailBundle {
 	t.Helper()
 	b := setup(t)
-	srv := smtptest.Start(t)
+	srv := smtpcapture.Start(t)
 	b.cfg = notifydtest.Config(t, workflowConfig(srv.Port()))
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
@@ -101,7 +101,7 @@ func (b *emailBundle) markInbox(t *testing.T, recipient, notifier, key string, o
 	}
 }
 
-func rcpts(msgs []smtptest.Message) []string {
+func rcpts(msgs []smtpcapture.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		out = append(out, m.To...)

@@ -15,10 +15,10 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webpush"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // TestEndToEndPushSMSAndEmailFailover runs the daemon with the three
@@ -31,7 +31,7 @@ import (
 func TestEndToEndPushSMSAndEmailFailover(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
-	primary, secondary := smtptest.Start(t), smtptest.Start(t)
+	primary, secondary := smtpcapture.Start(t), smtpcapture.Start(t)
 	primary.Down()
 
 	var mu sync.Mutex

@@ -33,9 +33,8 @@ import (
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/httpapi/stream"
+	"github.com/notifyd/notifyd/internal/stream"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -147,7 +146,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return nil, err
 	}
-	if err := catalog.Publish(ctx, s.pool, cfg, logger); err != nil {
+	if err := PublishCatalog(ctx, s.pool, cfg, logger); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -385,5 +384,5 @@ func Migrate(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger
 	if err := stores.Migrate(ctx, pool, cfg.Database.SearchSchema(), logger); err != nil {
 		return err
 	}
-	return catalog.Sync(ctx, pool, cfg, logger)
+	return syncCatalog(ctx, pool, cfg, logger)
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
 	"io"
 	"net"
 	"net/http"
@@ -18,13 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/config"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -102,7 +103,7 @@ func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
 func TestEndToEndSendFanOutReadInbox(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
-	mailbox := smtptest.Start(t)
+	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     channels:

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // browserConfig adds notifiers with an email channel (for the preference
@@ -110,7 +110,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// The daemon, with the components and the demo page mounted the way
 	// `notifyd dev` mounts them.
 	_, dbURL := pgtest.NewDBURL(t)
-	mailbox := smtptest.Start(t)
+	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	d := startDemoDaemon(t, ctx, cfg, nil) // registered before the browser's cleanup: stops after it closed

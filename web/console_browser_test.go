@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/devmode"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // EnvScreenshots names the directory the console's browser test writes its
@@ -41,7 +41,7 @@ func TestBrowserConsole(t *testing.T) {
 	}
 
 	_, dbURL := pgtest.NewDBURL(t)
-	mailbox := smtptest.Start(t)
+	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	devPage := &devmode.Page{Mailbox: mailbox}
@@ -210,7 +210,7 @@ func TestBrowserConsole(t *testing.T) {
 	shot("dev-demo.png")
 }
 
-func hasRecipient(msgs []smtptest.Message, addr string) bool {
+func hasRecipient(msgs []smtpcapture.Message, addr string) bool {
 	for _, m := range msgs {
 		for _, to := range m.To {
 			if strings.EqualFold(to, addr) {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 )
 
 // TestBrowserQuietHours drives the preference center's quiet hours form in
@@ -21,7 +21,7 @@ func TestBrowserQuietHours(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, dbURL := pgtest.NewDBURL(t)
-	mailbox := smtptest.Start(t)
+	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	d := startDemoDaemon(t, ctx, cfg, nil)

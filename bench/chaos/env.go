@@ -18,7 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/pgcluster"
 )
 
 // Credentials every chaos daemon is configured with.

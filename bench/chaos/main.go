@@ -5,8 +5,8 @@
 //
 // Each scenario builds what production has: the notifyd binary (built once
 // from ./cmd/notifyd, run as `notifyd run` subprocesses), a private
-// PostgreSQL (internal/testing/pgcluster), and, in this process, an SMTP sink
-// (internal/testing/smtptest) and a webhook receiver (net/http/httptest) that record
+// PostgreSQL (internal/pgcluster), and, in this process, an SMTP sink
+// (internal/smtpcapture) and a webhook receiver (net/http/httptest) that record
 // every message they accept. Duplicates are counted by the idempotency
 // handle every outbound message carries: the email Message-ID and the
 // webhook-id, both the delivery id. All traffic stays on

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/pgcluster"
 	"github.com/notifyd/notifyd/stores"
 )
 

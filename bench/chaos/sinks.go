@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels/webhook"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 // receipts is what a sink accepted: the delivery id of every accepted
@@ -34,13 +34,13 @@ func (r receipts) counts() map[string]int {
 	return m
 }
 
-// mailbox is the SMTP sink: smtptest records every message it accepts.
+// mailbox is the SMTP sink: smtpcapture records every message it accepts.
 type mailbox struct {
-	*smtptest.Server
+	*smtpcapture.Server
 }
 
 func newMailbox() (*mailbox, error) {
-	s, err := smtptest.New("127.0.0.1:0")
+	s, err := smtpcapture.New("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 // scriptedServer is a minimal SMTP server on 127.0.0.1 that records the
-// conversation, which smtptest does not: the tests in this file check which
+// conversation, which smtpcapture does not: the tests in this file check which
 // commands a send costs, and which bytes arrive in one read. A command is
 // answered with the next reply scripted for its verb, else with success. Like
 // a real server it answers DATA and BDAT with 503 without a MAIL and 554

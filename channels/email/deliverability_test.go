@@ -20,8 +20,8 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
 )
 
 const testTokenSecret = "a-token-secret-of-at-least-32-bytes"

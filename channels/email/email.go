@@ -35,7 +35,7 @@
 //	List-Unsubscribe: <{unsubscribe_url}/v1/unsubscribe/{token}>[, <mailto:…>]
 //	List-Unsubscribe-Post: List-Unsubscribe=One-Click
 //
-// The token is signed (internal/unsubscribe) and names the recipient, this
+// The token is signed (channels/unsubscribe) and names the recipient, this
 // channel and the preference scope to turn off: the notifier's category
 // ("category:comments"), or the notifier itself when it has no category; a
 // digest's token names the scope of each notifier it lists. It is base64url,

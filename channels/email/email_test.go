@@ -14,7 +14,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 var fixedNow = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -69,16 +69,16 @@ func testDigest() *config.Digest {
 }
 
 type bundle struct {
-	srv    *smtptest.Server
+	srv    *smtpcapture.Server
 	sender *email.Sender
 	cfg    *email.Config
 }
 
 type setupOpt func(*email.Config, *email.Options)
 
-func setup(t *testing.T, srvOpts []smtptest.Option, opts ...setupOpt) bundle {
+func setup(t *testing.T, srvOpts []smtpcapture.Option, opts ...setupOpt) bundle {
 	t.Helper()
-	srv := smtptest.Start(t, srvOpts...)
+	srv := smtpcapture.Start(t, srvOpts...)
 	cfg := &email.Config{
 		From:    "Acme <notify@acme.test>",
 		SMTP:    email.SMTP{Host: srv.Host(), Port: srv.Port(), TLS: "none"},
@@ -237,7 +237,7 @@ func TestLocaleFallback(t *testing.T) {
 		}
 	}
 	msgs := b.srv.WaitFor(len(tests), 5*time.Second)
-	byTo := map[string]smtptest.Message{}
+	byTo := map[string]smtpcapture.Message{}
 	for _, m := range msgs {
 		byTo[m.To[0]] = m
 	}
@@ -257,15 +257,15 @@ func TestSMTPReplyClassification(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		script func(*smtptest.Server)
+		script func(*smtpcapture.Server)
 		want   channels.Kind
 		text   string
 	}{
-		{"451 at DATA", func(s *smtptest.Server) { s.FailNext(1, 451, "try again later") }, channels.KindTemporary, "451"},
-		{"550 at DATA", func(s *smtptest.Server) { s.FailNext(1, 550, "message rejected as spam") }, channels.KindPermanent, "message rejected as spam"},
-		{"452 at RCPT", func(s *smtptest.Server) { s.FailNextRcpt(1, 452, "mailbox full") }, channels.KindTemporary, "mailbox full"},
-		{"550 at RCPT", func(s *smtptest.Server) { s.FailRecipient("ann@example.test", 550) }, channels.KindPermanent, "550"},
-		{"554 at DATA", func(s *smtptest.Server) { s.FailNext(1, 554, "no thanks") }, channels.KindPermanent, "no thanks"},
+		{"451 at DATA", func(s *smtpcapture.Server) { s.FailNext(1, 451, "try again later") }, channels.KindTemporary, "451"},
+		{"550 at DATA", func(s *smtpcapture.Server) { s.FailNext(1, 550, "message rejected as spam") }, channels.KindPermanent, "message rejected as spam"},
+		{"452 at RCPT", func(s *smtpcapture.Server) { s.FailNextRcpt(1, 452, "mailbox full") }, channels.KindTemporary, "mailbox full"},
+		{"550 at RCPT", func(s *smtpcapture.Server) { s.FailRecipient("ann@example.test", 550) }, channels.KindPermanent, "550"},
+		{"554 at DATA", func(s *smtpcapture.Server) { s.FailNext(1, 554, "no thanks") }, channels.KindPermanent, "no thanks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -583,7 +583,7 @@ func TestSendAfterCloseFails(t *testing.T) {
 
 func TestAuthOverSTARTTLS(t *testing.T) {
 	t.Parallel()
-	b := setup(t, []smtptest.Option{smtptest.WithAuth("mailer", "s3cret"), smtptest.WithSTARTTLS()},
+	b := setup(t, []smtpcapture.Option{smtpcapture.WithAuth("mailer", "s3cret"), smtpcapture.WithSTARTTLS()},
 		func(c *email.Config, o *email.Options) {
 			c.SMTP.TLS, c.SMTP.Username, c.SMTP.Password = "starttls", "mailer", "s3cret"
 		})
@@ -619,7 +619,7 @@ func TestAuthOverSTARTTLS(t *testing.T) {
 
 func TestImplicitTLSWithAuth(t *testing.T) {
 	t.Parallel()
-	srv := smtptest.Start(t, smtptest.WithImplicitTLS(), smtptest.WithAuth("mailer", "pw"))
+	srv := smtpcapture.Start(t, smtpcapture.WithImplicitTLS(), smtpcapture.WithAuth("mailer", "pw"))
 	cfg := &email.Config{
 		From: "notify@acme.test",
 		SMTP: email.SMTP{Host: srv.Host(), Port: srv.Port(), TLS: "tls", Username: "mailer", Password: "pw"},
@@ -647,7 +647,7 @@ func TestImplicitTLSWithAuth(t *testing.T) {
 // check, so it cannot simply be cloned).
 func TestLoadedConfig(t *testing.T) {
 	t.Parallel()
-	srv := smtptest.Start(t)
+	srv := smtpcapture.Start(t)
 	yaml := fmt.Sprintf(`
 channels:
   email:
@@ -758,7 +758,7 @@ func TestSilentServerTimesOutInHandshake(t *testing.T) {
 
 // BenchmarkSend measures sends through the pool into a discarding sink.
 func BenchmarkSend(b *testing.B) {
-	srv := smtptest.Start(b, smtptest.WithDiscard())
+	srv := smtpcapture.Start(b, smtpcapture.WithDiscard())
 	s, err := email.New(&email.Config{
 		From: "Acme <notify@acme.test>",
 		SMTP: email.SMTP{Host: srv.Host(), Port: srv.Port()},

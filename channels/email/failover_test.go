@@ -10,20 +10,20 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 // failoverSetup starts two SMTP servers and a Sender that lists them in
 // order, with a clock the test moves.
 type failoverBundle struct {
-	primary, secondary *smtptest.Server
+	primary, secondary *smtpcapture.Server
 	sender             *email.Sender
 	now                *atomic.Int64 // seconds after fixedNow
 }
 
 func failoverSetup(t *testing.T) failoverBundle {
 	t.Helper()
-	b := failoverBundle{primary: smtptest.Start(t), secondary: smtptest.Start(t), now: new(atomic.Int64)}
+	b := failoverBundle{primary: smtpcapture.Start(t), secondary: smtpcapture.Start(t), now: new(atomic.Int64)}
 	cfg := &email.Config{
 		From:     "Acme <notify@acme.test>",
 		SMTP:     email.SMTP{Host: b.primary.Host(), Port: b.primary.Port(), TLS: "none"},

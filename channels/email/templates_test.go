@@ -9,7 +9,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 // forConfig has a notifier with locale variants and one without email.
@@ -95,7 +95,7 @@ func checkEmail(t *testing.T) config.Checker {
 func TestEmailForAndRender(t *testing.T) {
 	t.Parallel()
 
-	srv := smtptest.Start(t)
+	srv := smtpcapture.Start(t)
 	c, err := config.ParseWith("test.yaml", fmt.Appendf(nil, forConfig, srv.Host(), srv.Port()), checkEmail(t))
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestEmailForAndRender(t *testing.T) {
 		}
 	}
 	msgs := srv.WaitFor(len(forLocales), 5*time.Second)
-	byTo := map[string]smtptest.Message{}
+	byTo := map[string]smtpcapture.Message{}
 	for _, m := range msgs {
 		byTo[m.To[0]] = m
 	}

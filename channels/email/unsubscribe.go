@@ -10,8 +10,8 @@ import (
 	"github.com/wneessen/go-mail"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
 )
 
 // UnsubscribePath is where notifyd answers one-click unsubscribe links:

@@ -12,8 +12,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/devmode"
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/pgcluster"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/web"
 )
@@ -76,7 +76,7 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 	if cfg.HTTP.TokenSecret == "" {
 		cfg.HTTP.TokenSecret = secrets.TokenSecret
 	}
-	mailbox, err := smtptest.New("127.0.0.1:0")
+	mailbox, err := smtpcapture.New("127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("start the dev SMTP server: %w", err)
 	}

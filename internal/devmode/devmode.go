@@ -27,8 +27,8 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -106,7 +106,7 @@ func SeedRecipients(ctx context.Context, c *notifyd.Client) (string, error) {
 // the config says (with a sender address when it has none), and gives a
 // configured webhook channel without a secret a fixed dev secret. A nil
 // mailbox leaves channels.email as configured.
-func Configure(cfg *config.Config, mailbox *smtptest.Server) error {
+func Configure(cfg *config.Config, mailbox *smtpcapture.Server) error {
 	if cfg.Channels == nil {
 		cfg.Channels = config.Channels{}
 	}
@@ -154,7 +154,7 @@ func ConfigureUnsubscribe(cfg *config.Config, base string) error {
 
 // unsubscribeLink returns the http(s) URI of a captured message's
 // List-Unsubscribe header ("" when it has none), for the dev page.
-func unsubscribeLink(m smtptest.Message) string {
+func unsubscribeLink(m smtpcapture.Message) string {
 	for _, part := range strings.Split(m.HeaderValue("List-Unsubscribe"), ",") {
 		u := strings.Trim(strings.TrimSpace(part), "<>")
 		if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
@@ -198,7 +198,7 @@ func ConfiguredRelay(cfg *config.Config) string {
 // Page is GET /dev/: the captured emails, newest first (none when Mailbox
 // is nil: email goes to the configured server), and the delivery log.
 type Page struct {
-	Mailbox *smtptest.Server
+	Mailbox *smtpcapture.Server
 	DB      stores.DB // set once the daemon's pool exists
 }
 
@@ -224,7 +224,7 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;heigh
 
 // ServeHTTP renders the page.
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var msgs []smtptest.Message
+	var msgs []smtpcapture.Message
 	if p.Mailbox != nil { // nil with -smtp config: email went to the configured server
 		msgs = p.Mailbox.Messages()
 	}
@@ -232,7 +232,7 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		msgs[i], msgs[j] = msgs[j], msgs[i]
 	}
 	data := struct {
-		Messages  []smtptest.Message
+		Messages  []smtpcapture.Message
 		Ledger    []stores.LedgerRow
 		LedgerErr error
 	}{Messages: msgs}
@@ -260,7 +260,7 @@ func (s *Sender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Only JSON: a cross-site form cannot send it without a CORS preflight,
 	// which notifyd does not grant.
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
-		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnsupportedMediaType, Code: httpapi.CodeBadRequest,
+		wire.WriteError(w, r, &wire.Error{Status: http.StatusUnsupportedMediaType, Code: wire.CodeBadRequest,
 			Message: "send Content-Type: application/json"})
 		return
 	}
@@ -281,7 +281,7 @@ func (s *Sender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if name == "" {
-		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "unknown_notifier",
+		wire.WriteError(w, r, &wire.Error{Status: http.StatusUnprocessableEntity, Code: "unknown_notifier",
 			Message: "no notifier in the config has an inbox item (" + s.Inbox + ")"})
 		return
 	}
@@ -292,8 +292,8 @@ func (s *Sender) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := s.Client.Send(r.Context(), notifyd.Notification{Notifier: name, Key: "dev-" + RandomHex(6), Actor: "u1",
 		Recipients: []notifyd.Recipient{{ID: s.Recipient}}, Params: params})
 	if err != nil {
-		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "send_failed", Message: err.Error(), Err: err})
+		wire.WriteError(w, r, &wire.Error{Status: http.StatusUnprocessableEntity, Code: "send_failed", Message: err.Error(), Err: err})
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusAccepted, map[string]any{"id": res.ID, "notifier": name, "recipient": s.Recipient})
+	wire.WriteJSON(w, http.StatusAccepted, map[string]any{"id": res.ID, "notifier": name, "recipient": s.Recipient})
 }

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // CheckListen refuses a listen address that is not on loopback: `notifyd
@@ -53,13 +53,13 @@ func Guard(h http.Handler) http.Handler {
 			host = hh
 		}
 		if !loopbackHost(host) {
-			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusMisdirectedRequest, Code: "misdirected_request",
+			wire.WriteError(w, r, &wire.Error{Status: http.StatusMisdirectedRequest, Code: "misdirected_request",
 				Message: "notifyd dev answers only loopback Host headers (localhost, 127.0.0.1, [::1])"})
 			return
 		}
 		if r.URL.Path == "/dev" || strings.HasPrefix(r.URL.Path, "/dev/") {
 			if r.Method == http.MethodOptions {
-				httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusForbidden, Code: "cross_origin_refused",
+				wire.WriteError(w, r, &wire.Error{Status: http.StatusForbidden, Code: "cross_origin_refused",
 					Message: "/dev/ is for this machine's browser only: no cross-origin access"})
 				return
 			}

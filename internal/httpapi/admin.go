@@ -16,6 +16,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -67,7 +68,7 @@ func (s *Server) sameOrigin(h http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := p.Check(r); err != nil {
-			WriteError(w, r, errorf(http.StatusForbidden, CodeForbidden,
+			wire.WriteError(w, r, errorf(http.StatusForbidden, CodeForbidden,
 				"%s %s from another site refused: the admin API takes state-changing requests from scripts or from its own console only", r.Method, r.URL.Path))
 			return
 		}
@@ -94,8 +95,8 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 		}
 	}
 	if f.Cursor != "" && !uuidv7.Valid(f.Cursor) {
-		return &Error{Status: http.StatusBadRequest, Code: CodeBadCursor, Message: "cursor was not issued by this API",
-			Details: []any{FieldDetail{Field: "cursor", Message: "pass next_cursor as it was returned"}}}
+		return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadCursor, Message: "cursor was not issued by this API",
+			Details: []any{wire.FieldDetail{Field: "cursor", Message: "pass next_cursor as it was returned"}}}
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -108,7 +109,7 @@ func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, notificationPageWire(page))
+	wire.WriteJSON(w, http.StatusOK, notificationPageWire(page))
 	return nil
 }
 
@@ -123,7 +124,7 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, deliveryDetailWire(d))
+	wire.WriteJSON(w, http.StatusOK, deliveryDetailWire(d))
 	return nil
 }
 
@@ -149,7 +150,7 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusAccepted, deliveryDetailWire(d))
+	wire.WriteJSON(w, http.StatusAccepted, deliveryDetailWire(d))
 	return nil
 }
 
@@ -186,7 +187,7 @@ func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) err
 	for i := range ds {
 		out.Deliveries[i] = deliveryDetailWire(&ds[i])
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -213,7 +214,7 @@ func (s *Server) listNotifiers(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Notifiers = append(out.Notifiers, n)
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -225,7 +226,7 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	notifier, channel := r.PathValue("notifier"), r.PathValue("channel")
 	nf, ok := s.cfg.Notifier(notifier)
 	if !ok {
-		return errorf(http.StatusNotFound, CodeUnknownNotifier, "unknown notifier %q", notifier)
+		return errorf(http.StatusNotFound, wire.CodeUnknownNotifier, "unknown notifier %q", notifier)
 	}
 	if !channels.Uses(nf, channel) {
 		return notFoundError("notifier %q has no %q channel", notifier, channel)
@@ -260,12 +261,12 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	parts, err := pv.Preview(notifier, params, channels.Recipient{ID: "preview", Name: "Ada Lovelace",
 		Email: "ada@example.test", Locale: q.Get("locale")})
 	if err != nil {
-		return errorf(http.StatusUnprocessableEntity, CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)
+		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)
 	}
 	out := previewJSON{Notifier: notifier, Channel: channel, Params: params, Parts: make([]partJSON, len(parts))}
 	for i, p := range parts {
 		out.Parts[i] = partJSON{Name: p.Name, Value: p.Value}
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }

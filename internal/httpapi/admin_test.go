@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // TestListNotificationsFiltersAndPages: newest first, each filter narrows,
@@ -70,9 +71,9 @@ func TestListNotificationsFiltersAndPages(t *testing.T) {
 	if fmt.Sprint(walked) != fmt.Sprint(keys) {
 		t.Fatalf("pages of 2 walked %v, want %v", walked, keys)
 	}
-	expect(t, b.do(t, "GET", "/v1/notifications?cursor=nope", adminToken, nil), 400, httpapi.CodeBadCursor)
-	expect(t, b.do(t, "GET", "/v1/notifications?limit=500", adminToken, nil), 400, httpapi.CodeBadRequest)
-	expect(t, b.do(t, "GET", "/v1/notifications", "", nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/notifications?cursor=nope", adminToken, nil), 400, wire.CodeBadCursor)
+	expect(t, b.do(t, "GET", "/v1/notifications?limit=500", adminToken, nil), 400, wire.CodeBadRequest)
+	expect(t, b.do(t, "GET", "/v1/notifications", "", nil), 401, wire.CodeUnauthorized)
 }
 
 // TestAdminRefusesCrossSiteWrites: a browser's state-changing request from

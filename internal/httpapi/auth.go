@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -18,7 +19,7 @@ import (
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.checkAdmin(r); err != nil {
-			WriteError(w, r, err)
+			wire.WriteError(w, r, err)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -28,17 +29,17 @@ func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 func (s *Server) checkAdmin(r *http.Request) error {
 	want := s.cfg.HTTP.AdminToken
 	if want == "" {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "admin endpoints are disabled: http.admin_token is not set")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "admin endpoints are disabled: http.admin_token is not set")
 	}
 	got, ok := bearer(r)
 	if !ok {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "missing admin credentials: send Authorization: Bearer <admin token> (River UI also takes it as the Basic-auth password)")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "missing admin credentials: send Authorization: Bearer <admin token> (River UI also takes it as the Basic-auth password)")
 	}
 	// Compare digests: constant time, and the length of the token does not
 	// leak through an early return.
 	g, wnt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	if subtle.ConstantTimeCompare(g[:], wnt[:]) != 1 {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid admin token")
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "invalid admin token")
 	}
 	return nil
 }
@@ -46,7 +47,7 @@ func (s *Server) checkAdmin(r *http.Request) error {
 // Recipient authenticates a recipient request and returns the recipient id
 // (the token's subject). The token is read from "Authorization: Bearer <jwt>"
 // or, when that header is absent, from the access_token query parameter (for
-// EventSource, which cannot set headers). The error is an *Error to hand to
+// EventSource, which cannot set headers). The error is an *wire.Error to hand to
 // WriteError: 400 bad_request for a query string that does not parse, else
 // 401 unauthorized: the token is missing, forged, expired, not HS256,
 // without iat, with a crit header, longer-lived than http.max_token_ttl, or
@@ -89,7 +90,7 @@ func (s *Server) checkRevoked(r *http.Request, c notifyd.RecipientClaims) error 
 		return err
 	}
 	if !after.IsZero() && c.IssuedAt.Before(after) {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized,
+		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized,
 			"invalid recipient token: revoked (issued before the recipient's tokens_valid_after %s)", after.Format(time.RFC3339))
 	}
 	return nil
@@ -98,21 +99,21 @@ func (s *Server) checkRevoked(r *http.Request, c notifyd.RecipientClaims) error 
 func (s *Server) recipientFromHeader(r *http.Request) (notifyd.RecipientClaims, error) {
 	tok, ok := bearer(r)
 	if !ok {
-		return notifyd.RecipientClaims{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing Authorization: Bearer <recipient token>")
+		return notifyd.RecipientClaims{}, errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "missing Authorization: Bearer <recipient token>")
 	}
 	return s.parseRecipient(tok)
 }
 
 func (s *Server) parseRecipient(tok string) (notifyd.RecipientClaims, error) {
 	if s.cfg.HTTP.TokenSecret == "" {
-		return notifyd.RecipientClaims{}, errorf(http.StatusUnauthorized, CodeUnauthorized, "recipient endpoints are disabled: http.token_secret is not set")
+		return notifyd.RecipientClaims{}, errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "recipient endpoints are disabled: http.token_secret is not set")
 	}
 	// The server's clock decides expiry, like every other time it uses.
 	c, err := notifyd.VerifyRecipientToken(s.cfg.HTTP.TokenSecret, tok, s.clock(), s.cfg.HTTP.MaxTokenTTL.D())
 	if err != nil {
 		// The cause (expired, bad signature, wrong algorithm) helps a developer
 		// and tells an attacker nothing they do not know.
-		return notifyd.RecipientClaims{}, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "invalid recipient token: " + err.Error()}
+		return notifyd.RecipientClaims{}, &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized, Message: "invalid recipient token: " + err.Error()}
 	}
 	return c, nil
 }
@@ -141,7 +142,7 @@ func (s *Server) RequireAdminBrowser(h http.Handler) http.Handler {
 			r.Header.Set("Authorization", "Bearer "+pass)
 		}
 		if err := s.checkAdmin(r); err != nil {
-			WriteError(basicChallenge{w}, r, err)
+			wire.WriteError(basicChallenge{w}, r, err)
 			return
 		}
 		h.ServeHTTP(w, r)

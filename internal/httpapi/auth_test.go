@@ -13,6 +13,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func signed(t *testing.T, method jwt.SigningMethod, key any, claims jwt.Claims) string {
@@ -68,7 +69,7 @@ func TestRecipientTokens(t *testing.T) {
 					body = `{"all":true}`
 				}
 				r := b.do(t, ep.method, ep.path, tt.token, body)
-				expect(t, r, 401, httpapi.CodeUnauthorized)
+				expect(t, r, 401, wire.CodeUnauthorized)
 				if r.header.Get("WWW-Authenticate") == "" {
 					t.Errorf("%s %s: 401 without WWW-Authenticate", ep.method, ep.path)
 				}
@@ -90,9 +91,9 @@ func TestAdminToken(t *testing.T) {
 		"prefix":          "admin-secre",
 		"recipient token": recipientToken(t, "u1"),
 	} {
-		expect(t, b.do(t, "POST", "/v1/notifications", token, body), 401, httpapi.CodeUnauthorized)
-		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, httpapi.CodeUnauthorized)
-		expect(t, b.do(t, "GET", "/v1/recipients/u1/inbox", token, nil), 401, httpapi.CodeUnauthorized)
+		expect(t, b.do(t, "POST", "/v1/notifications", token, body), 401, wire.CodeUnauthorized)
+		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, wire.CodeUnauthorized)
+		expect(t, b.do(t, "GET", "/v1/recipients/u1/inbox", token, nil), 401, wire.CodeUnauthorized)
 		_ = name
 	}
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
@@ -110,7 +111,7 @@ notifiers:
     channels: {in_app: {title: "x"}}
 `})
 	for _, token := range []string{"", "anything", " "} {
-		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, httpapi.CodeUnauthorized)
+		expect(t, b.do(t, "GET", "/v1/recipients/u1", token, nil), 401, wire.CodeUnauthorized)
 	}
 	// Recipient endpoints still work.
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 200, "")
@@ -124,7 +125,7 @@ notifiers:
   comment.created:
     channels: {in_app: {title: "x"}}
 `})
-	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u1"), nil), 401, wire.CodeUnauthorized)
 }
 
 // A recipient token expires by the server's clock: the same token is
@@ -155,7 +156,7 @@ func TestRecipientTokenExpiresByTheServersClock(t *testing.T) {
 		r := b.do(t, "GET", "/v1/inbox/counts", tok, nil)
 		want := ""
 		if step.status == 401 {
-			want = httpapi.CodeUnauthorized
+			want = wire.CodeUnauthorized
 		}
 		expect(t, r, step.status, want)
 		if step.status == 401 && !strings.Contains(r.errMessage(), "expired") {

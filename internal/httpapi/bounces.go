@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -77,7 +78,7 @@ func (s *Server) postBounce(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		WriteJSON(w, http.StatusOK, bounceResponse{Kind: req.Kind, SoftBounces: b.Count, LastSoftAt: &b.LastAt})
+		wire.WriteJSON(w, http.StatusOK, bounceResponse{Kind: req.Kind, SoftBounces: b.Count, LastSoftAt: &b.LastAt})
 		return nil
 	}
 	reason := req.Kind
@@ -92,9 +93,9 @@ func (s *Server) postBounce(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wire := suppressionWire(sup)
+	out := suppressionWire(sup)
 	s.logger.InfoContext(r.Context(), "address suppressed by a bounce report", "channel", req.Channel, "kind", req.Kind)
-	WriteJSON(w, http.StatusOK, bounceResponse{Kind: req.Kind, Suppressed: true, Suppression: &wire})
+	wire.WriteJSON(w, http.StatusOK, bounceResponse{Kind: req.Kind, Suppressed: true, Suppression: &out})
 	return nil
 }
 

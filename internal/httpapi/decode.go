@@ -10,10 +10,12 @@ import (
 	"reflect"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // DecodeJSON reads r's body into dst (a pointer to a struct) under the rules
-// every endpoint shares, and returns an *Error to hand to WriteError:
+// every endpoint shares, and returns an *wire.Error to hand to WriteError:
 //
 //   - a body over http.max_body is a 413 body_too_large;
 //   - an empty body is a 400, unless allowEmpty, when it reads as {};
@@ -29,7 +31,7 @@ func (s *Server) DecodeJSON(w http.ResponseWriter, r *http.Request, dst any, all
 }
 
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	tooLarge := errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
+	tooLarge := errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge,
 		"request body is larger than %d bytes (http.max_body)", s.maxBody)
 	if r.ContentLength > s.maxBody {
 		return nil, tooLarge
@@ -75,7 +77,7 @@ func decodeBody(data []byte, dst any, allowEmpty bool) error {
 }
 
 // jsonError turns an encoding/json error into a 400 that names the field.
-func jsonError(err error) *Error {
+func jsonError(err error) *wire.Error {
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	switch {
@@ -167,7 +169,7 @@ func decodeStrict(prefix string, raw json.RawMessage, dst any) error {
 	if err := dec.Decode(dst); err != nil {
 		e := jsonError(err)
 		for i, d := range e.Details {
-			if fd, ok := d.(FieldDetail); ok {
+			if fd, ok := d.(wire.FieldDetail); ok {
 				fd.Field = prefix + "." + fd.Field
 				e.Details[i] = fd
 				e.Message = fd.Field + ": " + fd.Message
@@ -188,7 +190,7 @@ func decodeStrict(prefix string, raw json.RawMessage, dst any) error {
 func parseQuery(r *http.Request) (url.Values, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
+		return nil, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadRequest,
 			Message: "malformed query string: " + err.Error()}
 	}
 	return q, nil

@@ -7,12 +7,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
 // FuzzDecodeSendRequest feeds arbitrary bodies through what POST
 // /v1/notifications does before touching the database: it must never panic,
-// every refusal must be a 4xx *Error, and what it accepts must be storable
+// every refusal must be a 4xx *wire.Error, and what it accepts must be storable
 // (valid UTF-8, no NUL).
 func FuzzDecodeSendRequest(f *testing.F) {
 	for _, seed := range []string{
@@ -30,7 +31,7 @@ func FuzzDecodeSendRequest(f *testing.F) {
 			_, err = req.notification()
 		}
 		if err != nil {
-			var apiErr *Error
+			var apiErr *wire.Error
 			if !errors.As(err, &apiErr) || apiErr.Status < 400 || apiErr.Status >= 500 || apiErr.Code == "" || apiErr.Message == "" {
 				t.Fatalf("refusal is not a 4xx API error: %#v", err)
 			}

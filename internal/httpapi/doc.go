@@ -232,7 +232,7 @@
 // # Deliverability
 //
 // POST /v1/unsubscribe/{token} is the one-click unsubscribe of RFC 8058; the
-// token (internal/unsubscribe) is its only authority and names the
+// token (channels/unsubscribe) is its only authority and names the
 // recipient, the channel and the preference scopes it turns off. GET shows a
 // confirm page and never writes (link scanners follow GETs). Both forbid
 // framing and caching, and a bad token is the same 404 whatever is wrong

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.logger.InfoContext(r.Context(), "recipient erased", "recipient", stores.ErasedID(id), "inbox", e.Inbox,
 		"deliveries", e.Deliveries, "cancelled", e.Cancelled)
-	WriteJSON(w, http.StatusOK, erasureResponse{Erased: true, Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes,
+	wire.WriteJSON(w, http.StatusOK, erasureResponse{Erased: true, Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes,
 		Deliveries: e.Deliveries, Cancelled: e.Cancelled, Preferences: e.Preferences, Subscriptions: e.Subscriptions,
 		Mutes: e.Mutes, Notifications: e.Notifications, Pseudonym: stores.ErasedID(id), Suppressions: lifted})
 	return nil

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -44,7 +44,7 @@ func TestEraseRecipient(t *testing.T) {
 	}
 
 	// Recipient tokens cannot erase, not even themselves.
-	expect(t, b.do(t, "DELETE", "/v1/recipients/gone", recipientToken(t, "gone"), nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "DELETE", "/v1/recipients/gone", recipientToken(t, "gone"), nil), 401, wire.CodeUnauthorized)
 
 	r := b.do(t, "DELETE", "/v1/recipients/gone", adminToken, nil)
 	expect(t, r, 200, "")
@@ -74,7 +74,7 @@ func TestEraseRecipient(t *testing.T) {
 			t.Errorf("%s: the other recipient's rows went too", sql)
 		}
 	}
-	expect(t, b.do(t, "GET", "/v1/recipients/gone", adminToken, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/recipients/gone", adminToken, nil), 404, wire.CodeNotFound)
 	if p := b.inbox(t, "/v1/recipients/gone/inbox", adminToken); len(p.Items) != 0 {
 		t.Fatalf("inbox after erasure: %d items", len(p.Items))
 	}
@@ -115,9 +115,9 @@ func TestEraseRecipient(t *testing.T) {
 	}
 
 	// A second erasure finds nothing; so does one of an id never seen.
-	expect(t, b.do(t, "DELETE", "/v1/recipients/gone", adminToken, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "DELETE", "/v1/recipients/never", adminToken, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "DELETE", "/v1/recipients/%00", adminToken, nil), 400, httpapi.CodeBadRequest)
+	expect(t, b.do(t, "DELETE", "/v1/recipients/gone", adminToken, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/recipients/never", adminToken, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/recipients/%00", adminToken, nil), 400, wire.CodeBadRequest)
 }
 
 // TestErasureReachesPendingNotifications: a notification enqueued before the

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -13,7 +14,7 @@ var checkMigrations = stores.CheckMigrations
 
 // healthz answers 200 while the process serves HTTP.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
-	WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	return nil
 }
 
@@ -23,11 +24,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := s.pool.Ping(ctx); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "database unreachable", Err: err}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: "database unreachable", Err: err}
 	}
 	if err := checkMigrations(ctx, s.pool, s.schema); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: err.Error(), Err: err}
+		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: err.Error(), Err: err}
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
 }

@@ -24,7 +24,8 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
-	sse "github.com/notifyd/notifyd/internal/httpapi/stream"
+	sse "github.com/notifyd/notifyd/internal/stream"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // hostileConfig has a notifier with a params schema, and one whose
@@ -248,65 +249,65 @@ func TestHostileRequests(t *testing.T) {
 		code         string
 	}{
 		// POST /v1/notifications.
-		{"send: malformed JSON", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created",`, 400, httpapi.CodeBadRequest},
-		{"send: wrong type", "POST", "/v1/notifications", adminToken, `{"notifier":["comment.created"],"key":"k","recipients":["u1"]}`, 400, httpapi.CodeBadRequest},
-		{"send: recipient of the wrong type", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":[true],"params":{"post_title":"x"}}`, 400, httpapi.CodeBadRequest},
-		{"send: unknown field", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"admin":true}`, 400, httpapi.CodeBadRequest},
-		{"send: missing key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","recipients":["u1"],"params":{"post_title":"x"}}`, 422, httpapi.CodeInvalidRequest},
-		{"send: missing recipients and topics", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","params":{"post_title":"x"}}`, 422, httpapi.CodeInvalidRequest},
-		{"send: unknown notifier", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.deleted","key":"k","recipients":["u1"]}`, 404, httpapi.CodeUnknownNotifier},
-		{"send: schema violation (type)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":7}}`, 422, httpapi.CodeInvalidParams},
-		{"send: schema violation (maxLength)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 101) + `"}}`, 422, httpapi.CodeInvalidParams},
-		{"send: schema violation (required)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"author_name":"x"}}`, 422, httpapi.CodeInvalidParams},
-		{"send: params not an object", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":"x"}`, 400, httpapi.CodeBadRequest},
-		{"send: params nested 20000 deep", "POST", "/v1/notifications", adminToken, deep, 400, httpapi.CodeBadRequest},
-		{"send: 10,001 recipients over max_recipients 10,000", "POST", "/v1/notifications", adminToken, overLimit, 422, httpapi.CodeTooManyRecipients},
+		{"send: malformed JSON", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created",`, 400, wire.CodeBadRequest},
+		{"send: wrong type", "POST", "/v1/notifications", adminToken, `{"notifier":["comment.created"],"key":"k","recipients":["u1"]}`, 400, wire.CodeBadRequest},
+		{"send: recipient of the wrong type", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":[true],"params":{"post_title":"x"}}`, 400, wire.CodeBadRequest},
+		{"send: unknown field", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"admin":true}`, 400, wire.CodeBadRequest},
+		{"send: missing key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","recipients":["u1"],"params":{"post_title":"x"}}`, 422, wire.CodeInvalidRequest},
+		{"send: missing recipients and topics", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","params":{"post_title":"x"}}`, 422, wire.CodeInvalidRequest},
+		{"send: unknown notifier", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.deleted","key":"k","recipients":["u1"]}`, 404, wire.CodeUnknownNotifier},
+		{"send: schema violation (type)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":7}}`, 422, wire.CodeInvalidParams},
+		{"send: schema violation (maxLength)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 101) + `"}}`, 422, wire.CodeInvalidParams},
+		{"send: schema violation (required)", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"author_name":"x"}}`, 422, wire.CodeInvalidParams},
+		{"send: params not an object", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":"x"}`, 400, wire.CodeBadRequest},
+		{"send: params nested 20000 deep", "POST", "/v1/notifications", adminToken, deep, 400, wire.CodeBadRequest},
+		{"send: 10,001 recipients over max_recipients 10,000", "POST", "/v1/notifications", adminToken, overLimit, 422, wire.CodeTooManyRecipients},
 		{"send: 101 topics over http.max_topics 100", "POST", "/v1/notifications", adminToken, manyTopics, 422, httpapi.CodeTooManyTopics},
-		{"send: 31 copies of one recipient, over 10x max_recipients before duplicates collapse", "POST", "/v1/notifications", adminToken, sameRecipient, 422, httpapi.CodeTooManyRecipients},
-		{"send: 2 MiB body", "POST", "/v1/notifications", adminToken, twoMiB, 413, httpapi.CodeBodyTooLarge},
-		{"send: invalid UTF-8", "POST", "/v1/notifications", adminToken, "{\"notifier\":\"comment.created\",\"key\":\"\xc3\x28\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", 400, httpapi.CodeBadRequest},
-		{"send: NUL in key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"a\u0000b","recipients":["u1"],"params":{"post_title":"x"}}`, 400, httpapi.CodeBadRequest},
-		{"send: key over 255 bytes", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"` + strings.Repeat("k", 256) + `","recipients":["u1"],"params":{"post_title":"x"}}`, 422, httpapi.CodeInvalidRequest},
-		{"send: send_at garbage", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"send_at":"2030-02-30T25:00:00Z"}`, 400, httpapi.CodeBadRequest},
-		{"send: trailing data", "POST", "/v1/notifications", adminToken, notification + `{"x":1}`, 400, httpapi.CodeBadRequest},
-		{"send: empty body", "POST", "/v1/notifications", adminToken, ``, 400, httpapi.CodeBadRequest},
-		{"send: no token", "POST", "/v1/notifications", "", notification, 401, httpapi.CodeUnauthorized},
-		{"send: wrong admin token", "POST", "/v1/notifications", adminToken + "x", notification, 401, httpapi.CodeUnauthorized},
-		{"send: recipient token on an admin endpoint", "POST", "/v1/notifications", u1, notification, 401, httpapi.CodeUnauthorized},
+		{"send: 31 copies of one recipient, over 10x max_recipients before duplicates collapse", "POST", "/v1/notifications", adminToken, sameRecipient, 422, wire.CodeTooManyRecipients},
+		{"send: 2 MiB body", "POST", "/v1/notifications", adminToken, twoMiB, 413, wire.CodeBodyTooLarge},
+		{"send: invalid UTF-8", "POST", "/v1/notifications", adminToken, "{\"notifier\":\"comment.created\",\"key\":\"\xc3\x28\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", 400, wire.CodeBadRequest},
+		{"send: NUL in key", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"a\u0000b","recipients":["u1"],"params":{"post_title":"x"}}`, 400, wire.CodeBadRequest},
+		{"send: key over 255 bytes", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"` + strings.Repeat("k", 256) + `","recipients":["u1"],"params":{"post_title":"x"}}`, 422, wire.CodeInvalidRequest},
+		{"send: send_at garbage", "POST", "/v1/notifications", adminToken, `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"send_at":"2030-02-30T25:00:00Z"}`, 400, wire.CodeBadRequest},
+		{"send: trailing data", "POST", "/v1/notifications", adminToken, notification + `{"x":1}`, 400, wire.CodeBadRequest},
+		{"send: empty body", "POST", "/v1/notifications", adminToken, ``, 400, wire.CodeBadRequest},
+		{"send: no token", "POST", "/v1/notifications", "", notification, 401, wire.CodeUnauthorized},
+		{"send: wrong admin token", "POST", "/v1/notifications", adminToken + "x", notification, 401, wire.CodeUnauthorized},
+		{"send: recipient token on an admin endpoint", "POST", "/v1/notifications", u1, notification, 401, wire.CodeUnauthorized},
 
 		// GET /v1/notifications/{id}, DELETE /v1/notifications/{notifier}/{key}.
-		{"get notification: not a UUID", "GET", "/v1/notifications/' OR 1=1 --", adminToken, nil, 404, httpapi.CodeNotFound},
-		{"get notification: unknown id", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000", adminToken, nil, 404, httpapi.CodeNotFound},
-		{"get notification: recipient token", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"cancel: unknown notification", "DELETE", "/v1/notifications/comment.created/nope", adminToken, nil, 404, httpapi.CodeNotFound},
-		{"cancel: invalid UTF-8 key", "DELETE", "/v1/notifications/comment.created/%ff%fe", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"cancel: recipient token", "DELETE", "/v1/notifications/comment.created/c1", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"get notification: not a UUID", "GET", "/v1/notifications/' OR 1=1 --", adminToken, nil, 404, wire.CodeNotFound},
+		{"get notification: unknown id", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000", adminToken, nil, 404, wire.CodeNotFound},
+		{"get notification: recipient token", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000", u1, nil, 401, wire.CodeUnauthorized},
+		{"cancel: unknown notification", "DELETE", "/v1/notifications/comment.created/nope", adminToken, nil, 404, wire.CodeNotFound},
+		{"cancel: invalid UTF-8 key", "DELETE", "/v1/notifications/comment.created/%ff%fe", adminToken, nil, 400, wire.CodeBadRequest},
+		{"cancel: recipient token", "DELETE", "/v1/notifications/comment.created/c1", u1, nil, 401, wire.CodeUnauthorized},
 
 		// Recipient profiles: bad values, timezone garbage (the zone decides
 		// when a digest is due), ids that are not ids.
-		{"profile: unknown time zone", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"Mars/Olympus_Mons"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: time zone Local", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"Local"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: time zone path traversal", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"../../../../etc/passwd"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: time zone absolute path", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"/etc/localtime"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: cron spec as time zone", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"CRON_TZ=UTC */5 * * * *"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: time zone of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":3600}`, 400, httpapi.CodeBadRequest},
-		{"profile: bad email", "PUT", "/v1/recipients/u1", adminToken, `{"email":"Ada <ada@example.com>"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: email header injection", "PUT", "/v1/recipients/u1", adminToken, `{"email":"ada@example.com\r\nBcc: all@example.com"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: bad locale", "PUT", "/v1/recipients/u1", adminToken, `{"locale":"en_US.UTF-8; rm -rf"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: webhook_url not http", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_url":"file:///etc/passwd"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: data not an object", "PUT", "/v1/recipients/u1", adminToken, `{"data":[1,2]}`, 400, httpapi.CodeBadRequest},
-		{"profile: id differs from the path", "PUT", "/v1/recipients/u1", adminToken, `{"id":"u2","email":"x@example.com"}`, 422, httpapi.CodeInvalidRequest},
-		{"profile: id over 255 bytes", "PUT", "/v1/recipients/" + strings.Repeat("u", 256), adminToken, `{}`, 400, httpapi.CodeBadRequest},
-		{"profile: invalid UTF-8 id", "PUT", "/v1/recipients/%c3%28", adminToken, `{}`, 400, httpapi.CodeBadRequest},
-		{"profile: recipient token", "PUT", "/v1/recipients/u1", u1, `{"email":"evil@example.com"}`, 401, httpapi.CodeUnauthorized},
-		{"profile: tokens_valid_after not a time", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"yesterday"}`, 400, httpapi.CodeBadRequest},
-		{"profile: tokens_valid_after of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":1700000000}`, 400, httpapi.CodeBadRequest},
-		{"profile: get unknown", "GET", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
-		{"erase: unknown recipient", "DELETE", "/v1/recipients/nobody", adminToken, nil, 404, httpapi.CodeNotFound},
-		{"erase: recipient token erasing another recipient", "DELETE", "/v1/recipients/u2", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"erase: recipient token erasing itself", "DELETE", "/v1/recipients/u1", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"admin inbox: negative limit", "GET", "/v1/recipients/u1/inbox?limit=-5", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"admin inbox: recipient token reading another's inbox", "GET", "/v1/recipients/u2/inbox", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"profile: unknown time zone", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"Mars/Olympus_Mons"}`, 422, wire.CodeInvalidRequest},
+		{"profile: time zone Local", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"Local"}`, 422, wire.CodeInvalidRequest},
+		{"profile: time zone path traversal", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"../../../../etc/passwd"}`, 422, wire.CodeInvalidRequest},
+		{"profile: time zone absolute path", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"/etc/localtime"}`, 422, wire.CodeInvalidRequest},
+		{"profile: cron spec as time zone", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":"CRON_TZ=UTC */5 * * * *"}`, 422, wire.CodeInvalidRequest},
+		{"profile: time zone of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"timezone":3600}`, 400, wire.CodeBadRequest},
+		{"profile: bad email", "PUT", "/v1/recipients/u1", adminToken, `{"email":"Ada <ada@example.com>"}`, 422, wire.CodeInvalidRequest},
+		{"profile: email header injection", "PUT", "/v1/recipients/u1", adminToken, `{"email":"ada@example.com\r\nBcc: all@example.com"}`, 422, wire.CodeInvalidRequest},
+		{"profile: bad locale", "PUT", "/v1/recipients/u1", adminToken, `{"locale":"en_US.UTF-8; rm -rf"}`, 422, wire.CodeInvalidRequest},
+		{"profile: webhook_url not http", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_url":"file:///etc/passwd"}`, 422, wire.CodeInvalidRequest},
+		{"profile: data not an object", "PUT", "/v1/recipients/u1", adminToken, `{"data":[1,2]}`, 400, wire.CodeBadRequest},
+		{"profile: id differs from the path", "PUT", "/v1/recipients/u1", adminToken, `{"id":"u2","email":"x@example.com"}`, 422, wire.CodeInvalidRequest},
+		{"profile: id over 255 bytes", "PUT", "/v1/recipients/" + strings.Repeat("u", 256), adminToken, `{}`, 400, wire.CodeBadRequest},
+		{"profile: invalid UTF-8 id", "PUT", "/v1/recipients/%c3%28", adminToken, `{}`, 400, wire.CodeBadRequest},
+		{"profile: recipient token", "PUT", "/v1/recipients/u1", u1, `{"email":"evil@example.com"}`, 401, wire.CodeUnauthorized},
+		{"profile: tokens_valid_after not a time", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"yesterday"}`, 400, wire.CodeBadRequest},
+		{"profile: tokens_valid_after of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":1700000000}`, 400, wire.CodeBadRequest},
+		{"profile: get unknown", "GET", "/v1/recipients/nobody", adminToken, nil, 404, wire.CodeNotFound},
+		{"erase: unknown recipient", "DELETE", "/v1/recipients/nobody", adminToken, nil, 404, wire.CodeNotFound},
+		{"erase: recipient token erasing another recipient", "DELETE", "/v1/recipients/u2", u1, nil, 401, wire.CodeUnauthorized},
+		{"erase: recipient token erasing itself", "DELETE", "/v1/recipients/u1", u1, nil, 401, wire.CodeUnauthorized},
+		{"admin inbox: negative limit", "GET", "/v1/recipients/u1/inbox?limit=-5", adminToken, nil, 400, wire.CodeBadRequest},
+		{"admin inbox: recipient token reading another's inbox", "GET", "/v1/recipients/u2/inbox", u1, nil, 401, wire.CodeUnauthorized},
 
 		// Preferences.
 		{"preferences: unknown mode", "PUT", "/v1/preferences", u1, rule("*", "*", "sometimes"), 422, httpapi.CodeInvalidPreferences},
@@ -314,80 +315,80 @@ func TestHostileRequests(t *testing.T) {
 		{"preferences: unknown channel", "PUT", "/v1/preferences", u1, rule("*", "fax", "off"), 422, httpapi.CodeInvalidPreferences},
 		{"preferences: unknown scope kind", "PUT", "/v1/preferences", u1, rule("recipient:u2", "*", "off"), 422, httpapi.CodeInvalidPreferences},
 		{"preferences: 201 rules", "PUT", "/v1/preferences", u1, map[string]any{"rules": tooManyRules}, 422, httpapi.CodeInvalidPreferences},
-		{"preferences: rules missing", "PUT", "/v1/preferences", u1, `{}`, 400, httpapi.CodeBadRequest},
-		{"preferences: rules of the wrong type", "PUT", "/v1/preferences", u1, `{"rules":{"scope":"*"}}`, 400, httpapi.CodeBadRequest},
-		{"preferences: 2 MiB body", "PUT", "/v1/preferences", u1, `{"rules":[],"effective":"` + strings.Repeat("x", 2<<20) + `"}`, 413, httpapi.CodeBodyTooLarge},
-		{"preferences: recipient token on the admin twin", "PUT", "/v1/recipients/u2/preferences", u1, rule("*", "*", "off"), 401, httpapi.CodeUnauthorized},
-		{"preferences: no token", "GET", "/v1/preferences", "", nil, 401, httpapi.CodeUnauthorized},
-		{"preferences: recipient token reading another's", "GET", "/v1/recipients/u2/preferences", u1, nil, 401, httpapi.CodeUnauthorized},
+		{"preferences: rules missing", "PUT", "/v1/preferences", u1, `{}`, 400, wire.CodeBadRequest},
+		{"preferences: rules of the wrong type", "PUT", "/v1/preferences", u1, `{"rules":{"scope":"*"}}`, 400, wire.CodeBadRequest},
+		{"preferences: 2 MiB body", "PUT", "/v1/preferences", u1, `{"rules":[],"effective":"` + strings.Repeat("x", 2<<20) + `"}`, 413, wire.CodeBodyTooLarge},
+		{"preferences: recipient token on the admin twin", "PUT", "/v1/recipients/u2/preferences", u1, rule("*", "*", "off"), 401, wire.CodeUnauthorized},
+		{"preferences: no token", "GET", "/v1/preferences", "", nil, 401, wire.CodeUnauthorized},
+		{"preferences: recipient token reading another's", "GET", "/v1/recipients/u2/preferences", u1, nil, 401, wire.CodeUnauthorized},
 		{"preferences: admin twin, unknown mode", "PUT", "/v1/recipients/u2/preferences", adminToken, rule("*", "email", "hourly"), 422, httpapi.CodeInvalidPreferences},
 
 		// Mutes.
-		{"mutes: unknown notifier", "PUT", "/v1/mutes", u1, `{"target":"notifier:comment.deleted"}`, 422, httpapi.CodeInvalidRequest},
-		{"mutes: target of another kind", "PUT", "/v1/mutes", u1, `{"target":"recipient:u2"}`, 422, httpapi.CodeInvalidRequest},
-		{"mutes: until in the past", "PUT", "/v1/mutes", u1, `{"target":"topic:post-9","until":"2000-01-01T00:00:00Z"}`, 422, httpapi.CodeInvalidRequest},
-		{"mutes: until garbage", "PUT", "/v1/mutes", u1, `{"target":"topic:post-9","until":"next tuesday"}`, 400, httpapi.CodeBadRequest},
-		{"mutes: delete without target", "DELETE", "/v1/mutes", u1, nil, 422, httpapi.CodeInvalidRequest},
-		{"mutes: delete invalid UTF-8 target", "DELETE", "/v1/mutes?target=topic:%ff", u1, nil, 400, httpapi.CodeBadRequest},
-		{"mutes: recipient token on the admin twin", "PUT", "/v1/recipients/u2/mutes", u1, `{"target":"topic:post-9"}`, 401, httpapi.CodeUnauthorized},
-		{"mutes: recipient token listing another's mutes", "GET", "/v1/recipients/u2/mutes", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"mutes: recipient token deleting another's mute", "DELETE", "/v1/recipients/u2/mutes?target=notifier:comment.created", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"mutes: admin twin, bad target", "DELETE", "/v1/recipients/u2/mutes?target=everything", adminToken, nil, 422, httpapi.CodeInvalidRequest},
-		{"mutes: no token", "GET", "/v1/mutes", "", nil, 401, httpapi.CodeUnauthorized},
-		{"mutes: 2 MiB body", "PUT", "/v1/mutes", u1, `{"target":"topic:` + strings.Repeat("t", 2<<20) + `"}`, 413, httpapi.CodeBodyTooLarge},
+		{"mutes: unknown notifier", "PUT", "/v1/mutes", u1, `{"target":"notifier:comment.deleted"}`, 422, wire.CodeInvalidRequest},
+		{"mutes: target of another kind", "PUT", "/v1/mutes", u1, `{"target":"recipient:u2"}`, 422, wire.CodeInvalidRequest},
+		{"mutes: until in the past", "PUT", "/v1/mutes", u1, `{"target":"topic:post-9","until":"2000-01-01T00:00:00Z"}`, 422, wire.CodeInvalidRequest},
+		{"mutes: until garbage", "PUT", "/v1/mutes", u1, `{"target":"topic:post-9","until":"next tuesday"}`, 400, wire.CodeBadRequest},
+		{"mutes: delete without target", "DELETE", "/v1/mutes", u1, nil, 422, wire.CodeInvalidRequest},
+		{"mutes: delete invalid UTF-8 target", "DELETE", "/v1/mutes?target=topic:%ff", u1, nil, 400, wire.CodeBadRequest},
+		{"mutes: recipient token on the admin twin", "PUT", "/v1/recipients/u2/mutes", u1, `{"target":"topic:post-9"}`, 401, wire.CodeUnauthorized},
+		{"mutes: recipient token listing another's mutes", "GET", "/v1/recipients/u2/mutes", u1, nil, 401, wire.CodeUnauthorized},
+		{"mutes: recipient token deleting another's mute", "DELETE", "/v1/recipients/u2/mutes?target=notifier:comment.created", u1, nil, 401, wire.CodeUnauthorized},
+		{"mutes: admin twin, bad target", "DELETE", "/v1/recipients/u2/mutes?target=everything", adminToken, nil, 422, wire.CodeInvalidRequest},
+		{"mutes: no token", "GET", "/v1/mutes", "", nil, 401, wire.CodeUnauthorized},
+		{"mutes: 2 MiB body", "PUT", "/v1/mutes", u1, `{"target":"topic:` + strings.Repeat("t", 2<<20) + `"}`, 413, wire.CodeBodyTooLarge},
 
 		// Topics and subscriptions.
-		{"subscribe: reason with spaces", "PUT", "/v1/topics/post-9/subscribers/u1", adminToken, `{"reason":"two words"}`, 422, httpapi.CodeInvalidRequest},
-		{"subscribe: recipient token", "PUT", "/v1/topics/post-9/subscribers/u1", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"unsubscribe: recipient token", "DELETE", "/v1/topics/post-9/subscribers/u2", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"subscribers: bad cursor", "GET", "/v1/topics/post-9/subscribers?cursor=garbage", adminToken, nil, 400, httpapi.CodeBadCursor},
-		{"subscribers: cursor of the other list", "GET", "/v1/topics/post-9/subscribers?cursor=" + url.QueryEscape(topicCursor), adminToken, nil, 400, httpapi.CodeBadCursor},
-		{"subscribers: zero limit", "GET", "/v1/topics/post-9/subscribers?limit=0", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"subscribers: huge limit", "GET", "/v1/topics/post-9/subscribers?limit=9223372036854775808", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"subscriptions: negative limit", "GET", "/v1/subscriptions?limit=-1", u1, nil, 400, httpapi.CodeBadRequest},
-		{"subscriptions: bad cursor", "GET", "/v1/subscriptions?cursor=AAAAAAAAAAAA", u1, nil, 400, httpapi.CodeBadCursor},
-		{"subscriptions: recipient token on the admin twin", "GET", "/v1/recipients/u2/subscriptions", u1, nil, 401, httpapi.CodeUnauthorized},
-		{"subscriptions: admin twin, id over 255 bytes", "GET", "/v1/recipients/" + strings.Repeat("x", 256) + "/subscriptions", adminToken, nil, 400, httpapi.CodeBadRequest},
+		{"subscribe: reason with spaces", "PUT", "/v1/topics/post-9/subscribers/u1", adminToken, `{"reason":"two words"}`, 422, wire.CodeInvalidRequest},
+		{"subscribe: recipient token", "PUT", "/v1/topics/post-9/subscribers/u1", u1, nil, 401, wire.CodeUnauthorized},
+		{"unsubscribe: recipient token", "DELETE", "/v1/topics/post-9/subscribers/u2", u1, nil, 401, wire.CodeUnauthorized},
+		{"subscribers: bad cursor", "GET", "/v1/topics/post-9/subscribers?cursor=garbage", adminToken, nil, 400, wire.CodeBadCursor},
+		{"subscribers: cursor of the other list", "GET", "/v1/topics/post-9/subscribers?cursor=" + url.QueryEscape(topicCursor), adminToken, nil, 400, wire.CodeBadCursor},
+		{"subscribers: zero limit", "GET", "/v1/topics/post-9/subscribers?limit=0", adminToken, nil, 400, wire.CodeBadRequest},
+		{"subscribers: huge limit", "GET", "/v1/topics/post-9/subscribers?limit=9223372036854775808", adminToken, nil, 400, wire.CodeBadRequest},
+		{"subscriptions: negative limit", "GET", "/v1/subscriptions?limit=-1", u1, nil, 400, wire.CodeBadRequest},
+		{"subscriptions: bad cursor", "GET", "/v1/subscriptions?cursor=AAAAAAAAAAAA", u1, nil, 400, wire.CodeBadCursor},
+		{"subscriptions: recipient token on the admin twin", "GET", "/v1/recipients/u2/subscriptions", u1, nil, 401, wire.CodeUnauthorized},
+		{"subscriptions: admin twin, id over 255 bytes", "GET", "/v1/recipients/" + strings.Repeat("x", 256) + "/subscriptions", adminToken, nil, 400, wire.CodeBadRequest},
 
 		// Inbox.
-		{"inbox: negative limit", "GET", "/v1/inbox?limit=-1", u1, nil, 400, httpapi.CodeBadRequest},
-		{"inbox: huge limit", "GET", "/v1/inbox?limit=" + fmt.Sprint(uint64(math.MaxUint64)), u1, nil, 400, httpapi.CodeBadRequest},
-		{"inbox: limit over the maximum", "GET", "/v1/inbox?limit=201", u1, nil, 400, httpapi.CodeBadRequest},
-		{"inbox: unknown filter", "GET", "/v1/inbox?filter=everything", u1, nil, 400, httpapi.CodeBadRequest},
-		{"inbox: garbage cursor", "GET", "/v1/inbox?cursor=%27%20OR%201%3D1", u1, nil, 400, httpapi.CodeBadCursor},
-		{"inbox: cursor of another list", "GET", "/v1/inbox?cursor=" + url.QueryEscape(topicCursor), u1, nil, 400, httpapi.CodeBadCursor},
-		{"mark read: not a UUID", "POST", "/v1/inbox/read", u1, `{"ids":["1 OR 1=1"]}`, 400, httpapi.CodeBadRequest},
-		{"mark read: ids of the wrong type", "POST", "/v1/inbox/read", u1, `{"ids":"all"}`, 400, httpapi.CodeBadRequest},
-		{"mark read: neither ids nor all", "POST", "/v1/inbox/read", u1, `{}`, 400, httpapi.CodeBadRequest},
-		{"mark read: 1001 ids", "POST", "/v1/inbox/read", u1, map[string]any{"ids": manyIDs}, 400, httpapi.CodeBadRequest},
-		{"archive: all is not allowed", "POST", "/v1/inbox/archive", u1, `{"all":true}`, 400, httpapi.CodeBadRequest},
-		{"unread: malformed JSON", "POST", "/v1/inbox/unread", u1, `{"ids":[`, 400, httpapi.CodeBadRequest},
-		{"seen: invalid UTF-8", "POST", "/v1/inbox/seen", u1, "{\"ids\":[\"\xff\"]}", 400, httpapi.CodeBadRequest},
-		{"counts: admin token", "GET", "/v1/inbox/counts", adminToken, nil, 401, httpapi.CodeUnauthorized},
-		{"inbox: token in the query string", "GET", "/v1/inbox?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
+		{"inbox: negative limit", "GET", "/v1/inbox?limit=-1", u1, nil, 400, wire.CodeBadRequest},
+		{"inbox: huge limit", "GET", "/v1/inbox?limit=" + fmt.Sprint(uint64(math.MaxUint64)), u1, nil, 400, wire.CodeBadRequest},
+		{"inbox: limit over the maximum", "GET", "/v1/inbox?limit=201", u1, nil, 400, wire.CodeBadRequest},
+		{"inbox: unknown filter", "GET", "/v1/inbox?filter=everything", u1, nil, 400, wire.CodeBadRequest},
+		{"inbox: garbage cursor", "GET", "/v1/inbox?cursor=%27%20OR%201%3D1", u1, nil, 400, wire.CodeBadCursor},
+		{"inbox: cursor of another list", "GET", "/v1/inbox?cursor=" + url.QueryEscape(topicCursor), u1, nil, 400, wire.CodeBadCursor},
+		{"mark read: not a UUID", "POST", "/v1/inbox/read", u1, `{"ids":["1 OR 1=1"]}`, 400, wire.CodeBadRequest},
+		{"mark read: ids of the wrong type", "POST", "/v1/inbox/read", u1, `{"ids":"all"}`, 400, wire.CodeBadRequest},
+		{"mark read: neither ids nor all", "POST", "/v1/inbox/read", u1, `{}`, 400, wire.CodeBadRequest},
+		{"mark read: 1001 ids", "POST", "/v1/inbox/read", u1, map[string]any{"ids": manyIDs}, 400, wire.CodeBadRequest},
+		{"archive: all is not allowed", "POST", "/v1/inbox/archive", u1, `{"all":true}`, 400, wire.CodeBadRequest},
+		{"unread: malformed JSON", "POST", "/v1/inbox/unread", u1, `{"ids":[`, 400, wire.CodeBadRequest},
+		{"seen: invalid UTF-8", "POST", "/v1/inbox/seen", u1, "{\"ids\":[\"\xff\"]}", 400, wire.CodeBadRequest},
+		{"counts: admin token", "GET", "/v1/inbox/counts", adminToken, nil, 401, wire.CodeUnauthorized},
+		{"inbox: token in the query string", "GET", "/v1/inbox?access_token=" + u1, "", nil, 401, wire.CodeUnauthorized},
 
 		// Query strings that do not parse: r.URL.Query() would drop the bad
 		// pair and answer as if it were absent (the first page, or the
 		// body's target).
-		{"inbox: malformed query", "GET", "/v1/inbox?cursor=%%%garbage", u1, nil, 400, httpapi.CodeBadRequest},
-		{"inbox: malformed pair after a good one", "GET", "/v1/inbox?limit=1&filter=%zz", u1, nil, 400, httpapi.CodeBadRequest},
-		{"admin inbox: malformed query", "GET", "/v1/recipients/u1/inbox?cursor=%%%garbage", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"subscribers: malformed query", "GET", "/v1/topics/post-9/subscribers?cursor=%%%garbage", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"subscriptions: malformed query", "GET", "/v1/subscriptions?limit=%G1", u1, nil, 400, httpapi.CodeBadRequest},
-		{"subscriptions: admin twin, malformed query", "GET", "/v1/recipients/u1/subscriptions?cursor=%", adminToken, nil, 400, httpapi.CodeBadRequest},
-		{"mutes: delete with a malformed query", "DELETE", "/v1/mutes?%zz", u2, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
-		{"mutes: admin twin, delete with a malformed query", "DELETE", "/v1/recipients/u2/mutes?target=%%", adminToken, `{"target":"notifier:comment.created"}`, 400, httpapi.CodeBadRequest},
+		{"inbox: malformed query", "GET", "/v1/inbox?cursor=%%%garbage", u1, nil, 400, wire.CodeBadRequest},
+		{"inbox: malformed pair after a good one", "GET", "/v1/inbox?limit=1&filter=%zz", u1, nil, 400, wire.CodeBadRequest},
+		{"admin inbox: malformed query", "GET", "/v1/recipients/u1/inbox?cursor=%%%garbage", adminToken, nil, 400, wire.CodeBadRequest},
+		{"subscribers: malformed query", "GET", "/v1/topics/post-9/subscribers?cursor=%%%garbage", adminToken, nil, 400, wire.CodeBadRequest},
+		{"subscriptions: malformed query", "GET", "/v1/subscriptions?limit=%G1", u1, nil, 400, wire.CodeBadRequest},
+		{"subscriptions: admin twin, malformed query", "GET", "/v1/recipients/u1/subscriptions?cursor=%", adminToken, nil, 400, wire.CodeBadRequest},
+		{"mutes: delete with a malformed query", "DELETE", "/v1/mutes?%zz", u2, `{"target":"notifier:comment.created"}`, 400, wire.CodeBadRequest},
+		{"mutes: admin twin, delete with a malformed query", "DELETE", "/v1/recipients/u2/mutes?target=%%", adminToken, `{"target":"notifier:comment.created"}`, 400, wire.CodeBadRequest},
 
 		// The webhook secret is the recipient's own, read with its token only.
-		{"webhook secret: admin token", "GET", "/v1/webhook-secret", adminToken, nil, 401, httpapi.CodeUnauthorized},
-		{"webhook secret: no token", "GET", "/v1/webhook-secret", "", nil, 401, httpapi.CodeUnauthorized},
-		{"webhook secret: token in the query string", "GET", "/v1/webhook-secret?access_token=" + u1, "", nil, 401, httpapi.CodeUnauthorized},
-		{"webhook secret: webhooks not configured", "GET", "/v1/webhook-secret", u1, nil, 404, httpapi.CodeNotFound},
-		{"profile: webhook_secret of the wrong shape is still only ignored, other fields checked", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_secret":"x","email":"bad"}`, 422, httpapi.CodeInvalidRequest},
+		{"webhook secret: admin token", "GET", "/v1/webhook-secret", adminToken, nil, 401, wire.CodeUnauthorized},
+		{"webhook secret: no token", "GET", "/v1/webhook-secret", "", nil, 401, wire.CodeUnauthorized},
+		{"webhook secret: token in the query string", "GET", "/v1/webhook-secret?access_token=" + u1, "", nil, 401, wire.CodeUnauthorized},
+		{"webhook secret: webhooks not configured", "GET", "/v1/webhook-secret", u1, nil, 404, wire.CodeNotFound},
+		{"profile: webhook_secret of the wrong shape is still only ignored, other fields checked", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_secret":"x","email":"bad"}`, 422, wire.CodeInvalidRequest},
 
 		// Routing.
-		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, httpapi.CodeNotFound},
-		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, httpapi.CodeMethodNotAllowed},
+		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, wire.CodeNotFound},
+		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, wire.CodeMethodNotAllowed},
 	}
 	for name, tok := range hostileTokens(t) {
 		tests = append(tests,
@@ -398,7 +399,7 @@ func TestHostileRequests(t *testing.T) {
 				body         any
 				status       int
 				code         string
-			}{"token " + name + ": inbox", "GET", "/v1/inbox", tok, nil, 401, httpapi.CodeUnauthorized},
+			}{"token " + name + ": inbox", "GET", "/v1/inbox", tok, nil, 401, wire.CodeUnauthorized},
 			struct {
 				name         string
 				method, path string
@@ -406,7 +407,7 @@ func TestHostileRequests(t *testing.T) {
 				body         any
 				status       int
 				code         string
-			}{"token " + name + ": mark all read", "POST", "/v1/inbox/read", tok, `{"all":true}`, 401, httpapi.CodeUnauthorized},
+			}{"token " + name + ": mark all read", "POST", "/v1/inbox/read", tok, `{"all":true}`, 401, wire.CodeUnauthorized},
 		)
 	}
 	if len(tests) < 40 {
@@ -487,7 +488,7 @@ func TestHostileRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := dbState(t, limited.pool)
 			r := limited.do(t, tt.method, tt.path, tt.token, tt.body)
-			expect(t, r, 429, httpapi.CodeRateLimited)
+			expect(t, r, 429, wire.CodeRateLimited)
 			if r.header.Get("Retry-After") == "" {
 				t.Fatal("429 without Retry-After")
 			}
@@ -525,10 +526,10 @@ func TestHostileRequests(t *testing.T) {
 		status            int
 		code              string
 	}{
-		{"stream: malformed query", "/v1/inbox/stream?last_event_id=%zz", u2, 400, httpapi.CodeBadRequest},
-		{"stream: access_token beside a malformed pair", "/v1/inbox/stream?access_token=" + u2 + "&%zz", "", 400, httpapi.CodeBadRequest},
-		{"stream: token without iat", "/v1/inbox/stream", hostileTokens(t)["no iat"], 401, httpapi.CodeUnauthorized},
-		{"stream: one over http.max_streams_per_recipient", "/v1/inbox/stream", u1, 429, httpapi.CodeRateLimited},
+		{"stream: malformed query", "/v1/inbox/stream?last_event_id=%zz", u2, 400, wire.CodeBadRequest},
+		{"stream: access_token beside a malformed pair", "/v1/inbox/stream?access_token=" + u2 + "&%zz", "", 400, wire.CodeBadRequest},
+		{"stream: token without iat", "/v1/inbox/stream", hostileTokens(t)["no iat"], 401, wire.CodeUnauthorized},
+		{"stream: one over http.max_streams_per_recipient", "/v1/inbox/stream", u1, 429, wire.CodeRateLimited},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := dbState(t, streamed.pool)

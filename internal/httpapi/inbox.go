@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/internal/wire"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,8 +20,8 @@ import (
 )
 
 type inboxResponse struct {
-	Items      []InboxItem `json:"items"`
-	NextCursor *string     `json:"next_cursor"`
+	Items      []wire.InboxItem `json:"items"`
+	NextCursor *string          `json:"next_cursor"`
 }
 
 // listInbox is GET /v1/inbox (and, for an admin, /v1/recipients/{id}/inbox):
@@ -53,9 +55,9 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient str
 	if v := q.Get("cursor"); v != "" {
 		c, err := decodeCursor(v)
 		if err != nil {
-			return &Error{Status: http.StatusBadRequest, Code: CodeBadCursor,
+			return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadCursor,
 				Message: "cursor: not a cursor this API issued; start again without one",
-				Details: []any{FieldDetail{Field: "cursor", Message: err.Error()}}}
+				Details: []any{wire.FieldDetail{Field: "cursor", Message: err.Error()}}}
 		}
 		after = c
 	}
@@ -63,15 +65,15 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient str
 	if err != nil {
 		return err
 	}
-	resp := inboxResponse{Items: make([]InboxItem, len(page.Items))}
+	resp := inboxResponse{Items: make([]wire.InboxItem, len(page.Items))}
 	for i, it := range page.Items {
-		resp.Items[i] = InboxItemWire(it)
+		resp.Items[i] = wire.InboxItemOf(it)
 	}
 	if page.Next != nil {
 		c := encodeCursor(*page.Next)
 		resp.NextCursor = &c
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -142,7 +144,7 @@ func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient s
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, CountsWire(c))
+	wire.WriteJSON(w, http.StatusOK, wire.CountsOf(c))
 	return nil
 }
 
@@ -226,6 +228,6 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, markResponse{Marked: len(changed)})
+	wire.WriteJSON(w, http.StatusOK, markResponse{Marked: len(changed)})
 	return nil
 }

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // insertItems writes n inbox items for recipient, all created at createdAt,
@@ -172,7 +171,7 @@ func TestInboxBadQuery(t *testing.T) {
 	tok := recipientToken(t, "q")
 	insertItems(t, b.pool, "q", "k", 3, time.Now())
 	for _, q := range []string{"limit=0", "limit=-1", "limit=201", "limit=abc", "limit=99999999999999999999", "filter=read"} {
-		expect(t, b.do(t, "GET", "/v1/inbox?"+q, tok, nil), 400, httpapi.CodeBadRequest)
+		expect(t, b.do(t, "GET", "/v1/inbox?"+q, tok, nil), 400, wire.CodeBadRequest)
 	}
 	expect(t, b.do(t, "GET", "/v1/inbox?limit=200", tok, nil), 200, "")
 
@@ -188,7 +187,7 @@ func TestInboxBadQuery(t *testing.T) {
 	raw[5] ^= 0x01
 	tampered := base64.RawURLEncoding.EncodeToString(raw)
 	for _, c := range []string{tampered, "garbage", good[:len(good)-2], good + "AA", "!!!!"} {
-		expect(t, b.do(t, "GET", "/v1/inbox?limit=1&cursor="+url.QueryEscape(c), tok, nil), 400, httpapi.CodeBadCursor)
+		expect(t, b.do(t, "GET", "/v1/inbox?limit=1&cursor="+url.QueryEscape(c), tok, nil), 400, wire.CodeBadCursor)
 	}
 	expect(t, b.do(t, "GET", "/v1/inbox?limit=1&cursor="+good, tok, nil), 200, "")
 }
@@ -409,7 +408,7 @@ func TestInboxMarkBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := b.do(t, "POST", "/v1/inbox/"+tt.op, tok, tt.body)
-		if r.status != 400 || r.errCode() != httpapi.CodeBadRequest {
+		if r.status != 400 || r.errCode() != wire.CodeBadRequest {
 			t.Errorf("%s %v: %d %s, want 400 bad_request", tt.op, tt.body, r.status, r.raw)
 		}
 	}

@@ -10,11 +10,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/wire"
 )
-
-// CodeRateLimited is the code of a 429: the caller's token bucket is empty.
-// Retry-After says in how many seconds a request will be accepted again.
-const CodeRateLimited = "rate_limited"
 
 // CodeTooManyTopics is the code of a 422: a notification names more topics
 // than http.max_topics.
@@ -94,8 +91,8 @@ func rateLimited(w http.ResponseWriter, setting string, wait time.Duration) erro
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	msg := "too many requests: " + setting + " is exhausted; retry after " + strconv.Itoa(secs) + " s"
-	return &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Message: msg,
-		Details: []any{FieldDetail{Field: setting, Message: "retry after " + strconv.Itoa(secs) + " s"}}}
+	return &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited, Message: msg,
+		Details: []any{wire.FieldDetail{Field: setting, Message: "retry after " + strconv.Itoa(secs) + " s"}}}
 }
 
 // limitRecipient spends one of recipient's tokens.
@@ -113,7 +110,7 @@ func (s *Server) limitAdmin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.adminRate.take("", time.Now()); !ok {
 			s.metrics.Limited(metrics.LimitAdminRate)
-			WriteError(w, r, rateLimited(w, "http.rate.admin", wait))
+			wire.WriteError(w, r, rateLimited(w, "http.rate.admin", wait))
 			return
 		}
 		h.ServeHTTP(w, r)

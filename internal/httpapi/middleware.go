@@ -2,30 +2,15 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/wire"
 )
-
-type ctxKey struct{}
-
-// requestInfo travels in the request context so the log line can carry the
-// cause of a 500 that WriteError answered.
-type requestInfo struct {
-	err error
-}
-
-func requestInfoFrom(r *http.Request) *requestInfo {
-	if r == nil {
-		return nil
-	}
-	info, _ := r.Context().Value(ctxKey{}).(*requestInfo)
-	return info
-}
 
 // statusWriter records the status and size of a response. It forwards Flush
 // (server-sent events need it) and unwraps for http.ResponseController.
@@ -68,8 +53,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		info := &requestInfo{}
-		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, info))
+		ctx, cause := wire.WithCause(r.Context())
+		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		status := sw.status
@@ -87,8 +72,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			attrs = append(attrs, slog.String("route", r.Pattern))
 		}
 		level := slog.LevelInfo
-		if info.err != nil {
-			attrs = append(attrs, slog.String("err", info.err.Error()))
+		if cause.Err != nil {
+			attrs = append(attrs, slog.String("err", cause.Err.Error()))
 		}
 		if status >= 500 {
 			level = slog.LevelError
@@ -116,9 +101,9 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			}
 			err := fmt.Errorf("panic: %v", v)
 			if sw.status == 0 {
-				WriteError(sw, r, err)
-			} else if info := requestInfoFrom(r); info != nil {
-				info.err = err
+				wire.WriteError(sw, r, err)
+			} else {
+				wire.SetCause(r, err)
 			}
 		}()
 		next.ServeHTTP(sw, r)
@@ -135,7 +120,7 @@ func (s *Server) jsonMux(mux *http.ServeMux) http.Handler {
 			// The mux redirects to a {rest...} route's empty remainder
 			// (DELETE /v1/notifications/x -> /x/, a cancel without its key)
 			// or to a cleaned path; the API answers neither with a redirect.
-			WriteError(w, r, notFoundError("no route for %s %s", r.Method, r.URL.Path))
+			wire.WriteError(w, r, notFoundError("no route for %s %s", r.Method, r.URL.Path))
 			return
 		}
 		if pattern != "" {
@@ -147,11 +132,11 @@ func (s *Server) jsonMux(mux *http.ServeMux) http.Handler {
 		h.ServeHTTP(rec, r)
 		switch rec.status {
 		case http.StatusNotFound:
-			WriteError(w, r, notFoundError("no route for %s %s", r.Method, r.URL.Path))
+			wire.WriteError(w, r, notFoundError("no route for %s %s", r.Method, r.URL.Path))
 		case http.StatusMethodNotAllowed:
 			allow := rec.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			WriteError(w, r, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			wire.WriteError(w, r, errorf(http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed,
 				"%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.ReplaceAll(allow, ",", ", ")))
 		default:
 			for k, v := range rec.header {

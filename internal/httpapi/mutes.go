@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -48,7 +49,7 @@ func (s *Server) listMutes(w http.ResponseWriter, r *http.Request, recipient str
 	for i, m := range mutes {
 		resp.Mutes[i] = muteWire(m)
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -85,7 +86,7 @@ func (s *Server) putMute(w http.ResponseWriter, r *http.Request, recipient strin
 	case err != nil:
 		return err
 	}
-	WriteJSON(w, http.StatusOK, muteWire(*m))
+	wire.WriteJSON(w, http.StatusOK, muteWire(*m))
 	return nil
 }
 
@@ -120,7 +121,7 @@ func (s *Server) deleteMute(w http.ResponseWriter, r *http.Request, recipient st
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, map[string]bool{"deleted": deleted})
+	wire.WriteJSON(w, http.StatusOK, map[string]bool{"deleted": deleted})
 	return nil
 }
 
@@ -148,9 +149,9 @@ func (s *Server) checkMuteTarget(target string, known bool) error {
 
 // invalidField is a 422 invalid_request about one field: well-formed input
 // that breaks a rule.
-func invalidField(field, msg string) *Error {
-	return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidRequest, Message: field + ": " + msg,
-		Details: []any{FieldDetail{Field: field, Message: msg}}}
+func invalidField(field, msg string) *wire.Error {
+	return &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeInvalidRequest, Message: field + ": " + msg,
+		Details: []any{wire.FieldDetail{Field: field, Message: msg}}}
 }
 
 // checkQueryText refuses query values the database cannot store: invalid

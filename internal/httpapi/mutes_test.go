@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func TestMutes(t *testing.T) {
@@ -102,25 +102,25 @@ func TestMuteValidation(t *testing.T) {
 		status       int
 		code, field  string
 	}{
-		{"PUT", "/v1/mutes", map[string]any{"target": "notifier:nope"}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "notifier:"}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "topic:"}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "topic:" + strings.Repeat("t", 256)}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "category:comments"}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "post-9"}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": ""}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "until": past}, 422, httpapi.CodeInvalidRequest, "until"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "until": "tomorrow"}, 400, httpapi.CodeBadRequest, "until"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "until": 5}, 400, httpapi.CodeBadRequest, "until"},
-		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "for": "1h"}, 400, httpapi.CodeBadRequest, "for"},
-		{"PUT", "/v1/mutes", nil, 400, httpapi.CodeBadRequest, ""},
-		{"PUT", "/v1/recipients/val/mutes", map[string]any{"target": "notifier:nope"}, 422, httpapi.CodeInvalidRequest, "target"},
-		{"DELETE", "/v1/mutes", nil, 422, httpapi.CodeInvalidRequest, "target"},
-		{"DELETE", "/v1/mutes?target=bogus", nil, 422, httpapi.CodeInvalidRequest, "target"},
-		{"DELETE", "/v1/mutes?target=topic:a", map[string]any{"target": "topic:b"}, 400, httpapi.CodeBadRequest, "target"},
-		{"DELETE", "/v1/mutes?target=topic:%FF", nil, 400, httpapi.CodeBadRequest, "target"},
-		{"DELETE", "/v1/mutes?target=topic:%00", nil, 400, httpapi.CodeBadRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "notifier:nope"}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "notifier:"}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "topic:"}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "topic:" + strings.Repeat("t", 256)}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "category:comments"}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "post-9"}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": ""}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{}, 422, wire.CodeInvalidRequest, "target"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "until": past}, 422, wire.CodeInvalidRequest, "until"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "until": "tomorrow"}, 400, wire.CodeBadRequest, "until"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "until": 5}, 400, wire.CodeBadRequest, "until"},
+		{"PUT", "/v1/mutes", map[string]any{"target": "topic:a", "for": "1h"}, 400, wire.CodeBadRequest, "for"},
+		{"PUT", "/v1/mutes", nil, 400, wire.CodeBadRequest, ""},
+		{"PUT", "/v1/recipients/val/mutes", map[string]any{"target": "notifier:nope"}, 422, wire.CodeInvalidRequest, "target"},
+		{"DELETE", "/v1/mutes", nil, 422, wire.CodeInvalidRequest, "target"},
+		{"DELETE", "/v1/mutes?target=bogus", nil, 422, wire.CodeInvalidRequest, "target"},
+		{"DELETE", "/v1/mutes?target=topic:a", map[string]any{"target": "topic:b"}, 400, wire.CodeBadRequest, "target"},
+		{"DELETE", "/v1/mutes?target=topic:%FF", nil, 400, wire.CodeBadRequest, "target"},
+		{"DELETE", "/v1/mutes?target=topic:%00", nil, 400, wire.CodeBadRequest, "target"},
 	}
 	for _, tt := range tests {
 		token := tok
@@ -145,7 +145,7 @@ func TestMuteValidation(t *testing.T) {
 		SELECT 'val', 'topic:' || g FROM generate_series(1, 1000) g`); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, b.do(t, "PUT", "/v1/mutes", tok, map[string]any{"target": "topic:1001"}), 422, httpapi.CodeInvalidRequest)
+	expect(t, b.do(t, "PUT", "/v1/mutes", tok, map[string]any{"target": "topic:1001"}), 422, wire.CodeInvalidRequest)
 	expect(t, b.do(t, "PUT", "/v1/mutes", tok, map[string]any{"target": "topic:7",
 		"until": time.Now().Add(time.Hour).Format(time.RFC3339)}), 200, "")
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_mutes WHERE recipient = 'val'`); n != 1000 {

@@ -13,6 +13,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -66,7 +67,7 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 	if res.Duplicate {
 		status = http.StatusOK
 	}
-	WriteJSON(w, status, sendResponse{ID: res.ID, Duplicate: res.Duplicate})
+	wire.WriteJSON(w, status, sendResponse{ID: res.ID, Duplicate: res.Duplicate})
 	return nil
 }
 
@@ -77,17 +78,17 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) checkSendLimits(req *sendRequest) error {
 	if max := s.cfg.HTTP.MaxTopics; max > 0 && len(req.Topics) > max {
 		s.metrics.Limited(metrics.LimitTopics)
-		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeTooManyTopics,
+		return &wire.Error{Status: http.StatusUnprocessableEntity, Code: CodeTooManyTopics,
 			Message: fmt.Sprintf("%d topics, http.max_topics allows %d", len(req.Topics), max),
-			Details: []any{FieldDetail{Field: "topics", Message: fmt.Sprintf("at most %d", max)}}}
+			Details: []any{wire.FieldDetail{Field: "topics", Message: fmt.Sprintf("at most %d", max)}}}
 	}
 	if nf, ok := s.cfg.Notifier(req.Notifier); ok && nf.MaxRecipients > 0 {
 		if max := rawRecipientsFactor * nf.MaxRecipients; len(req.Recipients) > max {
 			s.metrics.Limited(metrics.LimitRecipients)
-			return &Error{Status: http.StatusUnprocessableEntity, Code: CodeTooManyRecipients,
+			return &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeTooManyRecipients,
 				Message: fmt.Sprintf("%d recipients listed, notifier %s allows at most %d before duplicates are removed (%d times max_recipients)",
 					len(req.Recipients), req.Notifier, max, rawRecipientsFactor),
-				Details: []any{FieldDetail{Field: "recipients", Message: fmt.Sprintf("at most %d elements", max)}}}
+				Details: []any{wire.FieldDetail{Field: "recipients", Message: fmt.Sprintf("at most %d elements", max)}}}
 		}
 	}
 	return nil
@@ -142,18 +143,18 @@ func sendError(err error) error {
 	var paramsErr *config.ParamsError
 	switch {
 	case errors.As(err, &inputErr):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidRequest, Message: inputErr.Error(),
-			Details: []any{FieldDetail{Field: inputErr.Field, Message: inputErr.Message}}}
+		return &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeInvalidRequest, Message: inputErr.Error(),
+			Details: []any{wire.FieldDetail{Field: inputErr.Field, Message: inputErr.Message}}}
 	case errors.Is(err, notifyd.ErrUnknownNotifier):
-		return errorf(http.StatusNotFound, CodeUnknownNotifier, "%v", err)
+		return errorf(http.StatusNotFound, wire.CodeUnknownNotifier, "%v", err)
 	case errors.Is(err, notifyd.ErrTooManyRecipients):
-		return errorf(http.StatusUnprocessableEntity, CodeTooManyRecipients, "%v", err)
+		return errorf(http.StatusUnprocessableEntity, wire.CodeTooManyRecipients, "%v", err)
 	case errors.As(err, &paramsErr):
 		details := make([]any, len(paramsErr.Details))
 		for i, d := range paramsErr.Details {
 			details[i] = d
 		}
-		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidParams,
+		return &wire.Error{Status: http.StatusUnprocessableEntity, Code: wire.CodeInvalidParams,
 			Message: "params do not match the notifier's schema", Details: details}
 	}
 	return err
@@ -183,7 +184,7 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return fieldError("progress", "want true or false")
 	}
-	WriteJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -212,6 +213,6 @@ func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, map[string]int{"cancelled": n})
+	wire.WriteJSON(w, http.StatusOK, map[string]int{"cancelled": n})
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func sendBody(key string) map[string]any {
@@ -107,100 +107,100 @@ func TestSendRefusals(t *testing.T) {
 		{
 			name:   "params fail the schema",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":7}}`,
-			status: 422, code: httpapi.CodeInvalidParams,
+			status: 422, code: wire.CodeInvalidParams,
 			detail: map[string]any{"pointer": "/post_title"},
 		},
 		{
 			name:   "required param missing",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{}}`,
-			status: 422, code: httpapi.CodeInvalidParams,
+			status: 422, code: wire.CodeInvalidParams,
 			detail: map[string]any{"pointer": "/post_title"},
 		},
 		{
 			name:   "unknown notifier",
 			body:   `{"notifier":"nope","key":"k","recipients":["u1"],"params":{}}`,
-			status: 404, code: httpapi.CodeUnknownNotifier,
+			status: 404, code: wire.CodeUnknownNotifier,
 		},
 		{
 			name:   "too many recipients",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["a","b","c","d"],"params":{"post_title":"x"}}`,
-			status: 422, code: httpapi.CodeTooManyRecipients,
+			status: 422, code: wire.CodeTooManyRecipients,
 		},
 		{
 			name:   "missing key",
 			body:   `{"notifier":"comment.created","recipients":["u1"],"params":{"post_title":"x"}}`,
-			status: 422, code: httpapi.CodeInvalidRequest,
+			status: 422, code: wire.CodeInvalidRequest,
 			detail: map[string]any{"field": "key"},
 		},
 		{
 			name:   "no audience",
 			body:   `{"notifier":"comment.created","key":"k","params":{"post_title":"x"}}`,
-			status: 422, code: httpapi.CodeInvalidRequest,
+			status: 422, code: wire.CodeInvalidRequest,
 			detail: map[string]any{"field": "recipients"},
 		},
 		{
 			name:   "recipient id too long",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["` + strings.Repeat("x", 256) + `"],"params":{"post_title":"x"}}`,
-			status: 422, code: httpapi.CodeInvalidRequest,
+			status: 422, code: wire.CodeInvalidRequest,
 			detail: map[string]any{"field": "recipients[0].id"},
 		},
 		{
 			name:   "recipient element of the wrong type",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["u1", 5],"params":{"post_title":"x"}}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "recipients[1]"},
 		},
 		{
 			name:   "recipient object with an unknown field",
 			body:   `{"notifier":"comment.created","key":"k","recipients":[{"id":"u1","why":"x"}],"params":{"post_title":"x"}}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "recipients[0].why"},
 		},
 		{
 			name:   "recipient object with a wrong type",
 			body:   `{"notifier":"comment.created","key":"k","recipients":[{"id":5}],"params":{"post_title":"x"}}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "recipients[0].id"},
 		},
 		{
 			name:   "params not an object",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":[1]}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "params"},
 		},
 		{
 			name:   "bad send_at",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"send_at":"tomorrow"}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "send_at"},
 		},
 		{
 			name:   "notifier of the wrong type",
 			body:   `{"notifier":1,"key":"k","recipients":["u1"],"params":{}}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "notifier"},
 		},
 		{
 			name:   "topics of the wrong type",
 			body:   `{"notifier":"comment.created","key":"k","topics":"post-9","params":{"post_title":"x"}}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "topics"},
 		},
 		{
 			name:   "unknown field",
 			body:   `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"},"priority":1}`,
-			status: 400, code: httpapi.CodeBadRequest,
+			status: 400, code: wire.CodeBadRequest,
 			detail: map[string]any{"field": "priority"},
 		},
-		{name: "malformed JSON", body: `{"notifier":"comment.created",`, status: 400, code: httpapi.CodeBadRequest},
-		{name: "syntax error", body: `{"notifier" "comment.created"}`, status: 400, code: httpapi.CodeBadRequest},
-		{name: "trailing data", body: `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"}} {}`, status: 400, code: httpapi.CodeBadRequest},
-		{name: "not an object", body: `["comment.created"]`, status: 400, code: httpapi.CodeBadRequest},
-		{name: "null", body: `null`, status: 400, code: httpapi.CodeBadRequest},
-		{name: "empty body", body: ``, status: 400, code: httpapi.CodeBadRequest},
-		{name: "invalid UTF-8", body: "{\"notifier\":\"comment.created\",\"key\":\"k\xff\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", status: 400, code: httpapi.CodeBadRequest},
-		{name: "NUL in a string", body: `{"notifier":"comment.created","key":"k","recipients":[{"id":"u1","reason":"a\u0000b"}],"params":{"post_title":"x"}}`, status: 400, code: httpapi.CodeBadRequest},
-		{name: "NUL in params", body: `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"\u0000"}}`, status: 400, code: httpapi.CodeBadRequest},
+		{name: "malformed JSON", body: `{"notifier":"comment.created",`, status: 400, code: wire.CodeBadRequest},
+		{name: "syntax error", body: `{"notifier" "comment.created"}`, status: 400, code: wire.CodeBadRequest},
+		{name: "trailing data", body: `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"}} {}`, status: 400, code: wire.CodeBadRequest},
+		{name: "not an object", body: `["comment.created"]`, status: 400, code: wire.CodeBadRequest},
+		{name: "null", body: `null`, status: 400, code: wire.CodeBadRequest},
+		{name: "empty body", body: ``, status: 400, code: wire.CodeBadRequest},
+		{name: "invalid UTF-8", body: "{\"notifier\":\"comment.created\",\"key\":\"k\xff\",\"recipients\":[\"u1\"],\"params\":{\"post_title\":\"x\"}}", status: 400, code: wire.CodeBadRequest},
+		{name: "NUL in a string", body: `{"notifier":"comment.created","key":"k","recipients":[{"id":"u1","reason":"a\u0000b"}],"params":{"post_title":"x"}}`, status: 400, code: wire.CodeBadRequest},
+		{name: "NUL in params", body: `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"\u0000"}}`, status: 400, code: wire.CodeBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestBodyTooLarge(t *testing.T) {
 	b := setup(t)
 	big := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"` +
 		strings.Repeat("x", 2<<20) + `"}}`
-	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, big), 413, httpapi.CodeBodyTooLarge)
+	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, big), 413, wire.CodeBodyTooLarge)
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
 		t.Fatalf("%d notifications written", n)
 	}
@@ -254,7 +254,7 @@ func TestBodyTooLarge(t *testing.T) {
 	fits := `{"notifier":"comment.created","key":"k","recipients":["u1"],"params":{"post_title":"x"}}`
 	expect(t, small.do(t, "POST", "/v1/notifications", adminToken, fits), 202, "")
 	over := `{"notifier":"comment.created","key":"k2","recipients":["u1"],"params":{"post_title":"` + strings.Repeat("x", 200) + `"}}`
-	expect(t, small.do(t, "POST", "/v1/notifications", adminToken, over), 413, httpapi.CodeBodyTooLarge)
+	expect(t, small.do(t, "POST", "/v1/notifications", adminToken, over), 413, wire.CodeBodyTooLarge)
 }
 
 func TestBodyTooLargeChunked(t *testing.T) {
@@ -332,8 +332,8 @@ func TestGetNotification(t *testing.T) {
 		t.Fatalf("in_app delivery %v", ia)
 	}
 
-	expect(t, b.do(t, "GET", "/v1/notifications/0190b8a4-0000-7000-8000-000000000000", adminToken, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "GET", "/v1/notifications/not-a-uuid", adminToken, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/notifications/0190b8a4-0000-7000-8000-000000000000", adminToken, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/notifications/not-a-uuid", adminToken, nil), 404, wire.CodeNotFound)
 }
 
 func TestCancelNotification(t *testing.T) {
@@ -370,7 +370,7 @@ func TestCancelNotification(t *testing.T) {
 	if r.body["cancelled"] != float64(0) {
 		t.Fatalf("second cancel: %s", r.raw)
 	}
-	expect(t, b.do(t, "DELETE", "/v1/notifications/comment.created/never-sent", adminToken, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/notifications/comment.created/never-sent", adminToken, nil), 404, wire.CodeNotFound)
 }
 
 func TestSendManyKeys(t *testing.T) {

@@ -48,9 +48,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
 	"github.com/notifyd/notifyd/server"
 )
 
@@ -393,7 +393,7 @@ channels:
 // helpers of server_test.go.
 func startDaemon(t *testing.T) *bundle {
 	t.Helper()
-	mailbox := smtptest.Start(t)
+	mailbox := smtpcapture.Start(t)
 	cfg, err := config.Parse("openapi.yaml", fmt.Appendf(nil, openAPIConfig, mailbox.Port()))
 	if err != nil {
 		t.Fatalf("config: %v", err)

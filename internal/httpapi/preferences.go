@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/notifyd/notifyd/channels"
 	"net/http"
+
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/internal/wire"
 
 	"github.com/jackc/pgx/v5"
 
@@ -96,7 +98,7 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, recipien
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -128,7 +130,7 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, recipien
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -143,8 +145,8 @@ func checkRules(reg *channels.Registry, raw *[]json.RawMessage) ([]notifyd.Rule,
 	}
 	if len(*raw) > maxPreferenceRules {
 		msg := fmt.Sprintf("%d rules; at most %d", len(*raw), maxPreferenceRules)
-		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidPreferences, Message: "rules: " + msg,
-			Details: []any{FieldDetail{Field: "rules", Message: msg}}}
+		return nil, &wire.Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidPreferences, Message: "rules: " + msg,
+			Details: []any{wire.FieldDetail{Field: "rules", Message: msg}}}
 	}
 	rules := make([]notifyd.Rule, len(*raw))
 	var details []any
@@ -160,24 +162,24 @@ func checkRules(reg *channels.Registry, raw *[]json.RawMessage) ([]notifyd.Rule,
 		}
 		rule := rules[i]
 		if err := reg.ValidateRule(rule); err != nil {
-			details = append(details, FieldDetail{Field: field + "." + ruleField(reg, rule), Message: err.Error()})
+			details = append(details, wire.FieldDetail{Field: field + "." + ruleField(reg, rule), Message: err.Error()})
 			continue
 		}
 		key := [2]string{rule.Scope, rule.Channel}
 		if j, dup := seen[key]; dup {
-			details = append(details, FieldDetail{Field: field,
+			details = append(details, wire.FieldDetail{Field: field,
 				Message: fmt.Sprintf("same scope and channel as rules[%d]; give each (scope, channel) once", j)})
 			continue
 		}
 		seen[key] = i
 	}
 	if len(details) > 0 {
-		first := details[0].(FieldDetail)
+		first := details[0].(wire.FieldDetail)
 		msg := first.Field + ": " + first.Message
 		if len(details) > 1 {
 			msg += fmt.Sprintf(" (and %d more problems)", len(details)-1)
 		}
-		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidPreferences,
+		return nil, &wire.Error{Status: http.StatusUnprocessableEntity, Code: CodeInvalidPreferences,
 			Message: msg + "; nothing was written", Details: details}
 	}
 	return rules, nil

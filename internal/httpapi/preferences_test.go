@@ -10,6 +10,7 @@ import (
 
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
 )
 
@@ -211,14 +212,14 @@ func TestPreferencesValidation(t *testing.T) {
 		{"duplicate", map[string]any{"rules": []any{rule("category:comments", "email", "off"),
 			rule("category:comments", "email", "digest")}}, 422, httpapi.CodeInvalidPreferences, []string{"rules[1]"}},
 		{"too many", map[string]any{"rules": many}, 422, httpapi.CodeInvalidPreferences, []string{"rules"}},
-		{"no rules key", map[string]any{}, 400, httpapi.CodeBadRequest, []string{"rules"}},
-		{"rules null", `{"rules":null}`, 400, httpapi.CodeBadRequest, []string{"rules"}},
-		{"rule not an object", `{"rules":["*"]}`, 400, httpapi.CodeBadRequest, []string{"rules[0]"}},
+		{"no rules key", map[string]any{}, 400, wire.CodeBadRequest, []string{"rules"}},
+		{"rules null", `{"rules":null}`, 400, wire.CodeBadRequest, []string{"rules"}},
+		{"rule not an object", `{"rules":["*"]}`, 400, wire.CodeBadRequest, []string{"rules[0]"}},
 		{"unknown rule field", `{"rules":[{"scope":"*","channel":"*","mode":"off","why":1}]}`, 400,
-			httpapi.CodeBadRequest, []string{"rules[0].why"}},
-		{"wrong type", `{"rules":[{"scope":"*","channel":"*","mode":5}]}`, 400, httpapi.CodeBadRequest,
+			wire.CodeBadRequest, []string{"rules[0].why"}},
+		{"wrong type", `{"rules":[{"scope":"*","channel":"*","mode":5}]}`, 400, wire.CodeBadRequest,
 			[]string{"rules[0].mode"}},
-		{"malformed", `{"rules":[`, 400, httpapi.CodeBadRequest, nil},
+		{"malformed", `{"rules":[`, 400, wire.CodeBadRequest, nil},
 	}
 	for _, tt := range tests {
 		for _, path := range []string{"/v1/preferences", "/v1/recipients/val/preferences"} {
@@ -304,14 +305,14 @@ func TestSettingsScopedToToken(t *testing.T) {
 		{"GET", "/v1/topics/t/subscribers"}, {"PUT", "/v1/topics/t/subscribers/alice"}, {"DELETE", "/v1/topics/t/subscribers/bob"},
 	} {
 		for _, tok := range []string{a, bob, ""} {
-			expect(t, b.do(t, req.method, req.path, tok, `{"rules":[],"target":"topic:x"}`), 401, httpapi.CodeUnauthorized)
+			expect(t, b.do(t, req.method, req.path, tok, `{"rules":[],"target":"topic:x"}`), 401, wire.CodeUnauthorized)
 		}
 	}
 	for _, req := range []struct{ method, path string }{
 		{"GET", "/v1/preferences"}, {"PUT", "/v1/preferences"}, {"GET", "/v1/mutes"}, {"PUT", "/v1/mutes"},
 		{"DELETE", "/v1/mutes"}, {"GET", "/v1/subscriptions"},
 	} {
-		expect(t, b.do(t, req.method, req.path, adminToken, `{"rules":[],"target":"topic:x"}`), 401, httpapi.CodeUnauthorized)
+		expect(t, b.do(t, req.method, req.path, adminToken, `{"rules":[],"target":"topic:x"}`), 401, wire.CodeUnauthorized)
 	}
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_subscriptions`); n != 0 {
 		t.Fatalf("a refused request subscribed someone")

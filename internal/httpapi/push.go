@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels/webpush"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -83,7 +84,7 @@ func (s *Server) createPushSubscription(w http.ResponseWriter, r *http.Request, 
 	if created {
 		status = http.StatusCreated
 	}
-	WriteJSON(w, status, map[string]string{"id": id})
+	wire.WriteJSON(w, status, map[string]string{"id": id})
 	return nil
 }
 
@@ -102,7 +103,7 @@ func (s *Server) listPushSubscriptions(w http.ResponseWriter, r *http.Request, r
 		out[i] = pushSubscriptionJSON{ID: sub.ID, Endpoint: sub.Endpoint, CreatedAt: sub.CreatedAt,
 			LastSuccessAt: sub.LastSuccessAt, Failures: sub.Failures}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"subscriptions": out})
+	wire.WriteJSON(w, http.StatusOK, map[string]any{"subscriptions": out})
 	return nil
 }
 
@@ -130,7 +131,7 @@ func (s *Server) vapidKey(w http.ResponseWriter, _ *http.Request, _ string) erro
 	if err := s.pushConfigured(); err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{"public_key": s.push.VAPIDPublicKey()})
+	wire.WriteJSON(w, http.StatusOK, map[string]string{"public_key": s.push.VAPIDPublicKey()})
 	return nil
 }
 
@@ -144,7 +145,7 @@ func notVAPIDKey(h http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("Allow", "GET, HEAD")
-		WriteError(w, r, errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+		wire.WriteError(w, r, errorf(http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed,
 			"%s is not allowed on %s; allowed: GET, HEAD", r.Method, r.URL.Path))
 	})
 }

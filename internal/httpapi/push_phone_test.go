@@ -6,6 +6,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // TestRecipientPhone: the profile's phone is E.164; anything else is a 422
@@ -20,7 +21,7 @@ func TestRecipientPhone(t *testing.T) {
 	}
 	for _, bad := range []string{"4155550123", "+1 415 555 0123", "+0123456789", "+1234", "+1234567890123456", "tel:+14155550123"} {
 		r := b.do(t, "PUT", "/v1/recipients/ph", adminToken, map[string]any{"phone": bad})
-		expect(t, r, 422, httpapi.CodeInvalidRequest)
+		expect(t, r, 422, wire.CodeInvalidRequest)
 		details, _ := r.body["error"].(map[string]any)["details"].([]any)
 		if len(details) == 0 || details[0].(map[string]any)["field"] != "phone" {
 			t.Errorf("phone %q: %s", bad, r.raw)
@@ -92,10 +93,10 @@ func TestPushSubscriptionsAPI(t *testing.T) {
 	if l, _ := r.body["subscriptions"].([]any); len(l) != 0 {
 		t.Fatalf("u2 sees %s", r.raw)
 	}
-	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/"+id, u2, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/"+id, u2, nil), 404, wire.CodeNotFound)
 	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/"+id, u1, nil), 204, "")
-	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/"+id, u1, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/nope", u1, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/"+id, u1, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/push-subscriptions/nope", u1, nil), 404, wire.CodeNotFound)
 
 	// Bad input: a 4xx naming the field, and nothing written.
 	with := func(k string, v any) map[string]any {
@@ -143,13 +144,13 @@ func TestPushSubscriptionsAPI(t *testing.T) {
 	if l, _ := r.body["subscriptions"].([]any); len(l) != 0 {
 		t.Fatalf("bad input wrote %s", r.raw)
 	}
-	expect(t, b.do(t, "GET", "/v1/push-subscriptions", "", nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/push-subscriptions", "", nil), 401, wire.CodeUnauthorized)
 }
 
 func TestPushSubscriptionsNotConfigured(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	u1 := recipientToken(t, "u1")
-	expect(t, b.do(t, "GET", "/v1/push-subscriptions/vapid-key", u1, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "POST", "/v1/push-subscriptions", u1, map[string]any{}), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/push-subscriptions/vapid-key", u1, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "POST", "/v1/push-subscriptions", u1, map[string]any{}), 404, wire.CodeNotFound)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -29,7 +30,7 @@ func (s *Server) getQuietHours(w http.ResponseWriter, r *http.Request, recipient
 		return err
 	}
 	q, _ := notifytype.ParseQuietHours(raw) // checked when written
-	WriteJSON(w, http.StatusOK, quietHoursBody{QuietHours: q, Timezone: tz})
+	wire.WriteJSON(w, http.StatusOK, quietHoursBody{QuietHours: q, Timezone: tz})
 	return nil
 }
 
@@ -50,7 +51,7 @@ func (s *Server) putQuietHours(w http.ResponseWriter, r *http.Request, recipient
 		return err
 	}
 	q, _ := notifytype.ParseQuietHours(stored)
-	WriteJSON(w, http.StatusOK, quietHoursBody{QuietHours: q, Timezone: tz})
+	wire.WriteJSON(w, http.StatusOK, quietHoursBody{QuietHours: q, Timezone: tz})
 	return nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // Quiet hours on the admin profile: written when given, kept when absent
@@ -33,7 +33,7 @@ func TestProfileQuietHours(t *testing.T) {
 		"22:00-07:00",
 	} {
 		r := b.do(t, "PUT", "/v1/recipients/ada", adminToken, map[string]any{"quiet_hours": bad})
-		expect(t, r, 422, httpapi.CodeInvalidRequest)
+		expect(t, r, 422, wire.CodeInvalidRequest)
 		if d := r.errDetails(); len(d) != 1 || d[0].(map[string]any)["field"] != "quiet_hours" {
 			t.Fatalf("%v: details %s", bad, r.raw)
 		}
@@ -41,7 +41,7 @@ func TestProfileQuietHours(t *testing.T) {
 	// A quiet-hours window with a timezone that does not exist is refused
 	// for the timezone.
 	r = b.do(t, "PUT", "/v1/recipients/ada", adminToken, map[string]any{"timezone": "Mars/Olympus", "quiet_hours": night})
-	expect(t, r, 422, httpapi.CodeInvalidRequest)
+	expect(t, r, 422, wire.CodeInvalidRequest)
 	got := b.do(t, "GET", "/v1/recipients/ada", adminToken, nil)
 	if got.body["email"] != "ada@example.com" || fmt.Sprint(got.body["quiet_hours"]) != fmt.Sprint(night) {
 		t.Fatalf("a refused write changed the profile: %s", got.raw)
@@ -71,9 +71,9 @@ func TestRecipientQuietHours(t *testing.T) {
 		t.Fatalf("put: %s", r.raw)
 	}
 	expect(t, b.do(t, "PUT", "/v1/quiet-hours", tok, map[string]any{"quiet_hours": map[string]any{"start": "7", "end": "8"}}),
-		422, httpapi.CodeInvalidRequest)
-	expect(t, b.do(t, "PUT", "/v1/quiet-hours", tok, map[string]any{}), 422, httpapi.CodeInvalidRequest)
-	expect(t, b.do(t, "PUT", "/v1/quiet-hours", tok, `{"quiet_hours": `), 400, httpapi.CodeBadRequest)
+		422, wire.CodeInvalidRequest)
+	expect(t, b.do(t, "PUT", "/v1/quiet-hours", tok, map[string]any{}), 422, wire.CodeInvalidRequest)
+	expect(t, b.do(t, "PUT", "/v1/quiet-hours", tok, `{"quiet_hours": `), 400, wire.CodeBadRequest)
 	r = b.do(t, "GET", "/v1/recipients/grace/quiet-hours", adminToken, nil)
 	expect(t, r, 200, "")
 	if fmt.Sprint(r.body["quiet_hours"]) != want {
@@ -85,7 +85,7 @@ func TestRecipientQuietHours(t *testing.T) {
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_recipients WHERE id = 'grace' AND quiet_hours IS NULL`); n != 1 {
 		t.Fatalf("null did not clear the stored value")
 	}
-	expect(t, b.do(t, "GET", "/v1/quiet-hours", "", nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/quiet-hours", "", nil), 401, wire.CodeUnauthorized)
 }
 
 // GET /v1/notifications/{id} shows the workflow statuses: when a scheduled

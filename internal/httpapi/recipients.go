@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -60,7 +61,7 @@ func (s *Server) putRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, s.profileResponse(out))
+	wire.WriteJSON(w, http.StatusOK, s.profileResponse(out))
 	return nil
 }
 
@@ -107,7 +108,7 @@ func (s *Server) webhookSecret(w http.ResponseWriter, r *http.Request, recipient
 	if s.secret == nil {
 		return notFoundError("webhooks are not configured (no channels.webhook)")
 	}
-	WriteJSON(w, http.StatusOK, map[string]string{"secret": s.secret(recipient)})
+	wire.WriteJSON(w, http.StatusOK, map[string]string{"secret": s.secret(recipient)})
 	return nil
 }
 
@@ -204,7 +205,7 @@ func (s *Server) getRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, s.profileResponse(p))
+	wire.WriteJSON(w, http.StatusOK, s.profileResponse(p))
 	return nil
 }
 

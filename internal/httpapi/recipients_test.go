@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func TestRecipientProfile(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	expect(t, b.do(t, "GET", "/v1/recipients/ada", adminToken, nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/recipients/ada", adminToken, nil), 404, wire.CodeNotFound)
 
 	profile := map[string]any{
 		"email": "ada@example.com", "name": "Ada Lovelace", "locale": "en-GB", "timezone": "Europe/London",
@@ -94,18 +94,18 @@ func TestRecipientProfileValidation(t *testing.T) {
 		r := b.do(t, "PUT", "/v1/recipients/ada", adminToken, tt.body)
 		// Malformed JSON (wrong types, unknown fields) is a 400; a
 		// well-formed value that breaks a rule is a 422 invalid_request.
-		status, code := 422, httpapi.CodeInvalidRequest
+		status, code := 422, wire.CodeInvalidRequest
 		if m, _ := tt.body.(map[string]any); tt.field == "data" || tt.field == "nickname" || m[tt.field] == 5 {
-			status, code = 400, httpapi.CodeBadRequest
+			status, code = 400, wire.CodeBadRequest
 		}
 		if r.status != status || r.errCode() != code || !strings.Contains(r.errMessage(), tt.field) {
 			t.Errorf("%v: %d %s, want %d naming %s", tt.body, r.status, r.raw, status, tt.field)
 		}
 	}
 	long := strings.Repeat("x", 256)
-	expect(t, b.do(t, "PUT", "/v1/recipients/"+long, adminToken, map[string]any{}), 400, httpapi.CodeBadRequest)
-	expect(t, b.do(t, "PUT", "/v1/recipients/%FF", adminToken, map[string]any{}), 400, httpapi.CodeBadRequest)
-	expect(t, b.do(t, "GET", "/v1/recipients/%00", adminToken, nil), 400, httpapi.CodeBadRequest)
+	expect(t, b.do(t, "PUT", "/v1/recipients/"+long, adminToken, map[string]any{}), 400, wire.CodeBadRequest)
+	expect(t, b.do(t, "PUT", "/v1/recipients/%FF", adminToken, map[string]any{}), 400, wire.CodeBadRequest)
+	expect(t, b.do(t, "GET", "/v1/recipients/%00", adminToken, nil), 400, wire.CodeBadRequest)
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_recipients`); n != 0 {
 		t.Fatalf("%d recipients written by refused requests", n)
 	}

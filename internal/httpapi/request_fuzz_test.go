@@ -11,6 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -67,7 +68,7 @@ func FuzzSendParams(f *testing.F) {
 			_, err = req.notification()
 		}
 		if err != nil {
-			var apiErr *Error
+			var apiErr *wire.Error
 			if !errors.As(err, &apiErr) || apiErr.Status < 400 || apiErr.Status >= 500 {
 				t.Fatalf("refusal is not a 4xx API error: %#v", err)
 			}
@@ -98,10 +99,10 @@ func FuzzSendParams(f *testing.F) {
 		if !ok {
 			t.Fatalf("ValidateParams returned %T, want *config.ParamsError: %v", verr, verr)
 		}
-		apiErr := asAPIError(sendError(verr))
-		if apiErr.Status != http.StatusUnprocessableEntity || apiErr.Code != CodeInvalidParams || len(apiErr.Details) != len(pe.Details) {
+		apiErr := wire.AsError(sendError(verr))
+		if apiErr.Status != http.StatusUnprocessableEntity || apiErr.Code != wire.CodeInvalidParams || len(apiErr.Details) != len(pe.Details) {
 			t.Fatalf("params refusal answered %d %s with %d details, want 422 %s with %d", apiErr.Status, apiErr.Code,
-				len(apiErr.Details), CodeInvalidParams, len(pe.Details))
+				len(apiErr.Details), wire.CodeInvalidParams, len(pe.Details))
 		}
 		for _, d := range pe.Details {
 			if d.Pointer != "" && d.Pointer[0] != '/' {

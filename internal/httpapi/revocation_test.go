@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // tokens_valid_after revokes the tokens issued before it, on every recipient
@@ -31,12 +31,12 @@ func TestTokensValidAfterRevokesOlderTokens(t *testing.T) {
 		t.Fatalf("GET: %s", got.raw)
 	}
 	for _, path := range []string{"/v1/inbox/counts", "/v1/inbox", "/v1/preferences"} {
-		expect(t, b.do(t, "GET", path, old, nil), 401, httpapi.CodeUnauthorized)
+		expect(t, b.do(t, "GET", path, old, nil), 401, wire.CodeUnauthorized)
 		expect(t, b.do(t, "GET", path, fresh, nil), 200, "")
 	}
 	// A profile write without the field keeps the revocation.
 	expect(t, b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{"email":"u1@example.com"}`), 200, "")
-	expect(t, b.do(t, "GET", "/v1/inbox/counts", old, nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/inbox/counts", old, nil), 401, wire.CodeUnauthorized)
 	// Null clears it.
 	r = b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":null}`)
 	expect(t, r, 200, "")
@@ -46,6 +46,6 @@ func TestTokensValidAfterRevokesOlderTokens(t *testing.T) {
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", old, nil), 200, "")
 	// Another recipient is not affected by u1's revocation.
 	expect(t, b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"`+fixedNow.Add(time.Hour).Format(time.RFC3339)+`"}`), 200, "")
-	expect(t, b.do(t, "GET", "/v1/inbox/counts", fresh, nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/inbox/counts", fresh, nil), 401, wire.CodeUnauthorized)
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", recipientToken(t, "u2"), nil), 200, "")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // TestAdminResponsesAreNeverFramedOrCached: every admin endpoint, its
@@ -88,7 +89,7 @@ func TestRateLimits(t *testing.T) {
 	}
 	before := dbState(t, b.pool)
 	r := b.do(t, "POST", "/v1/inbox/read", u1, `{"all":true}`)
-	expect(t, r, 429, httpapi.CodeRateLimited)
+	expect(t, r, 429, wire.CodeRateLimited)
 	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
 		t.Fatalf("Retry-After %q, want whole seconds >= 1", r.header.Get("Retry-After"))
 	}
@@ -96,7 +97,7 @@ func TestRateLimits(t *testing.T) {
 		t.Fatalf("a refused request wrote to %v", changed)
 	}
 	// u1 minting another token changes nothing: the bucket is the recipient's.
-	expect(t, b.do(t, "GET", "/v1/inbox", recipientToken(t, "u1"), nil), 429, httpapi.CodeRateLimited)
+	expect(t, b.do(t, "GET", "/v1/inbox", recipientToken(t, "u1"), nil), 429, wire.CodeRateLimited)
 	// Another recipient has a bucket of its own.
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", u2, nil), 200, "")
 
@@ -104,7 +105,7 @@ func TestRateLimits(t *testing.T) {
 	expect(t, b.do(t, "PUT", "/v1/recipients/u1", adminToken, `{}`), 200, "")
 	before = dbState(t, b.pool)
 	r = b.do(t, "PUT", "/v1/recipients/u3", adminToken, `{"email":"u3@example.com"}`)
-	expect(t, r, 429, httpapi.CodeRateLimited)
+	expect(t, r, 429, wire.CodeRateLimited)
 	if r.header.Get("Retry-After") == "" {
 		t.Fatal("admin 429 without Retry-After")
 	}
@@ -112,7 +113,7 @@ func TestRateLimits(t *testing.T) {
 		t.Fatalf("a refused admin request wrote to %v", changed)
 	}
 	// A wrong token is refused as unauthorized, not counted against the bucket's owner.
-	expect(t, b.do(t, "GET", "/v1/recipients/u1", "wrong", nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/recipients/u1", "wrong", nil), 401, wire.CodeUnauthorized)
 
 	for limit, want := range map[string]float64{"recipient_rate": 2, "admin_rate": 1, "topics": 0} {
 		if got := counterValue(t, reg, "notifyd_http_limited_total", limit); got != want {
@@ -144,7 +145,7 @@ func TestSendCaps(t *testing.T) {
 	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "k",
 		"topics": topics, "params": map[string]any{"post_title": "x"}}), 422, httpapi.CodeTooManyTopics)
 	expect(t, b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "k",
-		"recipients": same, "params": map[string]any{"post_title": "x"}}), 422, httpapi.CodeTooManyRecipients)
+		"recipients": same, "params": map[string]any{"post_title": "x"}}), 422, wire.CodeTooManyRecipients)
 	if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
 		t.Fatalf("wrote to %v", changed)
 	}
@@ -232,5 +233,5 @@ func TestWebhookSecrets(t *testing.T) {
 	if v, ok := r.body["webhook_secret"]; !ok || v != nil {
 		t.Fatalf("webhook_secret without a webhook channel = %v (present %v), want null", v, ok)
 	}
-	expect(t, plain.do(t, "GET", "/v1/webhook-secret", recipientToken(t, "u1"), nil), 404, httpapi.CodeNotFound)
+	expect(t, plain.do(t, "GET", "/v1/webhook-secret", recipientToken(t, "u1"), nil), 404, wire.CodeNotFound)
 }

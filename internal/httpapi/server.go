@@ -1,18 +1,20 @@
 package httpapi
 
 import (
-	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/builtin"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/builtin"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/web"
 )
 
@@ -223,7 +225,7 @@ type recipientFunc func(w http.ResponseWriter, r *http.Request, recipient string
 func (s *Server) public(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			WriteError(w, r, err)
+			wire.WriteError(w, r, err)
 		}
 	})
 }
@@ -251,7 +253,7 @@ func (s *Server) recipient(h recipientFunc) http.Handler {
 			err = h(w, r, id)
 		}
 		if err != nil {
-			WriteError(w, r, err)
+			wire.WriteError(w, r, err)
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -229,7 +230,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := b.do(t, "GET", "/readyz", "", nil)
-	expect(t, r, 503, httpapi.CodeNotReady)
+	expect(t, r, 503, wire.CodeNotReady)
 	if !strings.Contains(r.errMessage(), "pending migrations") {
 		t.Fatalf("readyz message %q does not say why", r.errMessage())
 	}
@@ -238,15 +239,15 @@ func TestReadyz(t *testing.T) {
 func TestUnknownRouteAndMethod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	expect(t, b.do(t, "GET", "/nope", "", nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "GET", "/v1/inbox/nope/deeper", recipientToken(t, "u1"), nil), 404, httpapi.CodeNotFound)
+	expect(t, b.do(t, "GET", "/nope", "", nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "GET", "/v1/inbox/nope/deeper", recipientToken(t, "u1"), nil), 404, wire.CodeNotFound)
 
 	r := b.do(t, "DELETE", "/v1/inbox", recipientToken(t, "u1"), nil)
-	expect(t, r, 405, httpapi.CodeMethodNotAllowed)
+	expect(t, r, 405, wire.CodeMethodNotAllowed)
 	if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") {
 		t.Fatalf("Allow %q, want GET listed", allow)
 	}
-	expect(t, b.do(t, "PUT", "/v1/notifications", adminToken, nil), 405, httpapi.CodeMethodNotAllowed)
+	expect(t, b.do(t, "PUT", "/v1/notifications", adminToken, nil), 405, wire.CodeMethodNotAllowed)
 
 	// A cancel without a key is no route, not the mux's redirect to the
 	// {key...} route's empty remainder.
@@ -256,7 +257,7 @@ func TestUnknownRouteAndMethod(t *testing.T) {
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	r = rawRequest(t, b, req)
-	expect(t, r, 404, httpapi.CodeNotFound)
+	expect(t, r, 404, wire.CodeNotFound)
 	if loc := r.header.Get("Location"); loc != "" {
 		t.Fatalf("answered with Location %q", loc)
 	}
@@ -277,7 +278,7 @@ func TestExtraRoutes(t *testing.T) {
 	s.Handle("GET /v1/inbox/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.Recipient(r)
 		if err != nil {
-			httpapi.WriteError(w, r, err)
+			wire.WriteError(w, r, err)
 			return
 		}
 		_, _ = io.WriteString(w, id)
@@ -359,9 +360,9 @@ func TestRequestLogAndPanics(t *testing.T) {
 
 	tok := recipientToken(t, "logged")
 	expect(t, b.do(t, "GET", "/v1/inbox/counts", tok, nil), 200, "")
-	expect(t, b.do(t, "GET", "/v1/inbox?access_token="+tok, "", nil), 401, httpapi.CodeUnauthorized)
-	expect(t, b.do(t, "GET", "/v1/recipients/x", adminToken, nil), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "GET", "/boom", "", nil), 500, httpapi.CodeInternal)
+	expect(t, b.do(t, "GET", "/v1/inbox?access_token="+tok, "", nil), 401, wire.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/recipients/x", adminToken, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "GET", "/boom", "", nil), 500, wire.CodeInternal)
 
 	out := logs.String()
 	for _, want := range []string{

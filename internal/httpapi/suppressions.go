@@ -7,6 +7,7 @@ import (
 	"unicode"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -50,9 +51,9 @@ func (s *Server) suppressionChannel(field, name string) (string, error) {
 	}
 	p, ok := s.reg.Lookup(name)
 	if !ok || !p.PerRecipient || !channels.SuppressibleAddress(p.Address) {
-		return "", &Error{Status: http.StatusNotFound, Code: CodeNotFound,
+		return "", &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Message: field + ": no channel " + quote(name) + " that sends to an address",
-			Details: []any{FieldDetail{Field: field, Message: "not a registered channel that sends to an address"}}}
+			Details: []any{wire.FieldDetail{Field: field, Message: "not a registered channel that sends to an address"}}}
 	}
 	return p.Address, nil
 }
@@ -118,9 +119,9 @@ func (s *Server) listSuppressions(w http.ResponseWriter, r *http.Request) error 
 	if v := q.Get("cursor"); v != "" {
 		key, err := decodeKeyCursor(cursorSuppression, v)
 		if err != nil {
-			return &Error{Status: http.StatusBadRequest, Code: CodeBadCursor,
+			return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadCursor,
 				Message: "cursor: not a cursor this API issued for this list; start again without one",
-				Details: []any{FieldDetail{Field: "cursor", Message: err.Error()}}}
+				Details: []any{wire.FieldDetail{Field: "cursor", Message: err.Error()}}}
 		}
 		afterChannel, afterAddress, _ = strings.Cut(key, "\x00")
 	}
@@ -138,7 +139,7 @@ func (s *Server) listSuppressions(w http.ResponseWriter, r *http.Request) error 
 		}
 		resp.Suppressions = append(resp.Suppressions, suppressionWire(&page[i]))
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -186,7 +187,7 @@ func (s *Server) putSuppression(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, suppressionWire(sup))
+	wire.WriteJSON(w, http.StatusOK, suppressionWire(sup))
 	return nil
 }
 
@@ -205,7 +206,7 @@ func (s *Server) deleteSuppression(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, map[string]bool{"deleted": deleted})
+	wire.WriteJSON(w, http.StatusOK, map[string]bool{"deleted": deleted})
 	return nil
 }
 

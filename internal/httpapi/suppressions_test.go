@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func TestSuppressionsAPI(t *testing.T) {
@@ -35,17 +35,17 @@ func TestSuppressionsAPI(t *testing.T) {
 		status       int
 		code         string
 	}{
-		{"PUT", "/v1/suppressions/email/not-an-address", nil, 422, httpapi.CodeInvalidRequest},
-		{"PUT", "/v1/suppressions/email/" + url.PathEscape("Ada <x@example.test>"), nil, 422, httpapi.CodeInvalidRequest},
-		{"PUT", "/v1/suppressions/in_app/x@example.test", nil, 404, httpapi.CodeNotFound},
-		{"PUT", "/v1/suppressions/pager/x@example.test", nil, 404, httpapi.CodeNotFound},
-		{"PUT", "/v1/suppressions/email/x@example.test", map[string]any{"reason": strings.Repeat("r", 201)}, 422, httpapi.CodeInvalidRequest},
-		{"PUT", "/v1/suppressions/email/x@example.test", map[string]any{"reason": "a\nb"}, 422, httpapi.CodeInvalidRequest},
-		{"PUT", "/v1/suppressions/email/x@example.test", map[string]any{"why": "x"}, 400, httpapi.CodeBadRequest},
-		{"PUT", "/v1/suppressions/email/x@example.test", "[", 400, httpapi.CodeBadRequest},
-		{"GET", "/v1/suppressions?limit=0", nil, 400, httpapi.CodeBadRequest},
-		{"GET", "/v1/suppressions?cursor=nope", nil, 400, httpapi.CodeBadCursor},
-		{"GET", "/v1/suppressions?channel=pager", nil, 404, httpapi.CodeNotFound},
+		{"PUT", "/v1/suppressions/email/not-an-address", nil, 422, wire.CodeInvalidRequest},
+		{"PUT", "/v1/suppressions/email/" + url.PathEscape("Ada <x@example.test>"), nil, 422, wire.CodeInvalidRequest},
+		{"PUT", "/v1/suppressions/in_app/x@example.test", nil, 404, wire.CodeNotFound},
+		{"PUT", "/v1/suppressions/pager/x@example.test", nil, 404, wire.CodeNotFound},
+		{"PUT", "/v1/suppressions/email/x@example.test", map[string]any{"reason": strings.Repeat("r", 201)}, 422, wire.CodeInvalidRequest},
+		{"PUT", "/v1/suppressions/email/x@example.test", map[string]any{"reason": "a\nb"}, 422, wire.CodeInvalidRequest},
+		{"PUT", "/v1/suppressions/email/x@example.test", map[string]any{"why": "x"}, 400, wire.CodeBadRequest},
+		{"PUT", "/v1/suppressions/email/x@example.test", "[", 400, wire.CodeBadRequest},
+		{"GET", "/v1/suppressions?limit=0", nil, 400, wire.CodeBadRequest},
+		{"GET", "/v1/suppressions?cursor=nope", nil, 400, wire.CodeBadCursor},
+		{"GET", "/v1/suppressions?channel=pager", nil, 404, wire.CodeNotFound},
 	} {
 		r := b.do(t, tt.method, tt.path, adminToken, tt.body)
 		if r.status != tt.status || r.errCode() != tt.code {
@@ -55,8 +55,8 @@ func TestSuppressionsAPI(t *testing.T) {
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_suppressions`); n != 4 {
 		t.Fatalf("%d suppressions, want 4", n)
 	}
-	expect(t, b.do(t, "GET", "/v1/suppressions", "", nil), 401, httpapi.CodeUnauthorized)
-	expect(t, b.do(t, "GET", "/v1/suppressions", recipientToken(t, "u1"), nil), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/suppressions", "", nil), 401, wire.CodeUnauthorized)
+	expect(t, b.do(t, "GET", "/v1/suppressions", recipientToken(t, "u1"), nil), 401, wire.CodeUnauthorized)
 
 	// Keyset pages cover the list once, in order.
 	var got []string
@@ -132,12 +132,12 @@ func TestBounces(t *testing.T) {
 		map[string]any{"address": "x@example.test", "kind": "hard"},
 		map[string]any{"channel": "email", "address": "not an address", "kind": "hard"},
 	} {
-		expect(t, b.do(t, "POST", "/v1/bounces", adminToken, body), 422, httpapi.CodeInvalidRequest)
+		expect(t, b.do(t, "POST", "/v1/bounces", adminToken, body), 422, wire.CodeInvalidRequest)
 	}
-	expect(t, b.do(t, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "pager", "address": "x@example.test", "kind": "hard"}), 404, httpapi.CodeNotFound)
-	expect(t, b.do(t, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "x@example.test", "kind": "hard", "extra": 1}), 400, httpapi.CodeBadRequest)
-	expect(t, b.do(t, "POST", "/v1/bounces", adminToken, `{"channel":`), 400, httpapi.CodeBadRequest)
-	expect(t, b.do(t, "POST", "/v1/bounces", "", map[string]any{"channel": "email", "address": "x@example.test", "kind": "hard"}), 401, httpapi.CodeUnauthorized)
+	expect(t, b.do(t, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "pager", "address": "x@example.test", "kind": "hard"}), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "x@example.test", "kind": "hard", "extra": 1}), 400, wire.CodeBadRequest)
+	expect(t, b.do(t, "POST", "/v1/bounces", adminToken, `{"channel":`), 400, wire.CodeBadRequest)
+	expect(t, b.do(t, "POST", "/v1/bounces", "", map[string]any{"channel": "email", "address": "x@example.test", "kind": "hard"}), 401, wire.CodeUnauthorized)
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_suppressions WHERE address = 'x@example.test'`); n != 0 {
 		t.Fatal("a refused report was written")
 	}
@@ -157,7 +157,7 @@ func TestErasureKeepsSuppressionsUnlessAsked(t *testing.T) {
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_suppressions WHERE address = 'u1@example.test'`); n != 1 {
 		t.Fatal("erasure lifted the suppression without being asked")
 	}
-	expect(t, b.do(t, "DELETE", "/v1/recipients/u2?suppressions=maybe", adminToken, nil), 400, httpapi.CodeBadRequest)
+	expect(t, b.do(t, "DELETE", "/v1/recipients/u2?suppressions=maybe", adminToken, nil), 400, wire.CodeBadRequest)
 	r = b.do(t, "DELETE", "/v1/recipients/u2?suppressions=true", adminToken, nil)
 	if expect(t, r, 200, ""); r.body["suppressions"] != float64(1) {
 		t.Fatalf("erase with suppressions: %s", r.raw)

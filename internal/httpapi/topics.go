@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -66,7 +67,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, subscriptionJSON{Topic: sub.Topic, Recipient: sub.Recipient, Reason: sub.Reason,
+	wire.WriteJSON(w, http.StatusOK, subscriptionJSON{Topic: sub.Topic, Recipient: sub.Recipient, Reason: sub.Reason,
 		CreatedAt: sub.CreatedAt})
 	return nil
 }
@@ -82,7 +83,7 @@ func (s *Server) unsubscribe(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, map[string]bool{"deleted": deleted})
+	wire.WriteJSON(w, http.StatusOK, map[string]bool{"deleted": deleted})
 	return nil
 }
 
@@ -122,7 +123,7 @@ func (s *Server) listSubscribers(w http.ResponseWriter, r *http.Request) error {
 		c := encodeKeyCursor(cursorRecipient, *page.Next)
 		resp.NextCursor = &c
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -148,7 +149,7 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, recip
 		c := encodeKeyCursor(cursorTopic, *page.Next)
 		resp.NextCursor = &c
 	}
-	WriteJSON(w, http.StatusOK, resp)
+	wire.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -170,9 +171,9 @@ func keysetQuery(r *http.Request, kind byte) (limit int, after string, err error
 	if v := q.Get("cursor"); v != "" {
 		key, err := decodeKeyCursor(kind, v)
 		if err != nil {
-			return 0, "", &Error{Status: http.StatusBadRequest, Code: CodeBadCursor,
+			return 0, "", &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadCursor,
 				Message: "cursor: not a cursor this API issued for this list; start again without one",
-				Details: []any{FieldDetail{Field: "cursor", Message: err.Error()}}}
+				Details: []any{wire.FieldDetail{Field: "cursor", Message: err.Error()}}}
 		}
 		after = key
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 func TestTopicSubscribe(t *testing.T) {
@@ -49,16 +49,16 @@ func TestTopicSubscribe(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": "two words"}, 422, httpapi.CodeInvalidRequest},
-		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": strings.Repeat("r", 65)}, 422, httpapi.CodeInvalidRequest},
-		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": "-lead"}, 422, httpapi.CodeInvalidRequest},
-		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": 5}, 400, httpapi.CodeBadRequest},
-		{"/v1/topics/post-9/subscribers/bob", map[string]any{"why": "x"}, 400, httpapi.CodeBadRequest},
-		{"/v1/topics/post-9/subscribers/bob", `[`, 400, httpapi.CodeBadRequest},
-		{"/v1/topics/" + strings.Repeat("t", 256) + "/subscribers/bob", nil, 400, httpapi.CodeBadRequest},
-		{"/v1/topics/post-9/subscribers/" + strings.Repeat("u", 256), nil, 400, httpapi.CodeBadRequest},
-		{"/v1/topics/post-9/subscribers/%FF", nil, 400, httpapi.CodeBadRequest},
-		{"/v1/topics/%00/subscribers/bob", nil, 400, httpapi.CodeBadRequest},
+		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": "two words"}, 422, wire.CodeInvalidRequest},
+		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": strings.Repeat("r", 65)}, 422, wire.CodeInvalidRequest},
+		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": "-lead"}, 422, wire.CodeInvalidRequest},
+		{"/v1/topics/post-9/subscribers/bob", map[string]any{"reason": 5}, 400, wire.CodeBadRequest},
+		{"/v1/topics/post-9/subscribers/bob", map[string]any{"why": "x"}, 400, wire.CodeBadRequest},
+		{"/v1/topics/post-9/subscribers/bob", `[`, 400, wire.CodeBadRequest},
+		{"/v1/topics/" + strings.Repeat("t", 256) + "/subscribers/bob", nil, 400, wire.CodeBadRequest},
+		{"/v1/topics/post-9/subscribers/" + strings.Repeat("u", 256), nil, 400, wire.CodeBadRequest},
+		{"/v1/topics/post-9/subscribers/%FF", nil, 400, wire.CodeBadRequest},
+		{"/v1/topics/%00/subscribers/bob", nil, 400, wire.CodeBadRequest},
 	} {
 		r := b.do(t, "PUT", tt.path, adminToken, tt.body)
 		if r.status != tt.status || r.errCode() != tt.code {
@@ -160,7 +160,7 @@ func TestTopicSubscribersPagination(t *testing.T) {
 
 	// Bad paging parameters.
 	for _, q := range []string{"limit=0", "limit=1001", "limit=x"} {
-		expect(t, b.do(t, "GET", "/v1/topics/big/subscribers?"+q, adminToken, nil), 400, httpapi.CodeBadRequest)
+		expect(t, b.do(t, "GET", "/v1/topics/big/subscribers?"+q, adminToken, nil), 400, wire.CodeBadRequest)
 	}
 	// A mangled cursor, an inbox-style one, and a subscriptions cursor fed
 	// to the subscribers list are refused.
@@ -171,7 +171,7 @@ func TestTopicSubscribersPagination(t *testing.T) {
 	expect(t, r, 200, "")
 	subsCursor := r.body["next_cursor"].(string)
 	for _, c := range []string{"nope", cursor[:len(cursor)-2] + "AA", "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", subsCursor} {
-		expect(t, b.do(t, "GET", "/v1/topics/big/subscribers?cursor="+url.QueryEscape(c), adminToken, nil), 400, httpapi.CodeBadCursor)
+		expect(t, b.do(t, "GET", "/v1/topics/big/subscribers?cursor="+url.QueryEscape(c), adminToken, nil), 400, wire.CodeBadCursor)
 	}
 }
 
@@ -215,5 +215,5 @@ func TestRecipientSubscriptions(t *testing.T) {
 		t.Fatalf("bob's subscriptions: %s", r.raw)
 	}
 	// A recipient can read, not change, their subscriptions.
-	expect(t, b.do(t, "PUT", "/v1/subscriptions", tok, nil), 405, httpapi.CodeMethodNotAllowed)
+	expect(t, b.do(t, "PUT", "/v1/subscriptions", tok, nil), 405, wire.CodeMethodNotAllowed)
 }

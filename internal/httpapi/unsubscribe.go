@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -112,7 +113,7 @@ func (s *Server) unsubscribePost(w http.ResponseWriter, r *http.Request) error {
 	if wantsHTML(r) {
 		return writePage(w, http.StatusOK, pageData{Done: true, Channel: tok.Channel, What: describeScopes(tok.Scopes)})
 	}
-	WriteJSON(w, http.StatusOK, unsubscribeResponse{Unsubscribed: true, Channel: tok.Channel, Scopes: tok.Scopes})
+	wire.WriteJSON(w, http.StatusOK, unsubscribeResponse{Unsubscribed: true, Channel: tok.Channel, Scopes: tok.Scopes})
 	return nil
 }
 
@@ -149,7 +150,7 @@ func checkOneClickBody(w http.ResponseWriter, r *http.Request) error {
 func bodyError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return errorf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "body over %d bytes", maxUnsubscribeBody)
+		return errorf(http.StatusRequestEntityTooLarge, wire.CodeBodyTooLarge, "body over %d bytes", maxUnsubscribeBody)
 	}
 	return badRequest("unreadable body: %v", err)
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // unsubscribeToken mints the token of a List-Unsubscribe link for recipient
@@ -104,7 +104,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	for _, bad := range []string{foreign, unknown, badScope, string(tampered), tok[:len(tok)-2], "x"} {
 		for _, m := range []string{"GET", "POST"} {
 			r := b.do(t, m, "/v1/unsubscribe/"+bad, "", nil)
-			expect(t, r, 404, httpapi.CodeNotFound)
+			expect(t, r, 404, wire.CodeNotFound)
 			checkPageHeaders(t, r)
 		}
 	}
@@ -112,7 +112,7 @@ func TestOneClickUnsubscribe(t *testing.T) {
 		t.Fatalf("a bad token wrote %d rules", n)
 	}
 	// A body that says something else is refused.
-	expect(t, b.do(t, "POST", path, "", "List-Unsubscribe=No"), 400, httpapi.CodeBadRequest)
+	expect(t, b.do(t, "POST", path, "", "List-Unsubscribe=No"), 400, wire.CodeBadRequest)
 }
 
 func checkPageHeaders(t *testing.T, r response) {

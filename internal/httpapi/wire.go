@@ -92,41 +92,6 @@ type subscriptionJSON struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// InboxItem is an inbox item as the API shows it: in GET /v1/inbox pages and
-// as the data of the stream's inbox.created event.
-type InboxItem struct {
-	ID         string          `json:"id"`
-	Notifier   string          `json:"notifier"`
-	Key        string          `json:"key"`
-	Category   string          `json:"category"`
-	Reason     string          `json:"reason"`
-	Actor      *string         `json:"actor"`
-	Title      string          `json:"title"`
-	Body       string          `json:"body"`
-	URL        string          `json:"url"`
-	Params     json.RawMessage `json:"params"`
-	CreatedAt  time.Time       `json:"created_at"`
-	SeenAt     *time.Time      `json:"seen_at"`
-	ReadAt     *time.Time      `json:"read_at"`
-	ArchivedAt *time.Time      `json:"archived_at"`
-}
-
-// InboxItemWire is it as the API shows it.
-func InboxItemWire(it stores.InboxItem) InboxItem {
-	return InboxItem{ID: it.ID, Notifier: it.Notifier, Key: it.Key, Category: it.Category, Reason: it.Reason,
-		Actor: it.Actor, Title: it.Title, Body: it.Body, URL: it.URL, Params: it.Params, CreatedAt: it.CreatedAt,
-		SeenAt: it.SeenAt, ReadAt: it.ReadAt, ArchivedAt: it.ArchivedAt}
-}
-
-// Counts is GET /v1/inbox/counts and the data of the stream's counts event.
-type Counts struct {
-	Unread int `json:"unread"`
-	Unseen int `json:"unseen"`
-}
-
-// CountsWire is c as the API shows it.
-func CountsWire(c stores.InboxCounts) Counts { return Counts{Unread: c.Unread, Unseen: c.Unseen} }
-
 // The operator's endpoints (admin.go): the console's reading of the ledger.
 
 // notificationPageJSON is GET /v1/notifications: newest first; next_cursor is

@@ -44,7 +44,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/pgcluster"
 	notifysql "github.com/notifyd/notifyd/sql"
 	"github.com/notifyd/notifyd/stores"
 )

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -67,7 +67,7 @@ type HandlerOptions struct {
 // a stream and no body).
 //
 // auth runs before anything is written. Its error is answered with the API's
-// JSON error shape: an *httpapi.Error as it says (httpapi.Server.RecipientClaims
+// JSON error shape: a *wire.Error as it says (httpapi.Server.RecipientClaims
 // returns 401 ones), any other error as 401 unauthorized with its text as the
 // message. A query string that does not parse is a 400 bad_request, and a
 // recipient holding MaxPerRecipient streams already gets a 429 rate_limited.
@@ -137,17 +137,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// last_event_id lost that way would restart the stream without a word.
 	query, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusBadRequest, Code: httpapi.CodeBadRequest,
+		wire.WriteError(w, r, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadRequest,
 			Message: "malformed query string: " + err.Error()})
 		return
 	}
 	claims, err := h.auth(r)
 	if err != nil {
-		var apiErr *httpapi.Error
+		var apiErr *wire.Error
 		if !errors.As(err, &apiErr) {
-			err = &httpapi.Error{Status: http.StatusUnauthorized, Code: httpapi.CodeUnauthorized, Message: err.Error()}
+			err = &wire.Error{Status: http.StatusUnauthorized, Code: wire.CodeUnauthorized, Message: err.Error()}
 		}
-		httpapi.WriteError(w, r, err)
+		wire.WriteError(w, r, err)
 		return
 	}
 	recipient := claims.Recipient
@@ -161,10 +161,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.opts.Metrics.Limited(metrics.LimitStreams)
 		w.Header().Set("Retry-After", strconv.Itoa(streamsRetryAfter))
 		n := strconv.Itoa(h.opts.MaxPerRecipient)
-		httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusTooManyRequests, Code: httpapi.CodeRateLimited,
+		wire.WriteError(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeRateLimited,
 			Message: "too many open streams: http.max_streams_per_recipient is " + n + "; close one, or retry after " +
 				strconv.Itoa(streamsRetryAfter) + " s",
-			Details: []any{httpapi.FieldDetail{Field: "http.max_streams_per_recipient", Message: "at most " + n + " open streams"}}})
+			Details: []any{wire.FieldDetail{Field: "http.max_streams_per_recipient", Message: "at most " + n + " open streams"}}})
 		return
 	}
 	defer h.release(recipient)
@@ -175,7 +175,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sub, err := h.hub.subscribe(ctx, recipient, claims.IssuedAt, h.opts.Buffer)
 	if err != nil {
 		if ctx.Err() == nil {
-			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeNotReady,
+			wire.WriteError(w, r, &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady,
 				Message: "the stream is shutting down; reconnect", Err: err})
 		}
 		return
@@ -389,7 +389,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *sse, recipient
 		return
 	}
 	if !s.started {
-		httpapi.WriteError(w, r, err)
+		wire.WriteError(w, r, err)
 		return
 	}
 	h.hub.logger.WarnContext(r.Context(), "stream: ending a stream", "recipient", recipient, "err", err)
@@ -444,7 +444,7 @@ func (s *sse) event(seq int64, name string, data []byte) {
 }
 
 func (s *sse) counts(id int64, c stores.InboxCounts) {
-	data, _ := json.Marshal(httpapi.CountsWire(c)) // two ints: cannot fail
+	data, _ := json.Marshal(wire.CountsOf(c)) // two ints: cannot fail
 	s.event(id, "counts", data)
 }
 
@@ -466,7 +466,7 @@ func (s *sse) change(c stores.Change) {
 		if c.Item == nil {
 			return
 		}
-		data, err = json.Marshal(httpapi.InboxItemWire(*c.Item))
+		data, err = json.Marshal(wire.InboxItemOf(*c.Item))
 	case stores.ChangeUpdated:
 		name = "inbox.updated"
 		// The row's data says what changed ({"read_at": ...}); the ids join it.

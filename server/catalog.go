@@ -1,13 +1,15 @@
-// Package catalog publishes a daemon's notifier catalog: the notifiers of its
-// config and the fan-out job's definition, which the SQL functions
-// (notify_send and the others, docs/sql-enqueue.md) read. `notifyd migrate`
-// and every daemon start publish it.
-package catalog
+package server
+
+// The notifier catalog: the notifiers of a config and the fan-out job's
+// definition, which the SQL functions (notify_send and the others,
+// docs/sql-enqueue.md) read. `notifyd migrate` and every daemon start
+// publish it.
 
 import (
 	"context"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/config"
@@ -15,11 +17,11 @@ import (
 	"github.com/notifyd/notifyd/stores"
 )
 
-// Of returns the catalog of cfg: its notifiers, and the fan-out job as
+// catalogOf returns the catalog of cfg: its notifiers, and the fan-out job as
 // jobs.FanoutArgs declares it, with River's defaults for what the
 // declaration leaves unset (the hand-written insert in notify_enqueue must
 // write what River's own InsertTx would).
-func Of(cfg *config.Config) stores.Catalog {
+func catalogOf(cfg *config.Config) stores.Catalog {
 	var c stores.Catalog
 	for _, name := range cfg.NotifierNames() {
 		nf, _ := cfg.Notifier(name)
@@ -42,25 +44,27 @@ func Of(cfg *config.Config) stores.Catalog {
 	return c
 }
 
-// Publish upserts cfg's catalog: notifiers new in cfg are added, changed ones
-// updated, and none removed. A daemon publishes at start: a replica of an
-// older config that starts during a rolling deploy must not remove what a
-// newer config added.
-func Publish(ctx context.Context, db stores.DB, cfg *config.Config, logger *slog.Logger) error {
-	return publish(ctx, db, cfg, false, logger)
+// PublishCatalog upserts cfg's notifier catalog, which the SQL functions read:
+// notifiers new in cfg are added, changed ones updated, and none removed. New
+// does it at every start: a replica of an older config that starts during a
+// rolling deploy must not remove what a newer config added. Migrate makes the
+// catalog exactly cfg's. A nil logger discards.
+func PublishCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *config.Config, logger *slog.Logger) error {
+	return publishCatalog(ctx, pool, cfg, false, logger)
 }
 
-// Sync is Publish that also removes the notifiers cfg no longer declares:
-// `notifyd migrate`, the deploy's own step, makes the catalog exactly cfg's.
-func Sync(ctx context.Context, db stores.DB, cfg *config.Config, logger *slog.Logger) error {
-	return publish(ctx, db, cfg, true, logger)
+// syncCatalog is PublishCatalog that also removes the notifiers cfg no longer
+// declares: `notifyd migrate`, the deploy's own step, makes the catalog
+// exactly cfg's.
+func syncCatalog(ctx context.Context, db stores.DB, cfg *config.Config, logger *slog.Logger) error {
+	return publishCatalog(ctx, db, cfg, true, logger)
 }
 
-func publish(ctx context.Context, db stores.DB, cfg *config.Config, prune bool, logger *slog.Logger) error {
+func publishCatalog(ctx context.Context, db stores.DB, cfg *config.Config, prune bool, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := Of(cfg)
+	c := catalogOf(cfg)
 	var changed int
 	var removed []string
 	err := stores.RetryDeadlock(func() error {

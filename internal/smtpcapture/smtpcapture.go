@@ -1,4 +1,4 @@
-// Package smtptest runs an in-memory SMTP server for tests, benchmarks and
+// Package smtpcapture runs an in-memory SMTP server for tests, benchmarks and
 // `notifyd dev`. It is built on github.com/emersion/go-smtp, listens on a
 // loopback address, records every accepted message, and can be told to fail:
 // answer a given code at RCPT or at the end of DATA, stall before the final DATA
@@ -7,7 +7,7 @@
 // Recording is cheap: a message is kept as its raw bytes and parsed only when
 // Messages or WaitFor is called, and WithDiscard counts messages without keeping
 // them, so a 20k-message benchmark spends no time in the sink.
-package smtptest
+package smtpcapture
 
 import (
 	"crypto/tls"
@@ -27,7 +27,7 @@ import (
 )
 
 // Domain is the name the server announces in its greeting.
-const Domain = "smtptest.local"
+const Domain = "smtpcapture.local"
 
 // TB is the part of testing.TB that Start uses. It is an interface here so that
 // non-test binaries (`notifyd dev`) can link this package without the testing
@@ -122,12 +122,12 @@ func New(addr string, opts ...Option) (*Server, error) {
 	if s.opts.startTLS || s.opts.implicitTLS {
 		var err error
 		if s.serverTLS, s.clientTLS, err = selfSignedTLS(); err != nil {
-			return nil, fmt.Errorf("smtptest: %w", err)
+			return nil, fmt.Errorf("smtpcapture: %w", err)
 		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("smtptest: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("smtpcapture: listen on %s: %w", addr, err)
 	}
 	// Keep the resolved address: Up re-listens on the same port.
 	s.addr = ln.Addr().String()
@@ -254,7 +254,7 @@ func (s *Server) Up() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("smtptest: re-listen on %s: %w", s.addr, err)
+		return fmt.Errorf("smtpcapture: re-listen on %s: %w", s.addr, err)
 	}
 	s.down = false
 	s.serveLocked(ln)

@@ -1,4 +1,4 @@
-package catalog_test
+package server_test
 
 import (
 	"context"
@@ -12,14 +12,12 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/catalog"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
-
-func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The migration's fan-out job (what a database migrated but not yet
 // published holds) is the Go declaration of the job.
@@ -30,7 +28,7 @@ func TestMigrationDeclaresTheFanoutJobAsGoDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := catalog.Of(notifydtest.Config(t, "")).Fanout
+	want := server.CatalogOf(notifydtest.Config(t, "")).Fanout
 	if got.Fanout != want {
 		t.Fatalf("migration's fan-out job %+v, Go declares %+v (jobs.FanoutArgs)", got.Fanout, want)
 	}
@@ -47,7 +45,7 @@ func TestHandWrittenFanoutJobIsRiversInsert(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	ctx := context.Background()
 	cfg := notifydtest.Config(t, "")
-	if err := catalog.Publish(ctx, pool, cfg, nil); err != nil {
+	if err := server.PublishCatalog(ctx, pool, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
@@ -105,7 +103,7 @@ func TestPublishAndSync(t *testing.T) {
 		t.Fatalf("notify_send before any publish = %v, want an unknown notifier", err)
 	}
 	old := notifydtest.Config(t, "")
-	if err := catalog.Publish(ctx, pool, old, nil); err != nil {
+	if err := server.PublishCatalog(ctx, pool, old, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := send("comment.created"); err != nil {
@@ -129,7 +127,7 @@ func TestPublishAndSync(t *testing.T) {
 		}
 		return c.Notifiers
 	}
-	if err := catalog.Publish(ctx, pool, next, nil); err != nil {
+	if err := server.PublishCatalog(ctx, pool, next, nil); err != nil {
 		t.Fatal(err)
 	}
 	want := []stores.CatalogNotifier{cn("comment.created", "comments", 1), cn("deploy.done", "ops", 7), cn("team.joined", "teams", 3)}
@@ -145,7 +143,7 @@ func TestPublishAndSync(t *testing.T) {
 		t.Fatalf("two inline recipients for a limit of 1: %v", err)
 	}
 
-	if err := catalog.Sync(ctx, pool, next, nil); err != nil {
+	if err := server.SyncCatalog(ctx, pool, next, nil); err != nil {
 		t.Fatal(err)
 	}
 	want = []stores.CatalogNotifier{cn("comment.created", "comments", 1), cn("deploy.done", "ops", 7)}

@@ -24,10 +24,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/httpapi/stream"
+	"github.com/notifyd/notifyd/internal/stream"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -426,7 +426,7 @@ func TestResumeReplaysWhatWasMissedThenGoesLive(t *testing.T) {
 	}
 	itemJSON := map[string]string{}
 	for _, it := range page.Items {
-		j, _ := json.Marshal(httpapi.InboxItemWire(it))
+		j, _ := json.Marshal(wire.InboxItemOf(it))
 		itemJSON[it.ID] = string(j)
 	}
 	prev := ev.seq(t)

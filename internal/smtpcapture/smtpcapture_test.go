@@ -1,4 +1,4 @@
-package smtptest_test
+package smtpcapture_test
 
 import (
 	"crypto/tls"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/smtptest"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 
 const multipartMsg = "From: Acme <notify@acme.test>\r\n" +
@@ -73,7 +73,7 @@ func code(err error) int {
 
 func TestRecordsAndParses(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	if err := send(t, s.Addr(), "notify@acme.test", "ann@example.test", multipartMsg); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestRecordsAndParses(t *testing.T) {
 
 func TestFailNextThenAccept(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	s.FailNext(1, 451, "try later")
 	s.FailNext(1, 550, "rejected")
 	err := send(t, s.Addr(), "a@x.test", "b@x.test", "Subject: 1\r\n\r\nhi\r\n")
@@ -133,7 +133,7 @@ func TestFailNextThenAccept(t *testing.T) {
 
 func TestFailRecipientAndNextRcpt(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	s.FailRecipient("Bad@X.test", 550)
 	s.FailNextRcpt(1, 452, "")
 	if err := send(t, s.Addr(), "a@x.test", "bad@x.test", "\r\nhi\r\n"); code(err) != 550 {
@@ -156,7 +156,7 @@ func TestFailRecipientAndNextRcpt(t *testing.T) {
 
 func TestHangNextStallsOneReply(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	s.HangNext(1, time.Minute)
 
 	c, err := smtp.Dial(s.Addr())
@@ -194,7 +194,7 @@ func TestHangNextStallsOneReply(t *testing.T) {
 
 func TestDownUpSamePort(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	addr := s.Addr()
 	s.Down()
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -213,7 +213,7 @@ func TestDownUpSamePort(t *testing.T) {
 
 func TestConnectionsCountsReuse(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	c, err := smtp.Dial(s.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestConnectionsCountsReuse(t *testing.T) {
 
 func TestDiscardCountsOnly(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t, smtptest.WithDiscard())
+	s := smtpcapture.Start(t, smtpcapture.WithDiscard())
 	for range 3 {
 		if err := send(t, s.Addr(), "a@x.test", "b@x.test", "\r\nhi\r\n"); err != nil {
 			t.Fatal(err)
@@ -253,7 +253,7 @@ func TestDiscardCountsOnly(t *testing.T) {
 
 func TestWaitForTimesOut(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t)
+	s := smtpcapture.Start(t)
 	start := time.Now()
 	if msgs := s.WaitFor(1, 50*time.Millisecond); len(msgs) != 0 {
 		t.Fatalf("got %d messages", len(msgs))
@@ -265,7 +265,7 @@ func TestWaitForTimesOut(t *testing.T) {
 
 func TestAuthAndSTARTTLS(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t, smtptest.WithAuth("u", "p"), smtptest.WithSTARTTLS())
+	s := smtpcapture.Start(t, smtpcapture.WithAuth("u", "p"), smtpcapture.WithSTARTTLS())
 	cfg := s.ClientTLSConfig()
 	cfg.ServerName = "127.0.0.1"
 
@@ -303,7 +303,7 @@ func TestAuthAndSTARTTLS(t *testing.T) {
 
 func TestImplicitTLS(t *testing.T) {
 	t.Parallel()
-	s := smtptest.Start(t, smtptest.WithImplicitTLS())
+	s := smtpcapture.Start(t, smtpcapture.WithImplicitTLS())
 	cfg := s.ClientTLSConfig()
 	cfg.ServerName = "127.0.0.1"
 	conn, err := tls.Dial("tcp", s.Addr(), cfg)

@@ -1,4 +1,4 @@
-package smtptest
+package smtpcapture
 
 import (
 	"crypto/ecdsa"
@@ -23,7 +23,7 @@ func selfSignedTLS() (server, client *tls.Config, err error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(now.UnixNano()),
-		Subject:               pkix.Name{CommonName: "smtptest"},
+		Subject:               pkix.Name{CommonName: "smtpcapture"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/unsubscribe"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 )
 
 func TestSignVerify(t *testing.T) {

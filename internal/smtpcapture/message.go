@@ -1,4 +1,4 @@
-package smtptest
+package smtpcapture
 
 import (
 	"bytes"

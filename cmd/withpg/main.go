@@ -1,8 +1,8 @@
 // Command withpg runs a command against a throwaway PostgreSQL server:
 //
-//	go run ./internal/testing/withpg -- go test ./...
+//	go run ./cmd/withpg -- go test ./...
 //
-// It starts a tuned private cluster (internal/testing/pgcluster) in a temporary
+// It starts a tuned private cluster (internal/pgcluster) in a temporary
 // directory, creates the database notifyd, sets TEST_DATABASE_URL to it, runs
 // the command, then stops the cluster, deletes the directory and exits with
 // the command's exit status (128+n when a signal n ended it). SIGINT and
@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/pgcluster"
 )
 
 const envURL = "TEST_DATABASE_URL"

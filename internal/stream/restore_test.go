@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/notifyd/notifyd/internal/httpapi/stream"
-	"github.com/notifyd/notifyd/internal/testing/pgcluster"
+	"github.com/notifyd/notifyd/internal/pgcluster"
+	"github.com/notifyd/notifyd/internal/stream"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 

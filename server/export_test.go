@@ -1,0 +1,7 @@
+package server
+
+// What the package's external tests reach inside.
+var (
+	CatalogOf   = catalogOf
+	SyncCatalog = syncCatalog
+)
