@@ -23,10 +23,17 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// setup returns a fresh database with the test config's notifier catalog
+// published (SendTx writes through notify_send, which checks it) and a
+// client with that config.
 func setup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: notifydtest.Config(t, "")})
+	cfg := notifydtest.Config(t, "")
+	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,17 +294,11 @@ func waitForLock(t *testing.T, pool *pgxpool.Pool, pid int, what string, done <-
 // functions, as a daemon publishes them at start.
 func sqlSetup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
 	t.Helper()
-	pool := pgtest.NewDB(t)
-	cfg := notifydtest.Config(t, "")
-	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
-		t.Fatal(err)
-	}
-	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, client
+	return setup(t)
 }
+
+// okParams are params comment.created's schema accepts.
+const okParams = `{"post_title": "Hi", "author_name": "Ada"}`
 
 // sqlSend runs notify_send in a transaction of its own.
 func sqlSend(ctx context.Context, pool *pgxpool.Pool, args ...any) (notifyd.SendResult, error) {
@@ -404,11 +405,11 @@ func TestNotifySendDeduplicatesWithSendTx(t *testing.T) {
 	t.Parallel()
 	pool, client := sqlSetup(t)
 	ctx := context.Background()
-	first, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, `{}`, []string{}, nil, nil)
+	first, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, okParams, []string{}, nil, nil)
 	if err != nil || first.Duplicate {
 		t.Fatalf("first notify_send = %+v, %v", first, err)
 	}
-	again, err := sqlSend(ctx, pool, "comment.created", "k", `["u3", "u4"]`, `{"other": true}`, []string{}, nil, nil)
+	again, err := sqlSend(ctx, pool, "comment.created", "k", `["u3", "u4"]`, `{"post_title": "Other", "author_name": "Bo"}`, []string{}, nil, nil)
 	if err != nil || !again.Duplicate || again.ID != first.ID {
 		t.Fatalf("second notify_send = %+v, %v; want a duplicate of %s", again, err, first.ID)
 	}
@@ -451,7 +452,7 @@ func TestNotifySendResolvesInItsSchemaWhateverTheSearchPath(t *testing.T) {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT id::text, duplicate FROM `+pgx.Identifier{schema}.Sanitize()+
-			`.notify_send('comment.created', 'search-path', '["u2"]'::jsonb, '{}'::jsonb)`).Scan(&res.ID, &res.Duplicate)
+			`.notify_send('comment.created', 'search-path', '["u2"]'::jsonb, '`+okParams+`'::jsonb)`).Scan(&res.ID, &res.Duplicate)
 	})
 	if err != nil || res.Duplicate {
 		t.Fatalf("notify_send under search_path pg_temp, pg_catalog = %+v, %v", res, err)
@@ -477,7 +478,7 @@ func TestNotifySendRejectsWhatSendTxRejects(t *testing.T) {
 		topics                            any
 		actor                             any
 	}
-	ok := sqlArgs{notifier: "comment.created", key: "k", recipients: `["u2"]`, params: `{}`, topics: []string{}}
+	ok := sqlArgs{notifier: "comment.created", key: "k", recipients: `["u2"]`, params: okParams, topics: []string{}}
 	with := func(f func(*sqlArgs)) sqlArgs { a := ok; f(&a); return a }
 	tests := []struct {
 		name   string
@@ -586,7 +587,7 @@ func TestSQLCancelAndSubscriptions(t *testing.T) {
 	t.Parallel()
 	pool, _ := sqlSetup(t)
 	ctx := context.Background()
-	if _, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, `{}`, []string{}, nil, nil); err != nil {
+	if _, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, okParams, []string{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	scalar := func(sql string, args ...any) (*int, error) {

@@ -1,4 +1,4 @@
-SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_temp', true);
+SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog, pg_temp', true);
 -- notify_cancel cancels (notifier, key) and returns the number of deliveries
 -- and inbox items withdrawn, 0 when the notification was already cancelled
 -- or rejected, and NULL when it was never sent. What CancelTx does (the Go
@@ -14,8 +14,11 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_temp', t
 -- deleted, their deletion logged for the realtime stream. A delivery already
 -- claimed (sending, digest_sending) or settled is left alone; the lists below
 -- are the statuses the Go code calls protected (stores.protectedStatuses).
+--
+-- It runs as its owner (SECURITY DEFINER), search_path pinned like
+-- notify_send's: notifyd_app may call it and touch nothing it touches.
 CREATE OR REPLACE FUNCTION notify_cancel(notifier text, key text) RETURNS integer
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column

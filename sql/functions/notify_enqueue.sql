@@ -3,7 +3,8 @@
 -- already existed, in which case nothing was written. recipients and reasons
 -- are parallel; inline_sorted promises recipients are in byte order with no
 -- id twice (the fan-out then keeps the list as written). It is the one
--- definition of what a send writes: SendTx and notify_send both call it.
+-- definition of what a send writes: both notify_send overloads (and so
+-- SendTx, which calls one) end in it.
 --
 -- ON CONFLICT ... DO UPDATE with a no-op assignment returns the existing row
 -- even when a concurrent transaction inserted it first (DO NOTHING would
@@ -13,9 +14,9 @@
 -- its next poll. The job's kind, queue, attempts and priority come from
 -- notify_fanout_job.
 --
--- It trusts its arguments: applications call notify_send, which validates.
--- Every name in it is qualified with the schema it was installed in, so it
--- resolves there whatever the caller's search_path.
+-- It trusts its arguments, so only notify_send, which validates, calls it:
+-- no role but its owner may execute it. It has no search_path of its own and
+-- runs in its caller's, notify_send's, which is pinned to notifyd's schema.
 CREATE OR REPLACE FUNCTION notify_enqueue(p_id uuid, p_notifier text, p_key text, p_actor text,
                                           p_recipients text[], p_reasons text[], p_topics text[],
                                           p_params jsonb, p_send_at timestamptz, p_inline_sorted boolean,
@@ -27,7 +28,7 @@ DECLARE
     woke bigint;
 BEGIN
     WITH ins AS (
-        INSERT INTO public.notify_notifications AS n (id, notifier, key, actor, recipients, reasons, topics, params,
+        INSERT INTO notify_notifications AS n (id, notifier, key, actor, recipients, reasons, topics, params,
                                                send_at, status, inline_sorted)
         VALUES (p_id, p_notifier, p_key, nullif(p_actor, ''), coalesce(p_recipients, '{}'),
                 coalesce(p_reasons, '{}'), coalesce(p_topics, '{}'), coalesce(p_params, '{}'), p_send_at,
@@ -35,16 +36,16 @@ BEGIN
         ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
         RETURNING n.id, (n.xmax = 0) AS inserted
     ), job AS (
-        INSERT INTO public.river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
+        INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
         SELECT jsonb_build_object('notification_id', ins.id), f.kind, f.max_attempts, f.priority, f.queue,
-               (CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'available' END)::public.river_job_state,
+               (CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'available' END)::river_job_state,
                coalesce(p_send_at, now()), '{}'::varchar(255)[], '{}'::jsonb
         FROM ins
-        CROSS JOIN public.notify_fanout_job f
+        CROSS JOIN notify_fanout_job f
         WHERE ins.inserted
-        RETURNING public.river_job.queue
+        RETURNING river_job.queue
     ), wake AS (
-        SELECT pg_notify('public.river_insert', json_build_object('queue', job.queue)::text)
+        SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', job.queue)::text)
         FROM job
         WHERE p_send_at IS NULL OR p_send_at <= now()
     )

@@ -1,27 +1,39 @@
+SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog, pg_temp', true);
 -- notify_send enqueues a notification inside the caller's transaction: it
 -- exists if and only if that transaction commits, and (notifier, key) is one
 -- notification forever (a second send returns the first id with duplicate).
--- recipients is the HTTP API's list: "u1" or {"id": "u2", "reason": "author"}.
--- Malformed input and a notifier the daemon has not published raise SQLSTATE
--- 22023 naming the field, and write nothing. Params are checked against the
--- notifier's schema at fan-out (a failing notification becomes rejected).
+-- Malformed input, a notifier the daemon has not published and params that
+-- break the checkable part of the notifier's JSON Schema raise SQLSTATE 22023
+-- naming the field, and write nothing.
 --
--- The checks are the Go API's (SendTx), in its order, with its words. Each
--- list is read in one pass that also tells whether every entry is valid;
--- only when one is not does a second query find the first bad entry and say
--- what is wrong with it, so a valid send pays for one query per list. Every
--- name in it is qualified with the schema it was installed in.
+-- Two overloads. The first is the one applications call: recipients is the
+-- HTTP API's JSON list, "u1" or {"id": "u2", "reason": "author"}. The second
+-- takes the ids and their reasons as parallel arrays (SendTx calls it: no
+-- JSON to build and parse); it has no defaults, so a call with seven
+-- arguments or fewer always means the first.
+--
+-- The checks are the Go API's (SendTx), in its order, with its words: the
+-- notifier, key and actor and the recipients here, then, in
+-- notify_send_write, the topics, the params, the catalog, max_recipients and
+-- the params schema. Each list is read in one pass that also tells whether
+-- every entry is valid; only when one is not does a second query find the
+-- first bad entry and say what is wrong with it, so a valid send pays for
+-- one query per list (none for a list of one).
+--
+-- Both run as their owner (SECURITY DEFINER) with the search_path pinned to
+-- notifyd's schema, then pg_catalog, then pg_temp: the role notifyd_app may
+-- execute them and nothing they touch, and neither the caller's search_path
+-- nor objects in the caller's own schemas change what a name in them means.
 CREATE OR REPLACE FUNCTION notify_send(notifier text, key text, recipients jsonb DEFAULT '[]', params jsonb DEFAULT '{}',
                                        topics text[] DEFAULT '{}', actor text DEFAULT NULL,
                                        send_at timestamptz DEFAULT NULL)
 RETURNS TABLE (id uuid, duplicate boolean)
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
     v_recipients jsonb := coalesce(notify_send.recipients, '[]');
-    v_topics text[] := coalesce(notify_send.topics, '{}');
-    v_params jsonb := coalesce(notify_send.params, '{}');
     v_ids text[] := '{}';
     v_reasons text[] := '{}';
     v_distinct integer := 0;
@@ -30,28 +42,27 @@ DECLARE
     v_result record;
     v_field text;
     v_message text;
-    v_max integer;
 BEGIN
     IF notify_send.notifier IS NULL OR notify_send.notifier = '' THEN
-        PERFORM public.notify_input_error('notifier', 'is required');
+        PERFORM notify_input_error('notifier', 'is required');
     ELSIF octet_length(notify_send.notifier) > 255 THEN
-        PERFORM public.notify_input_error('notifier', 'longer than 255 bytes');
+        PERFORM notify_input_error('notifier', 'longer than 255 bytes');
     END IF;
     IF notify_send.key IS NULL OR notify_send.key = '' THEN
-        PERFORM public.notify_input_error('key', 'is required');
+        PERFORM notify_input_error('key', 'is required');
     ELSIF octet_length(notify_send.key) > 255 THEN
-        PERFORM public.notify_input_error('key', 'longer than 255 bytes');
+        PERFORM notify_input_error('key', 'longer than 255 bytes');
     END IF;
     IF octet_length(notify_send.actor) > 255 THEN
-        PERFORM public.notify_input_error('actor', 'longer than 255 bytes');
+        PERFORM notify_input_error('actor', 'longer than 255 bytes');
     END IF;
     IF jsonb_typeof(v_recipients) = 'null' THEN
         v_recipients := '[]';
     ELSIF jsonb_typeof(v_recipients) <> 'array' THEN
-        PERFORM public.notify_input_error('recipients', 'want a JSON array, got JSON ' || jsonb_typeof(v_recipients));
+        PERFORM notify_input_error('recipients', 'want a JSON array, got JSON ' || jsonb_typeof(v_recipients));
     END IF;
-    IF jsonb_array_length(v_recipients) = 0 AND cardinality(v_topics) = 0 THEN
-        PERFORM public.notify_input_error('recipients', 'give at least one recipient or topic');
+    IF jsonb_array_length(v_recipients) = 0 AND coalesce(cardinality(notify_send.topics), 0) = 0 THEN
+        PERFORM notify_input_error('recipients', 'give at least one recipient or topic');
     END IF;
 
     v_entry := v_recipients -> 0;
@@ -113,51 +124,58 @@ BEGIN
             WHERE c.problem IS NOT NULL
             ORDER BY e.ord
             LIMIT 1;
-            PERFORM public.notify_input_error(coalesce(v_field, 'recipients'), coalesce(v_message, 'malformed'));
+            PERFORM notify_input_error(coalesce(v_field, 'recipients'), coalesce(v_message, 'malformed'));
         END IF;
     END IF;
 
-    IF cardinality(v_topics) = 1 AND octet_length(v_topics[1]) BETWEEN 1 AND 255 THEN
-        NULL; -- one valid topic: nothing to sort
-    ELSIF cardinality(v_topics) > 0 THEN
-        -- Sorted in byte order, each topic once, as SendTx stores them.
-        SELECT coalesce(bool_and(coalesce(octet_length(t.topic), 0) BETWEEN 1 AND 255), false),
-               array_agg(DISTINCT t.topic COLLATE "C" ORDER BY t.topic COLLATE "C")
-        INTO v_ok, v_topics
-        FROM unnest(v_topics) AS t(topic);
-        IF NOT v_ok THEN
-            SELECT format('topics[%s]', t.ord - 1),
-                   CASE WHEN coalesce(t.topic, '') = '' THEN 'is required' ELSE 'longer than 255 bytes' END
-            INTO v_field, v_message
-            FROM unnest(notify_send.topics) WITH ORDINALITY AS t(topic, ord)
-            WHERE coalesce(octet_length(t.topic), 0) NOT BETWEEN 1 AND 255
-            ORDER BY t.ord
-            LIMIT 1;
-            PERFORM public.notify_input_error(coalesce(v_field, 'topics'), coalesce(v_message, 'malformed'));
-        END IF;
-    END IF;
-
-    IF jsonb_typeof(v_params) = 'null' THEN
-        v_params := '{}';
-    ELSIF jsonb_typeof(v_params) <> 'object' THEN
-        PERFORM public.notify_input_error('params', 'want a JSON object');
-    END IF;
-
-    SELECT c.max_recipients INTO v_max FROM public.notify_notifiers c WHERE c.name = notify_send.notifier;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'unknown notifier "%"', notify_send.notifier USING
-            ERRCODE = '22023', COLUMN = 'notifier',
-            HINT = 'notify_send accepts the notifiers in public.notify_notifiers, which notifyd publishes from its config at start and at `notifyd migrate`';
-    END IF;
-    IF v_distinct > v_max THEN
-        RAISE EXCEPTION 'too many recipients: % inline recipients, notifier % allows %', v_distinct,
-            notify_send.notifier, v_max USING ERRCODE = '22023', COLUMN = 'recipients';
-    END IF;
 
     -- An assignment, not a query: PL/pgSQL evaluates it without starting an
     -- executor.
-    v_result := public.notify_enqueue(public.notify_uuidv7(), notify_send.notifier, notify_send.key, notify_send.actor, v_ids,
-                               v_reasons, v_topics, v_params, notify_send.send_at, v_distinct = cardinality(v_ids));
+    v_result := notify_send_write(notify_send.notifier, notify_send.key, notify_send.actor, v_ids, v_reasons, true,
+                                  v_distinct, notify_send.topics, notify_send.params, notify_send.send_at);
+    id := v_result.id;
+    duplicate := v_result.duplicate;
+    RETURN NEXT;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION notify_send(notifier text, key text, recipient_ids text[], reasons text[], params jsonb,
+                                       topics text[], actor text, send_at timestamptz)
+RETURNS TABLE (id uuid, duplicate boolean)
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_result record;
+BEGIN
+    IF notify_send.notifier IS NULL OR notify_send.notifier = '' THEN
+        PERFORM notify_input_error('notifier', 'is required');
+    ELSIF octet_length(notify_send.notifier) > 255 THEN
+        PERFORM notify_input_error('notifier', 'longer than 255 bytes');
+    END IF;
+    IF notify_send.key IS NULL OR notify_send.key = '' THEN
+        PERFORM notify_input_error('key', 'is required');
+    ELSIF octet_length(notify_send.key) > 255 THEN
+        PERFORM notify_input_error('key', 'longer than 255 bytes');
+    END IF;
+    IF octet_length(notify_send.actor) > 255 THEN
+        PERFORM notify_input_error('actor', 'longer than 255 bytes');
+    END IF;
+    IF coalesce(cardinality(notify_send.recipient_ids), 0) = 0 AND coalesce(cardinality(notify_send.topics), 0) = 0 THEN
+        PERFORM notify_input_error('recipients', 'give at least one recipient or topic');
+    END IF;
+    IF array_ndims(notify_send.recipient_ids) > 1 OR array_ndims(notify_send.reasons) > 1 THEN
+        PERFORM notify_input_error('recipients', 'want one-dimensional arrays of ids and reasons');
+    END IF;
+    IF coalesce(cardinality(notify_send.reasons), 0) NOT IN (0, coalesce(cardinality(notify_send.recipient_ids), 0)) THEN
+        PERFORM notify_input_error('reasons', format('want one reason per recipient id (%s ids, %s reasons) or none',
+                                   coalesce(cardinality(notify_send.recipient_ids), 0), cardinality(notify_send.reasons)));
+    END IF;
+
+    v_result := notify_send_write(notify_send.notifier, notify_send.key, notify_send.actor, notify_send.recipient_ids,
+                                  notify_send.reasons, false, NULL, notify_send.topics, notify_send.params,
+                                  notify_send.send_at);
     id := v_result.id;
     duplicate := v_result.duplicate;
     RETURN NEXT;

@@ -1,9 +1,10 @@
-SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_temp', true);
+SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog, pg_temp', true);
 -- notify_subscribe subscribes recipient to topic for reason (an upsert:
 -- subscribing again changes the reason and keeps created_at). It returns
--- true when the subscription is new. The rules are the Go API's SubscribeTx.
+-- true when the subscription is new. The Go API's SubscribeTx calls it. It
+-- runs as its owner (SECURITY DEFINER), search_path pinned like notify_send's.
 CREATE OR REPLACE FUNCTION notify_subscribe(topic text, recipient text, reason text DEFAULT 'subscribed') RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column

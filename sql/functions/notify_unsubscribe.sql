@@ -1,8 +1,9 @@
-SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_temp', true);
+SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog, pg_temp', true);
 -- notify_unsubscribe removes recipient's subscription to topic and returns
--- whether there was one.
+-- whether there was one. The Go API's UnsubscribeTx calls it. It runs as its
+-- owner (SECURITY DEFINER), search_path pinned like notify_send's.
 CREATE OR REPLACE FUNCTION notify_unsubscribe(topic text, recipient text) RETURNS boolean
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
