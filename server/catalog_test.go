@@ -96,7 +96,8 @@ func TestPublishAndSync(t *testing.T) {
 	pool := pgtest.NewDB(t)
 	ctx := context.Background()
 	send := func(notifier string) error {
-		_, err := pool.Exec(ctx, `SELECT notify_send($1, 'k-' || $1, '["u1"]')`, notifier)
+		_, err := pool.Exec(ctx, `SELECT notify_send($1, 'k-' || $1, '["u1"]', '{"post_title": "p", "author_name": "a"}')`,
+			notifier)
 		return err
 	}
 	unknown := func(err error) bool {
@@ -145,7 +146,7 @@ func TestPublishAndSync(t *testing.T) {
 	if err := send("comment.created"); err != nil {
 		t.Fatal(err) // a duplicate of the first: one inline recipient is within 1
 	}
-	if _, err := pool.Exec(ctx, `SELECT notify_send('comment.created', 'two', '["u1", "u2"]')`); !errors.As(err, &pgErr) ||
+	if _, err := pool.Exec(ctx, `SELECT notify_send('comment.created', 'two', '["u1", "u2"]', '{"post_title": "p", "author_name": "a"}')`); !errors.As(err, &pgErr) ||
 		pgErr.Code != "22023" || pgErr.ColumnName != "recipients" {
 		t.Fatalf("two inline recipients for a limit of 1: %v", err)
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -132,6 +133,12 @@ func (req *profileRequest) profile(id string) (json.RawMessage, error) {
 	m := map[string]any{"email": req.Email, "name": req.Name, "locale": req.Locale, "timezone": req.Timezone,
 		"webhook_url": req.WebhookURL, "phone": req.Phone, "data": data}
 	if req.TokensValidAfter != nil {
+		// A JSON type other than string or null is malformed JSON for this
+		// field (a 400, like a number for email); a string that is not an
+		// RFC 3339 time breaks notify_put_recipient's rule (a 422).
+		if v := bytes.TrimSpace(req.TokensValidAfter); len(v) == 0 || (v[0] != '"' && string(v) != "null") {
+			return nil, fieldError("tokens_valid_after", "want an RFC 3339 time or null")
+		}
 		m["tokens_valid_after"] = req.TokensValidAfter
 	}
 	if req.QuietHours != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/wire"
 )
 
@@ -82,6 +83,11 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	// set them in options.
 	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0
 	pool := pgtest.NewDB(t)
+	// As the daemon does at start: sends go through notify_send, which
+	// checks the notifier catalog.
+	if err := server.PublishCatalog(t.Context(), pool, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
 	options := httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }}
 	if o.options != nil {
 		o.options(&options)
