@@ -19,8 +19,8 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/server"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
