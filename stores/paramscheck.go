@@ -55,7 +55,7 @@ func CompileParamsCheck(schema map[string]any) (ParamsCheck, error) {
 	if pred == "" {
 		return ParamsCheck{}, nil
 	}
-	return ParamsCheck{Schema: string(raw), Check: pred}, nil
+	return ParamsCheck{Schema: string(raw), Check: "strict " + pred}, nil
 }
 
 func isDraft4(schema map[string]any) bool {
@@ -229,9 +229,14 @@ func toFloat(v any) (float64, bool) {
 
 // predicate returns the node's checks as an SQL/JSON path predicate on the
 // value at path base ("$", `$."a"`, "@"), true when they pass; "" when the
-// node checks nothing. The path runs in lax mode, which unwraps arrays for
-// member access and comparisons, so every member access and comparison is
-// guarded by a type() test, which does not unwrap.
+// node checks nothing. The path runs in strict mode: lax mode would unwrap
+// an array inside an array when a filter reads it, so [[1, 3]] would pass
+// items: {items: {enum: [1, 2]}}. In strict mode a missing member or a
+// comparison of mismatched types is an error, which makes a predicate
+// unknown, so the predicate never evaluates one: every comparison comes
+// after a type() test of its operand, and every member access after a test
+// that the member exists, each the left operand of && or || (which
+// PostgreSQL evaluates first, and alone when it decides the result).
 func (n *checkNode) predicate(base string) string {
 	var and []string
 	only := func(t string) bool { return len(n.Type) == 1 && n.Type[0] == t }
@@ -296,7 +301,7 @@ func (n *checkNode) predicate(base string) string {
 	guarded("number", num)
 	var obj []string
 	for _, name := range n.Required {
-		obj = append(obj, "exists("+member(base, name)+")")
+		obj = append(obj, has(base, name))
 	}
 	names := make([]string, 0, len(n.Properties))
 	for name := range n.Properties {
@@ -309,7 +314,7 @@ func (n *checkNode) predicate(base string) string {
 			continue
 		}
 		if !slices.Contains(n.Required, name) {
-			p = "(!exists(" + member(base, name) + ") || (" + p + "))"
+			p = "(!" + has(base, name) + " || (" + p + "))"
 		}
 		obj = append(obj, p)
 	}
@@ -361,6 +366,13 @@ func scalarEquals(base string, v any) string {
 
 // member is the path of property name of the value at base.
 func member(base, name string) string { return base + "." + pathString(name) }
+
+// has is the predicate "the object at base has property name", which,
+// unlike exists(member), is false rather than an error in strict mode when
+// it has not.
+func has(base, name string) string {
+	return "exists(" + base + ".keyvalue() ? (@.key == " + pathString(name) + "))"
+}
 
 // pathString quotes s as an SQL/JSON path string literal.
 func pathString(s string) string {
