@@ -51,11 +51,17 @@ func CompileParamsCheck(schema map[string]any) (ParamsCheck, error) {
 	if err != nil {
 		return ParamsCheck{}, fmt.Errorf("compile params check: %w", err)
 	}
-	pred := node.predicate("$")
+	// Lax mode, cheaper, where nothing can unwrap: with no items checked,
+	// every member access and comparison is guarded (see predicate).
+	mode := "lax"
+	if node.hasItems() {
+		mode = "strict"
+	}
+	pred := node.predicate("$", mode)
 	if pred == "" {
 		return ParamsCheck{}, nil
 	}
-	return ParamsCheck{Schema: string(raw), Check: "strict " + pred}, nil
+	return ParamsCheck{Schema: string(raw), Check: mode + " " + pred}, nil
 }
 
 func isDraft4(schema map[string]any) bool {
@@ -229,15 +235,17 @@ func toFloat(v any) (float64, bool) {
 
 // predicate returns the node's checks as an SQL/JSON path predicate on the
 // value at path base ("$", `$."a"`, "@"), true when they pass; "" when the
-// node checks nothing. The path runs in strict mode: lax mode would unwrap
-// an array inside an array when a filter reads it, so [[1, 3]] would pass
-// items: {items: {enum: [1, 2]}}. In strict mode a missing member or a
-// comparison of mismatched types is an error, which makes a predicate
-// unknown, so the predicate never evaluates one: every comparison comes
-// after a type() test of its operand, and every member access after a test
-// that the member exists, each the left operand of && or || (which
-// PostgreSQL evaluates first, and alone when it decides the result).
-func (n *checkNode) predicate(base string) string {
+// node checks nothing. In lax mode (the default) a member access or a
+// comparison unwraps an array, so each comes after a type() test of its
+// operand, which does not, as the left operand of && or || (which
+// PostgreSQL evaluates first, and alone when it decides the result). A
+// filter unwraps an array inside an array too, and that no test can guard:
+// [[1, 3]] would pass items: {items: {enum: [1, 2]}}. So a check with items
+// runs in strict mode, where nothing unwraps, and where a missing member or
+// a comparison of mismatched types is an error, making the predicate
+// unknown: there a member access also comes after a test that the member
+// exists (has).
+func (n *checkNode) predicate(base, mode string) string {
 	var and []string
 	only := func(t string) bool { return len(n.Type) == 1 && n.Type[0] == t }
 	// guard returns the predicate that holds for values that are not of
@@ -301,7 +309,7 @@ func (n *checkNode) predicate(base string) string {
 	guarded("number", num)
 	var obj []string
 	for _, name := range n.Required {
-		obj = append(obj, has(base, name))
+		obj = append(obj, has(base, name, mode))
 	}
 	names := make([]string, 0, len(n.Properties))
 	for name := range n.Properties {
@@ -309,12 +317,12 @@ func (n *checkNode) predicate(base string) string {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		p := n.Properties[name].predicate(member(base, name))
+		p := n.Properties[name].predicate(member(base, name), mode)
 		if p == "" {
 			continue
 		}
 		if !slices.Contains(n.Required, name) {
-			p = "(!" + has(base, name) + " || (" + p + "))"
+			p = "(!" + has(base, name, mode) + " || (" + p + "))"
 		}
 		obj = append(obj, p)
 	}
@@ -331,7 +339,7 @@ func (n *checkNode) predicate(base string) string {
 	}
 	guarded("object", obj)
 	if n.Items != nil {
-		if p := n.Items.predicate("@"); p != "" {
+		if p := n.Items.predicate("@", mode); p != "" {
 			guarded("array", []string{"!(exists(" + base + "[*] ? (!(" + p + "))))"})
 		}
 	}
@@ -367,13 +375,28 @@ func scalarEquals(base string, v any) string {
 // member is the path of property name of the value at base.
 func member(base, name string) string { return base + "." + pathString(name) }
 
-// has is the predicate "the object at base has property name", which,
-// unlike exists(member), is false rather than an error in strict mode when
-// it has not.
-func has(base, name string) string {
-	return "exists(" + base + ".keyvalue() ? (@.key == " + pathString(name) + "))"
+// has is the predicate "the object at base has property name". In strict
+// mode exists(member) is an error, not false, when it has not; its keys are
+// looked at instead.
+func has(base, name, mode string) string {
+	if mode == "strict" {
+		return "exists(" + base + ".keyvalue() ? (@.key == " + pathString(name) + "))"
+	}
+	return "exists(" + member(base, name) + ")"
 }
 
+// hasItems reports whether n or a node below it checks an array's items.
+func (n *checkNode) hasItems() bool {
+	if n.Items != nil {
+		return true
+	}
+	for _, p := range n.Properties {
+		if p.hasItems() {
+			return true
+		}
+	}
+	return false
+}
 // pathString quotes s as an SQL/JSON path string literal.
 func pathString(s string) string {
 	var b strings.Builder
