@@ -218,7 +218,7 @@ func sendError(err error) error {
 	case !ok:
 		return err
 	case in.Field == "notifier" && strings.HasPrefix(in.Message, "unknown notifier"):
-		return fmt.Errorf("%w: %s (not in the published catalog)", ErrUnknownNotifier, strings.TrimPrefix(in.Message, "unknown notifier "))
+		return fmt.Errorf("%w %s (not in the published catalog)", ErrUnknownNotifier, strings.TrimPrefix(in.Message, "unknown notifier "))
 	case in.Field == "recipients" && strings.HasPrefix(in.Message, "too many recipients"):
 		return fmt.Errorf("%w%s", ErrTooManyRecipients, strings.TrimPrefix(in.Message, "too many recipients"))
 	case in.Schema:

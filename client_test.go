@@ -644,3 +644,37 @@ func TestSQLCancelAndSubscriptions(t *testing.T) {
 		t.Fatalf("%d subscriptions left", n)
 	}
 }
+
+// A client without a config relies on notify_send's checks, and gets them
+// as the Go API's errors: the published catalog, the checkable part of the
+// params schema, max_recipients.
+func TestSendTxWithoutConfigGetsTheSQLChecks(t *testing.T) {
+	t.Parallel()
+	pool, _ := setup(t) // publishes the test config's catalog
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := hello
+	n.Notifier = "comment.craeted"
+	if _, err := client.Send(ctx, n); !errors.Is(err, notifyd.ErrUnknownNotifier) ||
+		err.Error() != `unknown notifier "comment.craeted" (not in the published catalog)` {
+		t.Errorf("unknown notifier: %v", err)
+	}
+	n = hello
+	n.Params = map[string]any{"post_title": 7, "author_name": "Ada"}
+	var pe *config.ParamsError
+	if _, err := client.Send(ctx, n); !errors.As(err, &pe) || len(pe.Details) != 1 || pe.Details[0].Pointer != "/post_title" ||
+		err.Error() != "invalid params: /post_title: got number, want string" {
+		t.Errorf("bad params: %v", err)
+	}
+	n = notifyd.Notification{Notifier: "team.joined", Key: "k",
+		Recipients: []notifyd.Recipient{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}}
+	if _, err := client.Send(ctx, n); !errors.Is(err, notifyd.ErrTooManyRecipients) {
+		t.Errorf("too many recipients: %v", err)
+	}
+	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); c != 0 {
+		t.Fatalf("%d notifications written", c)
+	}
+}
