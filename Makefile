@@ -44,8 +44,11 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$$pkg"; \
 	done
 
+# LISTEN moves the dev daemon off config.example.yaml's http.listen:
+# make run LISTEN=127.0.0.1:9090
+LISTEN ?=
 run:
-	$(GO) run ./cmd/notifyd dev -config config.example.yaml
+	$(GO) run ./cmd/notifyd dev -config config.example.yaml $(if $(LISTEN),-listen $(LISTEN))
 
 bench:
 	$(GO) run ./bench

@@ -268,26 +268,21 @@ func TestSendTxSortsTheInlineList(t *testing.T) {
 // reports on done when it finishes: finishing first means it did not wait.
 func waitForLock(t *testing.T, pool *pgxpool.Pool, pid int, what string, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	notifydtest.Eventually(t, 10*time.Second, what+" to wait for a lock", func() bool {
 		var waiting bool
 		if err := pool.QueryRow(context.Background(),
 			`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			return
+		if !waiting {
+			select {
+			case err := <-done:
+				t.Fatalf("%s finished without waiting for a lock (err %v)", what, err)
+			default:
+			}
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("%s finished without waiting for a lock (err %v)", what, err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never waited for a lock", what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return waiting
+	})
 }
 
 // sqlSetup is setup with the test config's notifiers published for the SQL

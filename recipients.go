@@ -195,7 +195,7 @@ type Erasure struct {
 // EraseRecipient erases recipient id (the right to erasure) in a transaction
 // of its own, as DELETE /v1/recipients/{id} does: the profile, inbox,
 // settings and change log are deleted, the ledger rows kept under a
-// pseudonym and what was unsent cancelled (README, "Erasing a recipient").
+// pseudonym and what was unsent cancelled (docs/http-api.md, DELETE /v1/recipients/{id}).
 // ErrRecipientNotFound when nothing of id existed.
 func (c *Client) EraseRecipient(ctx context.Context, id string) (*Erasure, error) {
 	if err := checkText("id", id, 255); err != nil {

@@ -52,6 +52,10 @@ type PushService interface {
 	// https, or a private address the channel would refuse to post to), or
 	// nil.
 	CheckEndpoint(endpoint string) error
+	// CheckKeys returns why a subscription's keys cannot encrypt a message
+	// (p256dh not an uncompressed P-256 point, auth not 16 bytes), naming
+	// the key ("p256dh" or "auth") in field, or nil.
+	CheckKeys(p256dh, auth string) (field string, err error)
 }
 
 // OpenOption gives the channels a Registry opens what the daemon provides

@@ -32,7 +32,8 @@ func Load(path string) (*Config, error) {
 // a literal $; a $ followed by anything else is kept). It works anywhere in the
 // text, flow mappings included, but a value is always taken literally: it can
 // never change the document's structure, and lines stay those of the file. An
-// empty or null value keeps the default. Unknown keys are errors, except
+// empty or null value keeps the default. The environment variable
+// NOTIFYD_LISTEN (ListenEnv), when set, replaces http.listen. Unknown keys are errors, except
 // top-level keys starting with "x-", which are ignored so that they can hold
 // YAML anchors to reuse with *alias or <<: merge keys. Every problem
 // is collected: the returned error is an *Errors in line order. On success the
@@ -42,6 +43,10 @@ func Load(path string) (*Config, error) {
 func Parse(path string, data []byte) (*Config, error) {
 	return parseWith(path, data, os.LookupEnv)
 }
+
+// ListenEnv names the environment variable that, when set and not empty,
+// replaces http.listen in every config Parse and Load read.
+const ListenEnv = "NOTIFYD_LISTEN"
 
 // Checker checks the parts of a parsed config that belong to plug-ins (the
 // channels' sections), reporting every problem through p.
@@ -98,6 +103,11 @@ func parseCheck(path string, data []byte, lookup func(string) (string, bool), ch
 	}
 	if c.Notifiers == nil {
 		c.Notifiers = map[string]*Notifier{}
+	}
+	// NOTIFYD_LISTEN moves the HTTP API off http.listen without editing the
+	// file (`make run LISTEN=…`, a second daemon on one machine).
+	if v, ok := lookup(ListenEnv); ok && v != "" {
+		c.HTTP.Listen = v
 	}
 	c.validate(el)
 	c.lines = el.lines

@@ -497,3 +497,29 @@ notifiers:
 		t.Errorf("b email = %q %q %q, want off and the merged subject and text", b.Default, subject, text)
 	}
 }
+
+// NOTIFYD_LISTEN replaces http.listen, whatever the file says; unset or
+// empty, the file's (or the default) stands.
+func TestListenEnvReplacesHTTPListen(t *testing.T) {
+	t.Parallel()
+	src := "http: {listen: 127.0.0.1:8080}\n"
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "127.0.0.1:8080"},
+		{map[string]string{ListenEnv: ""}, "127.0.0.1:8080"},
+		{map[string]string{ListenEnv: "127.0.0.1:9090"}, "127.0.0.1:9090"},
+	} {
+		c, err := parseWith("test.yaml", []byte(src), func(k string) (string, bool) {
+			v, ok := tc.env[k]
+			return v, ok
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.HTTP.Listen != tc.want {
+			t.Errorf("env %v: http.listen = %q, want %q", tc.env, c.HTTP.Listen, tc.want)
+		}
+	}
+}

@@ -1,5 +1,5 @@
-// Package config loads and validates notifyd's YAML configuration (the
-// README's "Configuration"; config.example.yaml documents every key).
+// Package config loads and validates notifyd's YAML configuration
+// (docs/configuration.md; config.example.yaml documents every key).
 //
 // Load expands ${VAR} from the environment, rejects unknown keys, and validates
 // every value; each error names the file, the key path and the line. A loaded
@@ -111,13 +111,13 @@ type Rate struct {
 type Queues struct {
 	Fanout      int `yaml:"fanout"`      // default 4
 	Send        int `yaml:"send"`        // default 50
-	Digest      int `yaml:"digest"`      // default 16
+	Digest      int `yaml:"digest"`      // default 128
 	Maintenance int `yaml:"maintenance"` // default 2
 	// FetchCooldown and FetchPollInterval tune River's producers (defaults 5ms and 50ms:
 	// River's own defaults cap a queue near 1,000 jobs/s).
 	FetchCooldown     Duration `yaml:"fetch_cooldown"`
 	FetchPollInterval Duration `yaml:"fetch_poll_interval"`
-	// FanoutChunk is how many recipients one fan-out transaction writes. Default 1000.
+	// FanoutChunk is how many recipients one fan-out transaction writes. Default 2000.
 	FanoutChunk int `yaml:"fanout_chunk"`
 	// SendBatch is how many deliveries one notify.send job carries. Default 50.
 	SendBatch int `yaml:"send_batch"`
@@ -146,7 +146,7 @@ type Retry struct {
 	SweepCron cron.Schedule `yaml:"-"`
 }
 
-// Digest configures digests (the README's "Digests").
+// Digest configures digests (docs/digests.md).
 type Digest struct {
 	Schedule string `yaml:"schedule"` // per recipient, in their timezone; default "0 8 * * *"
 	Sweep    string `yaml:"sweep"`    // default "CRON_TZ=UTC */5 * * * *"

@@ -37,7 +37,8 @@ type batchStep struct {
 }
 
 // joinBatches joins the chunk's recipients to their batches and rewrites
-// the chunk's rows accordingly (see above).
+// the chunk's rows accordingly (see above), in three steps: the join
+// itself, the deliveries' routing, the inbox items' rewriting.
 func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier, c *stores.Chunk) (*batchStep, error) {
 	params, err := decodeParams(st.Params)
 	if err != nil {
@@ -47,6 +48,42 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 	if err != nil {
 		return nil, fmt.Errorf("batch key of %s: %w", st.ID, err)
 	}
+	j := batchJoinOf(st, nf, key, c)
+	if len(j.Recipients) == 0 {
+		return nil, nil
+	}
+	states, err := stores.JoinBatches(ctx, tx, j)
+	if err != nil {
+		return nil, err
+	}
+	step := &batchStep{rewrite: stores.InboxRewrite{Params: st.Params}}
+	byRecipient := make(map[string]*stores.BatchState, len(states))
+	var joined []string
+	for i := range states {
+		b := &states[i]
+		byRecipient[b.Recipient] = b
+		if !b.Opened {
+			joined = append(joined, b.ID)
+		}
+		if b.Full {
+			step.full = append(step.full, b.ID)
+		}
+	}
+	leads, err := stores.BatchLeads(ctx, tx, joined)
+	if err != nil {
+		return nil, err
+	}
+	grow(c)
+	routeBatchedDeliveries(c, byRecipient, leads)
+	if err := d.rewriteBatchInbox(nf, params, c, byRecipient, &step.rewrite); err != nil {
+		return nil, err
+	}
+	return step, nil
+}
+
+// batchJoinOf is the join of the chunk's recipients (each once, whether it
+// has an inbox item, deliveries or both) to their batches of key.
+func batchJoinOf(st *stores.FanoutState, nf *config.Notifier, key string, c *stores.Chunk) *stores.BatchJoin {
 	inboxOf := make(map[string]string, len(c.InboxIDs))
 	for i, r := range c.InboxRecipients {
 		inboxOf[r] = c.InboxIDs[i]
@@ -64,32 +101,15 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 			}
 		}
 	}
-	if len(j.Recipients) == 0 {
-		return nil, nil
-	}
-	states, err := stores.JoinBatches(ctx, tx, j)
-	if err != nil {
-		return nil, err
-	}
-	byRecipient := make(map[string]*stores.BatchState, len(states))
-	var joined []string
-	step := &batchStep{rewrite: stores.InboxRewrite{Params: st.Params}}
-	for i := range states {
-		b := &states[i]
-		byRecipient[b.Recipient] = b
-		if !b.Opened {
-			joined = append(joined, b.ID)
-		}
-		if b.Full {
-			step.full = append(step.full, b.ID)
-		}
-	}
-	leads, err := stores.BatchLeads(ctx, tx, joined)
-	if err != nil {
-		return nil, err
-	}
+	return j
+}
 
-	grow(c)
+// routeBatchedDeliveries rewrites the chunk's due deliveries: the first of
+// a batch carries it and waits (scheduled) until its window closes; a later
+// one is batched into the first's delivery on the same channel, and sent on
+// its own when the first did not use that channel. Throttle candidates that
+// became batched count against no throttle.
+func routeBatchedDeliveries(c *stores.Chunk, byRecipient map[string]*stores.BatchState, leads map[[2]string]string) {
 	batched := map[string]bool{}
 	for i, r := range c.DeliveryRecipients {
 		b := byRecipient[r]
@@ -98,7 +118,6 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 			continue
 		}
 		if b.Opened {
-			// The first of the batch carries it, once the window closes.
 			c.DeliveryBatch[i] = b.ID
 			due := b.ClosesAt
 			if cur := c.DeliveryDue[i]; cur != nil && cur.After(due) {
@@ -110,7 +129,7 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 		}
 		lead, ok := leads[[2]string{b.ID, c.DeliveryChannels[i]}]
 		if !ok {
-			continue // the batch's first did not use this channel: sent on its own
+			continue
 		}
 		c.DeliveryStatuses[i] = string(notifytype.StatusBatched)
 		c.DeliveryBatchedInto[i] = lead
@@ -119,8 +138,12 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 		batched[c.DeliveryIDs[i]] = true
 	}
 	dropThrottled(c, batched)
+}
 
-	// Later members write no inbox item: the batch's is rendered again.
+// rewriteBatchInbox drops the inbox items of the chunk's later batch
+// members, which write none, and queues the re-rendering of their batch's
+// item into rw instead.
+func (d *Deps) rewriteBatchInbox(nf *config.Notifier, params map[string]any, c *stores.Chunk, byRecipient map[string]*stores.BatchState, rw *stores.InboxRewrite) error {
 	keep := 0
 	for i, r := range c.InboxRecipients {
 		b := byRecipient[r]
@@ -134,18 +157,17 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 		}
 		bp, err := batchParams(params, b.ID, stores.BatchContent{Count: b.Count, Actors: b.Actors, Items: b.Items})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		item, err := d.Inbox.RenderInbox(nf.Name, bp)
 		if err != nil {
-			return nil, fmt.Errorf("render the in-app item of batch %s: %w", b.ID, err)
+			return fmt.Errorf("render the in-app item of batch %s: %w", b.ID, err)
 		}
-		u := &step.rewrite
-		u.IDs, u.Recipients = append(u.IDs, *b.InboxID), append(u.Recipients, r)
-		u.Titles, u.Bodies, u.URLs = append(u.Titles, item.Title), append(u.Bodies, item.Body), append(u.URLs, item.URL)
+		rw.IDs, rw.Recipients = append(rw.IDs, *b.InboxID), append(rw.Recipients, r)
+		rw.Titles, rw.Bodies, rw.URLs = append(rw.Titles, item.Title), append(rw.Bodies, item.Body), append(rw.URLs, item.URL)
 	}
 	c.InboxIDs, c.InboxRecipients, c.InboxReasons = c.InboxIDs[:keep], c.InboxRecipients[:keep], c.InboxReasons[:keep]
-	return step, nil
+	return nil
 }
 
 // finish runs what the chunk's batches need once its rows are written: the

@@ -113,16 +113,42 @@ func (b *digestBundle) rowStatus(t *testing.T, key, recipient string) (status, l
 	return status, lastError, attempts
 }
 
-// onlyMessage waits for the first message, gives a duplicate time to arrive,
-// and fails unless exactly one was received.
+// onlyMessage waits for the first message and for every digest job to have
+// run (digestsSettled), and fails unless exactly one was received.
 func (b *digestBundle) onlyMessage(t *testing.T) smtpcapture.Message {
 	t.Helper()
-	msgs := b.smtp.WaitFor(1, 20*time.Second)
-	time.Sleep(500 * time.Millisecond)
-	if got := b.smtp.Count(); got != 1 || len(msgs) == 0 {
+	if msgs := b.smtp.WaitFor(1, 20*time.Second); len(msgs) == 0 {
+		t.Fatal("no digest email received after 20s")
+	}
+	b.digestsSettled(t)
+	if got := b.smtp.Count(); got != 1 {
 		t.Fatalf("received %d digest emails, want exactly 1", got)
 	}
 	return b.smtp.Messages()[0]
+}
+
+// digestsSettled waits until no notify.digest job of the test's database is
+// left to run. Nothing sends a digest but such a job (a retry, the sweep's
+// re-drive and the sweep's first send are all one, and the tests run the
+// sweep themselves), so what was received and written by then is final: a
+// resend the code should not have made has been waited for, not raced.
+func (b *digestBundle) digestsSettled(t *testing.T) {
+	t.Helper()
+	toRun := func() []string {
+		rows, err := b.pool.Query(context.Background(), `SELECT id || ' ' || state || ' ' || scheduled_at || ' ' || args::text FROM river_job
+			WHERE kind = 'notify.digest' AND state NOT IN ('completed', 'cancelled', 'discarded') ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	if !notifydtest.Wait(20*time.Second, func() bool { return len(toRun()) == 0 }) {
+		t.Fatalf("after 20s, digest jobs are still to run: %v", toRun())
+	}
 }
 
 func (b *digestBundle) digestIDs(t *testing.T) []string {
@@ -558,7 +584,7 @@ func TestDigestPermanentFailureIsNotRetried(t *testing.T) {
 	b.ahead(13 * time.Hour)
 	b.sweep(t, client)
 	b.waitRows(t, "digest_failed", 1)
-	time.Sleep(500 * time.Millisecond)
+	b.digestsSettled(t)
 	if st, lastErr, attempts := b.rowStatus(t, "a", "u1"); st != "digest_failed" || attempts != 1 || !strings.Contains(lastErr, "550") {
 		t.Fatalf("status %s, attempts %d, last_error %q; want digest_failed after one attempt", st, attempts, lastErr)
 	}

@@ -235,7 +235,8 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 		chunkSize = 1000
 	}
 	profiles := d.needsProfiles(nf)
-	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles)
+	// Mutes are read at the fan-out's clock, as its delays and quiet hours are.
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles, d.now())
 	if err != nil {
 		return false, err
 	}

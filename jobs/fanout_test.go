@@ -50,16 +50,15 @@ var commentParams = map[string]any{"post_title": "Hello", "author_name": "Ada", 
 
 func waitStatus(t *testing.T, b *bundle, id, status string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) != 1 {
-		if time.Now().After(deadline) {
-			rows, _ := b.pool.Query(context.Background(), `SELECT 'lane ' || lane || ' ' || coalesce(cursor, '-') || ' ' || inline_pos || '/' || inline_end || ' ' || done FROM notify_fanout_lanes WHERE notification_id = $1
-				UNION ALL SELECT 'job ' || id || ' ' || args::text || ' ' || state || ' ' || attempt || ' ' || errors::text FROM river_job WHERE kind = 'notify.fanout'`, id)
-			lines, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-			t.Fatalf("timed out: notification %s to become %s\n%s", id, status, strings.Join(lines, "\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if notifydtest.Wait(30*time.Second, func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) == 1
+	}) {
+		return
 	}
+	rows, _ := b.pool.Query(context.Background(), `SELECT 'lane ' || lane || ' ' || coalesce(cursor, '-') || ' ' || inline_pos || '/' || inline_end || ' ' || done FROM notify_fanout_lanes WHERE notification_id = $1
+		UNION ALL SELECT 'job ' || id || ' ' || args::text || ' ' || state || ' ' || attempt || ' ' || errors::text FROM river_job WHERE kind = 'notify.fanout'`, id)
+	lines, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+	t.Fatalf("timed out after 30s: notification %s to become %s\n%s", id, status, strings.Join(lines, "\n"))
 }
 
 func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {

@@ -128,18 +128,15 @@ func TestGroupErrorAndPanicReachEveryCaller(t *testing.T) {
 // waitQueued waits until n callers wait behind a call in flight.
 func waitQueued[T, R any](t *testing.T, g *group[T, R], n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var q int
+	var busy bool
+	if !wait(5*time.Second, func() bool {
 		g.mu.Lock()
-		q, busy := len(g.queue), g.running == g.slots
+		q, busy = len(g.queue), g.running == g.slots
 		g.mu.Unlock()
-		if busy && q == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers queued (busy %v), want %d", q, busy, n)
-		}
-		time.Sleep(time.Millisecond)
+		return busy && q == n
+	}) {
+		t.Fatalf("%d callers queued (busy %v), want %d", q, busy, n)
 	}
 }
 

@@ -66,21 +66,17 @@ func acquireAsync(ctx context.Context, ts *targets, name string) <-chan *parking
 
 func waitWaiters(t *testing.T, ts *targets, name string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var got int
+	if !wait(5*time.Second, func() bool {
 		ts.mu.Lock()
-		got := 0
+		defer ts.mu.Unlock()
+		got = 0
 		if tg := ts.m[name]; tg != nil {
 			got = len(tg.waiters)
 		}
-		ts.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d lanes wait for %s, want %d", got, name, n)
-		}
-		time.Sleep(time.Millisecond)
+		return got == n
+	}) {
+		t.Fatalf("%d lanes wait for %s, want %d", got, name, n)
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
@@ -109,6 +112,41 @@ func (b *emailBundle) waitDelivery(t *testing.T, notificationID, recipient, stat
 	return d
 }
 
+// settled waits until no notify.send job that carries the email delivery of
+// notificationID to recipient is left to run, then returns the delivery's row.
+// Nothing sends a delivery but such a job (a retry, the sweep's re-drive and
+// an operator's retry are all one), so a check made after settled sees what
+// is final: a retry the code should not have made has been waited for, not
+// raced, and shows in the row's attempts and in what the SMTP server received.
+func (b *emailBundle) settled(t *testing.T, notificationID, recipient string) delivery {
+	t.Helper()
+	id := b.delivery(t, notificationID, recipient).id
+	if !notifydtest.Wait(20*time.Second, func() bool { return len(sendJobsToRun(t, b.pool, id)) == 0 }) {
+		t.Fatalf("after 20s, send jobs of the email to %s are still to run: %v", recipient, sendJobsToRun(t, b.pool, id))
+	}
+	return b.delivery(t, notificationID, recipient)
+}
+
+// sendJobsToRun lists the notify.send jobs that carry delivery id and are
+// still to run (not completed, cancelled or discarded) as "id state
+// scheduled_at", matching either form of SendArgs.
+func sendJobsToRun(t *testing.T, pool *pgxpool.Pool, id string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT j.id || ' ' || j.state || ' ' || j.scheduled_at FROM river_job j
+		WHERE j.kind = 'notify.send' AND j.state NOT IN ('completed', 'cancelled', 'discarded')
+		  AND (position(uuid_send($1::uuid) IN decode(coalesce(j.args->>'ids', ''), 'base64')) > 0
+		       OR j.args->'delivery_ids' ? $1::text)
+		ORDER BY j.id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
 func TestEmailRetriedAfter451ThenSentOnce(t *testing.T) {
 	t.Parallel()
 	b := setupEmail(t, "")
@@ -116,14 +154,15 @@ func TestEmailRetriedAfter451ThenSentOnce(t *testing.T) {
 	b.smtp.FailNext(2, 451, "4.7.1 try again later")
 	id := b.send(t, "inv-451", "u1")
 	notifydtest.StartWorkers(t, b.deps)
-	d := b.waitDelivery(t, id, "u1", "sent")
-	if d.attempts != 3 {
-		t.Fatalf("attempts = %d, want 3", d.attempts)
+	b.waitDelivery(t, id, "u1", "sent")
+	// Nothing more may arrive: no send job of it is left to run.
+	d := b.settled(t, id, "u1")
+	if d.status != "sent" || d.attempts != 3 {
+		t.Fatalf("status %s after %d attempts, want sent after 3", d.status, d.attempts)
 	}
-	msgs := b.smtp.WaitFor(1, 5*time.Second)
-	time.Sleep(300 * time.Millisecond) // nothing more may arrive
-	if got := b.smtp.Count(); got != 1 {
-		t.Fatalf("messages received = %d, want exactly 1", got)
+	msgs := b.smtp.Messages()
+	if len(msgs) != 1 {
+		t.Fatalf("messages received = %d, want exactly 1", len(msgs))
 	}
 	m := msgs[0]
 	if m.MessageID != "<"+d.id+"@acme.test>" {
@@ -150,8 +189,7 @@ func TestEmail550IsRefusedAtOnce(t *testing.T) {
 	if d.attempts != 1 || !strings.Contains(d.lastError, "550") {
 		t.Fatalf("refused delivery: attempts %d, last_error %q", d.attempts, d.lastError)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if d := b.delivery(t, id, "u1"); d.attempts != 1 || d.status != "refused" {
+	if d := b.settled(t, id, "u1"); d.attempts != 1 || d.status != "refused" {
 		t.Fatalf("a refused delivery was retried: %+v", d)
 	}
 }
@@ -366,8 +404,8 @@ func TestCancelWithdrawsUnsentEmail(t *testing.T) {
 	if err := b.smtp.Up(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(800 * time.Millisecond) // retries would have happened by now
-	d := b.delivery(t, id, "u1")
+	// The retry the failure scheduled runs, and finds the delivery cancelled.
+	d := b.settled(t, id, "u1")
 	if d.status != "cancelled" || b.smtp.Count() != 0 {
 		t.Fatalf("after cancel: status %s, %d messages received", d.status, b.smtp.Count())
 	}
@@ -390,9 +428,13 @@ func TestCancelDuringAFailingSendIsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := b.waitDelivery(t, id, "u1", "cancelled")
-	time.Sleep(600 * time.Millisecond) // a retry (100ms backoff here) would have run by now
-	if d2 := b.delivery(t, id, "u1"); d2.status != "cancelled" || d2.attempts != d.attempts || b.smtp.Count() != 0 {
-		t.Fatalf("after the cancel: %+v, %d messages received", d2, b.smtp.Count())
+	// The server takes the hung attempt's message when its stall ends, after
+	// the client gave up on it: that message arrives, and no other may.
+	if msgs := b.smtp.WaitFor(1, 10*time.Second); len(msgs) != 1 {
+		t.Fatalf("%d messages received once the stall ended, want the hung attempt's", len(msgs))
+	}
+	if d2 := b.settled(t, id, "u1"); d2.status != "cancelled" || d2.attempts != d.attempts || b.smtp.Count() != 1 {
+		t.Fatalf("after the cancel: %+v, %d messages received, want only the hung attempt's", d2, b.smtp.Count())
 	}
 }
 
@@ -428,6 +470,9 @@ func TestSettleWaitsOutARowLock(t *testing.T) {
 	}
 	locked := time.Now()
 	notifydtest.Eventually(t, 10*time.Second, "the message arrives", func() bool { return b.smtp.Count() == 1 })
+	// Not synchronisation: what is under test is the passing of time. The
+	// settle must still be waiting for the lock 2.5 s after the send, well
+	// past the half lease (1 s) after which it used to give up.
 	time.Sleep(time.Until(locked.Add(inFlight + 2500*time.Millisecond)))
 	if got := b.delivery(t, id, "u1"); got.status != "sending" {
 		t.Fatalf("while the row was locked its status became %s", got.status)
@@ -458,13 +503,10 @@ func TestOutcomesAreSettledAsTheyHappen(t *testing.T) {
 	b.smtp.Hang(150 * time.Millisecond) // every message is accepted after 150 ms
 	id := b.send(t, "inv-one-by-one", to...)
 	notifydtest.StartWorkers(t, b.deps)
+	// Each poll is a sample: the ledger checked against the server.
 	var samples int
-	deadline := time.Now().Add(20 * time.Second)
-	for accepted := 0; accepted < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages accepted after 20 s", accepted, n)
-		}
-		accepted = b.smtp.Count()
+	notifydtest.Eventually(t, 20*time.Second, fmt.Sprintf("all %d messages accepted", n), func() bool {
+		accepted := b.smtp.Count()
 		sent := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id)
 		if sent < accepted-1 {
 			t.Fatalf("%d messages accepted but only %d recorded sent: outcomes wait for the end of the batch", accepted, sent)
@@ -472,8 +514,8 @@ func TestOutcomesAreSettledAsTheyHappen(t *testing.T) {
 		if accepted > 0 && accepted < n {
 			samples++
 		}
-		time.Sleep(20 * time.Millisecond) // the sampling interval
-	}
+		return accepted >= n
+	})
 	if samples < 5 {
 		t.Fatalf("only %d samples while the batch was being sent", samples)
 	}

@@ -68,6 +68,12 @@ type Options struct {
 	// Routes are extra HTTP handlers mounted on the API's mux by pattern
 	// ("GET /dev/", ...). They do their own authorisation.
 	Routes map[string]http.Handler
+	// Wrap, when set, wraps the whole HTTP handler (the API, Routes, the
+	// stream, /metrics, /ui/, /riverui/) before it is served or returned by
+	// Handler: a middleware every request passes first (`notifyd dev` puts
+	// its loopback guard there). The server's timeouts and connection cap
+	// still apply.
+	Wrap func(http.Handler) http.Handler
 	// DrainTimeout bounds how long Run's shutdown waits for running jobs
 	// before cancelling them. Zero means 30 s.
 	DrainTimeout time.Duration
@@ -86,6 +92,7 @@ type Server struct {
 	api      *httpapi.Server
 	hub      *stream.Hub
 	riverUI  *riverui.Handler
+	push     *pushSubscriptions
 
 	opts     Options
 	logger   *slog.Logger
@@ -107,7 +114,7 @@ const DefaultGCPercent = 400
 // database, refuses to start when migrations are pending, publishes the
 // config's notifiers for the SQL functions (docs/sql-enqueue.md), serves nothing
 // and starts nothing: Run does. Close releases what New opened.
-func New(ctx context.Context, opts Options) (*Server, error) {
+func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	cfg := opts.Config
 	if cfg == nil {
 		return nil, errors.New("server: Options.Config is required")
@@ -116,53 +123,31 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, opts: opts, logger: logger}
-	reg, err := builtin.Registry(opts.Channels...)
-	if err != nil {
-		return nil, err
-	}
-	s.registry = reg
-	push := &pushSubscriptions{logger: logger}
-	s.set, err = reg.Open(cfg, logger, opts.Clock, channels.WithPushSubscriptions(push))
-	if err != nil {
-		return nil, err
-	}
-	s.closers = append(s.closers, s.set.Close)
-	s.pool = opts.Pool
-	if s.pool == nil {
-		if s.pool, err = OpenPool(ctx, cfg); err != nil {
+	s := &Server{cfg: cfg, opts: opts, logger: logger, pool: opts.Pool}
+	// Whatever New opened is closed again when it fails half-way.
+	defer func() {
+		if err != nil {
 			s.Close()
-			return nil, err
 		}
-		pool := s.pool
-		s.closers = append(s.closers, func() error { pool.Close(); return nil })
+	}()
+	if err := s.openChannels(); err != nil {
+		return nil, err
 	}
-	push.db = s.pool
-	s.closers = append(s.closers, push.close) // before the pool closes (closers run last first)
-	if err := stores.CheckMigrations(ctx, s.pool, cfg.Database.SearchSchema()); err != nil {
-		s.Close()
-		if errors.Is(err, stores.ErrPendingMigrations) {
-			return nil, fmt.Errorf("%w; run `notifyd migrate -config %s` first", err, cfg.Path)
-		}
+	if err := s.openPool(ctx); err != nil {
+		return nil, err
+	}
+	s.push.db = s.pool
+	s.closers = append(s.closers, s.push.close) // before the pool closes (closers run last first)
+	if err := s.checkMigrations(ctx); err != nil {
 		return nil, err
 	}
 	if err := PublishCatalog(ctx, s.pool, cfg, logger); err != nil {
-		s.Close()
 		return nil, err
 	}
-	// The change log's partitions for the days ahead, in case retention has
-	// not run for a while; a lock timeout here is not fatal (rows without a
-	// day partition go to the default one).
-	if _, err := stores.ExtendChangeLog(ctx, s.pool); err != nil {
-		logger.WarnContext(ctx, "could not create the inbox change log's partitions ahead", "err", err)
-	}
-	// The same for the inbox's and the ledger's month partitions.
-	if _, err := stores.ExtendLedger(ctx, s.pool); err != nil {
-		logger.WarnContext(ctx, "could not create the inbox's and the ledger's partitions ahead", "err", err)
-	}
-	s.deps = &jobs.Deps{Pool: s.pool, Config: cfg, Logger: logger, Clock: opts.Clock, Registry: reg,
+	s.extendPartitions(ctx)
+	s.deps = &jobs.Deps{Pool: s.pool, Config: cfg, Logger: logger, Clock: opts.Clock, Registry: s.registry,
 		Inbox: s.set.Inbox, Channels: s.set.Channels, Bulk: s.set.Bulk}
-	if d := reg.Digest(); d != "" {
+	if d := s.registry.Digest(); d != "" {
 		if ds, ok := s.set.Digests[d]; ok {
 			s.deps.Digests = ds
 		}
@@ -177,39 +162,89 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return s.hub.Clients()
 	})
 	if err != nil {
-		s.Close()
 		return nil, err
 	}
 	s.deps.Metrics = m
 	if s.river, err = jobs.NewRiverClient(s.deps); err != nil {
-		s.Close()
 		return nil, err
 	}
 	s.client, _ = notifyd.NewClient(s.pool, notifyd.ClientConfig{Config: cfg, Logger: logger})
 	if opts.NoHTTP {
 		return s, nil
 	}
-	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: reg, Client: s.client, Logger: logger,
-		Clock: opts.Clock, Extra: opts.Routes, Metrics: m, WebhookSecret: webhookSecrets(s.set),
-		Push: pushService(s.set)})
+	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
+		Operations: s, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
+		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set)})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
 		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {
-		s.Close()
 		return nil, err
 	}
 	if opts.NoListen {
 		return s, nil
 	}
-	s.listener = opts.Listener
-	if s.listener == nil {
-		s.listener, err = net.Listen("tcp", cfg.HTTP.Listen)
-		if err != nil {
-			s.Close()
+	if s.listener = opts.Listener; s.listener == nil {
+		if s.listener, err = net.Listen("tcp", cfg.HTTP.Listen); err != nil {
 			return nil, fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
 		}
+		s.closers = append(s.closers, s.listener.Close)
 	}
 	return s, nil
+}
+
+// openChannels registers the built-in channels and Options.Channels and
+// opens them on the config (every problem in a channel's section is
+// returned with its file and line).
+func (s *Server) openChannels() error {
+	reg, err := builtin.Registry(s.opts.Channels...)
+	if err != nil {
+		return err
+	}
+	s.registry = reg
+	s.push = &pushSubscriptions{logger: s.logger}
+	if s.set, err = reg.Open(s.cfg, s.logger, s.opts.Clock, channels.WithPushSubscriptions(s.push)); err != nil {
+		return err
+	}
+	s.closers = append(s.closers, s.set.Close)
+	return nil
+}
+
+// openPool opens the database pool from the config unless Options.Pool gave
+// one (which Close leaves open).
+func (s *Server) openPool(ctx context.Context) error {
+	if s.pool != nil {
+		return nil
+	}
+	pool, err := OpenPool(ctx, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.pool = pool
+	s.closers = append(s.closers, func() error { pool.Close(); return nil })
+	return nil
+}
+
+// checkMigrations refuses a database whose migrations are behind this
+// binary, saying what to run.
+func (s *Server) checkMigrations(ctx context.Context) error {
+	err := stores.CheckMigrations(ctx, s.pool, s.cfg.Database.SearchSchema())
+	if errors.Is(err, stores.ErrPendingMigrations) {
+		return fmt.Errorf("%w; run `notifyd migrate -config %s` first", err, s.cfg.Path)
+	}
+	return err
+}
+
+// extendPartitions creates the change log's day partitions and the inbox's
+// and the ledger's month partitions ahead, in case retention has not run for
+// a while. A lock timeout here is not fatal: rows without their partition go
+// to the default one.
+func (s *Server) extendPartitions(ctx context.Context) {
+	if _, err := stores.ExtendChangeLog(ctx, s.pool); err != nil {
+		s.logger.WarnContext(ctx, "could not create the inbox change log's partitions ahead", "err", err)
+	}
+	if _, err := stores.ExtendLedger(ctx, s.pool); err != nil {
+		s.logger.WarnContext(ctx, "could not create the inbox's and the ledger's partitions ahead", "err", err)
+	}
 }
 
 // webhookSecrets returns the opened webhook channel's per-recipient secret,
@@ -241,12 +276,15 @@ func (s *Server) Addr() string {
 	return s.listener.Addr().String()
 }
 
-// Handler is the HTTP API (with the stream, /metrics, /ui/ and /riverui/),
-// for a caller that serves it on its own mux (Options.NoListen). Nil with
-// Options.NoHTTP.
+// Handler is the HTTP API (with the stream, /metrics, /ui/ and /riverui/,
+// wrapped by Options.Wrap), for a caller that serves it on its own mux
+// (Options.NoListen). Nil with Options.NoHTTP.
 func (s *Server) Handler() http.Handler {
 	if s.api == nil {
 		return nil
+	}
+	if s.opts.Wrap != nil {
+		return s.opts.Wrap(s.api.Handler())
 	}
 	return s.api.Handler()
 }
@@ -268,6 +306,9 @@ func (s *Server) Registry() *channels.Registry { return s.registry }
 // fetching and waits up to DrainTimeout for running jobs, then cancels them
 // (their work is checkpointed or retried).
 func (s *Server) Run(ctx context.Context) error {
+	if s.deps == nil {
+		return errors.New("server: a Server from Open runs no workers: build one with New to run the daemon")
+	}
 	if err := s.river.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
@@ -306,7 +347,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var srv *http.Server
 	if s.listener != nil {
 		var ln net.Listener
-		srv, ln = newHTTPServer(s.api.Handler(), s.cfg.HTTP, s.listener)
+		srv, ln = newHTTPServer(s.Handler(), s.cfg.HTTP, s.listener)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err

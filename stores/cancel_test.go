@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -230,23 +231,18 @@ func backendPID(t *testing.T, db stores.DB) int {
 // it did not wait.
 func waitForLock(t *testing.T, db stores.DB, pid int, what string, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	notifydtest.Eventually(t, 10*time.Second, what+" to wait for a lock", func() bool {
 		var waiting bool
 		if err := db.QueryRow(context.Background(), `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting {
-			return
+		if !waiting {
+			select {
+			case err := <-done:
+				t.Fatalf("%s finished without waiting for a lock (err %v)", what, err)
+			default:
+			}
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("%s finished without waiting for a lock (err %v)", what, err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never waited for a lock", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
@@ -561,9 +562,12 @@ func TestTailingReaderMissesNoConcurrentCommit(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM notify_inbox_changes`).Scan(&total); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(got) < total && time.Now().Before(deadline); {
-		read()
-	}
+	notifydtest.Wait(10*time.Second, func() bool {
+		if len(got) < total {
+			read()
+		}
+		return len(got) >= total
+	})
 
 	var want []int64
 	rows, err := pool.Query(ctx, `SELECT seq FROM notify_inbox_changes ORDER BY seq`)

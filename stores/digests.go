@@ -387,29 +387,6 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 		}
 	}
 	now, maxItems := reqs[0].Now, max(reqs[0].MaxItems, 1)
-	// scan reads claimed rows tagged with a 1-based ord; index maps it to reqs.
-	scan := func(index func(ord int) int) func(pgx.Rows) error {
-		return func(rows pgx.Rows) error {
-			for rows.Next() {
-				var ord int
-				var c ClaimedDigest
-				var it DigestItem
-				if err := rows.Scan(&ord, &c.Count, &c.ClaimedAt, &c.DueAt, &c.Attempts,
-					&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, (*[]byte)(&it.Params),
-					&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
-					return err
-				}
-				i := index(ord)
-				if i < 0 {
-					return fmt.Errorf("claim digests: row for request %d of %d", ord, len(out))
-				}
-				o := out[i]
-				o.Count, o.ClaimedAt, o.DueAt, o.Attempts = c.Count, c.ClaimedAt, c.DueAt, c.Attempts
-				o.Items = append(o.Items, it)
-			}
-			return rows.Err()
-		}
-	}
 	b := &pgx.Batch{}
 	if len(fresh) > 0 {
 		dueAts := make([]time.Time, len(fresh))
@@ -418,7 +395,8 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 		for k, i := range fresh {
 			rs[k], dueAts[k], ids[k] = reqs[i].Recipient, reqs[i].DueAt, reqs[i].DigestID
 		}
-		b.Queue(claimDigestsSQL, rs, dueAts, ids, now, maxItems).Query(scan(func(ord int) int {
+		// The fresh claim tags its rows with their 1-based place in fresh.
+		b.Queue(claimDigestsSQL, rs, dueAts, ids, now, maxItems).Query(scanClaimedDigests(out, func(ord int) int {
 			if ord < 1 || ord > len(fresh) {
 				return -1
 			}
@@ -432,14 +410,53 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 		for k, i := range resent {
 			rs[k], ids[k], ords[k] = reqs[i].Recipient, reqs[i].DigestID, int32(i+1)
 		}
-		b.Queue(reclaimDigestsSQL, rs, ids, ords, now, maxItems).Query(scan(func(ord int) int {
+		// The reclaim tags its rows with their 1-based place in reqs.
+		b.Queue(reclaimDigestsSQL, rs, ids, ords, now, maxItems).Query(scanClaimedDigests(out, func(ord int) int {
 			if ord < 1 || ord > len(reqs) || !reqs[ord-1].Resend {
 				return -1
 			}
 			return ord - 1
 		}))
 	}
-	b.Queue(getRecipientsSQL, recipients).Query(func(rows pgx.Rows) error {
+	b.Queue(getRecipientsSQL, recipients).Query(scanDigestProfiles(reqs, out))
+	if sup := reqs[0].Suppress; len(sup.Channels) > 0 {
+		b.Queue(digestSuppressedSQL, recipients, sup.Channels, sup.Fields).Query(scanDigestSuppressed(reqs, out))
+	}
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("claim %d digests: %w", len(reqs), err)
+	}
+	return out, nil
+}
+
+// scanClaimedDigests reads claimed rows, each tagged with an ord that
+// index maps to its place in out (-1: a row no request asked for), into
+// out's items in order.
+func scanClaimedDigests(out []*ClaimedDigest, index func(ord int) int) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		for rows.Next() {
+			var ord int
+			var c ClaimedDigest
+			var it DigestItem
+			if err := rows.Scan(&ord, &c.Count, &c.ClaimedAt, &c.DueAt, &c.Attempts,
+				&it.DeliveryID, &it.Notifier, &it.Key, &it.Reason, &it.CreatedAt, (*[]byte)(&it.Params),
+				&it.HasInbox, &it.Category, &it.Title, &it.Body, &it.URL); err != nil {
+				return err
+			}
+			i := index(ord)
+			if i < 0 {
+				return fmt.Errorf("claim digests: row for request %d of %d", ord, len(out))
+			}
+			o := out[i]
+			o.Count, o.ClaimedAt, o.DueAt, o.Attempts = c.Count, c.ClaimedAt, c.DueAt, c.Attempts
+			o.Items = append(o.Items, it)
+		}
+		return rows.Err()
+	}
+}
+
+// scanDigestProfiles gives each claimed digest its recipient's profile.
+func scanDigestProfiles(reqs []DigestClaimRequest, out []*ClaimedDigest) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		profiles := map[string]*RecipientProfile{}
 		for rows.Next() {
 			p, err := scanRecipient(rows)
@@ -455,30 +472,29 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 			out[i].Profile = profiles[r.Recipient]
 		}
 		return nil
-	})
-	if sup := reqs[0].Suppress; len(sup.Channels) > 0 {
-		b.Queue(digestSuppressedSQL, recipients, sup.Channels, sup.Fields).Query(func(rows pgx.Rows) error {
-			reasons := map[string]string{}
-			for rows.Next() {
-				var id, reason string
-				if err := rows.Scan(&id, &reason); err != nil {
-					return err
-				}
-				reasons[id] = reason
-			}
-			if err := rows.Err(); err != nil {
+	}
+}
+
+// scanDigestSuppressed gives each claimed digest why its recipient's address
+// is suppressed ("" when it is not).
+func scanDigestSuppressed(reqs []DigestClaimRequest, out []*ClaimedDigest) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		reasons := map[string]string{}
+		for rows.Next() {
+			var id, reason string
+			if err := rows.Scan(&id, &reason); err != nil {
 				return err
 			}
-			for i, r := range reqs {
-				out[i].Suppressed = reasons[r.Recipient]
-			}
-			return nil
-		})
+			reasons[id] = reason
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i, r := range reqs {
+			out[i].Suppressed = reasons[r.Recipient]
+		}
+		return nil
 	}
-	if err := db.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("claim %d digests: %w", len(reqs), err)
-	}
-	return out, nil
 }
 
 // DigestSettlement is the outcome of one claimed digest.

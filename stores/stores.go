@@ -45,11 +45,13 @@ func RetryDeadlock(fn func() error) error {
 	return err
 }
 
-// unsettledStatuses are the delivery statuses a cancel may withdraw and a claim
-// may take: everything except a live claim (sending) and the terminal statuses.
-// It is written as the list of statuses that must NOT be touched, so a status
-// this version does not know is treated as not sent: it never suppresses a
-// send.
+// protectedStatuses are the delivery statuses a send claim never takes
+// (claimSQL): a live claim (sending, digest_sending), the terminal statuses,
+// and digest_pending, whose rows the digest jobs own. The SQL function
+// notify_cancel spells out the same list for the rows a cancel leaves alone,
+// except that it drops digest_pending rows; keep the two in step. It is written
+// as the list of statuses that must NOT be touched, so a status this version
+// does not know is treated as not sent: it never suppresses a send.
 var protectedStatuses = []string{
 	"sending", "digest_sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
 	"digest_pending", "digest_sent", "digest_failed", "digest_dropped",

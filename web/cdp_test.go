@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 )
 
 // A minimal Chrome DevTools Protocol client over --remote-debugging-pipe:
@@ -309,23 +311,20 @@ func (p *page) eval(ctx context.Context, expr string, out any) {
 // with the value of state (an expression describing the page) when given.
 func (p *page) waitFor(ctx context.Context, timeout time.Duration, what, expr, state string) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
+	var ok bool
 	var lastErr error
-	for {
-		var ok bool
+	notifydtest.Wait(timeout, func() bool {
 		lastErr = p.evalErr(ctx, "Boolean("+expr+")", &ok)
-		if lastErr == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			var s any
-			if state != "" {
-				_ = p.evalErr(ctx, state, &s)
-			}
-			p.t.Fatalf("timed out after %s waiting for %s (%s); page state: %v; last error: %v", timeout, what, expr, s, lastErr)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return (lastErr == nil && ok) || ctx.Err() != nil
+	})
+	if lastErr == nil && ok {
+		return
 	}
+	var s any
+	if state != "" {
+		_ = p.evalErr(ctx, state, &s)
+	}
+	p.t.Fatalf("timed out after %s waiting for %s (%s); page state: %v; last error: %v", timeout, what, expr, s, lastErr)
 }
 
 // click scrolls the element expr names into view and clicks its centre with

@@ -181,36 +181,40 @@ channels:
 // serviceWorker attaches to the page's service worker target.
 func serviceWorker(ctx context.Context, t *testing.T, b *browser) *page {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	type target struct {
+		TargetID string `json:"targetId"`
+		Type     string `json:"type"`
+		URL      string `json:"url"`
+	}
+	var targets []target
+	var worker string
+	if !notifydtest.Wait(10*time.Second, func() bool {
 		res, err := b.call(ctx, "", "Target.getTargets", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ts struct {
-			TargetInfos []struct {
-				TargetID string `json:"targetId"`
-				Type     string `json:"type"`
-				URL      string `json:"url"`
-			} `json:"targetInfos"`
+			TargetInfos []target `json:"targetInfos"`
 		}
 		_ = json.Unmarshal(res, &ts)
-		for _, ti := range ts.TargetInfos {
+		targets = ts.TargetInfos
+		for _, ti := range targets {
 			if ti.Type == "service_worker" {
-				res, err := b.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": ti.TargetID, "flatten": true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var att struct {
-					SessionID string `json:"sessionId"`
-				}
-				_ = json.Unmarshal(res, &att)
-				return &page{b: b, t: t, session: att.SessionID}
+				worker = ti.TargetID
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no service worker target among %+v", ts.TargetInfos)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no service worker target among %+v", targets)
 	}
+	res, err := b.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": worker, "flatten": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var att struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(res, &att)
+	return &page{b: b, t: t, session: att.SessionID}
 }

@@ -478,6 +478,9 @@ func TestPooledConnectionOutlivesSocketDeadline(t *testing.T) {
 	s := scriptedSender(t, srv, timeout)
 	for i := range 2 {
 		if i > 0 {
+			// Not synchronisation: what is under test is the passing of
+			// time. The socket deadline of the first send (timeout plus a
+			// second) must have passed in real time, as the kernel keeps it.
 			time.Sleep(timeout + 1500*time.Millisecond)
 		}
 		if err := s.Send(context.Background(), msg(fmt.Sprintf("d-%d", i), ann())); err != nil {

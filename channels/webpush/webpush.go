@@ -174,6 +174,12 @@ func (s *Sender) Name() string { return Name }
 // browser's applicationServerKey.
 func (s *Sender) VAPIDPublicKey() string { return s.cfg.VAPIDPublicKey }
 
+// CheckKeys is the package's CheckKeys, for the HTTP API
+// (channels.PushService).
+func (s *Sender) CheckKeys(p256dh, auth string) (field string, err error) {
+	return CheckKeys(p256dh, auth)
+}
+
 // CheckEndpoint returns why endpoint cannot be a push endpoint: not an
 // absolute https URL (http too with allow_private), credentials in it, or a
 // host that is a loopback, private or reserved address (unless

@@ -14,6 +14,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
 )
 
@@ -435,17 +436,14 @@ func TestSubscriptionsArePushedToAtOnce(t *testing.T) {
 		_, err := send(b.sender, message("nice"))
 		errc <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.push.Count() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the live subscription got nothing while the other request hung")
-		}
+	notifydtest.Eventually(t, 10*time.Second, "the live subscription to get its message while the other request hangs", func() bool {
 		select {
 		case err := <-errc:
 			t.Fatalf("send returned (%v) before the live subscription got its message", err)
-		case <-time.After(time.Millisecond): // poll the live service's count
+		default:
 		}
-	}
+		return b.push.Count() > 0
+	})
 	once.Do(func() { close(release) })
 	if err := <-errc; err != nil {
 		t.Fatalf("send = %v, want sent (one subscription took it)", err)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -18,9 +16,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/channels/webhook"
-	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
-	"github.com/notifyd/notifyd/stores"
 )
 
 func newLogger(m *Main, level slog.Level) *slog.Logger {
@@ -273,43 +269,40 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := server.OpenPool(ctx, cfg)
+	srv, err := server.Open(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer srv.Close()
 	if id == "" {
 		if notifier == "" || key == "" {
 			return errors.New("give -notification ID, or -notifier and -key")
 		}
-		if id, err = stores.NotificationID(ctx, pool, notifier, key); err != nil {
-			return fmt.Errorf("notification %s/%s: %w", notifier, key, err)
+		if id, err = srv.NotificationID(ctx, notifier, key); err != nil {
+			return err
 		}
 	}
-	n, err := stores.GetNotification(ctx, pool, id, limit, builtin.MustRegistry().Inbox())
+	n, err := srv.Ledger(ctx, id, limit)
 	if err != nil {
-		return fmt.Errorf("notification %s: %w", id, err)
+		return err
 	}
 	fmt.Fprintf(c.main.Stdout, "notification %s  %s/%s  status=%s", n.ID, n.Notifier, n.Key, n.Status)
-	if n.Error != nil {
-		fmt.Fprintf(c.main.Stdout, "  error=%q", *n.Error)
+	if n.Error != "" {
+		fmt.Fprintf(c.main.Stdout, "  error=%q", n.Error)
 	}
 	fmt.Fprintln(c.main.Stdout)
 	tw := tabwriter.NewWriter(c.main.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RECIPIENT\tCHANNEL\tREASON\tMODE\tSTATUS\tATTEMPTS\tUPDATED\tPROVIDER\tLAST ERROR")
 	for _, d := range n.Deliveries {
-		rcpt, lastErr, provider := "(bulk)", "", "-"
-		if d.Recipient != nil {
-			rcpt = *d.Recipient
+		rcpt, provider := d.Recipient, d.Provider
+		if rcpt == "" {
+			rcpt = "(bulk)"
 		}
-		if d.LastError != nil {
-			lastErr = *d.LastError
-		}
-		if d.Provider != nil {
-			provider = *d.Provider
+		if provider == "" {
+			provider = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", rcpt, d.Channel, d.Reason, d.Mode, d.Status, d.Attempts,
-			d.UpdatedAt.Format(time.RFC3339), provider, lastErr)
+			d.UpdatedAt.Format(time.RFC3339), provider, d.LastError)
 	}
 	return tw.Flush()
 }
@@ -333,7 +326,7 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	var since time.Duration
 	var limit int
 	fs := c.main.newFlagSet("retry", &path)
-	fs.StringVar(&status, "status", "failed", "comma-separated statuses to re-drive: "+strings.Join(stores.RedrivableStatuses, ", "))
+	fs.StringVar(&status, "status", "failed", "comma-separated statuses to re-drive: "+strings.Join(server.RedrivableStatuses, ", "))
 	fs.DurationVar(&since, "since", time.Hour, "only deliveries updated within this long")
 	fs.IntVar(&limit, "limit", 10000, "at most this many deliveries")
 	if err := fs.Parse(args); err != nil {
@@ -346,17 +339,12 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := server.OpenPool(ctx, cfg)
+	srv, err := server.Open(ctx, cfg, nil)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	// An insert-only River client: it enqueues the send jobs, the daemon works them.
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: cfg.Database.SearchSchema()})
-	if err != nil {
-		return err
-	}
-	n, err := jobs.Redrive(ctx, pool, client, splitList(status), time.Now().Add(-since), limit, cfg.Queues.SendBatch)
+	defer srv.Close()
+	n, err := srv.Redrive(ctx, splitList(status), time.Now().Add(-since), limit)
 	if err != nil {
 		return err
 	}

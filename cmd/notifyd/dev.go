@@ -2,20 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"path/filepath"
-	"time"
 
-	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/devmode"
-	"github.com/notifyd/notifyd/internal/pgcluster"
-	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/server"
-	"github.com/notifyd/notifyd/web"
 )
 
 // DevCommand is `notifyd dev`: the embedded default. It starts a private
@@ -24,130 +16,108 @@ import (
 // /dev/, and runs the daemon.
 type DevCommand struct{ main *Main }
 
+// devFlags are `notifyd dev`'s flags.
+type devFlags struct {
+	config, dir, level, smtp, listen string
+}
+
+func (c *DevCommand) parse(args []string) (devFlags, slog.Level, error) {
+	var f devFlags
+	fs := c.main.newFlagSet("dev", &f.config)
+	fs.StringVar(&f.dir, "dir", ".notifyd", "where the private PostgreSQL keeps its data")
+	fs.StringVar(&f.smtp, "smtp", "capture", "capture: email goes to dev's own SMTP server, shown on /dev/; config: to channels.email's server")
+	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.listen, "listen", "", "the address to serve on, loopback only (default: $NOTIFYD_LISTEN, then http.listen)")
+	if err := fs.Parse(args); err != nil {
+		return f, 0, err
+	}
+	lvl, err := logLevel(f.level)
+	if err != nil {
+		return f, 0, err
+	}
+	if f.smtp != "capture" && f.smtp != "config" {
+		return f, 0, fmt.Errorf("-smtp %q: want capture or config", f.smtp)
+	}
+	return f, lvl, nil
+}
+
 // Run starts everything and blocks until a signal; it stops what it started.
 func (c *DevCommand) Run(ctx context.Context, args []string) error {
-	var path, dir, level, smtp string
-	fs := c.main.newFlagSet("dev", &path)
-	fs.StringVar(&dir, "dir", ".notifyd", "where the private PostgreSQL keeps its data")
-	fs.StringVar(&smtp, "smtp", "capture", "capture: email goes to dev's own SMTP server, shown on /dev/; config: to channels.email's server")
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	lvl, err := logLevel(level)
+	f, lvl, err := c.parse(args)
 	if err != nil {
 		return err
-	}
-	if smtp != "capture" && smtp != "config" {
-		return fmt.Errorf("-smtp %q: want capture or config", smtp)
 	}
 	logger := newLogger(c.main, lvl)
-	cfg, err := server.LoadConfig(path)
+	cfg, err := server.LoadConfig(f.config)
 	if err != nil {
 		return err
 	}
-	if err := devmode.CheckListen(cfg.HTTP.Listen); err != nil {
+	if f.listen != "" {
+		cfg.HTTP.Listen = f.listen
+	}
+	// The port first: a busy one fails before PostgreSQL starts.
+	ln, err := devmode.Listen(cfg.HTTP.Listen)
+	if err != nil {
 		return err
 	}
-
+	defer ln.Close()
 	if cfg.Database.URL == "" {
-		abs, err := filepath.Abs(filepath.Join(dir, "postgres"))
+		abs, err := devmode.PostgresDir(f.dir)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(c.main.Stdout, "starting a private PostgreSQL in %s ...\n", abs)
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: abs, Logger: logger})
+		url, stop, err := devmode.StartPostgres(ctx, f.dir, logger)
 		if err != nil {
 			return err
 		}
-		defer cluster.Stop()
-		if err := cluster.EnsureDatabase(ctx, "notifyd"); err != nil {
-			return err
-		}
-		cfg.Database.URL = cluster.URL("notifyd")
+		defer stop()
+		cfg.Database.URL = url
 	}
-	secrets, err := devmode.LoadSecrets(dir)
+	base := "http://" + ln.Addr().String()
+	env, err := devmode.Prepare(cfg, f.dir, f.smtp == "capture", base)
 	if err != nil {
 		return err
 	}
-	if cfg.HTTP.AdminToken == "" {
-		cfg.HTTP.AdminToken = secrets.AdminToken
-	}
-	if cfg.HTTP.TokenSecret == "" {
-		cfg.HTTP.TokenSecret = secrets.TokenSecret
-	}
-	mailbox, err := smtpcapture.New("127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("start the dev SMTP server: %w", err)
-	}
-	defer mailbox.Close()
-	mailTo := "captured here, shown on the captured-email page (-smtp config sends it to channels.email's server)"
-	if smtp == "config" {
-		mailTo = devmode.ConfiguredRelay(cfg)
-		mailbox = nil
-	}
-	if err := devmode.Configure(cfg, mailbox); err != nil {
+	defer env.Close()
+	if err := c.migrate(ctx, cfg, lvl); err != nil {
 		return err
 	}
-
-	pool, err := server.OpenPool(ctx, cfg)
+	d, err := server.New(ctx, server.Options{Config: cfg, Logger: logger, Listener: ln, Wrap: devmode.Guard,
+		Routes: env.Routes()})
 	if err != nil {
-		return err
-	}
-	// One summary line instead of a line per migration.
-	err = server.Migrate(ctx, cfg, pool, newLogger(c.main, max(lvl, slog.LevelWarn)))
-	pool.Close()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(c.main.Stdout, "database migrated")
-
-	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
-	}
-	// Unsubscribe links in captured mail point at this server.
-	if err := devmode.ConfigureUnsubscribe(cfg, "http://"+ln.Addr().String()); err != nil {
-		ln.Close()
-		return err
-	}
-	page := &devmode.Page{Mailbox: mailbox}
-	var tok string // minted below; the demo page reads it per request
-	send := &devmode.Sender{Config: cfg, Recipient: "u2"}
-	// The API is served here, not by the server, so that every request
-	// passes devmode.Guard first (loopback Host only, no CORS on /dev/).
-	d, err := server.New(ctx, server.Options{Config: cfg, Logger: logger, NoListen: true,
-		Routes: map[string]http.Handler{"GET /dev/{$}": page,
-			"GET /dev/demo":  web.Demo(web.DemoOptions{Token: func() string { return tok }, Recipient: "u2", SendURL: "/dev/send"}),
-			"POST /dev/send": send,
-		}})
-	if err != nil {
-		ln.Close()
 		return err
 	}
 	defer d.Close()
-	srv := &http.Server{Handler: devmode.Guard(d.Handler()), ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout.D(),
-		ReadTimeout: cfg.HTTP.ReadTimeout.D(), WriteTimeout: cfg.HTTP.WriteTimeout.D(), IdleTimeout: cfg.HTTP.IdleTimeout.D(), MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	defer func() {
-		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(stop)
-	}()
-	send.Client = d.Client()
-	send.Inbox = d.Registry().Inbox()
-	page.DB = d.Pool()
+	tok, err := env.Attach(d.Client(), d.Pool(), d.Registry().Inbox(), cfg.HTTP.TokenSecret)
+	if err != nil {
+		return err
+	}
 	seeded, err := devmode.SeedRecipients(ctx, d.Client())
 	if err != nil {
 		return err
 	}
+	c.banner(base, cfg, tok, env.MailTo, seeded)
+	return d.Run(ctx)
+}
 
-	tok, err = notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", 24*time.Hour)
+// migrate applies the migrations with one summary line instead of a line
+// per migration.
+func (c *DevCommand) migrate(ctx context.Context, cfg *config.Config, lvl slog.Level) error {
+	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	base := "http://" + ln.Addr().String()
+	defer pool.Close()
+	if err := server.Migrate(ctx, cfg, pool, newLogger(c.main, max(lvl, slog.LevelWarn))); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.main.Stdout, "database migrated")
+	return nil
+}
+
+// banner prints where everything is and how to send the first notification.
+func (c *DevCommand) banner(base string, cfg *config.Config, tok, mailTo, seeded string) {
 	fmt.Fprintf(c.main.Stdout, `
 notifyd dev is running.
   API:             %[1]s/v1/
@@ -168,14 +138,4 @@ Read u2's inbox:
 
 Ctrl-C stops notifyd and the private PostgreSQL.
 `, base, cfg.HTTP.AdminToken, tok, cfg.HTTP.TokenSecret, cfg.Database.URL, mailTo, seeded)
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	go func() {
-		// A listener that fails ends the daemon, as `notifyd run`'s would.
-		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server", "err", err)
-			stopRun()
-		}
-	}()
-	return d.Run(runCtx)
 }

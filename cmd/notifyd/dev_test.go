@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/notifyd/notifyd/internal/devmode"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/devmode"
+
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 )
 
@@ -44,9 +47,15 @@ func TestDevCommand(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
 	dir := t.TempDir()
+	// The config's address is busy: -listen moves the daemon off it.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	cfg := writeConfig(t, `
 database: {url: "`+url+`"}
-http: {listen: "127.0.0.1:0"}
+http: {listen: "`+busy.Addr().String()+`"}
 notifiers:
   comment.created:
     params: {type: object, properties: {post_title: {type: string}}}
@@ -61,7 +70,7 @@ channels:
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir})
+		done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", cfg, "-dir", dir, "-listen", "127.0.0.1:0"})
 	}()
 	defer func() {
 		cancel()
@@ -77,16 +86,12 @@ channels:
 
 	apiRE := regexp.MustCompile(`API:\s+(http://\S+)/v1/`)
 	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" {
+	notifydtest.Eventually(t, 30*time.Second, "dev prints its API URL", func() bool {
 		if m := apiRE.FindStringSubmatch(out.String()); m != nil {
 			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("dev printed no API URL; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
-		} else {
-			time.Sleep(50 * time.Millisecond)
 		}
-	}
+		return base != ""
+	})
 	// Every route answers only loopback Host headers (DNS rebinding).
 	for _, path := range []string{"/dev/", "/dev/demo", "/v1/inbox", "/healthz"} {
 		req, _ := http.NewRequest("GET", base+path, nil)
@@ -140,14 +145,10 @@ channels:
 		t.Fatalf("POST /dev/send = %d %s", code, body)
 	}
 	var page string
-	deadline = time.Now().Add(20 * time.Second)
-	for !strings.Contains(page, "Captured email (1)") || !strings.Contains(page, "<td>sent</td>") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the /dev/ page never showed the email and its sent delivery:\n%s", page)
-		}
-		time.Sleep(100 * time.Millisecond)
+	notifydtest.Eventually(t, 20*time.Second, "the /dev/ page shows the email and its sent delivery", func() bool {
 		_, page = do("GET", "/dev/", "", "", "")
-	}
+		return strings.Contains(page, "Captured email (1)") && strings.Contains(page, "<td>sent</td>")
+	})
 	if !strings.Contains(page, "New comment on Hello") || !strings.Contains(page, "Hi Grace") {
 		t.Fatalf("captured email not rendered on /dev/:\n%s", page)
 	}
@@ -195,5 +196,30 @@ func TestDevRefusesNonLoopbackListen(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("dev with http.listen %s started something in its dir: %v", listen, entries)
 		}
+	}
+}
+
+// A busy port is reported before anything is started: no private
+// PostgreSQL is created, and the message says how to move.
+func TestDevBusyPortFailsBeforePostgres(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := writeConfig(t, "http: {listen: \"127.0.0.1:0\"}\n")
+	dir := t.TempDir()
+	var out, errs syncBuffer
+	err = (&Main{Stdout: &out, Stderr: &errs}).Run(context.Background(),
+		[]string{"dev", "-config", cfg, "-dir", dir, "-listen", busy.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), busy.Addr().String()) || !strings.Contains(err.Error(), "-listen") {
+		t.Fatalf("dev on a busy port = %v, want an error naming the address and -listen", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("dev on a busy port started something in its dir: %v", entries)
+	}
+	if strings.Contains(out.String(), "PostgreSQL") {
+		t.Errorf("dev on a busy port started PostgreSQL:\n%s", out.String())
 	}
 }

@@ -10,14 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
-	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -34,14 +29,9 @@ const (
 	CodeForbidden = "forbidden"
 )
 
-// adminState is what the operator's endpoints open lazily: the insert-only
-// River client a retry enqueues through and the channels a preview renders
-// with.
+// adminState is what the operator's endpoints open lazily: the channels a
+// preview renders with.
 type adminState struct {
-	riverOnce sync.Once
-	river     *river.Client[pgx.Tx]
-	riverErr  error
-
 	previewOnce sync.Once
 	preview     *channels.Set
 	previewErr  error
@@ -132,11 +122,10 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 // with a send job, in one transaction; 202 with the delivery as it now is.
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	client, err := s.riverClient()
-	if err != nil {
-		return err
+	if s.ops == nil {
+		return errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "retries are run by the daemon, and this API has none")
 	}
-	status, err := jobs.RetryDelivery(r.Context(), s.pool, client, id, s.clock())
+	status, err := s.ops.RetryDelivery(r.Context(), id)
 	switch {
 	case errors.Is(err, stores.ErrNotFound):
 		return notFoundError("no delivery %q", id)
@@ -152,16 +141,6 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	}
 	wire.WriteJSON(w, http.StatusAccepted, deliveryDetailWire(d))
 	return nil
-}
-
-// riverClient is an insert-only River client on the API's pool: the retry
-// enqueues a send job through it, the daemon's workers run it.
-func (s *Server) riverClient() (*river.Client[pgx.Tx], error) {
-	st := s.adminState()
-	st.riverOnce.Do(func() {
-		st.river, st.riverErr = river.NewClient(riverpgxv5.New(s.pool), &river.Config{Schema: s.schema})
-	})
-	return st.river, st.riverErr
 }
 
 // recipientDeliveries is GET /v1/recipients/{id}/deliveries: the recipient's

@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
@@ -138,7 +139,7 @@ func TestRecipientTokenExpiresByTheServersClock(t *testing.T) {
 	}
 	var now atomic.Int64
 	now.Store(fixedNow.UnixNano())
-	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg,
+	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg, Registry: builtin.MustRegistry(),
 		Clock: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)

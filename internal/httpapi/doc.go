@@ -1,6 +1,5 @@
-// Package httpapi is notifyd's HTTP API (openapi.json; the README's API
-// sections): JSON over net/http with
-// Go 1.22 method patterns. The daemon builds it with New and serves Handler.
+// Package httpapi is notifyd's HTTP API (openapi.json; docs/http-api.md):
+// JSON over net/http with Go 1.22 method patterns. The daemon builds it with New and serves Handler.
 //
 // # Routes
 //

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -70,7 +69,7 @@ func (s *Server) createPushSubscription(w http.ResponseWriter, r *http.Request, 
 		return invalidField("endpoint", err.Error())
 	}
 	p256dh, auth := text(req.Keys.P256dh), text(req.Keys.Auth)
-	if field, err := webpush.CheckKeys(p256dh, auth); err != nil {
+	if field, err := s.push.CheckKeys(p256dh, auth); err != nil {
 		return invalidField("keys."+field, err.Error())
 	}
 	id, created, err := stores.PutPushSubscription(r.Context(), s.pool, recipient, *req.Endpoint, p256dh, auth)

@@ -1,12 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/builtin"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -30,6 +30,10 @@ type Options struct {
 	// with the same Config, or unknown notifiers and bad params are only caught
 	// at fan-out.
 	Client *notifyd.Client
+	// Operations are the operator's actions the admin routes share with the
+	// console and the CLI (retry), run by the daemon on its River client.
+	// Nil: those routes answer 503 not_ready.
+	Operations Operations
 	// Logger receives one line per request. Nil discards.
 	Logger *slog.Logger
 	// Clock is the time written into read_at, seen_at and archived_at, and
@@ -44,8 +48,7 @@ type Options struct {
 	// AdminExtra are more routes mounted behind the admin token ("/riverui/").
 	AdminExtra map[string]http.Handler
 	// Registry is the daemon's channels: preference rules and the effective
-	// preferences are checked and resolved against it. Nil means the
-	// built-in channels.
+	// preferences are checked and resolved against it. Required.
 	Registry *channels.Registry
 	// Metrics counts the requests refused by a limit. Nil counts nothing.
 	Metrics *metrics.Metrics
@@ -61,6 +64,16 @@ type Options struct {
 	Push channels.PushService
 }
 
+// Operations are the operator's actions that enqueue work, which the daemon
+// (server.Server) runs on its one River client.
+type Operations interface {
+	// RetryDelivery makes a failed or expired delivery due now with a send
+	// job and returns the status it had; an unknown delivery wraps
+	// stores.ErrNotFound, one that cannot be retried
+	// stores.ErrNotRetryable.
+	RetryDelivery(ctx context.Context, id string) (status string, err error)
+}
+
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
 type Server struct {
 	pool    *pgxpool.Pool
@@ -68,6 +81,7 @@ type Server struct {
 	reg     *channels.Registry
 	openapi []byte // the API document with reg's channels
 	client  *notifyd.Client
+	ops     Operations
 	logger  *slog.Logger
 	clock   func() time.Time
 	maxBody int64
@@ -94,13 +108,13 @@ const maxDeliveries = 1000
 // New builds a Server from opts. It mounts every built-in route and the
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
-	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, logger: opts.Logger,
+	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, ops: opts.Operations, logger: opts.Logger,
 		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret, push: opts.Push}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
 	if s.reg == nil {
-		s.reg = builtin.MustRegistry()
+		panic("httpapi: Options.Registry is required")
 	}
 	doc, err := openAPIFor(s.reg)
 	if err != nil {

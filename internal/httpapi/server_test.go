@@ -13,13 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
 )
 
@@ -88,7 +93,12 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	if err := server.PublishCatalog(t.Context(), pool, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
-	options := httpapi.Options{Pool: pool, Config: cfg, Clock: func() time.Time { return fixedNow }}
+	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	options := httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(),
+		Operations: operations{pool: pool, river: rc}, Clock: func() time.Time { return fixedNow }}
 	if o.options != nil {
 		o.options(&options)
 	}
@@ -96,6 +106,17 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &bundle{pool: pool, cfg: cfg, srv: srv}
+}
+
+// operations is what the daemon gives the API (server.Server's
+// RetryDelivery), on an insert-only River client.
+type operations struct {
+	pool  *pgxpool.Pool
+	river *river.Client[pgx.Tx]
+}
+
+func (o operations) RetryDelivery(ctx context.Context, id string) (string, error) {
+	return jobs.RetryDelivery(ctx, o.pool, o.river, id, fixedNow)
 }
 
 // response is a decoded API answer.
@@ -277,7 +298,7 @@ func TestExtraRoutes(t *testing.T) {
 	}
 	pool := pgtest.NewDB(t)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
-	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg,
+	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(),
 		Extra:      map[string]http.Handler{"GET /metrics": hello},
 		AdminExtra: map[string]http.Handler{"/riverui/": hello}})
 	// A route mounted after New that authenticates like the stream does.
@@ -355,7 +376,7 @@ func TestRequestLogAndPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg,
+	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg, Registry: builtin.MustRegistry(),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Extra: map[string]http.Handler{"GET /boom": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			panic("kaboom")

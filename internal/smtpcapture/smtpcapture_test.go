@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
+	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 )
 
 const multipartMsg = "From: Acme <notify@acme.test>\r\n" +
@@ -166,13 +167,7 @@ func TestHangNextStallsOneReply(t *testing.T) {
 	defer c.Close()
 	done := make(chan error, 1)
 	go func() { done <- sendOn(c, "a@x.test", "b@x.test", "\r\nslow\r\n") }()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Hanging() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("server never stalled")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	notifydtest.Eventually(t, 5*time.Second, "the server stalls its reply", func() bool { return s.Hanging() == 1 })
 	// Another connection is answered while the first one hangs.
 	if err := send(t, s.Addr(), "a@x.test", "b@x.test", "\r\nfast\r\n"); err != nil {
 		t.Fatal(err)

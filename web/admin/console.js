@@ -100,6 +100,7 @@ const link = (href, text) => el("a", { href }, text);
 // --- notifications ---
 
 async function viewNotifications(params) {
+  const here = location.hash;
   const f = {
     notifier: params.get("notifier") || "",
     key: params.get("key") || "",
@@ -133,7 +134,7 @@ async function viewNotifications(params) {
   const more = el("button", { type: "button", id: "more", hidden: true }, "Older");
   const table = el("table", {},
     el("thead", {}, el("tr", {}, ["Created", "Notifier", "Key", "Actor", "Status", "Error"].map((h) => el("th", {}, h)))), body);
-  view(el("section", {}, el("h2", {}, "Notifications"), form), el("section", {}, table, el("p", {}, more)));
+  view(here, el("section", {}, el("h2", {}, "Notifications"), form), el("section", {}, table, el("p", {}, more)));
 
   let cursor = "";
   const load = async () => {
@@ -179,6 +180,7 @@ async function notifierCatalog() {
 // --- one notification ---
 
 async function viewNotification(id) {
+  const here = location.hash;
   const n = await api("GET", `/v1/notifications/${enc(id)}?progress=true`);
   const p = n.progress;
   let lanes = [n.status === "fanned_out" ? "complete" : n.status];
@@ -209,7 +211,7 @@ async function viewNotification(id) {
   const counts = Object.entries(p.by_status).flatMap(([ch, m]) =>
     Object.entries(m).map(([s, c]) => el("li", {}, `${ch}: `, status(s), ` ${c}`)));
   const rows = n.deliveries.map((d) => deliveryRow(d, () => viewNotification(id)));
-  view(
+  view(here,
     el("section", {},
       el("h2", {}, `${n.notifier} / ${n.key}`),
       el("dl", {},
@@ -289,12 +291,13 @@ async function watch(id, refresh) {
 // --- one delivery ---
 
 async function viewDelivery(id) {
+  const here = location.hash;
   const d = await api("GET", "/v1/deliveries/" + enc(id));
   const refresh = () => viewDelivery(id);
   const retry = RETRYABLE.includes(d.status)
     ? el("button", { type: "button", class: "retry", id: "retry", onclick: () => retryDelivery(d.id, refresh) }, "Retry now")
     : el("span", { class: "muted" }, `A ${d.status} delivery cannot be retried.`);
-  view(
+  view(here,
     el("section", { id: "delivery", dataset: { status: d.status } },
       el("h2", {}, `Delivery to ${d.recipient || "(bulk)"} on ${d.channel}`),
       el("dl", {},
@@ -324,6 +327,7 @@ async function viewDelivery(id) {
 // --- a recipient ---
 
 async function viewRecipient(id) {
+  const here = location.hash;
   const base = "/v1/recipients/" + enc(id);
   const opt = (p) => p.catch((e) => (e.status === 404 ? null : Promise.reject(e)));
   const [profile, prefs, mutes, subs, inbox, deliveries, cat] = await Promise.all([
@@ -348,7 +352,7 @@ async function viewRecipient(id) {
       deliveries.deliveries.length === 0 ? el("p", { class: "muted" }, "none among the latest ledger rows")
         : deliveryTable(deliveries.deliveries.map((d) => deliveryRow(d, () => viewRecipient(id), true)), true)),
   ];
-  view(...sections);
+  view(here, ...sections);
   await loadSuppressions(suppressions, profile, cat, () => viewRecipient(id));
 }
 
@@ -398,6 +402,7 @@ async function loadSuppressions(ul, profile, cat, refresh) {
 // --- template preview ---
 
 async function viewPreview(params) {
+  const here = location.hash;
   const cat = await notifierCatalog();
   const out = el("div", { id: "preview-out" });
   const nfSel = el("select", { name: "notifier", id: "preview-notifier" },
@@ -433,7 +438,7 @@ async function viewPreview(params) {
       fail(e);
     }
   });
-  view(el("section", {}, el("h2", {}, "Template preview"),
+  view(here, el("section", {}, el("h2", {}, "Template preview"),
     el("p", { class: "muted" }, "Rendered for a sample recipient; nothing is sent. HTML parts are shown as source."), form),
   el("section", {}, out));
   form.requestSubmit();
@@ -441,7 +446,12 @@ async function viewPreview(params) {
 
 // --- shell ---
 
-function view(...sections) {
+// view shows sections as the page for here, the location.hash its view
+// function started at. A view that finishes after the reader went elsewhere
+// (the refresh that follows a retry, a slow read) is dropped instead of
+// drawn over the page they went to.
+function view(here, ...sections) {
+  if (location.hash !== here) return;
   $("#view").replaceChildren(...sections);
 }
 

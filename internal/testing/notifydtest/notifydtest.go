@@ -164,18 +164,29 @@ func StartWorkers(t testing.TB, deps *jobs.Deps) *river.Client[pgx.Tx] {
 }
 
 // Eventually polls cond every 20 ms until it returns true or timeout passes,
-// then fails the test with msg.
+// then fails the test with msg. cond runs on the test's goroutine, so it may
+// fail the test itself when it sees something that must never happen.
 func Eventually(t testing.TB, timeout time.Duration, msg string, cond func() bool) {
 	t.Helper()
+	if !Wait(timeout, cond) {
+		t.Fatalf("timed out after %s: %s", timeout, msg)
+	}
+}
+
+// Wait polls cond every 20 ms until it returns true (Wait reports true) or
+// timeout passes (false). It is Eventually for a caller that describes a
+// timeout itself, with what it finds at that moment. It is the tests' one
+// polling loop: a test waits on state through it, never with a sleep.
+func Wait(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for {
 		if cond() {
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %s", timeout, msg)
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the polling interval
 	}
 }
 
