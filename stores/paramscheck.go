@@ -397,6 +397,7 @@ func (n *checkNode) hasItems() bool {
 	}
 	return false
 }
+
 // pathString quotes s as an SQL/JSON path string literal.
 func pathString(s string) string {
 	var b strings.Builder
