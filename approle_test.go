@@ -180,15 +180,14 @@ ORDER BY 1`)
 	}
 
 	rows, err = owner.Query(ctx, `
-SELECT p.oid::regprocedure::text, p.proname IN ('notify_send', 'notify_cancel', 'notify_subscribe', 'notify_unsubscribe',
-                                              'notify_put_recipient'),
+SELECT p.oid::regprocedure::text, p.proname = ANY ($2),
        has_function_privilege($1, p.oid, 'EXECUTE'),
        format('SELECT %I(%s)', p.proname, (SELECT string_agg('NULL::' || format_type(a.t, NULL), ', ')
                                            FROM unnest(p.proargtypes) AS a(t))),
        p.prorettype = 'trigger'::regtype
 FROM pg_proc p
 WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify\_%'
-ORDER BY 1`, role)
+ORDER BY 1`, role, stores.AppFunctions)
 	if err != nil {
 		t.Fatal(err)
 	}
