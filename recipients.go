@@ -181,8 +181,9 @@ type Erasure struct {
 	Profile bool
 	// Inbox and Changes count the deleted inbox items and change-log entries.
 	Inbox, Changes int
-	// Preferences, Subscriptions and Mutes count the deleted settings.
-	Preferences, Subscriptions, Mutes int
+	// Preferences, Subscriptions and Mutes count the deleted settings,
+	// Devices the deleted mobile devices.
+	Preferences, Subscriptions, Mutes, Devices int
 	// Deliveries counts the recipient's ledger rows, all now kept under a
 	// pseudonym; Cancelled is how many of them were still unsent and are
 	// now cancelled (digest_dropped for digest rows).
@@ -219,6 +220,6 @@ func (c *Client) EraseRecipient(ctx context.Context, id string) (*Erasure, error
 		return nil, err
 	}
 	return &Erasure{Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes, Preferences: e.Preferences,
-		Subscriptions: e.Subscriptions, Mutes: e.Mutes, Deliveries: e.Deliveries, Cancelled: e.Cancelled,
+		Subscriptions: e.Subscriptions, Mutes: e.Mutes, Devices: e.Devices, Deliveries: e.Deliveries, Cancelled: e.Cancelled,
 		Notifications: e.Notifications}, nil
 }

@@ -61,7 +61,7 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "rss", "footprint"}
+var scenarios = []string{"fanout", "email", "enqueue", "latency", "maillatency", "marks", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -79,6 +79,7 @@ type options struct {
 	digestRecipients int
 	digestRows       int
 	pushN            int
+	mobilePushN      int
 	rssN             int
 	rssInlineN       int
 	footprintN       int
@@ -117,6 +118,7 @@ func run() int {
 	flag.IntVar(&o.digestRecipients, "digest-recipients", 10_000, "recipients with pending digest rows")
 	flag.IntVar(&o.digestRows, "digest-rows", 5, "pending digest rows per recipient")
 	flag.IntVar(&o.pushN, "push-n", 10_000, "web push deliveries (one subscription per recipient) to a local push service")
+	flag.IntVar(&o.mobilePushN, "mobilepush-n", 10_000, "mobile push deliveries, half to a local FCM and half to a local APNs (recipients with an iPhone and an Android phone each)")
 	flag.IntVar(&o.rssN, "rss-n", 1_000_000, "recipients (topic subscribers) of the peak-RSS fan-out; 0 skips it")
 	// The row names the size used; scale it down with this flag on a slower
 	// machine (see docs/performance.md for the timing).
@@ -219,6 +221,9 @@ func run() int {
 	}
 	if section("push", fmt.Sprintf("web push, %d deliveries to a local push endpoint", o.pushN)) {
 		results = append(results, runPush(ctx, h, o.pushN, immediate)...)
+	}
+	if section("mobilepush", fmt.Sprintf("mobile push, %d deliveries to a local FCM and APNs", o.mobilePushN)) {
+		results = append(results, runMobilePush(ctx, h, o.mobilePushN, immediate)...)
 	}
 	if section("footprint", fmt.Sprintf("WAL, storage and connections per recipient, %d recipients, durable settings", o.footprintN)) {
 		results = append(results, runFootprint(ctx, h, o.footprintN)...)

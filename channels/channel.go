@@ -11,6 +11,7 @@ package channels
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,11 +27,31 @@ type Recipient struct {
 	WebhookURL string         `json:"webhook_url,omitempty"`
 	Phone      string         `json:"phone,omitempty"` // E.164: "+14155550123"
 	Data       map[string]any `json:"data,omitempty"`
+	// Registrations are what the recipient registered with notifyd beyond
+	// the profile, named as a Plugin's Address names them:
+	// PushSubscriptionAddress when they have a browser push subscription,
+	// DeviceAddress("ios") when they have an iOS device, and so on. The
+	// fan-out reads them only for a notifier with a channel whose Address
+	// is one; a Send sees none (a channel reads the registrations
+	// themselves when it sends).
+	Registrations []string `json:"-"`
 }
 
-// Address returns the profile field a Plugin's Address names: "email",
-// "webhook_url", "phone", "name", "locale" or "timezone"; "" for any other
-// name.
+// PushSubscriptionAddress is the Plugin.Address of a channel that sends to
+// the recipient's browser push subscriptions (POST /v1/push-subscriptions):
+// a recipient without one gets an `unavailable` delivery.
+const PushSubscriptionAddress = "push_subscription"
+
+// DeviceAddress returns the Plugin.Address of a channel that sends to the
+// recipient's registered mobile devices of platform ("device:ios"); a
+// Plugin with a Device sets it itself.
+func DeviceAddress(platform string) string { return "device:" + platform }
+
+// Address returns what a Plugin's Address names: the profile field
+// "email", "webhook_url", "phone", "name", "locale" or "timezone", or, for
+// a registration (PushSubscriptionAddress, DeviceAddress), its name when
+// the recipient has one; "" for any other name and for a registration the
+// recipient does not have.
 func (r Recipient) Address(field string) string {
 	switch field {
 	case "email":
@@ -46,14 +67,31 @@ func (r Recipient) Address(field string) string {
 	case "timezone":
 		return r.Timezone
 	}
+	if IsRegistration(field) && slices.Contains(r.Registrations, field) {
+		return field
+	}
 	return ""
 }
 
+// IsRegistration reports whether a Plugin's Address names a registration
+// (PushSubscriptionAddress, DeviceAddress) rather than a profile field: the
+// fan-out reads which of them a recipient has (Recipient.Registrations).
+func IsRegistration(field string) bool {
+	return field == PushSubscriptionAddress || strings.HasPrefix(field, "device:")
+}
+
 // MissingAddress is the reason recorded on the `unavailable` delivery of a
-// recipient whose profile lacks the field a Plugin's Address names.
+// recipient whose profile lacks the field a Plugin's Address names, or who
+// has not registered what it names: "recipient has no email address",
+// "recipient has no push subscriptions", "recipient has no ios devices".
 func MissingAddress(field string) string {
-	if field == "email" {
+	switch {
+	case field == "email":
 		return "recipient has no email address"
+	case field == PushSubscriptionAddress:
+		return "recipient has no push subscriptions"
+	case strings.HasPrefix(field, "device:"):
+		return "recipient has no " + strings.TrimPrefix(field, "device:") + " devices"
 	}
 	return "recipient has no " + field
 }

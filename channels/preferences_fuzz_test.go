@@ -19,8 +19,8 @@ var fuzzModes = map[string][]string{
 	"webhook": {"", "immediate", "off"},
 }
 
-// canDo lists what a built-in channel can actually do: in_app, webhook and
-// slack are immediate or off, only email digests.
+// canDo lists what a built-in channel can actually do: every one is
+// immediate or off, only email digests.
 var canDo = map[string][]notifytype.Mode{
 	"in_app":   {notifytype.ModeImmediate, notifytype.ModeOff},
 	"email":    {notifytype.ModeImmediate, notifytype.ModeDigest, notifytype.ModeOff},
@@ -28,6 +28,10 @@ var canDo = map[string][]notifytype.Mode{
 	"slack":    {notifytype.ModeImmediate, notifytype.ModeOff},
 	"sms":      {notifytype.ModeImmediate, notifytype.ModeOff},
 	"web_push": {notifytype.ModeImmediate, notifytype.ModeOff},
+	"fcm":      {notifytype.ModeImmediate, notifytype.ModeOff},
+	"apns":     {notifytype.ModeImmediate, notifytype.ModeOff},
+	"discord":  {notifytype.ModeImmediate, notifytype.ModeOff},
+	"teams":    {notifytype.ModeImmediate, notifytype.ModeOff},
 }
 
 // fuzzShape is the part of a fuzz notifier's shape that its config holds:

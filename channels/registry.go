@@ -38,11 +38,19 @@ type Plugin struct {
 	// transaction, exactly once, and the value Open returns implements
 	// InboxChannel. At most one registered channel is the inbox.
 	Inbox bool
-	// Address is the profile field a per-recipient delivery needs: "email",
-	// "webhook_url", "phone", "name", "locale" or "timezone". A recipient without it
-	// gets an `unavailable` delivery ("recipient has no <address>") and the
-	// channel is not asked. "" means the channel needs no address.
+	// Address is what a per-recipient delivery needs: a profile field
+	// ("email", "webhook_url", "phone", "name", "locale" or "timezone") or
+	// a registration (PushSubscriptionAddress for browser push
+	// subscriptions; DeviceAddress(platform) for mobile devices, which
+	// Device sets). A recipient without it gets an `unavailable` delivery
+	// at fan-out time (MissingAddress: "recipient has no <address>") and
+	// the channel is not asked. "" means the channel needs no address.
 	Address string
+	// Device, for a channel that sends to the recipients' registered
+	// mobile devices, names their platform and how a device of it is
+	// checked before it is stored. It sets Address to
+	// DeviceAddress(Device.Platform). Nil for any other channel.
+	Device *DevicePlatform
 	// Digest says the channel can roll deliveries up into a digest (mode
 	// digest); the value Open returns implements DigestChannel. A digest
 	// preference on any other channel reads as immediate. At most one
@@ -86,6 +94,10 @@ type Setup struct {
 	// by the daemon (WithPushSubscriptions); nil when checking, or when the
 	// program opening the registry provides none.
 	PushSubscriptions PushSubscriptions
+	// Devices is the store of registered mobile devices, given by the
+	// daemon (WithDevices); nil when checking, or when the program opening
+	// the registry provides none.
+	Devices Devices
 }
 
 // NotifierNames returns the names of the notifiers that use the channel, sorted.
@@ -125,11 +137,15 @@ func DecodeNotifiers[T any](s *Setup, check func(n NotifierSection, t *T)) map[s
 	return out
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+var (
+	nameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+	platformRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+)
 
-// addresses are the profile fields a Plugin's Address may name: the ones the
-// fan-out reads with each recipient.
-var addresses = []string{"", "email", "webhook_url", "phone", "name", "locale", "timezone"}
+// addresses are the profile fields and registrations a Plugin's Address
+// may name (besides DeviceAddress, which Device sets): the ones the fan-out
+// reads with each recipient.
+var addresses = []string{"", "email", "webhook_url", "phone", "name", "locale", "timezone", PushSubscriptionAddress}
 
 // Registry is the set of channels a daemon knows, in registration order (the
 // order the API and the preference center list them in).
@@ -144,9 +160,16 @@ type Registry struct {
 func NewRegistry(plugins ...Plugin) (*Registry, error) {
 	r := &Registry{byName: map[string]int{}}
 	inbox, digest := "", ""
+	platforms := map[string]string{}
 	for _, p := range plugins {
+		if p.Device != nil {
+			if err := checkDevicePlatform(p, platforms); err != nil {
+				return nil, err
+			}
+			p.Address = DeviceAddress(p.Device.Platform)
+		}
 		switch {
-		case !slices.Contains(addresses, p.Address):
+		case p.Device == nil && !slices.Contains(addresses, p.Address):
 			return nil, fmt.Errorf("channel %s: address %q: want one of %q", p.Name, p.Address, addresses)
 		case p.Digest && digest != "":
 			return nil, fmt.Errorf("channel %s: %s digests already (at most one channel can)", p.Name, digest)
@@ -177,6 +200,52 @@ func NewRegistry(plugins ...Plugin) (*Registry, error) {
 		r.plugins = append(r.plugins, p)
 	}
 	return r, nil
+}
+
+// checkDevicePlatform checks the Device of p, a plugin that sends to
+// mobile devices, against the platforms registered before it (platform ->
+// channel), and adds its own.
+func checkDevicePlatform(p Plugin, platforms map[string]string) error {
+	d := p.Device
+	switch {
+	case !p.PerRecipient:
+		return fmt.Errorf("channel %s: a device channel is per-recipient", p.Name)
+	case p.Address != "" && p.Address != DeviceAddress(d.Platform):
+		return fmt.Errorf("channel %s: address %q: a device channel's address is its platform's (%s)", p.Name, p.Address,
+			DeviceAddress(d.Platform))
+	case !platformRE.MatchString(d.Platform):
+		return fmt.Errorf("channel %s: device platform %q: want lower-case letters, digits and _ (at most 32)", p.Name, d.Platform)
+	case d.CheckToken == nil || d.CheckApp == nil:
+		return fmt.Errorf("channel %s: device platform %s: CheckToken and CheckApp are required", p.Name, d.Platform)
+	case platforms[d.Platform] != "":
+		return fmt.Errorf("channel %s: %s sends to %s devices already (one channel per platform)", p.Name,
+			platforms[d.Platform], d.Platform)
+	}
+	platforms[d.Platform] = p.Name
+	return nil
+}
+
+// Platforms returns the device platforms the registered channels send to
+// (their Device), in registration order: what POST /v1/devices accepts.
+func (r *Registry) Platforms() []string {
+	var out []string
+	for _, p := range r.plugins {
+		if p.Device != nil {
+			out = append(out, p.Device.Platform)
+		}
+	}
+	return out
+}
+
+// DevicePlatform returns the Device of the registered channel that sends to
+// platform's devices, and whether there is one.
+func (r *Registry) DevicePlatform(platform string) (*DevicePlatform, bool) {
+	for _, p := range r.plugins {
+		if p.Device != nil && p.Device.Platform == platform {
+			return p.Device, true
+		}
+	}
+	return nil, false
 }
 
 // Plugins returns the registered channels in registration order.
@@ -310,6 +379,18 @@ func (r *Registry) OpenToCheck(cfg *config.Config) (*Set, error) {
 // lists the channels' problems in line order with the rest of the file's.
 func (r *Registry) Check(cfg *config.Config, p *config.Problems) {
 	s, errs := r.open(cfg, p, nil, nil, true)
+	_ = s.Close()
+	for _, err := range errs {
+		p.Add(nil, "", "%v", err)
+	}
+}
+
+// CheckToRun is Check with the rules of Open, which the daemon runs with:
+// a value a channel normally takes from the environment, such as a secret,
+// must be set (Setup.Checking is false). It is what `notifyd check` runs, so
+// that it refuses exactly what `notifyd run` would.
+func (r *Registry) CheckToRun(cfg *config.Config, p *config.Problems) {
+	s, errs := r.open(cfg, p, nil, nil, false)
 	_ = s.Close()
 	for _, err := range errs {
 		p.Add(nil, "", "%v", err)

@@ -37,6 +37,15 @@ func plugin(name string, mod ...func(*channels.Plugin)) channels.Plugin {
 	return p
 }
 
+// device makes a plugin a device channel of platform, accepting any token
+// and app.
+func device(platform string) func(*channels.Plugin) {
+	return func(p *channels.Plugin) {
+		p.Device = &channels.DevicePlatform{Platform: platform, CheckToken: func(string) error { return nil },
+			CheckApp: func(string) error { return nil }}
+	}
+}
+
 func TestNewRegistryRefuses(t *testing.T) {
 	t.Parallel()
 	inbox := func(p *channels.Plugin) { p.Inbox = true }
@@ -71,7 +80,19 @@ func TestNewRegistryRefuses(t *testing.T) {
 		{"two digest channels", append(builtin.Plugins(), plugin("texter", digest)),
 			"channel texter: email digests already (at most one channel can)"},
 		{"bad address", []channels.Plugin{plugin("texter", func(p *channels.Plugin) { p.Address = "fax" })},
-			`channel texter: address "fax": want one of ["" "email" "webhook_url" "phone" "name" "locale" "timezone"]`},
+			`channel texter: address "fax": want one of ["" "email" "webhook_url" "phone" "name" "locale" "timezone" "push_subscription"]`},
+		{"a device address without a Device", []channels.Plugin{plugin("texter", func(p *channels.Plugin) { p.Address = "device:pager" })},
+			`channel texter: address "device:pager": want one of ["" "email" "webhook_url" "phone" "name" "locale" "timezone" "push_subscription"]`},
+		{"a device channel that is bulk", []channels.Plugin{plugin("pager", device("pager"), func(p *channels.Plugin) { p.PerRecipient, p.Bulk = false, true })},
+			"channel pager: a device channel is per-recipient"},
+		{"a device channel with another address", []channels.Plugin{plugin("pager", device("pager"), func(p *channels.Plugin) { p.Address = "email" })},
+			`channel pager: address "email": a device channel's address is its platform's (device:pager)`},
+		{"a bad platform", []channels.Plugin{plugin("pager", device("Pager OS"))},
+			`channel pager: device platform "Pager OS": want lower-case letters, digits and _ (at most 32)`},
+		{"a platform without checks", []channels.Plugin{plugin("pager", device("pager"), func(p *channels.Plugin) { p.Device.CheckApp = nil })},
+			"channel pager: device platform pager: CheckToken and CheckApp are required"},
+		{"a second channel for a platform", append(builtin.Plugins(), plugin("pager", device("ios"))),
+			"channel pager: apns sends to ios devices already (one channel per platform)"},
 		{"nil Open", []channels.Plugin{plugin("texter", func(p *channels.Plugin) { p.Open = nil })},
 			"channel texter: Open is nil"},
 	}
@@ -100,8 +121,10 @@ func TestRegistryLists(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "web_push", "texter", "pager"}},
-		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "web_push", "texter"}},
+		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "web_push", "fcm", "apns", "discord", "teams",
+			"texter", "pager"}},
+		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "texter"}},
+		{"Platforms", r.Platforms(), []string{"android", "ios"}},
 		{"Inbox", r.Inbox(), "in_app"},
 		{"Digest", r.Digest(), "email"},
 		{"Plugins", len(r.Plugins()), len(builtin.Plugins()) + 2},
@@ -117,6 +140,17 @@ func TestRegistryLists(t *testing.T) {
 	}
 	if _, ok := r.Lookup("fax"); ok {
 		t.Error("Lookup(fax) found a channel")
+	}
+	// A device channel's address is its platform's: the fan-out makes a
+	// recipient without such a device unavailable.
+	if p, _ := r.Lookup("apns"); p.Address != channels.DeviceAddress("ios") || !channels.IsRegistration(p.Address) {
+		t.Errorf("apns address = %q, want device:ios", p.Address)
+	}
+	if dp, ok := r.DevicePlatform("android"); !ok || dp.CheckToken("short") == nil || dp.CheckApp("com.example.app") != nil {
+		t.Errorf("DevicePlatform(android) = %+v, %v; want FCM's checks", dp, ok)
+	}
+	if _, ok := r.DevicePlatform("pager"); ok {
+		t.Error("DevicePlatform(pager) found a channel")
 	}
 	if got := texter.Modes(); !slices.Equal(got, []notifytype.Mode{notifytype.ModeImmediate, notifytype.ModeOff}) {
 		t.Errorf("texter modes = %v", got)
@@ -256,5 +290,34 @@ func TestOpen(t *testing.T) {
 		"test.yaml:4: notifiers.a.channels.texter.default: unknown mode \"weekly\" (want immediate or off)"
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// A registration is an address the recipient has when the fan-out found
+// one; the reason of an unavailable delivery names what is missing.
+func TestRegistrationAddresses(t *testing.T) {
+	t.Parallel()
+	r := channels.Recipient{ID: "u1", Email: "u1@example.test",
+		Registrations: []string{channels.PushSubscriptionAddress, channels.DeviceAddress("ios")}}
+	for field, want := range map[string]string{
+		"email":                           "u1@example.test",
+		channels.PushSubscriptionAddress:  channels.PushSubscriptionAddress,
+		channels.DeviceAddress("ios"):     "device:ios",
+		channels.DeviceAddress("android"): "",
+		"registrations":                   "",
+	} {
+		if got := r.Address(field); got != want {
+			t.Errorf("Address(%q) = %q, want %q", field, got, want)
+		}
+	}
+	for field, want := range map[string]string{
+		"email":                           "recipient has no email address",
+		"phone":                           "recipient has no phone",
+		channels.PushSubscriptionAddress:  "recipient has no push subscriptions",
+		channels.DeviceAddress("android"): "recipient has no android devices",
+	} {
+		if got := channels.MissingAddress(field); got != want {
+			t.Errorf("MissingAddress(%q) = %q, want %q", field, got, want)
+		}
 	}
 }

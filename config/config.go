@@ -111,6 +111,7 @@ func parseCheck(path string, data []byte, lookup func(string) (string, bool), ch
 	}
 	c.validate(el)
 	c.lines = el.lines
+	c.unset = el.unset
 	if check != nil {
 		check(c, &Problems{el: el})
 	}

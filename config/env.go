@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -115,6 +116,9 @@ func expandNode(n *yaml.Node, path string, refs *envRefs, lookup func(string) (s
 				return "$"
 			}
 			v, _ := lookup(refs.names[i])
+			if v == "" && !slices.Contains(el.unset[path], refs.names[i]) {
+				el.unset[path] = append(el.unset[path], refs.names[i])
+			}
 			return v
 		})
 		if n.Style == 0 {

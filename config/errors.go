@@ -76,10 +76,14 @@ type errorList struct {
 	lines  map[string]int
 	failed map[string]bool
 	errs   []*Error
+	// unset names, by key path, the environment variables a value was
+	// written with (${VAR}) that were unset or empty: a problem with that
+	// value says which variable to set.
+	unset map[string][]string
 }
 
 func newErrorList(file string) *errorList {
-	return &errorList{file: file, lines: map[string]int{}, failed: map[string]bool{}}
+	return &errorList{file: file, lines: map[string]int{}, failed: map[string]bool{}, unset: map[string][]string{}}
 }
 
 // addLine records an error at an explicit line. Only the first error for a
@@ -92,7 +96,13 @@ func (l *errorList) addLine(line int, path, format string, args ...any) {
 		}
 		l.failed[path] = true
 	}
-	l.errs = append(l.errs, &Error{File: l.file, Line: line, Path: path, Message: fmt.Sprintf(format, args...)})
+	msg := fmt.Sprintf(format, args...)
+	if names := l.unset[path]; len(names) > 0 {
+		// The value came from the environment, which left it empty: the
+		// fix is there, not in the file.
+		msg += " (set " + strings.Join(names, " and ") + ")"
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Line: line, Path: path, Message: msg})
 }
 
 // add records an error at path, on the line of path or of its nearest

@@ -278,9 +278,20 @@ func pointerPath(path string, doc any, ptr string) string {
 	return path
 }
 
+// formatExamples are example strings of the formats JSON Schema asserts.
+var formatExamples = map[string]string{
+	"date": "2030-01-02", "date-time": "2030-01-02T15:04:05Z", "time": "15:04:05Z", "duration": "P1D",
+	"email": "ada@example.test", "idn-email": "ada@example.test", "hostname": "app.example.test",
+	"idn-hostname": "app.example.test", "ipv4": "192.0.2.1", "ipv6": "2001:db8::1",
+	"uri": "https://app.example.test/", "uri-reference": "https://app.example.test/", "iri": "https://app.example.test/",
+	"iri-reference": "https://app.example.test/", "uri-template": "https://app.example.test/{id}",
+	"uuid": "0190b8a4-6d3e-7c1a-9f00-2b1c3d4e5f60", "json-pointer": "/example", "relative-json-pointer": "0",
+	"regex": "^example$",
+}
+
 // exampleParams builds params from a schema for `notifyd check` to render the
 // templates with: for each value its examples[0], default, const or enum[0],
-// else a value of its type (string "example", number and integer 1, boolean
+// else a value of its type (string "example", or one of its format; number and integer 1, boolean
 // true, object with every listed and required property, array with one item
 // when items is given). Local $refs ("#/$defs/x") are followed; anyOf/oneOf
 // take their first alternative; allOf merges objects.
@@ -347,6 +358,11 @@ func (g *exampleGen) value(s any, depth int) any {
 	}
 	switch typ {
 	case "string":
+		// A string of the format the schema asserts, or the example would
+		// fail its own schema.
+		if f, ok := formatExamples[fmt.Sprint(sch["format"])]; ok {
+			return f
+		}
 		return "example"
 	case "number", "integer":
 		return float64(1)

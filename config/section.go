@@ -25,6 +25,10 @@ import (
 type Section struct {
 	path string
 	node *yaml.Node
+	// notifier is the notifier whose channel section this is (set by
+	// Load): RenderCheck checks its templates' fields against the
+	// notifier's params schema.
+	notifier *Notifier
 }
 
 // Path is the section's dotted key path ("channels.email").
@@ -120,7 +124,7 @@ func (c *Config) NewProblems() *Problems {
 	if lines == nil {
 		lines = map[string]int{}
 	}
-	return &Problems{el: &errorList{file: c.Path, lines: lines, failed: map[string]bool{}}}
+	return &Problems{el: &errorList{file: c.Path, lines: lines, failed: map[string]bool{}, unset: c.unset}}
 }
 
 // Err returns every problem reported, in line order, as an *Errors; nil when
@@ -175,7 +179,11 @@ type Executor interface {
 
 // RenderCheck renders t (a *template.Template or *htmltemplate.Template; nil
 // is skipped) with data, as `notifyd check` does with a notifier's example
-// params, and reports a failure at key within s.
+// params, and reports a failure at key within s. In a notifier's channel
+// section it also reports every field the template names that the
+// notifier's params schema does not declare ({{.post_titel}} for
+// post_title), with the template's line: such a field would always render
+// as nothing.
 func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 	if t == nil || reflect.ValueOf(t).IsNil() {
 		return
@@ -183,6 +191,10 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 	path := keyPath(s, key)
 	if err := t.Execute(discard{}, data); err != nil {
 		p.el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+		return
+	}
+	if s != nil {
+		checkFields(p.el, path, t, s.notifier)
 	}
 }
 
@@ -255,7 +267,11 @@ func (s *Section) With(path string, values map[string]any) (*Section, error) {
 		}
 		setKey(m, parts[len(parts)-1], &v)
 	}
-	return &Section{path: path, node: root}, nil
+	out := &Section{path: path, node: root}
+	if s != nil {
+		out.notifier = s.notifier
+	}
+	return out, nil
 }
 
 func cloneNode(n *yaml.Node) *yaml.Node {

@@ -44,6 +44,9 @@ type Config struct {
 	// lines maps every key path of the file to its line, for the problems
 	// the channels report about their sections (NewProblems).
 	lines map[string]int
+	// unset names, by key path, the environment variables the file's
+	// values were written with that were unset or empty (see errorList).
+	unset map[string][]string
 }
 
 // Database says where notifyd keeps its tables and River's.

@@ -70,6 +70,7 @@ func (n *Notifier) validateBatch(el *errorList, path string) {
 		el.add(join(path, "key"), "is required: a template over the params naming what batches together, such as \"{{.post_id}}\"")
 	} else if b.KeyTmpl = textTmpl(el, join(path, "key"), b.Key); b.KeyTmpl != nil {
 		renderCheck(el, join(path, "key"), b.KeyTmpl, dot(n.example))
+		checkFields(el, join(path, "key"), b.KeyTmpl, &Notifier{Params: n.Params})
 	}
 	if b.Window <= 0 {
 		el.add(join(path, "window"), "must be a positive duration, got %s", b.Window)

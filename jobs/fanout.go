@@ -236,7 +236,8 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	}
 	profiles := d.needsProfiles(nf)
 	// Mutes are read at the fan-out's clock, as its delays and quiet hours are.
-	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles, d.now())
+	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles, d.now(),
+		d.registrationsOf(nf))
 	if err != nil {
 		return false, err
 	}
@@ -563,6 +564,23 @@ func (d *Deps) needsProfiles(nf *config.Notifier) bool {
 	return false
 }
 
+// registrationsOf lists the registrations (browser push subscriptions,
+// devices of a platform) that the configured channels nf uses need: the
+// fan-out asks which of them each recipient has, so that one without is
+// `unavailable` rather than refused at send time.
+func (d *Deps) registrationsOf(nf *config.Notifier) []string {
+	var out []string
+	for _, p := range d.Registry.Plugins() {
+		if !p.PerRecipient || !channels.IsRegistration(p.Address) || !channels.Uses(nf, p.Name) {
+			continue
+		}
+		if _, ok := d.Channels[p.Name]; ok {
+			out = append(out, p.Address)
+		}
+	}
+	return out
+}
+
 func offReason(why string) string {
 	if why == "muted" {
 		return "muted by the recipient"
@@ -635,7 +653,7 @@ type mergedRecipient struct {
 
 func (r *mergedRecipient) profile() channels.Recipient {
 	return channels.Recipient{ID: r.ID, Email: r.Email, Name: r.Name, Locale: r.Locale, Timezone: r.Timezone,
-		WebhookURL: r.WebhookURL, Phone: r.Phone}
+		WebhookURL: r.WebhookURL, Phone: r.Phone, Registrations: r.Registrations}
 }
 
 // quietOf is r's quiet hours in r's zone, nil for none (or a stored value

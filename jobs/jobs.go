@@ -61,6 +61,9 @@ type Deps struct {
 
 	digestOnce sync.Once
 	digest     *digestGroups
+
+	targetsOnce sync.Once
+	targets     *targets // every target's gate and breaker, for this process (send_circuits.go)
 }
 
 func (d *Deps) now() time.Time {

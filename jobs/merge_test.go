@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -104,5 +105,16 @@ func TestMergeChunk(t *testing.T) {
 					tt.wantCursor, tt.wantInline, tt.wantDone)
 			}
 		})
+	}
+}
+
+// The registrations the fan-out asks stores about are named as the
+// channels name them: the candidates statement spells them out in SQL.
+func TestRegistrationNamesAgree(t *testing.T) {
+	t.Parallel()
+	if stores.RegistrationPushSubscription != channels.PushSubscriptionAddress ||
+		stores.RegistrationDevice+"ios" != channels.DeviceAddress("ios") {
+		t.Fatalf("stores names %q and %q, channels %q and %q", stores.RegistrationPushSubscription,
+			stores.RegistrationDevice+"ios", channels.PushSubscriptionAddress, channels.DeviceAddress("ios"))
 	}
 }

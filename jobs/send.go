@@ -68,7 +68,7 @@ const stuckAfter = 10 * time.Millisecond
 
 func (w *SendWorker) init() {
 	w.once.Do(func() {
-		w.targets = newTargets(w.Deps.Config.Queues.SendPerHost, w.Deps.now)
+		w.targets = w.Deps.sendTargets()
 		w.settler = newSettler(w.Deps, w.Deps.Config.Queues.SendBatch, func() int {
 			return int(w.active.Load() - w.stuck.Load())
 		})

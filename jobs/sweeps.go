@@ -98,26 +98,33 @@ func PeriodicJobs(deps *Deps) []*river.PeriodicJob {
 	return jobs
 }
 
-// Redrive puts deliveries in the given statuses (see stores.RedrivableStatuses)
-// updated since since back in the queue — for operators after a provider
-// outage (`notifyd retry`). It enqueues their send jobs through client, which
-// may be an insert-only River client, and returns how many it re-drove. An
-// expired delivery gets one more attempt: its age still counts from its
-// creation, so a new temporary failure expires it again.
-func Redrive(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], statuses []string, since time.Time, limit, batch int) (int, error) {
-	for _, s := range statuses {
+// Redrive puts the deliveries matching f (stores.RedriveMatching: only
+// stores.RedrivableStatuses, every one of them when f names none) back in the
+// queue, at most limit of them, at now — for operators after a provider
+// outage (`notifyd retry`, the console's bulk retry). It enqueues their send
+// jobs through client, which may be an insert-only River client, in the same
+// transaction, and returns how many matched (counted up to 100,000) and how
+// many it re-drove. An expired delivery gets one more attempt: its age still
+// counts from its creation, so a new temporary failure expires it again.
+func Redrive(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], f stores.DeliveryFilter, now time.Time,
+	limit, batch int,
+) (matched, redriven int, err error) {
+	for _, s := range f.Statuses {
 		if !slices.Contains(stores.RedrivableStatuses, s) {
-			return 0, fmt.Errorf("status %q cannot be re-driven (want one of %s)", s, strings.Join(stores.RedrivableStatuses, ", "))
+			return 0, 0, fmt.Errorf("%w: status %q cannot be re-driven (want one of %s)", stores.ErrNotRetryable, s,
+				strings.Join(stores.RedrivableStatuses, ", "))
 		}
 	}
-	var n int
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		ids, err := stores.RedriveStatus(ctx, tx, statuses, since, time.Now(), limit)
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		m, ids, err := stores.RedriveMatching(ctx, tx, f, now, limit)
 		if err != nil {
 			return err
 		}
-		n = len(ids)
+		matched, redriven = m, len(ids)
 		return insertSendJobsWith(ctx, tx, client, ids, batch)
 	})
-	return n, err
+	if err != nil {
+		return 0, 0, err
+	}
+	return matched, redriven, nil
 }

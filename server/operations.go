@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -13,6 +14,7 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -74,17 +76,121 @@ func Open(ctx context.Context, cfg *config.Config, logger *slog.Logger) (_ *Serv
 // RetryDelivery makes one failed or expired delivery due now and enqueues
 // its send job, in one transaction, and returns the status it had. A
 // delivery that does not exist is ErrNotFound; one in a status that cannot
-// be re-driven is ErrNotRetryable (with that status returned).
+// be re-driven is ErrNotRetryable (with that status returned). A delivery
+// whose target's circuit breaker is open in this process (the target did not
+// answer several times in a row, and its deliveries are parked) is a
+// *CircuitOpenError and is left as it is: sent now, it would only be parked
+// again. CloseCircuitAndRetry closes the breaker first.
 func (s *Server) RetryDelivery(ctx context.Context, id string) (status string, err error) {
+	c, err := s.DeliveryCircuit(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if c != nil {
+		return "", c
+	}
 	status, err = jobs.RetryDelivery(ctx, s.pool, s.river, id, s.now())
 	return status, operationError(fmt.Sprintf("delivery %s", id), err)
 }
 
+// CloseCircuitAndRetry closes the circuit breaker of the delivery's target
+// in this process, as an answer from the target would (other replicas keep
+// theirs until their own next probe), then retries the delivery as
+// RetryDelivery does.
+func (s *Server) CloseCircuitAndRetry(ctx context.Context, id string) (status string, err error) {
+	if s.deps != nil {
+		target, _, err := s.deps.DeliveryTarget(ctx, id)
+		if err != nil {
+			return "", operationError(fmt.Sprintf("delivery %s", id), err)
+		}
+		if s.deps.CloseCircuit(target) {
+			s.logger.InfoContext(ctx, "circuit closed by an operator", "target", target, "delivery_id", id)
+		}
+	}
+	status, err = jobs.RetryDelivery(ctx, s.pool, s.river, id, s.now())
+	return status, operationError(fmt.Sprintf("delivery %s", id), err)
+}
+
+// CircuitOpenError says a delivery's target is paused: it did not answer
+// Failures times in a row, and this process parks its deliveries until
+// Until.
+type CircuitOpenError struct {
+	// Target names the destination: the channel, with the host or notifier
+	// when the channel has several ("webhook billing.acme.test").
+	Target    string
+	Failures  int
+	Until     time.Time
+	LastError string
+}
+
+// Error says what the breaker does.
+func (e *CircuitOpenError) Error() string {
+	return fmt.Sprintf("the target %s is paused until %s after %d failures in a row (last error: %s)",
+		e.Target, e.Until.UTC().Format(time.RFC3339), e.Failures, e.LastError)
+}
+
+// DeliveryCircuit returns the open circuit breaker of the target of a
+// delivery that could be retried (see RetryDelivery), or nil when the
+// breaker is closed in this process, the delivery is in a status that cannot
+// be retried, or the Server runs no send workers (Open). An unknown delivery
+// is ErrNotFound.
+func (s *Server) DeliveryCircuit(ctx context.Context, id string) (*CircuitOpenError, error) {
+	if s.deps == nil {
+		return nil, nil
+	}
+	target, status, err := s.deps.DeliveryTarget(ctx, id)
+	if err != nil {
+		return nil, operationError(fmt.Sprintf("delivery %s", id), err)
+	}
+	if !slices.Contains(RedrivableStatuses, status) {
+		return nil, nil
+	}
+	c := s.deps.OpenCircuit(target)
+	if c == nil {
+		return nil, nil
+	}
+	return &CircuitOpenError{Target: c.Target, Failures: c.Failures, Until: c.OpenUntil, LastError: c.LastError}, nil
+}
+
 // Redrive re-drives up to limit deliveries in the given statuses (each one
 // of RedrivableStatuses) updated since then: each becomes due now with a send
-// job, in one transaction. It returns how many it re-drove.
+// job, in one transaction. It returns how many it re-drove. It is
+// RetryDeliveries with a filter of statuses and a start time.
 func (s *Server) Redrive(ctx context.Context, statuses []string, since time.Time, limit int) (int, error) {
-	return jobs.Redrive(ctx, s.pool, s.river, statuses, since, limit, s.cfg.Queues.SendBatch)
+	_, n, err := s.RetryDeliveries(ctx, DeliveryFilter{Statuses: statuses, Since: since}, limit)
+	return n, err
+}
+
+// DeliveryFilter selects deliveries across notifications (GET /v1/deliveries,
+// the console's deliveries view). Zero fields do not filter.
+type DeliveryFilter struct {
+	// Statuses are the statuses wanted; empty means every status (for
+	// RetryDeliveries: every one of RedrivableStatuses).
+	Statuses []string
+	Channel  string
+	Notifier string
+	// Recipient is a recipient id; bulk deliveries never match it.
+	Recipient string
+	// Since and Until bound the time of a delivery's last change:
+	// Since <= updated_at < Until.
+	Since, Until time.Time
+}
+
+func (f DeliveryFilter) store() stores.DeliveryFilter {
+	return stores.DeliveryFilter{Statuses: f.Statuses, Channel: f.Channel, Notifier: f.Notifier, Recipient: f.Recipient,
+		Since: f.Since, Until: f.Until}
+}
+
+// RetryDeliveries re-drives the deliveries matching f, at most limit of them
+// (oldest first within each status and channel): each becomes failed and due
+// now, with its send job, in one transaction, as RetryDelivery does for one.
+// f.Statuses may name only RedrivableStatuses (another is ErrNotRetryable);
+// empty means all of them. It returns how many matched (counted up to
+// 100,000) and how many it re-drove: a match held by a send job at that
+// moment, or over the limit, is not re-driven.
+func (s *Server) RetryDeliveries(ctx context.Context, f DeliveryFilter, limit int) (matched, retried int, err error) {
+	matched, retried, err = jobs.Redrive(ctx, s.pool, s.river, f.store(), s.now(), limit, s.cfg.Queues.SendBatch)
+	return matched, retried, operationError("re-drive deliveries", err)
 }
 
 // Ledger is a notification and what became of it, as `notifyd deliveries`
@@ -181,4 +287,42 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// apiOperations are the operations as the HTTP API takes them
+// (httpapi.Operations), with its internal types.
+type apiOperations struct{ s *Server }
+
+func (o apiOperations) RetryDelivery(ctx context.Context, id string) (string, error) {
+	status, err := o.s.RetryDelivery(ctx, id)
+	return status, apiCircuitError(err)
+}
+
+func (o apiOperations) CloseCircuitAndRetry(ctx context.Context, id string) (string, error) {
+	return o.s.CloseCircuitAndRetry(ctx, id)
+}
+
+func (o apiOperations) DeliveryCircuit(ctx context.Context, id string) (*httpapi.Circuit, error) {
+	c, err := o.s.DeliveryCircuit(ctx, id)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	return apiCircuit(c), nil
+}
+
+func (o apiOperations) RetryDeliveries(ctx context.Context, f stores.DeliveryFilter, limit int) (int, int, error) {
+	return o.s.RetryDeliveries(ctx, DeliveryFilter{Statuses: f.Statuses, Channel: f.Channel, Notifier: f.Notifier,
+		Recipient: f.Recipient, Since: f.Since, Until: f.Until}, limit)
+}
+
+func apiCircuit(c *CircuitOpenError) *httpapi.Circuit {
+	return &httpapi.Circuit{Target: c.Target, Failures: c.Failures, Until: c.Until, LastError: c.LastError}
+}
+
+func apiCircuitError(err error) error {
+	var c *CircuitOpenError
+	if errors.As(err, &c) {
+		return apiCircuit(c)
+	}
+	return err
 }

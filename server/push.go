@@ -18,15 +18,11 @@ import (
 //
 // Successes are the common case, one per push: they are gathered and
 // written in one statement every successFlush (or successBatch ids),
-// rather than a round trip each; a send's own success is recorded shortly
-// after it returns. Close writes what is left.
+// rather than a round trip each (see successes). Close writes what is left.
 type pushSubscriptions struct {
 	db     stores.DB
 	logger *slog.Logger
-
-	mu      sync.Mutex
-	pending []string
-	timer   *time.Timer
+	ok     successes
 }
 
 const (
@@ -60,43 +56,61 @@ func (p *pushSubscriptions) Succeeded(_ context.Context, ids []string) error {
 	if p.db == nil {
 		return errNoPool
 	}
-	p.mu.Lock()
-	p.pending = append(p.pending, ids...)
-	n := len(p.pending)
-	if p.timer == nil && n < successBatch {
-		p.timer = time.AfterFunc(successFlush, p.flush)
-	}
-	p.mu.Unlock()
-	if n >= successBatch {
-		p.flush()
-	}
+	p.ok.add(ids, func(ctx context.Context, ids []string) {
+		if err := stores.PushSucceeded(ctx, p.db, ids); err != nil && p.logger != nil {
+			p.logger.Warn("record push successes", "subscriptions", len(ids), "err", err)
+		}
+	})
 	return nil
-}
-
-// flush writes the gathered successes in one statement.
-func (p *pushSubscriptions) flush() {
-	p.mu.Lock()
-	ids := p.pending
-	p.pending = nil
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
-	p.mu.Unlock()
-	if len(ids) == 0 || p.db == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := stores.PushSucceeded(ctx, p.db, ids); err != nil && p.logger != nil {
-		p.logger.Warn("record push successes", "subscriptions", len(ids), "err", err)
-	}
 }
 
 // close writes the successes not yet written.
 func (p *pushSubscriptions) close() error {
-	p.flush()
+	p.ok.flush()
 	return nil
+}
+
+// successes gathers the ids of successful pushes and writes them in one
+// statement every successFlush, or at once when successBatch are waiting:
+// a send's own success is recorded shortly after it returns.
+type successes struct {
+	mu      sync.Mutex
+	pending []string
+	timer   *time.Timer
+	write   func(ctx context.Context, ids []string)
+}
+
+// add gathers ids, to be written by write.
+func (s *successes) add(ids []string, write func(ctx context.Context, ids []string)) {
+	s.mu.Lock()
+	s.write = write
+	s.pending = append(s.pending, ids...)
+	n := len(s.pending)
+	if s.timer == nil && n < successBatch {
+		s.timer = time.AfterFunc(successFlush, s.flush)
+	}
+	s.mu.Unlock()
+	if n >= successBatch {
+		s.flush()
+	}
+}
+
+// flush writes the gathered successes in one statement.
+func (s *successes) flush() {
+	s.mu.Lock()
+	ids, write := s.pending, s.write
+	s.pending = nil
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 || write == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	write(ctx, ids)
 }
 
 func (p *pushSubscriptions) Failed(ctx context.Context, ids []string) error {

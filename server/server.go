@@ -93,6 +93,7 @@ type Server struct {
 	hub      *stream.Hub
 	riverUI  *riverui.Handler
 	push     *pushSubscriptions
+	devices  *devices
 
 	opts     Options
 	logger   *slog.Logger
@@ -136,8 +137,8 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := s.openPool(ctx); err != nil {
 		return nil, err
 	}
-	s.push.db = s.pool
-	s.closers = append(s.closers, s.push.close) // before the pool closes (closers run last first)
+	s.push.db, s.devices.db = s.pool, s.pool
+	s.closers = append(s.closers, s.push.close, s.devices.close) // before the pool closes (closers run last first)
 	if err := s.checkMigrations(ctx); err != nil {
 		return nil, err
 	}
@@ -173,8 +174,9 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 		return s, nil
 	}
 	s.api = httpapi.New(httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
-		Operations: s, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
-		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set)})
+		Operations: apiOperations{s}, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
+		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set),
+		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueDigest, jobs.QueueMaintenance}})
 	s.api.Handle("GET /v1/inbox/stream", stream.Handler(s.hub, s.api.RecipientClaims, stream.HandlerOptions{
 		MaxPerRecipient: cfg.HTTP.MaxStreamsPerRecipient, Clock: opts.Clock, Metrics: m}))
 	if err := s.mountOps(metricsReg); err != nil {
@@ -202,7 +204,9 @@ func (s *Server) openChannels() error {
 	}
 	s.registry = reg
 	s.push = &pushSubscriptions{logger: s.logger}
-	if s.set, err = reg.Open(s.cfg, s.logger, s.opts.Clock, channels.WithPushSubscriptions(s.push)); err != nil {
+	s.devices = &devices{logger: s.logger}
+	if s.set, err = reg.Open(s.cfg, s.logger, s.opts.Clock, channels.WithPushSubscriptions(s.push),
+		channels.WithDevices(s.devices)); err != nil {
 		return err
 	}
 	s.closers = append(s.closers, s.set.Close)
@@ -266,6 +270,27 @@ func LoadConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
 		return nil, err
 	}
 	return config.LoadWith(path, reg.Check)
+}
+
+// LoadRunConfig is LoadConfig with every rule New applies to the config, so
+// that a file it accepts is one `notifyd run` starts with (what `notifyd
+// check` runs): the channels are opened as to run, so a secret a channel
+// needs must be set, and database.url must name a database. A value the file
+// takes from an unset environment variable is reported with the variable to
+// set: "channels.webhook.secret: must be set: … (set NOTIFYD_WEBHOOK_SECRET)".
+// LoadConfig, without these, is for the tools that render or read without
+// running (`notifyd preview`, `notifyd dev`, which fills them in).
+func LoadRunConfig(path string, extra ...channels.Plugin) (*config.Config, error) {
+	reg, err := builtin.Registry(extra...)
+	if err != nil {
+		return nil, err
+	}
+	return config.LoadWith(path, func(c *config.Config, p *config.Problems) {
+		reg.CheckToRun(c, p)
+		if c.Database.URL == "" {
+			p.Add(nil, "database.url", "must be set: a PostgreSQL connection string (or run `notifyd dev`, which starts a private PostgreSQL)")
+		}
+	})
 }
 
 // Addr is the HTTP API's listening address ("" when it does not listen).

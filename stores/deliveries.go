@@ -370,44 +370,6 @@ func RedriveDeliveries(ctx context.Context, db DB, now time.Time, lease, grace, 
 // provider's (an outage, a bad deploy on their side).
 var RedrivableStatuses = []string{"failed", "rate_limited", "pending", "expired", "refused"}
 
-// redriveStatusSQL puts matching deliveries back to failed, due now, oldest
-// first, at most $3 of them, skipping rows a send job holds.
-const redriveStatusSQL = `
-WITH pick AS (
-    SELECT id FROM notify_deliveries
-    WHERE status = ANY($1::text[]) AND updated_at >= $2
-      AND NOT EXISTS (SELECT 1 FROM notify_notifications n
-                      WHERE n.id = notify_deliveries.notification_id AND n.status = 'cancelled')
-    ORDER BY updated_at
-    LIMIT $3
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE notify_deliveries d
-SET status = 'failed', next_attempt_at = $4, settled_at = NULL, claimed_at = NULL, updated_at = $4,
-    last_error = coalesce(d.last_error, '') || ' (re-driven by an operator)'
-FROM pick
-WHERE d.id = pick.id
-RETURNING d.id::text`
-
-// RedriveStatus re-drives deliveries in the given statuses updated since
-// since, at most limit of them, and returns their ids for new send jobs.
-func RedriveStatus(ctx context.Context, db DB, statuses []string, since, now time.Time, limit int) ([]string, error) {
-	rows, err := db.Query(ctx, redriveStatusSQL, statuses, since, limit, now)
-	if err != nil {
-		return nil, fmt.Errorf("re-drive deliveries: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
-}
-
 // LedgerRow is one delivery in the recent-deliveries log (the dev page, ops tools).
 type LedgerRow struct {
 	Notifier  string

@@ -32,10 +32,12 @@ type Erasure struct {
 	// that named them).
 	Inbox   int
 	Changes int
-	// Preferences, Subscriptions and Mutes count the deleted settings rows.
+	// Preferences, Subscriptions and Mutes count the deleted settings rows,
+	// Devices the deleted mobile devices.
 	Preferences   int
 	Subscriptions int
 	Mutes         int
+	Devices       int
 	// Deliveries counts the recipient's ledger rows, all now pseudonymised;
 	// Cancelled is how many of them were still unsent and are now cancelled
 	// (digest_dropped for digest rows).
@@ -49,7 +51,7 @@ type Erasure struct {
 // empty reports whether nothing of the recipient existed.
 func (e *Erasure) empty() bool {
 	return !e.Profile && e.Inbox == 0 && e.Changes == 0 && e.Preferences == 0 && e.Subscriptions == 0 &&
-		e.Mutes == 0 && e.Deliveries == 0 && e.Notifications == 0
+		e.Mutes == 0 && e.Devices == 0 && e.Deliveries == 0 && e.Notifications == 0
 }
 
 // lockErasedNotificationsSQL locks, before anything else is touched, every
@@ -86,9 +88,10 @@ FOR UPDATE OF n`
 //     reads the lists as they were before it). Finished
 //     notifications get the pseudonym in their inline list. An actor becomes
 //     the pseudonym everywhere.
-//   - Profile, inbox items, change-log rows, preferences, subscriptions and
-//     mutes are deleted; a change-log row shared with other recipients (a
-//     fan-out chunk's) loses the recipient's entry.
+//   - Profile, inbox items, change-log rows, preferences, subscriptions,
+//     push subscriptions, devices and mutes are deleted; a change-log row
+//     shared with other recipients (a fan-out chunk's) loses the
+//     recipient's entry.
 //   - Delivery rows are kept for the audit trail with the pseudonym as
 //     recipient and last_error cleared (it may quote an address). Unsent rows
 //     become cancelled (digest_pending: digest_dropped) with last_error
@@ -125,6 +128,8 @@ WITH nt AS (
 ), push AS (
     -- Executed though not read: a data-modifying WITH always runs.
     DELETE FROM notify_push_subscriptions WHERE recipient = $1 RETURNING 1
+), devices AS (
+    DELETE FROM notify_devices WHERE recipient = $1 RETURNING 1
 ), prefs AS (
     DELETE FROM notify_preferences WHERE recipient = $1 RETURNING 1
 ), mutes AS (
@@ -184,7 +189,7 @@ SELECT (SELECT count(*) FROM profile) > 0,
        (SELECT count(*) FROM prefs), (SELECT count(*) FROM subs), (SELECT count(*) FROM mutes),
        (SELECT count(*) FROM dl) + (SELECT count(*) FROM twins),
        (SELECT count(*) FROM dl WHERE unsent) + (SELECT count(*) FROM twins WHERE unsent),
-       (SELECT count(*) FROM nt)`
+       (SELECT count(*) FROM nt), (SELECT count(*) FROM devices)`
 
 // EraseRecipient erases recipient id (the right to erasure): see
 // eraseRecipientSQL for exactly what is deleted, pseudonymised and cancelled.
@@ -210,7 +215,7 @@ func EraseRecipient(ctx context.Context, tx DB, id string) (*Erasure, error) {
 	var e Erasure
 	b.Queue(eraseRecipientSQL, id, ErasedID(id), protectedStatuses).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&e.Profile, &e.Inbox, &e.Changes, &e.Preferences, &e.Subscriptions, &e.Mutes,
-			&e.Deliveries, &e.Cancelled, &e.Notifications)
+			&e.Deliveries, &e.Cancelled, &e.Notifications, &e.Devices)
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("erase recipient %s: %w", id, err)

@@ -43,6 +43,11 @@ func eraseFixture(t *testing.T, tx pgx.Tx, id string) {
 	if _, err := stores.PutMute(ctx, tx, id, "topic:erase-topic-2", nil, 0); err != nil {
 		t.Fatal(err)
 	}
+	for i, platform := range []string{"ios", "android"} {
+		if _, _, err := stores.PutDevice(ctx, tx, id, platform, fmt.Sprintf("%s-token-%d", id, i), "com.acme.app"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func exec(t *testing.T, db stores.DB, sql string, args ...any) {
@@ -116,14 +121,14 @@ func TestEraseRecipient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := stores.Erasure{Profile: true, Inbox: 3, Changes: 3, Preferences: 1, Subscriptions: 2, Mutes: 1,
+	want := stores.Erasure{Profile: true, Inbox: 3, Changes: 3, Preferences: 1, Subscriptions: 2, Mutes: 1, Devices: 2,
 		Deliveries: len(statuses) + 1, Cancelled: 5, Notifications: 3}
 	if *e != want {
 		t.Fatalf("erasure %+v, want %+v", *e, want)
 	}
 
 	for _, table := range []string{"notify_inbox", "notify_inbox_changes", "notify_preferences", "notify_subscriptions",
-		"notify_mutes", "notify_deliveries"} {
+		"notify_mutes", "notify_devices", "notify_deliveries"} {
 		if n := countRows(t, tx, `SELECT count(*) FROM `+table+` WHERE recipient = $1`, x); n != 0 {
 			t.Errorf("%s: %d rows of the erased recipient left", table, n)
 		}

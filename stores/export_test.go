@@ -67,3 +67,8 @@ func GenericBatch(ctx context.Context, db DB, sqls ...string) (string, error) {
 	err := sendGeneric(ctx, db, b)
 	return got, err
 }
+
+// LedgerViewSQLs exposes the operator's ledger statements to the plan test.
+func LedgerViewSQLs() (list, redrive, hours, counts string) {
+	return listDeliveriesAcrossSQL, redriveMatchingSQL, ledgerHoursSQL, notificationCountsSQL
+}

@@ -2,7 +2,11 @@
 // type and one JSON request helper. Served beside them at /ui/ and imported
 // by relative URL, so a page loads it without knowing it exists.
 
-/** An error answered by the notifyd API, or a network failure (status 0). */
+/**
+ * An error answered by the notifyd API, or a network failure (status 0). A
+ * page on an origin the daemon does not take gets code origin_not_allowed
+ * (403), whose message says to add it to http.allowed_origins.
+ */
 export class NotifydError extends Error {
   constructor(status, body, fallback) {
     const e = (body && body.error) || {};
@@ -12,6 +16,26 @@ export class NotifydError extends Error {
     this.code = e.code || (status === 0 ? "network_error" : "http_error");
     this.details = Array.isArray(e.details) ? e.details : [];
   }
+}
+
+/**
+ * crossOriginHint says what to check when a request to another origin failed
+ * without an answer: the browser hides why (a refused CORS preflight looks
+ * like a network failure), and the usual cause is an origin missing from the
+ * daemon's http.allowed_origins. A daemon that refuses an origin answers
+ * 403 origin_not_allowed, which the page can read; this is for one that
+ * could not say (not running, older, behind a proxy that answered instead).
+ */
+export function crossOriginHint(url) {
+  let target;
+  try {
+    target = new URL(url, location.href);
+  } catch {
+    return "";
+  }
+  if (target.origin === location.origin) return "";
+  return ` (calling ${target.origin} from ${location.origin}: check that notifyd is running there,` +
+    ` and add this origin, ${location.origin}, to http.allowed_origins in its config)`;
 }
 
 /** endpoint (a base URL, or "" for the same origin) joined with an API path. */
@@ -33,10 +57,12 @@ export async function request({ endpoint, token, method, path, body, signal, kee
     init.body = JSON.stringify(body);
   }
   let res;
+  const url = apiURL(endpoint, path);
   try {
-    res = await fetch(apiURL(endpoint, path), init);
+    res = await fetch(url, init);
   } catch (err) {
-    throw new NotifydError(0, null, err && err.name === "AbortError" ? "aborted" : "network error: " + (err && err.message));
+    if (err && err.name === "AbortError") throw new NotifydError(0, null, "aborted");
+    throw new NotifydError(0, null, "network error: " + (err && err.message) + crossOriginHint(url));
   }
   const text = await res.text();
   let data = null;

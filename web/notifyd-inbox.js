@@ -600,6 +600,12 @@ export class NotifydInbox extends HTMLElement {
         this.#failed(err, "stream");
         return;
       }
+      // This page's origin is not allowed: retrying will not change that.
+      if (err.code === "origin_not_allowed") {
+        this.#setState("closed");
+        this.#failed(err, "stream");
+        return;
+      }
     }
     if (gen !== this.#gen) return;
     const delay = this.#retryDelay * (0.75 + Math.random() / 2);

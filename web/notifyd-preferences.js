@@ -54,7 +54,8 @@ export { NotifydError };
 // here. Default texts for the built-in channels and for modes, and the
 // table's own words; labels overrides any of them, and any other channel
 // shows its name.
-const CHANNEL_TEXT = { in_app: "In-app", email: "Email", webhook: "Webhook", sms: "Text message", web_push: "Desktop notification" };
+const CHANNEL_TEXT = { in_app: "In-app", email: "Email", webhook: "Webhook", sms: "Text message", web_push: "Desktop notification",
+  fcm: "Android app", apns: "iOS app" };
 const MODE_TEXT = { immediate: "Immediately", digest: "Digest", off: "Off" };
 const UI_TEXT = { notification: "Notification", other: "Other", required: "required", muted: "muted" };
 

@@ -6,10 +6,14 @@ package builtin
 
 import (
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/apns"
+	"github.com/notifyd/notifyd/channels/discord"
 	"github.com/notifyd/notifyd/channels/email"
+	"github.com/notifyd/notifyd/channels/fcm"
 	"github.com/notifyd/notifyd/channels/inapp"
 	"github.com/notifyd/notifyd/channels/slack"
 	"github.com/notifyd/notifyd/channels/sms"
+	"github.com/notifyd/notifyd/channels/teams"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/channels/webpush"
 )
@@ -24,6 +28,10 @@ func Plugins() []channels.Plugin {
 		slack.Plugin,
 		sms.Plugin,
 		webpush.Plugin,
+		fcm.Plugin,
+		apns.Plugin,
+		discord.Plugin,
+		teams.Plugin,
 	}
 }
 

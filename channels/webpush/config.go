@@ -16,12 +16,14 @@ import (
 const Name = "web_push"
 
 // Plugin registers the web push channel: per-recipient, to every browser
-// push subscription the recipient registered. It needs no profile field:
-// a recipient without subscriptions gets a refused delivery ("recipient has
-// no push subscriptions").
+// push subscription the recipient registered. It needs no profile field,
+// but a subscription: a recipient without one gets an `unavailable`
+// delivery at fan-out time ("recipient has no push subscriptions"), as a
+// recipient without an email address does on email.
 var Plugin = channels.Plugin{
 	Name:         Name,
 	PerRecipient: true,
+	Address:      channels.PushSubscriptionAddress,
 	DefaultMode:  notifytype.ModeImmediate,
 	Open:         open,
 }

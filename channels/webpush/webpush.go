@@ -33,8 +33,10 @@
 // the devices that have it). When none did: a 429 anywhere snoozes the
 // delivery (Retry-After honoured); a 5xx, 408, timeout or connection error
 // retries it; otherwise it is refused. A 404 or 410 removes that
-// subscription (the browser unsubscribed); a recipient left without
-// subscriptions gets refused deliveries until they subscribe again. Every
+// subscription (the browser unsubscribed). A recipient without
+// subscriptions gets `unavailable` deliveries at fan-out time until they
+// subscribe again (one whose last subscription went between the fan-out
+// and the send gets a refused one). Every
 // success records the subscription's last success; every failure counts
 // against it. Endpoints on loopback, private and other reserved addresses
 // are refused before connecting unless channels.web_push.allow_private is

@@ -46,7 +46,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := server.LoadConfig(path)
+	cfg, err := server.LoadRunConfig(path)
 	if err != nil {
 		return err
 	}
@@ -90,14 +90,23 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 // CheckCommand is `notifyd check`.
 type CheckCommand struct{ main *Main }
 
-// Run validates the config and prints every problem with its line.
+// Run validates the config and prints every problem with its line: every
+// rule `notifyd run` applies (server.LoadRunConfig), or, with -dev, the
+// rules of `notifyd dev`, which provides the database and the secrets a dev
+// run needs.
 func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	var path string
+	var dev bool
 	fs := c.main.newFlagSet("check", &path)
+	fs.BoolVar(&dev, "dev", false, "check as `notifyd dev` runs the file: the database and the secrets it fills in may be left unset")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := server.LoadConfig(path)
+	load := server.LoadRunConfig
+	if dev {
+		load = server.LoadConfig
+	}
+	cfg, err := load(path)
 	if err != nil {
 		return err
 	}

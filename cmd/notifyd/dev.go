@@ -18,7 +18,7 @@ type DevCommand struct{ main *Main }
 
 // devFlags are `notifyd dev`'s flags.
 type devFlags struct {
-	config, dir, level, smtp, listen string
+	config, dir, level, smtp, hooks, listen string
 }
 
 func (c *DevCommand) parse(args []string) (devFlags, slog.Level, error) {
@@ -26,6 +26,7 @@ func (c *DevCommand) parse(args []string) (devFlags, slog.Level, error) {
 	fs := c.main.newFlagSet("dev", &f.config)
 	fs.StringVar(&f.dir, "dir", ".notifyd", "where the private PostgreSQL keeps its data")
 	fs.StringVar(&f.smtp, "smtp", "capture", "capture: email goes to dev's own SMTP server, shown on /dev/; config: to channels.email's server")
+	fs.StringVar(&f.hooks, "hooks", "capture", "capture: notifier-level webhooks and Slack messages go to dev's own receiver, shown on /dev/; config: to the URLs in the config")
 	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.listen, "listen", "", "the address to serve on, loopback only (default: $NOTIFYD_LISTEN, then http.listen)")
 	if err := fs.Parse(args); err != nil {
@@ -37,6 +38,9 @@ func (c *DevCommand) parse(args []string) (devFlags, slog.Level, error) {
 	}
 	if f.smtp != "capture" && f.smtp != "config" {
 		return f, 0, fmt.Errorf("-smtp %q: want capture or config", f.smtp)
+	}
+	if f.hooks != "capture" && f.hooks != "config" {
+		return f, 0, fmt.Errorf("-hooks %q: want capture or config", f.hooks)
 	}
 	return f, lvl, nil
 }
@@ -80,6 +84,11 @@ func (c *DevCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer env.Close()
+	if f.hooks == "capture" {
+		if err := env.CaptureHooks(cfg); err != nil {
+			return err
+		}
+	}
 	if err := c.migrate(ctx, cfg, lvl); err != nil {
 		return err
 	}
@@ -116,6 +125,13 @@ func (c *DevCommand) migrate(ctx context.Context, cfg *config.Config, lvl slog.L
 	return nil
 }
 
+// firstNotification is the body of the banner's first curl (and of the
+// README's): a comment.created for u2 with every param the example config's
+// templates show, so that the email it sends reads as a real one would.
+const firstNotification = `{"notifier":"comment.created","key":"c-1","actor":"u1","recipients":[{"id":"u2","reason":"author"}],` +
+	`"params":{"post_title":"Hello world","author_name":"Ada","excerpt":"Great write-up! The part about the ledger answered my question.",` +
+	`"url":"https://app.acme.test/posts/9#comment-1"}}`
+
 // banner prints where everything is and how to send the first notification.
 func (c *DevCommand) banner(base string, cfg *config.Config, tok, mailTo, seeded string) {
 	fmt.Fprintf(c.main.Stdout, `
@@ -132,7 +148,7 @@ notifyd dev is running.
 
 Send a notification:
   curl -s -X POST %[1]s/v1/notifications -H 'Authorization: Bearer %[2]s' \
-    -d '{"notifier":"comment.created","key":"c-1","actor":"u1","recipients":[{"id":"u2","reason":"author"}],"params":{"post_title":"Hello","author_name":"Ada","url":"/posts/9"}}'
+    -d '`+firstNotification+`'
 Read u2's inbox:
   curl -s %[1]s/v1/inbox -H 'Authorization: Bearer %[3]s'
 

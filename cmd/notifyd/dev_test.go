@@ -223,3 +223,101 @@ func TestDevBusyPortFailsBeforePostgres(t *testing.T) {
 		t.Errorf("dev on a busy port started PostgreSQL:\n%s", out.String())
 	}
 }
+
+// TestDevExampleConfigDeliversEverything: `notifyd dev` on the example config,
+// as `make run` starts it: the banner's first curl, the demo's send button
+// and every notifier's example each deliver, and no delivery fails. The
+// billing webhook and the Slack message the example config names are
+// captured and shown on /dev/, and the first email reads well: the comment's
+// excerpt and an absolute link.
+func TestDevExampleConfigDeliversEverything(t *testing.T) {
+	_, url := pgtest.NewDBURL(t)
+	t.Setenv("DATABASE_URL", url)
+	for _, v := range []string{"NOTIFYD_ADMIN_TOKEN", "NOTIFYD_TOKEN_SECRET", "NOTIFYD_WEBHOOK_SECRET", "NOTIFYD_LISTEN"} {
+		t.Setenv(v, "")
+	}
+	var out, errs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&Main{Stdout: &out, Stderr: &errs}).Run(ctx, []string{"dev", "-config", "../../config.example.yaml",
+			"-dir", t.TempDir(), "-listen", "127.0.0.1:0"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev returned %v", err)
+		}
+	}()
+	bannerRE := regexp.MustCompile(`(?s)API:\s+(http://\S+)/v1/.*admin token:\s+(\S+).*-d '(\{.*?\})'`)
+	var m []string
+	if !notifydtest.Wait(60*time.Second, func() bool { m = bannerRE.FindStringSubmatch(out.String()); return m != nil }) {
+		t.Fatalf("dev printed no banner; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
+	}
+	base, admin, first := m[1], m[2], m[3]
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	// The banner's curl, as printed.
+	if code, body := do("POST", "/v1/notifications", first); code != http.StatusAccepted {
+		t.Fatalf("the banner's curl = %d %s", code, body)
+	}
+	// The demo's "send a test notification".
+	if code, body := do("POST", "/dev/send", "{}"); code != http.StatusAccepted {
+		t.Fatalf("POST /dev/send = %d %s", code, body)
+	}
+	// Every notifier's example, to u2.
+	var cat struct {
+		Notifiers []struct {
+			Name    string
+			Example map[string]any
+		}
+	}
+	_, raw := do("GET", "/v1/notifiers", "")
+	if err := json.Unmarshal([]byte(raw), &cat); err != nil || len(cat.Notifiers) < 4 {
+		t.Fatalf("GET /v1/notifiers: %s (%v)", raw, err)
+	}
+	for _, n := range cat.Notifiers {
+		body, _ := json.Marshal(map[string]any{"notifier": n.Name, "key": "example-" + n.Name, "actor": "u1",
+			"recipients": []string{"u2"}, "params": n.Example})
+		if code, resp := do("POST", "/v1/notifications", string(body)); code != http.StatusAccepted {
+			t.Fatalf("send %s's example = %d %s", n.Name, code, resp)
+		}
+	}
+	// Everything that is due settles; nothing fails.
+	var page, pending string
+	if !notifydtest.Wait(30*time.Second, func() bool {
+		_, pending = do("GET", "/v1/deliveries?status=pending,sending,failed,rate_limited", "")
+		_, page = do("GET", "/dev/", "")
+		return strings.Contains(pending, `"items":[]`) && strings.Contains(page, "slack · invoice.paid") &&
+			strings.Contains(page, "webhook · invoice.paid") && strings.Count(page, "<article>") >= 3
+	}) {
+		t.Fatalf("the example's deliveries did not settle: %s\n%s", pending, page)
+	}
+	if _, failed := do("GET", "/v1/deliveries?status=failed,refused,expired,unavailable", ""); !strings.Contains(failed, `"items":[]`) {
+		t.Fatalf("the example config's dev run has failed deliveries: %s", failed)
+	}
+	if !strings.Contains(page, "moneybag: Invoice INV-2024-0042 paid") || !strings.Contains(page, "webhook-signature") {
+		t.Fatalf("the captured Slack message or webhook is not shown on /dev/:\n%s", page)
+	}
+	// The first email reads well: the excerpt, and a link that works
+	// outside the app.
+	if !strings.Contains(page, "Great write-up! The part about the ledger answered my question.") ||
+		!strings.Contains(page, "https://app.acme.test/posts/9#comment-1") || strings.Contains(page, "&lt;blockquote&gt;&lt;/blockquote&gt;") {
+		t.Fatalf("the first email does not carry its excerpt and an absolute link:\n%s", page)
+	}
+	if code, body := do("POST", "/v1/notifications", strings.Replace(first, "https://app.acme.test/posts/9#comment-1", "/posts/9", 1)); code != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, `"pointer":"/url"`) {
+		t.Fatalf("a relative link = %d %s, want 422 naming /url", code, body)
+	}
+}

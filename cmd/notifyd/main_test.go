@@ -40,9 +40,9 @@ func writeConfig(t *testing.T, body string) string {
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
-	out, _, err := run(t, "check", "-config", "../../config.example.yaml")
+	out, _, err := run(t, "check", "-dev", "-config", "../../config.example.yaml")
 	if err != nil || !strings.Contains(out, "ok") {
-		t.Fatalf("check of the example config: %q, %v", out, err)
+		t.Fatalf("check -dev of the example config: %q, %v", out, err)
 	}
 	bad := writeConfig(t, "http:\n  listen: 127.0.0.1:1\nnotifiers:\n  x:\n    channels:\n      email: {default: weekly, subject: s, text: t}\n")
 	_, _, err = run(t, "check", "-config", bad)
@@ -66,7 +66,8 @@ func TestCheckPrintsTheDKIMRecord(t *testing.T) {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeConfig(t, `channels:
+	cfg := writeConfig(t, `database: {url: "postgres://notifyd@db.invalid/app"}
+channels:
   email:
     from: "Acme <notify@acme.test>"
     smtp: {host: 127.0.0.1, port: 2525, tls: none}

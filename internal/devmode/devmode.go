@@ -199,14 +199,17 @@ func ConfiguredRelay(cfg *config.Config) string {
 // is nil: email goes to the configured server), and the delivery log.
 type Page struct {
 	Mailbox *smtpcapture.Server
-	DB      stores.DB // set once the daemon's pool exists
+	// Hooks are the captured webhooks and Slack messages; nil when they go
+	// where the config says (-hooks config).
+	Hooks *Hooks
+	DB    stores.DB // set once the daemon's pool exists
 }
 
 var devTemplate = template.Must(template.New("dev").Funcs(template.FuncMap{"unsubscribe": unsubscribeLink}).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>notifyd dev: captured email</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}article{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:1em}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}table{border-collapse:collapse}td,th{border-bottom:1px solid #eee;padding:.2em .5em;text-align:left}</style></head>
-<body><p><a href="/dev/demo">inbox demo</a> · <a href="#email">captured email</a> · <a href="#ledger">delivery log</a></p>
+<body><p><a href="/dev/demo">inbox demo</a> · <a href="/admin/">console</a> · <a href="#email">captured email</a> · <a href="#hooks">captured webhooks and chat</a> · <a href="#ledger">delivery log</a></p>
 <h1 id="email">Captured email ({{len .Messages}})</h1>
 <p><small>Every message notifyd sent through the dev SMTP server. Reload to refresh.</small></p>
 {{range .Messages}}<article><h2>{{.Subject}}</h2>
@@ -214,6 +217,10 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;heigh
 {{with unsubscribe .}}<p><small>One-click unsubscribe (List-Unsubscribe): <a class="unsubscribe" href="{{.}}" target="_blank" rel="noreferrer">{{.}}</a> — the link shows the confirmation page; its button sends the POST a mailbox provider would.</small></p>{{end}}
 {{if .HTML}}<iframe sandbox srcdoc="{{.HTML}}"></iframe>{{end}}
 {{if .Text}}<pre>{{.Text}}</pre>{{end}}</article>{{else}}<p>No email yet.</p>{{end}}
+<h1 id="hooks">Captured webhooks and chat messages{{if .HooksOn}} ({{len .Hooks}}){{end}}</h1>
+{{if .HooksOn}}<p><small>Every notifier-level webhook and Slack, Discord and Teams incoming webhook of the config points here in dev mode (a recipient's own webhook_url goes where it says). Reload to refresh.</small></p>
+{{range .Hooks}}<article class="hook"><h2>{{.Channel}} · {{.Notifier}}</h2><p><small>{{.At.Format "15:04:05.000"}}{{range .Headers}} · {{index . 0}}: {{index . 1}}{{end}}</small></p><pre>{{.Body}}</pre></article>{{else}}<p>No webhook or chat message yet.</p>{{end}}
+{{else}}<p><small>Not captured: notifyd dev runs with -hooks config, so they go to the URLs in the config.</small></p>{{end}}
 <h1 id="ledger">Delivery log</h1>
 <p><small>The 200 most recently changed rows of notify_deliveries (in_app items are in the inbox, not here).</small></p>
 {{if .LedgerErr}}<p>Could not read the ledger: {{.LedgerErr}}</p>{{end}}
@@ -233,9 +240,11 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	data := struct {
 		Messages  []smtpcapture.Message
+		Hooks     []Hook
+		HooksOn   bool
 		Ledger    []stores.LedgerRow
 		LedgerErr error
-	}{Messages: msgs}
+	}{Messages: msgs, Hooks: p.Hooks.Requests(), HooksOn: p.Hooks != nil}
 	if p.DB != nil {
 		data.Ledger, data.LedgerErr = stores.RecentDeliveries(r.Context(), p.DB, 200)
 	}

@@ -67,6 +67,9 @@ type Env struct {
 	Secrets Secrets
 	// Mailbox captures every email; nil with capture off.
 	Mailbox *smtpcapture.Server
+	// Hooks captures the notifier-level webhooks and Slack messages; nil
+	// until CaptureHooks.
+	Hooks *Hooks
 	// MailTo says where email goes, for the banner.
 	MailTo string
 
@@ -152,9 +155,26 @@ func (e *Env) DemoToken() string {
 	return e.token
 }
 
-// Close stops the capture mailbox.
+// CaptureHooks starts the webhook and Slack capture and points cfg's
+// notifier-level webhooks and Slack messages at it (see CaptureHooks), shown
+// on the dev page.
+func (e *Env) CaptureHooks(cfg *config.Config) error {
+	h, err := StartHooks()
+	if err != nil {
+		return err
+	}
+	if err := CaptureHooks(cfg, h); err != nil {
+		_ = h.Close()
+		return err
+	}
+	e.Hooks, e.page.Hooks = h, h
+	return nil
+}
+
+// Close stops the capture mailbox and the webhook capture.
 func (e *Env) Close() {
 	if e.Mailbox != nil {
 		e.Mailbox.Close()
 	}
+	_ = e.Hooks.Close()
 }

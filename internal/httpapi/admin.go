@@ -6,13 +6,12 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
-	"time"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -69,43 +68,54 @@ func (s *Server) sameOrigin(h http.Handler) http.Handler {
 // listNotifications is GET /v1/notifications: newest first, filtered, in
 // keyset pages.
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
+	q, err := strictQuery(r, []string{"notifier", "key", "recipient", "status", "before", "after", "cursor", "limit"}, nil)
+	if err != nil {
+		return err
+	}
 	f := stores.NotificationFilter{Notifier: q.Get("notifier"), Key: q.Get("key"), Recipient: q.Get("recipient"),
 		Status: q.Get("status"), Cursor: q.Get("cursor")}
-	for _, p := range []struct {
-		name string
-		to   *time.Time
-	}{{"before", &f.Before}, {"after", &f.After}} {
-		if v := q.Get(p.name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return fieldError(p.name, "want an RFC 3339 time such as 2030-01-02T15:04:05Z")
-			}
-			*p.to = t
-		}
+	if f.Status != "" && !slices.Contains(notificationStatuses, notifytype.NotificationStatus(f.Status)) {
+		return fieldError("status", "unknown notification status %s (want scheduled, pending, fanned_out, cancelled or rejected)", quote(f.Status))
+	}
+	if f.Before, err = queryTime(q, "before"); err != nil {
+		return err
+	}
+	if f.After, err = queryTime(q, "after"); err != nil {
+		return err
 	}
 	if f.Cursor != "" && !uuidv7.Valid(f.Cursor) {
-		return &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadCursor, Message: "cursor was not issued by this API",
-			Details: []any{wire.FieldDetail{Field: "cursor", Message: "pass next_cursor as it was returned"}}}
+		return badCursor()
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			return fieldError("limit", "want an integer from 1 to 200")
-		}
-		f.Limit = n
+	if f.Limit, err = queryLimit(q, 50, 200); err != nil {
+		return err
 	}
 	page, err := stores.ListNotifications(r.Context(), s.pool, f)
 	if err != nil {
 		return err
 	}
-	wire.WriteJSON(w, http.StatusOK, notificationPageWire(page))
+	ids := make([]string, len(page.Items))
+	for i, n := range page.Items {
+		ids[i] = n.ID
+	}
+	// One grouped statement for the page, not one per row.
+	counts, err := stores.NotificationCounts(r.Context(), s.pool, ids, s.reg.Inbox())
+	if err != nil {
+		return err
+	}
+	wire.WriteJSON(w, http.StatusOK, notificationPageWire(page, counts))
 	return nil
 }
+
+// notificationStatuses are the statuses the notifications list filters by.
+var notificationStatuses = []notifytype.NotificationStatus{notifytype.NotificationScheduled, notifytype.NotificationPending,
+	notifytype.NotificationFannedOut, notifytype.NotificationCancelled, notifytype.NotificationRejected}
 
 // getDelivery is GET /v1/deliveries/{id}: one ledger row with its failed
 // attempts.
 func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
+	if _, err := strictQuery(r, nil, nil); err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	d, err := stores.GetDelivery(r.Context(), s.pool, id)
 	if errors.Is(err, stores.ErrNotFound) {
@@ -114,24 +124,49 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wire.WriteJSON(w, http.StatusOK, deliveryDetailWire(d))
+	out := deliveryDetailWire(d)
+	if s.ops != nil {
+		c, err := s.ops.DeliveryCircuit(r.Context(), id)
+		if err != nil && !errors.Is(err, stores.ErrNotFound) {
+			return err
+		}
+		out.Circuit = circuitWire(c)
+	}
+	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // retryDelivery is POST /v1/deliveries/{id}/retry: the delivery is due now,
 // with a send job, in one transaction; 202 with the delivery as it now is.
+// A delivery whose target's circuit breaker is open is refused with 409
+// circuit_open (sent now, it would only be parked again) unless the body
+// says {"close_circuit": true}: the breaker is closed first.
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if s.ops == nil {
 		return errorf(http.StatusServiceUnavailable, wire.CodeNotReady, "retries are run by the daemon, and this API has none")
 	}
-	status, err := s.ops.RetryDelivery(r.Context(), id)
+	if _, err := strictQuery(r, nil, nil); err != nil {
+		return err
+	}
+	var req retryRequest
+	if err := s.DecodeJSON(w, r, &req, true); err != nil {
+		return err
+	}
+	retry := s.ops.RetryDelivery
+	if req.CloseCircuit {
+		retry = s.ops.CloseCircuitAndRetry
+	}
+	status, err := retry(r.Context(), id)
+	var open *Circuit
 	switch {
 	case errors.Is(err, stores.ErrNotFound):
 		return notFoundError("no delivery %q", id)
 	case errors.Is(err, stores.ErrNotRetryable):
 		return errorf(http.StatusConflict, CodeNotRetryable,
 			"delivery %s is %s: only %v deliveries can be retried", id, status, stores.RedrivableStatuses)
+	case errors.As(err, &open):
+		return circuitError(open)
 	case err != nil:
 		return err
 	}
@@ -150,13 +185,13 @@ func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) err
 	if err := checkPathText("id", id); err != nil {
 		return err
 	}
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 200 {
-			return fieldError("limit", "want an integer from 1 to 200")
-		}
-		limit = n
+	q, err := strictQuery(r, []string{"limit"}, nil)
+	if err != nil {
+		return err
+	}
+	limit, err := queryLimit(q, 20, 200)
+	if err != nil {
+		return err
 	}
 	ds, err := stores.RecipientDeliveries(r.Context(), s.pool, id, limit)
 	if err != nil {
@@ -175,6 +210,9 @@ func (s *Server) recipientDeliveries(w http.ResponseWriter, r *http.Request) err
 // registered channels with the profile field each one sends to (where the
 // console looks for a recipient's suppressed addresses).
 func (s *Server) listNotifiers(w http.ResponseWriter, r *http.Request) error {
+	if _, err := strictQuery(r, nil, nil); err != nil {
+		return err
+	}
 	out := notifiersJSON{Notifiers: []notifierJSON{}, Channels: []channelJSON{}}
 	for _, p := range s.reg.Plugins() {
 		out.Channels = append(out.Channels, channelJSON{Name: p.Name, Address: p.Address, Inbox: p.Inbox, Bulk: p.Bulk})
@@ -187,6 +225,7 @@ func (s *Server) listNotifiers(w http.ResponseWriter, r *http.Request) error {
 				n.Channels = append(n.Channels, c)
 			}
 		}
+		n.ParamsSchema = nf.Params
 		n.Example = nf.ExampleParams()
 		if n.Example == nil {
 			n.Example = map[string]any{}
@@ -210,7 +249,10 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if !channels.Uses(nf, channel) {
 		return notFoundError("notifier %q has no %q channel", notifier, channel)
 	}
-	q := r.URL.Query()
+	q, err := strictQuery(r, []string{"params", "locale"}, map[string]int{"params": int(s.maxBody)})
+	if err != nil {
+		return err
+	}
 	params := nf.ExampleParams()
 	if raw := q.Get("params"); raw != "" {
 		params = map[string]any{}
@@ -224,18 +266,9 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err := nf.ValidateParams(params); err != nil {
 		return sendError(err)
 	}
-	st := s.adminState()
-	st.previewOnce.Do(func() { st.preview, st.previewErr = s.reg.OpenToCheck(s.cfg) })
-	if st.previewErr != nil {
-		return st.previewErr
-	}
-	v, ok := st.preview.Opened(channel)
-	if !ok {
-		return notFoundError("channel %q is not configured (channels.%s)", channel, channel)
-	}
-	pv, ok := v.(channels.Previewer)
-	if !ok {
-		return notFoundError("channel %q cannot preview its messages", channel)
+	pv, err := s.previewer(channel)
+	if err != nil {
+		return err
 	}
 	parts, err := pv.Preview(notifier, params, channels.Recipient{ID: "preview", Name: "Ada Lovelace",
 		Email: "ada@example.test", Locale: q.Get("locale")})

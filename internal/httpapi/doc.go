@@ -8,6 +8,7 @@
 //	POST   /v1/notifications                      admin      202 {"id","duplicate":false} | 200 {"id","duplicate":true}
 //	GET    /v1/notifications/{id}                 admin      200 the notification and its ledger
 //	DELETE /v1/notifications/{notifier}/{key...}  admin      200 {"cancelled":n}
+//	DELETE /v1/notifications/{id}?notifier=&key=  admin      200 {"cancelled":n} | 409 confirm_mismatch (deliveries.go)
 //	PUT    /v1/recipients/{id}                    admin      200 the stored profile, with webhook_secret
 //	GET    /v1/recipients/{id}                    admin      200 the profile, with webhook_secret | 404
 //	GET    /v1/recipients/{id}/inbox              admin      200 as /v1/inbox, for that recipient
@@ -22,8 +23,12 @@
 //	PUT    /v1/topics/{topic}/subscribers/{r}     admin      200 {"topic","recipient","reason","created_at"}
 //	DELETE /v1/topics/{topic}/subscribers/{r}     admin      200 {"deleted":true|false}
 //	GET    /v1/notifications?notifier=&key=&...    admin      200 {"items":[...],"next_cursor":"..."|null} (admin.go)
-//	GET    /v1/deliveries/{id}                    admin      200 the delivery with its failed_attempts | 404
-//	POST   /v1/deliveries/{id}/retry              admin      202 the delivery, due now | 409 not_retryable | 404
+//	GET    /v1/deliveries?status=&channel=&...     admin      200 {"items":[...],"next_cursor":"..."|null} (deliveries.go)
+//	POST   /v1/deliveries/retry?<filter>          admin      200 {"matched":n,"retried":n}
+//	GET    /v1/deliveries/{id}                    admin      200 the delivery with its failed_attempts (and circuit) | 404
+//	POST   /v1/deliveries/{id}/retry              admin      202 the delivery, due now | 409 not_retryable, circuit_open | 404
+//	GET    /v1/deliveries/{id}/preview            admin      200 {"id","notifier","channel","recipient","locale","params","batch_count","parts"}
+//	GET    /v1/overview                           admin      200 {"since","until","hours","deliveries","failure_rate","queues"}
 //	GET    /v1/recipients/{id}/deliveries         admin      200 {"deliveries":[...]}
 //	GET    /v1/notifiers                          admin      200 {"notifiers":[...],"channels":[...]}
 //	GET    /v1/notifiers/{n}/preview/{channel}    admin      200 {"notifier","channel","params","parts":[...]}
@@ -51,6 +56,10 @@
 //	POST   /v1/push-subscriptions                 recipient  201 {"id"} | 200 {"id"} (endpoint known: keys replaced) | 422
 //	GET    /v1/push-subscriptions                 recipient  200 {"subscriptions":[{"id","endpoint","created_at","last_success_at","failures"}]}
 //	DELETE /v1/push-subscriptions/{id}            recipient  204 | 404
+//	POST   /v1/devices                            recipient  201 {"id"} | 200 {"id"} (token known: platform and app replaced) | 422
+//	GET    /v1/devices                            recipient  200 {"devices":[{"id","platform","token","app","created_at","last_success_at","failures"}]}
+//	DELETE /v1/devices/{id}                       recipient  204 | 404
+//	GET    /v1/recipients/{id}/devices            admin      200 as GET /v1/devices, for that recipient
 //
 // More routes are mounted through Options.Extra, Options.AdminExtra and
 // Server.Handle (the stream, metrics, River UI).
@@ -195,11 +204,25 @@
 // stores.MaxPushSubscriptions. Every route answers 404 when Options.Push is
 // nil (no channels.web_push).
 //
+// # Devices
+//
+// POST /v1/devices takes {"platform", "token", "app"}: the platform one of
+// the registry's (Registry.Platforms: built in, "ios" through APNs and
+// "android" through FCM), and the token and app checked by that platform's
+// channel (Plugin.Device) whether or not the channel is configured, so an
+// app can register before the operator sets the channel up. A refusal is a
+// 422 naming the field and writes nothing. The token is unique per
+// recipient: registering it again answers 200 with the same id. A
+// recipient has at most stores.MaxDevices; the count is taken under the
+// recipient lock, so registrations racing for the last place cannot pass
+// it together. The same token may be registered by two recipients (a
+// shared device whose app did not DELETE its device at sign-out).
+//
 // # Erasure
 //
 // DELETE /v1/recipients/{id} erases a recipient in one transaction
 // (stores.EraseRecipient): their profile, inbox items, inbox change-log rows,
-// preferences, subscriptions, push subscriptions and mutes are deleted. Delivery rows are kept
+// preferences, subscriptions, push subscriptions, devices and mutes are deleted. Delivery rows are kept
 // for the audit trail with the recipient replaced by the pseudonym
 // "erased:" + hex(SHA-256(id)) (stable, so an audit can still group them;
 // whoever knows an id can compute it) and last_error cleared, since it may
@@ -211,7 +234,7 @@
 // topic subscriptions gone included); finished ones carry the pseudonym, as
 // does any notification the id was the actor of. The answer
 // is {"erased":true,"profile":bool,"inbox":n,"changes":n,"deliveries":n,
-// "cancelled":n,"preferences":n,"subscriptions":n,"mutes":n,
+// "cancelled":n,"preferences":n,"subscriptions":n,"mutes":n,"devices":n,
 // "notifications":n,"pseudonym":"erased:..."}; a 404 when nothing of the id
 // existed. No change-log row is written (the recipient's log is gone): an
 // open stream of theirs receives nothing more about the erased items and

@@ -25,6 +25,8 @@ type erasureResponse struct {
 	Preferences   int `json:"preferences"`
 	Subscriptions int `json:"subscriptions"`
 	Mutes         int `json:"mutes"`
+	// Devices counts the deleted mobile devices.
+	Devices int `json:"devices"`
 	// Notifications counts notifications whose inline recipients or actor
 	// named the recipient (removed from unfinished ones, pseudonymised in the
 	// rest).
@@ -74,6 +76,6 @@ func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
 		"deliveries", e.Deliveries, "cancelled", e.Cancelled)
 	wire.WriteJSON(w, http.StatusOK, erasureResponse{Erased: true, Profile: e.Profile, Inbox: e.Inbox, Changes: e.Changes,
 		Deliveries: e.Deliveries, Cancelled: e.Cancelled, Preferences: e.Preferences, Subscriptions: e.Subscriptions,
-		Mutes: e.Mutes, Notifications: e.Notifications, Pseudonym: stores.ErasedID(id), Suppressions: lifted})
+		Mutes: e.Mutes, Devices: e.Devices, Notifications: e.Notifications, Pseudonym: stores.ErasedID(id), Suppressions: lifted})
 	return nil
 }

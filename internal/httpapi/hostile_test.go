@@ -198,6 +198,10 @@ func TestHostileRequests(t *testing.T) {
 	u1Items := insertItems(t, b.pool, "u1", "mine", 2, fixedNow.Add(-time.Hour))
 	u2Items := insertItems(t, b.pool, "u2", "theirs", 3, fixedNow.Add(-time.Hour))
 	expect(t, b.do(t, "POST", "/v1/inbox/read", u2, map[string]any{"ids": u2Items[:1]}), 200, "")
+	// A device of u2's, whose id u1 must not reach.
+	u2Device := b.do(t, "POST", "/v1/devices", u2, map[string]any{"platform": "ios", "token": strings.Repeat("ab", 32), "app": "com.acme.app"})
+	expect(t, u2Device, 201, "")
+	u2DeviceID, _ := u2Device.body["id"].(string)
 
 	// A cursor of the subscriptions list (u1 follows two topics; a page of
 	// one has a next cursor), to hand to lists that must refuse it.
@@ -282,6 +286,40 @@ func TestHostileRequests(t *testing.T) {
 		{"cancel: unknown notification", "DELETE", "/v1/notifications/comment.created/nope", adminToken, nil, 404, wire.CodeNotFound},
 		{"cancel: invalid UTF-8 key", "DELETE", "/v1/notifications/comment.created/%ff%fe", adminToken, nil, 400, wire.CodeBadRequest},
 		{"cancel: recipient token", "DELETE", "/v1/notifications/comment.created/c1", u1, nil, 401, wire.CodeUnauthorized},
+		{"cancel by id: no confirmation", "DELETE", "/v1/notifications/01900000-0000-7000-8000-000000000000", adminToken, nil, 400, wire.CodeBadRequest},
+		{"cancel by id: path that climbs", "DELETE", "/v1/notifications/c/../../../recipients/u3", adminToken, nil, 404, wire.CodeNotFound},
+		{"cancel by id: dot segment", "DELETE", "/v1/notifications/..?notifier=comment.created&key=c1", adminToken, nil, 404, wire.CodeNotFound},
+
+		// The admin list routes parse their queries strictly: an unknown
+		// parameter, a bad percent-encoding, a bad value or a NUL byte is a
+		// 400 that names the parameter, never PostgreSQL's error text.
+		{"list notifications: NUL in key", "GET", "/v1/notifications?key=%00", adminToken, nil, 400, wire.CodeBadRequest},
+		{"list notifications: bad percent-encoding", "GET", "/v1/notifications?status=%zz", adminToken, nil, 400, wire.CodeBadRequest},
+		{"list notifications: unknown status", "GET", "/v1/notifications?status=lost", adminToken, nil, 400, wire.CodeBadRequest},
+		{"list notifications: unknown parameter", "GET", "/v1/notifications?recipients=u1", adminToken, nil, 400, wire.CodeBadRequest},
+		{"list notifications: parameter twice", "GET", "/v1/notifications?key=a&key=b", adminToken, nil, 400, wire.CodeBadRequest},
+		{"list notifications: invalid UTF-8", "GET", "/v1/notifications?recipient=%ff", adminToken, nil, 400, wire.CodeBadRequest},
+		{"list notifications: key over 255 bytes", "GET", "/v1/notifications?key=" + strings.Repeat("k", 256), adminToken, nil, 400, wire.CodeBadRequest},
+		{"notification: progress garbage", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000?progress=%zz", adminToken, nil, 400, wire.CodeBadRequest},
+		{"notification: unknown parameter", "GET", "/v1/notifications/01900000-0000-7000-8000-000000000000?deliveries=all", adminToken, nil, 400, wire.CodeBadRequest},
+		{"recipient deliveries: NUL in limit", "GET", "/v1/recipients/u1/deliveries?limit=%00", adminToken, nil, 400, wire.CodeBadRequest},
+		{"recipient deliveries: unknown parameter", "GET", "/v1/recipients/u1/deliveries?status=failed", adminToken, nil, 400, wire.CodeBadRequest},
+		{"template preview: bad percent-encoding", "GET", "/v1/notifiers/comment.created/preview/in_app?params=%zz", adminToken, nil, 400, wire.CodeBadRequest},
+		{"template preview: unknown parameter", "GET", "/v1/notifiers/comment.created/preview/in_app?recipient=u1", adminToken, nil, 400, wire.CodeBadRequest},
+		{"template preview: NUL in locale", "GET", "/v1/notifiers/comment.created/preview/in_app?locale=%00", adminToken, nil, 400, wire.CodeBadRequest},
+		{"deliveries: NUL in recipient", "GET", "/v1/deliveries?recipient=%00", adminToken, nil, 400, wire.CodeBadRequest},
+		{"deliveries: bad percent-encoding", "GET", "/v1/deliveries?status=%zz", adminToken, nil, 400, wire.CodeBadRequest},
+		{"deliveries: unknown status", "GET", "/v1/deliveries?status=failed,lost", adminToken, nil, 400, wire.CodeBadRequest},
+		{"deliveries: unknown parameter", "GET", "/v1/deliveries?order=asc", adminToken, nil, 400, wire.CodeBadRequest},
+		{"deliveries: forged cursor", "GET", "/v1/deliveries?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("1.x")), adminToken, nil, 400, wire.CodeBadCursor},
+		{"deliveries: tenant before tenants exist", "GET", "/v1/deliveries?tenant=acme", adminToken, nil, 400, wire.CodeBadRequest},
+		{"bulk retry: no time range", "POST", "/v1/deliveries/retry?status=failed", adminToken, nil, 400, wire.CodeBadRequest},
+		{"bulk retry: a status that cannot be retried", "POST", "/v1/deliveries/retry?status=sent&since=2030-01-01T00:00:00Z", adminToken, nil, 400, wire.CodeBadRequest},
+		{"bulk retry: a body", "POST", "/v1/deliveries/retry?since=2030-01-01T00:00:00Z", adminToken, `{"status":"failed"}`, 400, wire.CodeBadRequest},
+		{"bulk retry: recipient token", "POST", "/v1/deliveries/retry?since=2030-01-01T00:00:00Z", u1, nil, 401, wire.CodeUnauthorized},
+		{"delivery preview: unknown id", "GET", "/v1/deliveries/01900000-0000-7000-8000-000000000000/preview", adminToken, nil, 404, wire.CodeNotFound},
+		{"overview: a parameter", "GET", "/v1/overview?hours=%00", adminToken, nil, 400, wire.CodeBadRequest},
+		{"retry: unknown body field", "POST", "/v1/deliveries/01900000-0000-7000-8000-000000000000/retry", adminToken, `{"force":true}`, 400, wire.CodeBadRequest},
 
 		// Recipient profiles: bad values, timezone garbage (the zone decides
 		// when a digest is due), ids that are not ids.
@@ -386,6 +424,26 @@ func TestHostileRequests(t *testing.T) {
 		{"webhook secret: webhooks not configured", "GET", "/v1/webhook-secret", u1, nil, 404, wire.CodeNotFound},
 		{"profile: webhook_secret of the wrong shape is still only ignored, other fields checked", "PUT", "/v1/recipients/u1", adminToken, `{"webhook_secret":"x","email":"bad"}`, 422, wire.CodeInvalidRequest},
 
+		// Devices: each field checked by its platform's channel, ids of
+		// other recipients absent, tokens of the wrong kind refused.
+		{"device: malformed JSON", "POST", "/v1/devices", u1, `{"platform":"ios",`, 400, wire.CodeBadRequest},
+		{"device: token of the wrong type", "POST", "/v1/devices", u1, `{"platform":"ios","token":123,"app":"com.acme.app"}`, 400, wire.CodeBadRequest},
+		{"device: unknown field", "POST", "/v1/devices", u1, `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app","recipient":"u2"}`, 400, wire.CodeBadRequest},
+		{"device: unknown platform", "POST", "/v1/devices", u1, `{"platform":"symbian","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: iOS token not hex", "POST", "/v1/devices", u1, `{"platform":"ios","token":"' OR 1=1 --","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: token with a newline", "POST", "/v1/devices", u1, `{"platform":"android","token":"abc:APA91b\nxxxxxxxxxxxxxxxxxxx","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: token over 4 KiB", "POST", "/v1/devices", u1, `{"platform":"android","token":"` + strings.Repeat("a", 5000) + `","app":"com.acme.app"}`, 422, wire.CodeInvalidRequest},
+		{"device: app with a path", "POST", "/v1/devices", u1, `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"../../etc/passwd"}`, 422, wire.CodeInvalidRequest},
+		{"device: empty body", "POST", "/v1/devices", u1, ``, 400, wire.CodeBadRequest},
+		{"device: 2 MiB body", "POST", "/v1/devices", u1, `{"platform":"ios","token":"` + strings.Repeat("a", 2<<20) + `","app":"x"}`, 413, wire.CodeBodyTooLarge},
+		{"device: no token", "POST", "/v1/devices", "", `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app"}`, 401, wire.CodeUnauthorized},
+		{"device: admin token", "POST", "/v1/devices", adminToken, `{"platform":"ios","token":"` + strings.Repeat("ab", 32) + `","app":"com.acme.app"}`, 401, wire.CodeUnauthorized},
+		{"device: delete another recipient's", "DELETE", "/v1/devices/" + u2DeviceID, u1, nil, 404, wire.CodeNotFound},
+		{"device: delete not a UUID", "DELETE", "/v1/devices/' OR 1=1 --", u1, nil, 404, wire.CodeNotFound},
+		{"device: list with the admin token", "GET", "/v1/devices", adminToken, nil, 401, wire.CodeUnauthorized},
+		{"device: recipient token on the admin twin", "GET", "/v1/recipients/u2/devices", u1, nil, 401, wire.CodeUnauthorized},
+		{"device: admin twin, id over 255 bytes", "GET", "/v1/recipients/" + strings.Repeat("x", 256) + "/devices", adminToken, nil, 400, wire.CodeBadRequest},
+
 		// Routing.
 		{"unknown route", "GET", "/v1/admin", adminToken, nil, 404, wire.CodeNotFound},
 		{"wrong method", "PATCH", "/v1/inbox", u1, `{}`, 405, wire.CodeMethodNotAllowed},
@@ -419,6 +477,11 @@ func TestHostileRequests(t *testing.T) {
 			before := dbState(t, b.pool)
 			r := b.do(t, tt.method, tt.path, tt.token, tt.body)
 			expect(t, r, tt.status, tt.code)
+			for _, leak := range []string{"SQLSTATE", "invalid byte sequence", "syntax for type", "violates"} {
+				if strings.Contains(string(r.raw), leak) {
+					t.Fatalf("the answer carries the database's error text (%q): %s", leak, r.raw)
+				}
+			}
 			if changed := changedTables(before, dbState(t, b.pool)); len(changed) > 0 {
 				t.Fatalf("%d %s wrote to %v", r.status, r.errCode(), changed)
 			}

@@ -161,6 +161,14 @@ func sendError(err error) error {
 }
 
 func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
+	q, err := strictQuery(r, []string{"progress"}, nil)
+	if err != nil {
+		return err
+	}
+	progress, err := queryBool(q, "progress")
+	if err != nil {
+		return err
+	}
 	id := r.PathValue("id")
 	n, err := stores.GetNotification(r.Context(), s.pool, id, maxDeliveries+1, s.reg.Inbox())
 	if errors.Is(err, stores.ErrNotFound) {
@@ -172,17 +180,13 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 	out := notificationWire(n, maxDeliveries)
 	// The progress counts every row of the notification: only on request
 	// (the console asks), so that polling a large notification stays cheap.
-	switch v := r.URL.Query().Get("progress"); v {
-	case "", "false":
-	case "true":
+	if progress {
 		p, err := stores.NotificationProgress(r.Context(), s.pool, id, s.reg.Inbox())
 		if err != nil {
 			return err
 		}
 		pw := progressWire(p)
 		out.Progress = &pw
-	default:
-		return fieldError("progress", "want true or false")
 	}
 	wire.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -199,6 +203,15 @@ func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 	if err := checkPathText("notifier", notifier); err != nil {
 		return err
 	}
+	if _, err := strictQuery(r, nil, nil); err != nil {
+		return err
+	}
+	return s.cancel(w, r, notifier, key)
+}
+
+// cancel cancels the notification (notifier, key) and answers 200
+// {"cancelled": n}, or 404 when it never existed.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, notifier, key string) error {
 	var n int
 	err := stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {

@@ -23,7 +23,8 @@ var openAPIDocument []byte
 // openAPIFor returns the document with reg's channels in the enums that name
 // channels: a delivery's channel (every registered channel), a preference
 // rule's channel ("*" and the per-recipient ones) and the effective
-// preferences' channel keys (the per-recipient ones).
+// preferences' channel keys (the per-recipient ones); and with its device
+// platforms in a device's platform.
 func openAPIFor(reg *channels.Registry) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
@@ -48,12 +49,28 @@ func openAPIFor(reg *channels.Registry) ([]byte, error) {
 	if err := set(per, "EffectiveNotifier", "properties", "channels", "propertyNames"); err != nil {
 		return nil, err
 	}
+	if err := set(reg.Names(), "DeliveryDetail", "properties", "channel"); err != nil {
+		return nil, err
+	}
+	for _, schema := range []string{"DeviceInput", "Device"} {
+		if err := set(nonNilStrings(reg.Platforms()), schema, "properties", "platform"); err != nil {
+			return nil, err
+		}
+	}
 	var original map[string]any
 	_ = json.Unmarshal(openAPIDocument, &original)
 	if reflect.DeepEqual(jsonRound(doc), original) {
 		return openAPIDocument, nil // the built-in channels: the document as written
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// nonNilStrings is s, or an empty list for nil (an enum of nothing).
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // jsonRound returns v as encoding/json decodes its encoding ([]string

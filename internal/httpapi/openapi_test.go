@@ -1250,6 +1250,18 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "DELETE", "/v1/push-subscriptions/"+pushCreated.body["id"].(string), u2, nil, 404)
 	c.call(t, b, "GET", "/v1/push-subscriptions", "", nil, 401)
 
+	// Devices, the recipient's and the admin twin's list.
+	phone := map[string]any{"platform": "ios", "token": strings.Repeat("a3", 32), "app": "com.example.app"}
+	deviceCreated := c.call(t, b, "POST", "/v1/devices", u2, phone, 201)
+	c.call(t, b, "POST", "/v1/devices", u2, phone, 200)
+	c.call(t, b, "POST", "/v1/devices", u2, map[string]any{"platform": "ios", "token": "not hex", "app": "com.example.app"}, 422)
+	c.call(t, b, "POST", "/v1/devices", u2, map[string]any{"platform": 1}, 400)
+	c.call(t, b, "GET", "/v1/devices", u2, nil, 200)
+	c.call(t, b, "GET", "/v1/recipients/u2/devices", adminToken, nil, 200)
+	c.call(t, b, "DELETE", "/v1/devices/"+deviceCreated.body["id"].(string), u2, nil, 204)
+	c.call(t, b, "DELETE", "/v1/devices/"+deviceCreated.body["id"].(string), u2, nil, 404)
+	c.call(t, b, "GET", "/v1/devices", "", nil, 401)
+
 	// Topics.
 	c.call(t, b, "PUT", "/v1/topics/post-9/subscribers/u2", adminToken, map[string]any{"reason": "subscribed"}, 200)
 	c.call(t, b, "PUT", "/v1/topics/post-9/subscribers/u3", adminToken, nil, 200)
@@ -1329,6 +1341,28 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 	c.call(t, b, "POST", "/v1/deliveries/"+emailID+"/retry", adminToken, nil, 202)
 	c.call(t, b, "POST", "/v1/deliveries/0190b8a4-0000-7000-8000-000000000000/retry", adminToken, nil, 404)
+	// Deliveries across notifications, the bulk retry, a delivery's message,
+	// the overview.
+	since := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	c.call(t, b, "GET", "/v1/deliveries?status=failed&channel=email&since="+since, adminToken, nil, 200)
+	dpage := c.call(t, b, "GET", "/v1/deliveries?limit=1", adminToken, nil, 200)
+	if next, _ := dpage.body["next_cursor"].(string); next == "" {
+		t.Fatalf("GET /v1/deliveries?limit=1 has no next_cursor: %s", dpage.raw)
+	} else {
+		c.call(t, b, "GET", "/v1/deliveries?limit=1&cursor="+url.QueryEscape(next), adminToken, nil, 200)
+	}
+	c.call(t, b, "GET", "/v1/deliveries?status=lost", adminToken, nil, 400)
+	c.call(t, b, "GET", "/v1/deliveries?cursor=bogus", adminToken, nil, 400)
+	c.call(t, b, "GET", "/v1/deliveries?tenant=acme", adminToken, nil, 400)
+	c.call(t, b, "POST", "/v1/deliveries/retry?status=refused&channel=email&dry_run=true&since="+since, adminToken, nil, 200)
+	c.call(t, b, "POST", "/v1/deliveries/retry?status=refused&channel=email&since="+since, adminToken, nil, 200)
+	c.call(t, b, "POST", "/v1/deliveries/retry?status=sent&since="+since, adminToken, nil, 400)
+	c.call(t, b, "POST", "/v1/deliveries/retry", adminToken, nil, 400)
+	c.call(t, b, "GET", "/v1/deliveries/"+emailID+"/preview", adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/deliveries/0190b8a4-0000-7000-8000-000000000000/preview", adminToken, nil, 404)
+	c.call(t, b, "GET", "/v1/deliveries/"+emailID+"/preview?x=1", adminToken, nil, 400)
+	c.call(t, b, "GET", "/v1/overview", adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/overview?hours=48", adminToken, nil, 400)
 	c.call(t, b, "GET", "/v1/recipients/u2/deliveries?limit=5", adminToken, nil, 200)
 	c.call(t, b, "GET", "/v1/recipients/u2/deliveries?limit=0", adminToken, nil, 400)
 	c.call(t, b, "GET", "/v1/notifiers", adminToken, nil, 200)
@@ -1421,10 +1455,15 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "GET", "/v1/recipients/u3/mutes", adminToken, nil, 200)
 	c.call(t, b, "DELETE", "/v1/recipients/u3/mutes?target=topic:post-10", adminToken, nil, 200)
 
-	// Cancelling removes the item: inbox.deleted.
-	c.call(t, b, "DELETE", "/v1/notifications/comment.created/comment-42", adminToken, nil, 200)
+	// Cancelling removes the item: inbox.deleted. By id, the request names
+	// the notification twice.
+	c.call(t, b, "DELETE", "/v1/notifications/"+id+"?notifier=comment.created&key=comment-41", adminToken, nil, 409)
+	c.call(t, b, "DELETE", "/v1/notifications/"+id+"?notifier=comment.created", adminToken, nil, 400)
+	c.call(t, b, "DELETE", "/v1/notifications/0190b8a4-0000-7000-8000-000000000000?notifier=comment.created&key=comment-42", adminToken, nil, 404)
+	c.call(t, b, "DELETE", "/v1/notifications/"+id+"?notifier=comment.created&key=comment-42", adminToken, nil, 200)
 	live.next(t, c, "inbox.deleted")
 	live.next(t, c, "counts")
+	c.call(t, b, "DELETE", "/v1/notifications/comment.created/comment-42", adminToken, nil, 200)
 	c.call(t, b, "DELETE", "/v1/notifications/comment.created/no-such-key", adminToken, nil, 404)
 
 	// The stream's other ways in: access_token with a cursor the live stream

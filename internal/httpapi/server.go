@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/web"
 )
 
@@ -58,6 +60,9 @@ type Options struct {
 	// webhook channel is not configured: the profile's webhook_secret is
 	// null and GET /v1/webhook-secret is a 404.
 	WebhookSecret func(recipient string) string
+	// Queues are the daemon's River queues, whose depth GET /v1/overview
+	// reports; nil reports none.
+	Queues []string
 	// Push is the opened web push channel: it checks subscription
 	// endpoints and gives browsers the VAPID key. Nil means web push is not
 	// configured: the push subscription routes answer 404.
@@ -70,8 +75,34 @@ type Operations interface {
 	// RetryDelivery makes a failed or expired delivery due now with a send
 	// job and returns the status it had; an unknown delivery wraps
 	// stores.ErrNotFound, one that cannot be retried
-	// stores.ErrNotRetryable.
+	// stores.ErrNotRetryable, and one whose target's circuit breaker is
+	// open is a *Circuit (nothing changed).
 	RetryDelivery(ctx context.Context, id string) (status string, err error)
+	// CloseCircuitAndRetry closes the breaker of the delivery's target,
+	// then retries it as RetryDelivery does.
+	CloseCircuitAndRetry(ctx context.Context, id string) (status string, err error)
+	// DeliveryCircuit returns the open breaker of the target of a delivery
+	// that could be retried, or nil.
+	DeliveryCircuit(ctx context.Context, id string) (*Circuit, error)
+	// RetryDeliveries re-drives the deliveries matching f (re-drivable
+	// statuses only, wrapping stores.ErrNotRetryable otherwise), at most
+	// limit, and says how many matched and how many it re-drove.
+	RetryDeliveries(ctx context.Context, f stores.DeliveryFilter, limit int) (matched, retried int, err error)
+}
+
+// Circuit is an open circuit breaker: the delivery's target did not answer
+// Failures times in a row, and its deliveries are parked until Until. It is
+// the error RetryDelivery returns for such a delivery.
+type Circuit struct {
+	Target    string
+	Failures  int
+	Until     time.Time
+	LastError string
+}
+
+func (c *Circuit) Error() string {
+	return fmt.Sprintf("the target %s is paused until %s after %d failures in a row (last error: %s)",
+		c.Target, c.Until.UTC().Format(time.RFC3339), c.Failures, c.LastError)
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -92,6 +123,7 @@ type Server struct {
 	secret  func(recipient string) string // Options.WebhookSecret
 	unsub   *unsubscribe.Signer           // nil without http.token_secret: unsubscribe links are 404s
 	push    channels.PushService          // Options.Push
+	queues  []string                      // Options.Queues
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
@@ -109,7 +141,8 @@ const maxDeliveries = 1000
 // extras; it panics only on a conflicting Extra pattern (a wiring bug).
 func New(opts Options) *Server {
 	s := &Server{pool: opts.Pool, cfg: opts.Config, reg: opts.Registry, client: opts.Client, ops: opts.Operations, logger: opts.Logger,
-		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret, push: opts.Push}
+		clock: opts.Clock, metrics: opts.Metrics, secret: opts.WebhookSecret, push: opts.Push,
+		queues: opts.Queues}
 	if s.cfg == nil {
 		s.cfg = config.Default()
 	}
@@ -180,8 +213,13 @@ func (s *Server) routes() {
 
 	// The operator's console (web/admin) and the endpoints it reads (admin.go).
 	s.mux.Handle("GET /v1/notifications", s.admin(s.listNotifications))
-	s.mux.Handle("GET /v1/deliveries/{id}", s.admin(s.getDelivery))
+	s.mux.Handle("DELETE /v1/notifications/{id}", s.admin(s.cancelByID))
+	s.mux.Handle("GET /v1/deliveries", s.admin(s.listDeliveries))
+	s.mux.Handle("POST /v1/deliveries/retry", s.admin(s.retryDeliveries))
+	s.mux.Handle("GET /v1/deliveries/{id}", notRetry(s.admin(s.getDelivery)))
 	s.mux.Handle("POST /v1/deliveries/{id}/retry", s.admin(s.retryDelivery))
+	s.mux.Handle("GET /v1/deliveries/{id}/preview", s.admin(s.previewDelivery))
+	s.mux.Handle("GET /v1/overview", s.admin(s.overview))
 	s.mux.Handle("GET /v1/recipients/{id}/deliveries", s.admin(s.recipientDeliveries))
 	s.mux.Handle("GET /v1/notifiers", s.admin(s.listNotifiers))
 	s.mux.Handle("GET /v1/notifiers/{notifier}/preview/{channel}", s.admin(s.previewTemplate))
@@ -215,6 +253,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/push-subscriptions", s.recipient(s.listPushSubscriptions))
 	s.mux.Handle("DELETE /v1/push-subscriptions/{id}", notVAPIDKey(s.recipient(s.deletePushSubscription)))
 	s.mux.Handle("GET /v1/push-subscriptions/vapid-key", s.recipient(s.vapidKey))
+	s.mux.Handle("POST /v1/devices", s.recipient(s.createDevice))
+	s.mux.Handle("GET /v1/devices", s.recipient(s.listDevices))
+	s.mux.Handle("DELETE /v1/devices/{id}", s.recipient(s.deleteDevice))
+	s.mux.Handle("GET /v1/recipients/{id}/devices", s.forRecipient(s.listDevices))
 	s.mux.Handle("GET /v1/quiet-hours", s.recipient(s.getQuietHours))
 	s.mux.Handle("PUT /v1/quiet-hours", s.recipient(s.putQuietHours))
 	s.mux.Handle("GET /v1/recipients/{id}/quiet-hours", s.forRecipient(s.getQuietHours))

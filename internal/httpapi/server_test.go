@@ -26,6 +26,7 @@ import (
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/stores"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -98,7 +99,7 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 		t.Fatal(err)
 	}
 	options := httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(),
-		Operations: operations{pool: pool, river: rc}, Clock: func() time.Time { return fixedNow }}
+		Operations: operations{pool: pool, river: rc}, Queues: []string{"fanout", "send"}, Clock: func() time.Time { return fixedNow }}
 	if o.options != nil {
 		o.options(&options)
 	}
@@ -117,6 +118,20 @@ type operations struct {
 
 func (o operations) RetryDelivery(ctx context.Context, id string) (string, error) {
 	return jobs.RetryDelivery(ctx, o.pool, o.river, id, fixedNow)
+}
+
+// CloseCircuitAndRetry retries: this API runs no send workers, so no
+// breaker is ever open (server's tests cover the breakers).
+func (o operations) CloseCircuitAndRetry(ctx context.Context, id string) (string, error) {
+	return jobs.RetryDelivery(ctx, o.pool, o.river, id, fixedNow)
+}
+
+func (o operations) DeliveryCircuit(context.Context, string) (*httpapi.Circuit, error) {
+	return nil, nil
+}
+
+func (o operations) RetryDeliveries(ctx context.Context, f stores.DeliveryFilter, limit int) (int, int, error) {
+	return jobs.Redrive(ctx, o.pool, o.river, f, fixedNow, limit, 50)
 }
 
 // response is a decoded API answer.

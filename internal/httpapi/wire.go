@@ -111,13 +111,33 @@ type notificationSummaryJSON struct {
 	Error     *string   `json:"error"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Channels counts the notification's deliveries per channel and status
+	// (its inbox items as the inbox channel's sent ones), over at most
+	// 10,000 rows of each; {} before the fan-out wrote any.
+	Channels map[string]map[string]int `json:"channels"`
+	// Failed counts its deliveries that failed, were refused or expired
+	// (digest_failed included): the console marks such a notification.
+	Failed int `json:"failed"`
+	// CountsTruncated says the notification has more deliveries than were
+	// counted: its page (?progress=true) counts them all.
+	CountsTruncated bool `json:"counts_truncated"`
 }
 
-func notificationPageWire(p *stores.NotificationPage) notificationPageJSON {
+func notificationPageWire(p *stores.NotificationPage, counts map[string]*stores.ChannelCounts) notificationPageJSON {
 	out := notificationPageJSON{Items: make([]notificationSummaryJSON, len(p.Items))}
 	for i, n := range p.Items {
 		out.Items[i] = notificationSummaryJSON{ID: n.ID, Notifier: n.Notifier, Key: n.Key, Actor: n.Actor,
-			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
+			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt,
+			Channels: map[string]map[string]int{}}
+		if c := counts[n.ID]; c != nil {
+			out.Items[i].Channels = c.ByStatus
+			out.Items[i].CountsTruncated = c.Truncated
+			for _, byStatus := range c.ByStatus {
+				for _, st := range failedStatuses {
+					out.Items[i].Failed += byStatus[st]
+				}
+			}
+		}
 	}
 	if p.NextCursor != "" {
 		c := p.NextCursor
@@ -153,6 +173,10 @@ type deliveryDetailJSON struct {
 	SettledAt      *time.Time    `json:"settled_at"`
 	CreatedAt      time.Time     `json:"created_at"`
 	FailedAttempts []attemptJSON `json:"failed_attempts"`
+	// Circuit is the open circuit breaker of the delivery's target (GET
+	// /v1/deliveries/{id} only): a retry would be parked again until it
+	// closes. Absent while the target answers.
+	Circuit *circuitJSON `json:"circuit,omitempty"`
 }
 
 type attemptJSON struct {
@@ -196,6 +220,9 @@ type notifierJSON struct {
 	Required bool           `json:"required"`
 	Channels []string       `json:"channels"`
 	Example  map[string]any `json:"example"`
+	// ParamsSchema is the notifier's params JSON Schema as configured (the
+	// console builds its send form from it); null when any object goes.
+	ParamsSchema map[string]any `json:"params_schema"`
 }
 
 // previewJSON is GET /v1/notifiers/{notifier}/preview/{channel}.
