@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -54,8 +53,16 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 // Key) again returns the first notification's id with Duplicate set, and
 // changes nothing, however long after the first send.
 //
-// Errors: *InputError for a malformed notification; with a ClientConfig.Config
-// also ErrUnknownNotifier, ErrTooManyRecipients and *config.ParamsError.
+// It writes through the SQL function notify_send, the SQL API's, so tx's role
+// needs no more than the role notifyd_app (docs/sql-enqueue.md): notify_send
+// checks the notifier against the published catalog, max_recipients and the
+// part of the params schema SQL can check, whatever the client's config.
+//
+// Errors: *InputError for a malformed notification, ErrUnknownNotifier for a
+// notifier that is not in the client's Config or not in the published
+// catalog, ErrTooManyRecipients, and *config.ParamsError for params that fail
+// the notifier's schema: the whole schema when the client has a Config (before
+// anything is sent to the database), its checkable part otherwise.
 func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, n Notification) (SendResult, error) {
 	row, err := c.prepare(n)
 	if err != nil {
@@ -63,7 +70,7 @@ func (c *Client) SendTx(ctx context.Context, tx pgx.Tx, n Notification) (SendRes
 	}
 	id, dup, err := stores.InsertNotification(ctx, tx, row)
 	if err != nil {
-		return SendResult{}, err
+		return SendResult{}, sendError(err)
 	}
 	c.logger.DebugContext(ctx, "notification enqueued", "notification_id", id, "notifier", n.Notifier,
 		"key", n.Key, "duplicate", dup)
@@ -127,10 +134,9 @@ func (c *Client) Cancel(ctx context.Context, notifier, key string) (int, error) 
 }
 
 // prepare validates n and turns it into the row SendTx writes. Inline
-// recipients are sorted by id (byte order, the fan-out's cursor order);
-// duplicates are kept and collapse to the strongest reason at fan-out (the
-// reason precedence is the daemon's config). A list without duplicates is
-// marked sorted, and the fan-out does not sort it again.
+// recipients are sorted by id (byte order, the fan-out's cursor order), as
+// notify_send sorts them; duplicates are kept and collapse to the strongest
+// reason at fan-out (the reason precedence is the daemon's config).
 func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 	if err := checkText("notifier", n.Notifier, 255); err != nil {
 		return stores.NewNotification{}, err
@@ -197,21 +203,35 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 		}
 	}
 	row := stores.NewNotification{
-		ID:           uuidv7.String(),
-		Notifier:     n.Notifier,
-		Key:          n.Key,
-		Actor:        n.Actor,
-		Recipients:   make([]string, len(rs)),
-		Reasons:      make([]string, len(rs)),
-		Topics:       topics,
-		InlineSorted: distinct == len(rs),
-		Params:       raw,
-		SendAt:       n.SendAt,
+		Notifier:   n.Notifier,
+		Key:        n.Key,
+		Actor:      n.Actor,
+		Recipients: make([]string, len(rs)),
+		Reasons:    make([]string, len(rs)),
+		Topics:     topics,
+		Params:     raw,
+		SendAt:     n.SendAt,
 	}
 	for i, r := range rs {
 		row.Recipients[i], row.Reasons[i] = r.ID, r.Reason
 	}
 	return row, nil
+}
+
+// sendError turns what notify_send refused into the Go API's errors.
+func sendError(err error) error {
+	in, ok := stores.InputErrorOf(err)
+	switch {
+	case !ok:
+		return err
+	case in.Field == "notifier" && strings.HasPrefix(in.Message, "unknown notifier"):
+		return fmt.Errorf("%w %s (not in the published catalog)", ErrUnknownNotifier, strings.TrimPrefix(in.Message, "unknown notifier "))
+	case in.Field == "recipients" && strings.HasPrefix(in.Message, "too many recipients"):
+		return fmt.Errorf("%w%s", ErrTooManyRecipients, strings.TrimPrefix(in.Message, "too many recipients"))
+	case in.Schema:
+		return &config.ParamsError{Details: []config.ParamsDetail{{Pointer: in.Pointer, Message: in.Message}}}
+	}
+	return &InputError{Field: in.Field, Message: in.Message}
 }
 
 func countDistinct(sorted []Recipient) int {
@@ -230,6 +250,19 @@ func checkText(field, s string, max int) error {
 		return &InputError{Field: field, Message: "is required"}
 	case len(s) > max:
 		return &InputError{Field: field, Message: fmt.Sprintf("longer than %d bytes", max)}
+	case !utf8.ValidString(s):
+		return &InputError{Field: field, Message: "is not valid UTF-8"}
+	case strings.ContainsRune(s, 0):
+		return &InputError{Field: field, Message: "contains a NUL byte"}
+	}
+	return nil
+}
+
+// checkEncoding refuses text PostgreSQL cannot store, which only Go can see:
+// invalid UTF-8 (JSON encoding would silently replace it) and NUL bytes.
+// The other rules of a field are the SQL function's that receives it.
+func checkEncoding(field, s string) error {
+	switch {
 	case !utf8.ValidString(s):
 		return &InputError{Field: field, Message: "is not valid UTF-8"}
 	case strings.ContainsRune(s, 0):

@@ -23,10 +23,17 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// setup returns a fresh database with the test config's notifier catalog
+// published (SendTx writes through notify_send, which checks it) and a
+// client with that config.
 func setup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: notifydtest.Config(t, "")})
+	cfg := notifydtest.Config(t, "")
+	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,17 +289,11 @@ func waitForLock(t *testing.T, pool *pgxpool.Pool, pid int, what string, done <-
 // functions, as a daemon publishes them at start.
 func sqlSetup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
 	t.Helper()
-	pool := pgtest.NewDB(t)
-	cfg := notifydtest.Config(t, "")
-	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
-		t.Fatal(err)
-	}
-	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, client
+	return setup(t)
 }
+
+// okParams are params comment.created's schema accepts.
+const okParams = `{"post_title": "Hi", "author_name": "Ada"}`
 
 // sqlSend runs notify_send in a transaction of its own.
 func sqlSend(ctx context.Context, pool *pgxpool.Pool, args ...any) (notifyd.SendResult, error) {
@@ -399,11 +400,11 @@ func TestNotifySendDeduplicatesWithSendTx(t *testing.T) {
 	t.Parallel()
 	pool, client := sqlSetup(t)
 	ctx := context.Background()
-	first, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, `{}`, []string{}, nil, nil)
+	first, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, okParams, []string{}, nil, nil)
 	if err != nil || first.Duplicate {
 		t.Fatalf("first notify_send = %+v, %v", first, err)
 	}
-	again, err := sqlSend(ctx, pool, "comment.created", "k", `["u3", "u4"]`, `{"other": true}`, []string{}, nil, nil)
+	again, err := sqlSend(ctx, pool, "comment.created", "k", `["u3", "u4"]`, `{"post_title": "Other", "author_name": "Bo"}`, []string{}, nil, nil)
 	if err != nil || !again.Duplicate || again.ID != first.ID {
 		t.Fatalf("second notify_send = %+v, %v; want a duplicate of %s", again, err, first.ID)
 	}
@@ -446,7 +447,7 @@ func TestNotifySendResolvesInItsSchemaWhateverTheSearchPath(t *testing.T) {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT id::text, duplicate FROM `+pgx.Identifier{schema}.Sanitize()+
-			`.notify_send('comment.created', 'search-path', '["u2"]'::jsonb, '{}'::jsonb)`).Scan(&res.ID, &res.Duplicate)
+			`.notify_send('comment.created', 'search-path', '["u2"]'::jsonb, '`+okParams+`'::jsonb)`).Scan(&res.ID, &res.Duplicate)
 	})
 	if err != nil || res.Duplicate {
 		t.Fatalf("notify_send under search_path pg_temp, pg_catalog = %+v, %v", res, err)
@@ -472,7 +473,7 @@ func TestNotifySendRejectsWhatSendTxRejects(t *testing.T) {
 		topics                            any
 		actor                             any
 	}
-	ok := sqlArgs{notifier: "comment.created", key: "k", recipients: `["u2"]`, params: `{}`, topics: []string{}}
+	ok := sqlArgs{notifier: "comment.created", key: "k", recipients: `["u2"]`, params: okParams, topics: []string{}}
 	with := func(f func(*sqlArgs)) sqlArgs { a := ok; f(&a); return a }
 	tests := []struct {
 		name   string
@@ -581,7 +582,7 @@ func TestSQLCancelAndSubscriptions(t *testing.T) {
 	t.Parallel()
 	pool, _ := sqlSetup(t)
 	ctx := context.Background()
-	if _, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, `{}`, []string{}, nil, nil); err != nil {
+	if _, err := sqlSend(ctx, pool, "comment.created", "k", `["u2"]`, okParams, []string{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	scalar := func(sql string, args ...any) (*int, error) {
@@ -636,5 +637,39 @@ func TestSQLCancelAndSubscriptions(t *testing.T) {
 	}
 	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_subscriptions`); n != 0 {
 		t.Fatalf("%d subscriptions left", n)
+	}
+}
+
+// A client without a config relies on notify_send's checks, and gets them
+// as the Go API's errors: the published catalog, the checkable part of the
+// params schema, max_recipients.
+func TestSendTxWithoutConfigGetsTheSQLChecks(t *testing.T) {
+	t.Parallel()
+	pool, _ := setup(t) // publishes the test config's catalog
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n := hello
+	n.Notifier = "comment.craeted"
+	if _, err := client.Send(ctx, n); !errors.Is(err, notifyd.ErrUnknownNotifier) ||
+		err.Error() != `unknown notifier "comment.craeted" (not in the published catalog)` {
+		t.Errorf("unknown notifier: %v", err)
+	}
+	n = hello
+	n.Params = map[string]any{"post_title": 7, "author_name": "Ada"}
+	var pe *config.ParamsError
+	if _, err := client.Send(ctx, n); !errors.As(err, &pe) || len(pe.Details) != 1 || pe.Details[0].Pointer != "/post_title" ||
+		err.Error() != "invalid params: /post_title: got number, want string" {
+		t.Errorf("bad params: %v", err)
+	}
+	n = notifyd.Notification{Notifier: "team.joined", Key: "k",
+		Recipients: []notifyd.Recipient{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}}}
+	if _, err := client.Send(ctx, n); !errors.Is(err, notifyd.ErrTooManyRecipients) {
+		t.Errorf("too many recipients: %v", err)
+	}
+	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); c != 0 {
+		t.Fatalf("%d notifications written", c)
 	}
 }

@@ -7,16 +7,46 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server"
 )
+
+// exampleConfig is the daemon's config in the examples: `notifyd migrate`
+// and every daemon start publish its notifiers to the catalog notify_send
+// (and so SendTx) checks.
+const exampleConfig = `
+notifiers:
+  comment.created:
+    params:
+      type: object
+      required: [post_title, author_name]
+      properties: {post_title: {type: string}, author_name: {type: string}}
+    channels:
+      in_app: {title: "New comment on {{.post_title}}"}
+`
+
+// exampleDB is a fresh database as `notifyd migrate` leaves it with
+// exampleConfig.
+func exampleDB() (*pgxpool.Pool, func()) {
+	pool, _, cleanup := pgtest.ExampleDB()
+	cfg, err := config.Parse("config.yaml", []byte(exampleConfig))
+	if err != nil {
+		panic(err)
+	}
+	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
+		panic(err)
+	}
+	return pool, cleanup
+}
 
 // An application enqueues a notification in the same transaction as its own
 // write: both commit, or neither does.
 func ExampleClient_SendTx() {
-	pool, _, cleanup := pgtest.ExampleDB() // your application's *pgxpool.Pool
+	pool, cleanup := exampleDB() // your application's *pgxpool.Pool
 	defer cleanup()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE comments (id text PRIMARY KEY, body text)`); err != nil {
@@ -47,9 +77,9 @@ func ExampleClient_SendTx() {
 	}
 	fmt.Println("duplicate:", res.Duplicate)
 
-	// Sending the same (notifier, key) again is the same notification.
+	// Sending the same (notifier, key) again (a retry) is the same notification.
 	again, err := client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "comment-123",
-		Recipients: []notifyd.Recipient{{ID: "u2"}}})
+		Recipients: []notifyd.Recipient{{ID: "u2"}}, Params: map[string]any{"post_title": "Hello", "author_name": "Ada"}})
 	if err != nil {
 		panic(err)
 	}
@@ -91,12 +121,12 @@ notifiers:
 
 // CancelTx withdraws whatever of a notification has not been sent yet.
 func ExampleClient_CancelTx() {
-	pool, _, cleanup := pgtest.ExampleDB()
+	pool, cleanup := exampleDB()
 	defer cleanup()
 	ctx := context.Background()
 	client, _ := notifyd.NewClient(pool, notifyd.ClientConfig{})
 	if _, err := client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "comment-123",
-		Recipients: []notifyd.Recipient{{ID: "u2"}}}); err != nil {
+		Recipients: []notifyd.Recipient{{ID: "u2"}}, Params: map[string]any{"post_title": "Hi", "author_name": "Bo"}}); err != nil {
 		panic(err)
 	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/mail"
-	"net/url"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,72 +48,40 @@ type Profile struct {
 	UpdatedAt     time.Time
 }
 
-// Profile field limits, in bytes.
-const (
-	maxEmail      = 254
-	maxName       = 255
-	maxLocale     = 35
-	maxTimezone   = 64
-	maxWebhookURL = 2048
-	maxPhone      = 16
-)
-
-// phoneRE is E.164: a "+", a country code that does not start with 0, and at
-// most 15 digits in all. Eight digits is the shortest real number with its
-// country code; spaces, dashes and brackets are refused rather than
-// stripped, so the stored number is the one text messages go to.
-var phoneRE = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
-
-func checkPhone(s string) string {
-	if !phoneRE.MatchString(s) {
-		return "want an E.164 phone number such as +14155550123 (a +, the country code, no spaces)"
-	}
-	return ""
-}
-
-var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$`)
-
-// Validate checks p as the HTTP API does and returns the first field that
-// breaks a rule as an *InputError (Field is the JSON name: "email",
-// "webhook_url", ...).
-func (p Profile) Validate() error {
-	if err := p.validateText(); err != nil {
-		return err
-	}
-	if err := p.validateQuietHours(); err != nil {
-		return err
-	}
-	_, err := p.data()
-	return err
-}
-
-// validateText checks the text fields.
-func (p Profile) validateText() error {
-	for _, f := range []struct {
-		name, value string
-		limit       int
-		check       func(string) string
-	}{
-		{"email", p.Email, maxEmail, checkEmail},
-		{"name", p.Name, maxName, nil},
-		{"locale", p.Locale, maxLocale, checkLocale},
-		{"timezone", p.Timezone, maxTimezone, checkTimezone},
-		{"webhook_url", p.WebhookURL, maxWebhookURL, checkWebhookURL},
-		{"phone", p.Phone, maxPhone, checkPhone},
+// profileJSON is p as notify_put_recipient's profile object, replacing the
+// whole profile: every field is given (null when empty), but quiet_hours
+// only when set (see Profile.QuietHours). What can be checked only in Go is
+// checked here: text that is not valid UTF-8 or holds a NUL byte (which
+// PostgreSQL cannot store, and JSON encoding would silently alter), and data
+// that does not encode as JSON. Every rule of the fields themselves is
+// notify_put_recipient's.
+func (p Profile) profileJSON() (json.RawMessage, error) {
+	m := map[string]any{}
+	for _, f := range []struct{ name, value string }{
+		{"email", p.Email}, {"name", p.Name}, {"locale", p.Locale}, {"timezone", p.Timezone},
+		{"webhook_url", p.WebhookURL}, {"phone", p.Phone},
 	} {
-		if f.value == "" {
-			continue
+		if err := checkEncoding(f.name, f.value); err != nil {
+			return nil, err
 		}
-		if err := checkText(f.name, f.value, f.limit); err != nil {
-			return err
-		}
-		if f.check != nil {
-			if msg := f.check(f.value); msg != "" {
-				return &InputError{Field: f.name, Message: msg}
-			}
+		m[f.name] = nil
+		if f.value != "" {
+			m[f.name] = f.value
 		}
 	}
-	return nil
+	data, err := p.data()
+	if err != nil {
+		return nil, err
+	}
+	m["data"] = data
+	if p.QuietHours != nil {
+		m["quiet_hours"] = p.QuietHours
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode profile: %w", err)
+	}
+	return raw, nil
 }
 
 // data is p.Data as the jsonb it is stored as.
@@ -139,95 +104,43 @@ func (p Profile) data() (json.RawMessage, error) {
 // their timezone; an end before the start crosses midnight.
 type QuietHours = notifytype.QuietHours
 
-// validateQuietHours checks p.QuietHours (nil is fine).
-func (p Profile) validateQuietHours() error {
-	if p.QuietHours == nil {
-		return nil
-	}
-	if err := p.QuietHours.Validate(); err != nil {
-		return &InputError{Field: "quiet_hours", Message: err.Error()}
-	}
-	return nil
-}
-
-func checkEmail(s string) string {
-	a, err := mail.ParseAddress(s)
-	if err != nil || a.Name != "" || a.Address != s {
-		return "want a bare email address such as ada@example.com"
-	}
-	return ""
-}
-
-func checkLocale(s string) string {
-	if !localeRE.MatchString(s) {
-		return "want a BCP 47 language tag such as en or pt-BR"
-	}
-	return ""
-}
-
-func checkTimezone(s string) string {
-	// "Local" would mean the daemon's own zone, which differs per replica.
-	if s == "Local" {
-		return "want an IANA time zone such as Europe/Paris"
-	}
-	if _, err := time.LoadLocation(s); err != nil {
-		return "unknown time zone; want an IANA name such as Europe/Paris"
-	}
-	return ""
-}
-
-func checkWebhookURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return "want an absolute http or https URL"
-	}
-	return ""
-}
-
 // PutRecipientTx creates recipient id's profile or replaces it with p (a
 // field left empty is cleared) inside tx, so that a profile commits with the
-// application's own write (the user row a signup inserts). A profile that
-// fails Validate is refused with an *InputError and nothing is written.
+// application's own write (the user row a signup inserts). It runs the SQL
+// function notify_put_recipient, which holds the rules of every field (the
+// same for PUT /v1/recipients/{id} and for applications calling it from SQL),
+// so tx's role needs no more than notifyd_app. A field that breaks a rule is
+// refused with an *InputError naming it (Field is the JSON name: "email",
+// "webhook_url", ...), and nothing is written.
 func (c *Client) PutRecipientTx(ctx context.Context, tx pgx.Tx, id string, p Profile) error {
 	return putRecipient(ctx, tx, id, p)
 }
 
 // PutRecipient is PutRecipientTx in a transaction of its own.
 func (c *Client) PutRecipient(ctx context.Context, id string, p Profile) error {
+	if c.pool == nil {
+		return errors.New("notifyd: PutRecipient needs a client created with a pool")
+	}
 	return putRecipient(ctx, c.pool, id, p)
 }
 
 func putRecipient(ctx context.Context, db stores.DB, id string, p Profile) error {
-	if err := checkText("id", id, 255); err != nil {
+	if err := checkEncoding("id", id); err != nil {
 		return err
 	}
-	// Validate, with the data encoded once.
-	if err := p.validateText(); err != nil {
-		return err
-	}
-	if err := p.validateQuietHours(); err != nil {
-		return err
-	}
-	data, err := p.data()
+	raw, err := p.profileJSON()
 	if err != nil {
 		return err
 	}
-	sp := stores.RecipientProfile{ID: id, Email: optional(p.Email),
-		Name: optional(p.Name), Locale: optional(p.Locale), Timezone: optional(p.Timezone),
-		WebhookURL: optional(p.WebhookURL), Phone: optional(p.Phone), Data: data}
-	if p.QuietHours != nil {
-		sp.QuietHours, _ = json.Marshal(p.QuietHours)
-		sp.SetQuietHours = true
-	}
-	_, err = stores.PutRecipient(ctx, db, sp)
-	return err
+	return inputError(stores.WriteRecipient(ctx, db, id, raw))
 }
 
-func optional(s string) *string {
-	if s == "" {
-		return nil
+// inputError turns a field an SQL API function refused into an *InputError.
+func inputError(err error) error {
+	if in, ok := stores.InputErrorOf(err); ok {
+		return &InputError{Field: in.Field, Message: in.Message}
 	}
-	return &s
+	return err
 }
 
 // GetRecipient reads recipient id's profile; ErrRecipientNotFound when there

@@ -23,32 +23,28 @@ func ValidSubscriptionReason(reason string) bool { return subscriptionReason.Mat
 // commits with the application's own write (a commenter watching the post they
 // commented on). Subscribing again changes the reason. An empty reason means
 // DefaultSubscriptionReason. A notification sent to the topic reaches its
-// subscribers with the subscription's reason.
+// subscribers with the subscription's reason. It runs the SQL function
+// notify_subscribe, so tx's role needs no more than notifyd_app; bad input
+// (an empty or over-long topic or recipient, a reason that is not one word)
+// is an *InputError naming the field.
 func (c *Client) SubscribeTx(ctx context.Context, tx pgx.Tx, topic, recipient, reason string) error {
-	if err := checkText("topic", topic, 255); err != nil {
-		return err
+	for _, f := range []struct{ name, value string }{{"topic", topic}, {"recipient", recipient}, {"reason", reason}} {
+		if err := checkEncoding(f.name, f.value); err != nil {
+			return err
+		}
 	}
-	if err := checkText("recipient", recipient, 255); err != nil {
-		return err
-	}
-	if reason == "" {
-		reason = DefaultSubscriptionReason
-	}
-	if !ValidSubscriptionReason(reason) {
-		return &InputError{Field: "reason", Message: "want one word of letters, digits, '-', '_' or '.', at most 64 bytes"}
-	}
-	_, err := stores.Subscribe(ctx, tx, topic, recipient, reason)
-	return err
+	_, err := stores.NotifySubscribe(ctx, tx, topic, recipient, reason)
+	return inputError(err)
 }
 
 // UnsubscribeTx removes recipient's subscription to topic inside tx and
-// reports whether there was one.
+// reports whether there was one. It runs the SQL function notify_unsubscribe.
 func (c *Client) UnsubscribeTx(ctx context.Context, tx pgx.Tx, topic, recipient string) (bool, error) {
-	if err := checkText("topic", topic, 255); err != nil {
-		return false, err
+	for _, f := range []struct{ name, value string }{{"topic", topic}, {"recipient", recipient}} {
+		if err := checkEncoding(f.name, f.value); err != nil {
+			return false, err
+		}
 	}
-	if err := checkText("recipient", recipient, 255); err != nil {
-		return false, err
-	}
-	return stores.Unsubscribe(ctx, tx, topic, recipient)
+	existed, err := stores.NotifyUnsubscribe(ctx, tx, topic, recipient)
+	return existed, inputError(err)
 }

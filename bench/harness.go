@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/pgcluster"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -106,6 +108,14 @@ func (h *harness) buildTemplate(ctx context.Context) error {
 		return err
 	}
 	err = stores.Migrate(ctx, pool, "", nil)
+	if err == nil {
+		// The bench config's notifiers, as `notifyd migrate` publishes them:
+		// SendTx and notify_send check the catalog.
+		var cfg *config.Config
+		if cfg, err = loadConfig(configOptions{}); err == nil {
+			err = server.PublishCatalog(ctx, pool, cfg, nil)
+		}
+	}
 	pool.Close()
 	if err != nil {
 		return fmt.Errorf("migrate template: %w", err)

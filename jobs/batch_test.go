@@ -43,10 +43,7 @@ func setupBatch(t *testing.T, window string, max int) *emailBundle {
 	b.cfg = notifydtest.Config(t, batchConfig(srv.Port(), window, max))
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
-	client, err := notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := notifydtest.Client(t, b.pool, b.cfg)
 	b.client = client
 	return &emailBundle{bundle: b, smtp: srv}
 }

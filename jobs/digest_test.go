@@ -71,10 +71,7 @@ func setupDigest(t *testing.T, extra string) *digestBundle {
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	b.deps.Clock = func() time.Time { return time.Now().Add(time.Duration(b.offset.Load())) }
-	var err error
-	if b.client, err = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg}); err != nil {
-		t.Fatal(err)
-	}
+	b.client = notifydtest.Client(t, b.pool, b.cfg)
 	return b
 }
 

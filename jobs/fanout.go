@@ -201,11 +201,11 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 		return nil, item, fmt.Sprintf("unknown notifier %q", st.Notifier)
 	}
 	params, err := decodeParams(st.Params)
-	if err == nil {
-		err = nf.ValidateParams(params)
-	}
 	if err != nil {
 		return nil, item, "invalid params: " + err.Error()
+	}
+	if err := nf.ValidateParams(params); err != nil {
+		return nil, item, err.Error() // a *config.ParamsError: "invalid params: /x: …"
 	}
 	if nf.Batch != nil {
 		// The first of a batch renders as a batch of one; see batch.go.

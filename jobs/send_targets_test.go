@@ -83,10 +83,7 @@ channels:
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
-	client, err := notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := notifydtest.Client(t, b.pool, b.cfg)
 
 	// Every recipient has an email address; three of them, spread over the
 	// audience, also have a webhook_url on the tarpit.

@@ -59,11 +59,7 @@ func setupEmailTimeout(t *testing.T, timeout, extra string) *emailBundle {
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
-	var err2 error
-	b.client, err2 = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
-	if err2 != nil {
-		t.Fatal(err2)
-	}
+	b.client = notifydtest.Client(t, b.pool, b.cfg)
 	return &emailBundle{bundle: b, smtp: srv}
 }
 
@@ -324,7 +320,7 @@ func TestEmailUnavailableQueuesNothing(t *testing.T) {
 	cfg := notifydtest.Config(t, strings.Split(emailConfig(1, ""), "channels:\n  email:")[0])
 	notifydtest.Wire(b2.deps, notifydtest.Channels(t, cfg))
 	b2.deps.Config = cfg
-	client, _ := notifyd.NewClient(b2.pool, notifyd.ClientConfig{Config: cfg})
+	client := notifydtest.Client(t, b2.pool, cfg)
 	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "invoice.paid", Key: "k",
 		Recipients: []notifyd.Recipient{{ID: "x"}}})
 	if err != nil {

@@ -80,7 +80,7 @@ channels:
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
-	b.client, _ = notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
+	b.client = notifydtest.Client(t, b.pool, b.cfg)
 	return b
 }
 

@@ -67,10 +67,7 @@ func setupWorkflow(t *testing.T) *emailBundle {
 	b.cfg = notifydtest.Config(t, workflowConfig(srv.Port()))
 	b.deps.Config = b.cfg
 	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
-	client, err := notifyd.NewClient(b.pool, notifyd.ClientConfig{Config: b.cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := notifydtest.Client(t, b.pool, b.cfg)
 	b.client = client
 	return &emailBundle{bundle: b, smtp: srv}
 }

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,13 +21,19 @@ import (
 // catalogOf returns the catalog of cfg: its notifiers, and the fan-out job as
 // jobs.FanoutArgs declares it, with River's defaults for what the
 // declaration leaves unset (the hand-written insert in notify_enqueue must
-// write what River's own InsertTx would).
-func catalogOf(cfg *config.Config) stores.Catalog {
+// write what River's own InsertTx would). Each notifier carries the part of
+// its params schema notify_send checks at enqueue, compiled here, once per
+// publish, so no call parses a schema.
+func catalogOf(cfg *config.Config) (stores.Catalog, error) {
 	var c stores.Catalog
 	for _, name := range cfg.NotifierNames() {
 		nf, _ := cfg.Notifier(name)
+		check, err := stores.CompileParamsCheck(nf.Params)
+		if err != nil {
+			return stores.Catalog{}, fmt.Errorf("notifier %s: %w", name, err)
+		}
 		c.Notifiers = append(c.Notifiers, stores.CatalogNotifier{Name: name, Category: nf.Category,
-			MaxRecipients: nf.MaxRecipients})
+			MaxRecipients: nf.MaxRecipients, Params: check})
 	}
 	args := jobs.FanoutArgs{}
 	opts := args.InsertOpts()
@@ -41,7 +48,7 @@ func catalogOf(cfg *config.Config) stores.Catalog {
 	if c.Fanout.Priority == 0 {
 		c.Fanout.Priority = river.PriorityDefault
 	}
-	return c
+	return c, nil
 }
 
 // PublishCatalog upserts cfg's notifier catalog, which the SQL functions read:
@@ -64,10 +71,13 @@ func publishCatalog(ctx context.Context, db stores.DB, cfg *config.Config, prune
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := catalogOf(cfg)
+	c, err := catalogOf(cfg)
+	if err != nil {
+		return fmt.Errorf("publish catalog: %w", err)
+	}
 	var changed int
 	var removed []string
-	err := stores.RetryDeadlock(func() error {
+	err = stores.RetryDeadlock(func() error {
 		var err error
 		changed, removed, err = stores.PublishCatalog(ctx, db, c, prune)
 		return err

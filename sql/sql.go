@@ -1,4 +1,5 @@
-// Package sql embeds notifyd's own schema migrations (goose format). River's
+// Package sql embeds notifyd's own schema migrations (goose format) and the
+// current definition of every SQL function notifyd installs. River's
 // migrations are applied beside them by stores.Migrate through rivermigrate.
 package sql
 
@@ -10,10 +11,27 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+//go:embed functions/*.sql
+var functions embed.FS
+
 // MigrationsDir returns the migrations as a file system whose root holds the
 // NNNNN_name.sql files, applied in version order.
 func MigrationsDir() fs.FS {
 	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err) // the embedded directory always exists
+	}
+	return sub
+}
+
+// FunctionsDir returns the current definitions of notifyd's SQL functions as
+// a file system whose root holds one <name>.sql file per function name: the
+// CREATE OR REPLACE statement (every overload of the name) that the
+// migrations, replayed in order, leave installed. A migration that changes a
+// function restates its file whole; a test compares each file with what the
+// migrations installed.
+func FunctionsDir() fs.FS {
+	sub, err := fs.Sub(functions, "functions")
 	if err != nil {
 		panic(err) // the embedded directory always exists
 	}

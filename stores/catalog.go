@@ -8,12 +8,14 @@ import (
 )
 
 // CatalogNotifier is one notifier as the SQL functions see it: notify_send
-// refuses a notifier that is not in the catalog and inline recipients beyond
-// MaxRecipients.
+// refuses a notifier that is not in the catalog, inline recipients beyond
+// MaxRecipients, and params that fail Params (the checkable part of the
+// notifier's params schema; zero: nothing is checked at enqueue).
 type CatalogNotifier struct {
 	Name          string
 	Category      string
 	MaxRecipients int
+	Params        ParamsCheck
 }
 
 // FanoutJob is the River job every send inserts beside the notification (see
@@ -37,7 +39,8 @@ type Catalog struct {
 // upserted in name order, so two replicas publishing at once lock rows in the
 // same order; a row is only rewritten when its attributes changed, so
 // updated_at says when it last changed. With $8 (prune) it also deletes the
-// notifiers absent from this catalog.
+// notifiers absent from this catalog. $9 and $10 are each notifier's params
+// check (ParamsCheck's Schema and Check; NULL: none).
 const publishCatalogSQL = `
 WITH fanout AS (
     INSERT INTO notify_fanout_job AS f (singleton, kind, queue, max_attempts, priority)
@@ -49,13 +52,16 @@ WITH fanout AS (
           IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.max_attempts, EXCLUDED.priority)
     RETURNING 1
 ), upserted AS (
-    INSERT INTO notify_notifiers AS n (name, category, max_recipients)
-    SELECT u.name, u.category, u.max_recipients
-    FROM unnest($5::text[], $6::text[], $7::integer[]) AS u(name, category, max_recipients)
+    INSERT INTO notify_notifiers AS n (name, category, max_recipients, params_schema, params_check)
+    SELECT u.name, u.category, u.max_recipients, u.params_schema, u.params_check::jsonpath
+    FROM unnest($5::text[], $6::text[], $7::integer[], $9::jsonb[], $10::text[])
+         AS u(name, category, max_recipients, params_schema, params_check)
     ORDER BY u.name COLLATE "C"
     ON CONFLICT (name) DO UPDATE
-    SET category = EXCLUDED.category, max_recipients = EXCLUDED.max_recipients, updated_at = now()
-    WHERE (n.category, n.max_recipients) IS DISTINCT FROM (EXCLUDED.category, EXCLUDED.max_recipients)
+    SET category = EXCLUDED.category, max_recipients = EXCLUDED.max_recipients,
+        params_schema = EXCLUDED.params_schema, params_check = EXCLUDED.params_check, updated_at = now()
+    WHERE (n.category, n.max_recipients, n.params_schema, n.params_check::text)
+          IS DISTINCT FROM (EXCLUDED.category, EXCLUDED.max_recipients, EXCLUDED.params_schema, EXCLUDED.params_check::text)
     RETURNING 1
 ), removed AS (
     DELETE FROM notify_notifiers
@@ -80,6 +86,8 @@ func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed 
 	names := make([]string, len(ns))
 	categories := make([]string, len(ns))
 	maxRecipients := make([]int32, len(ns))
+	schemas := make([]*string, len(ns))
+	checks := make([]*string, len(ns))
 	for i, n := range ns {
 		if n.Name == "" || n.MaxRecipients <= 0 {
 			return 0, nil, fmt.Errorf("publish catalog: notifier %q: a name and a positive max_recipients are required", n.Name)
@@ -88,10 +96,14 @@ func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed 
 			return 0, nil, fmt.Errorf("publish catalog: notifier %q listed twice", n.Name)
 		}
 		names[i], categories[i], maxRecipients[i] = n.Name, n.Category, int32(n.MaxRecipients)
+		if n.Params.Check != "" {
+			schema, check := string(n.Params.Schema), n.Params.Check
+			schemas[i], checks[i] = &schema, &check
+		}
 	}
 	var n int64
 	err = db.QueryRow(ctx, publishCatalogSQL, f.Kind, f.Queue, f.MaxAttempts, f.Priority, names, categories,
-		maxRecipients, prune).Scan(&n, &removed)
+		maxRecipients, prune, schemas, checks).Scan(&n, &removed)
 	if err != nil {
 		return 0, nil, fmt.Errorf("publish catalog: %w", err)
 	}
@@ -102,7 +114,9 @@ const catalogSQL = `
 SELECT f.kind, f.queue, f.max_attempts, f.priority,
        coalesce(array_agg(n.name ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
        coalesce(array_agg(n.category ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
-       coalesce(array_agg(n.max_recipients ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}')
+       coalesce(array_agg(n.max_recipients ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
+       coalesce(array_agg(n.params_schema::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
+       coalesce(array_agg(n.params_check::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}')
 FROM notify_fanout_job f
 LEFT JOIN notify_notifiers n ON true
 GROUP BY f.kind, f.queue, f.max_attempts, f.priority`
@@ -112,14 +126,18 @@ func ReadCatalog(ctx context.Context, db DB) (Catalog, error) {
 	var c Catalog
 	var names, categories []string
 	var maxRecipients []int32
+	var schemas, checks []*string
 	err := db.QueryRow(ctx, catalogSQL).Scan(&c.Fanout.Kind, &c.Fanout.Queue, &c.Fanout.MaxAttempts,
-		&c.Fanout.Priority, &names, &categories, &maxRecipients)
+		&c.Fanout.Priority, &names, &categories, &maxRecipients, &schemas, &checks)
 	if err != nil {
 		return Catalog{}, fmt.Errorf("read catalog: %w", notFound(err))
 	}
 	c.Notifiers = make([]CatalogNotifier, len(names))
 	for i := range names {
 		c.Notifiers[i] = CatalogNotifier{Name: names[i], Category: categories[i], MaxRecipients: int(maxRecipients[i])}
+		if schemas[i] != nil && checks[i] != nil {
+			c.Notifiers[i].Params = ParamsCheck{Schema: *schemas[i], Check: *checks[i]}
+		}
 	}
 	return c, nil
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -77,6 +79,129 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, logger *slo
 	}
 	for _, v := range res.Versions {
 		logger.InfoContext(ctx, "applied migration", "source", "river", "version", v.Version, "duration", v.Duration)
+	}
+	return grantAppRole(ctx, conn, logger)
+}
+
+// AppRole is the role `notifyd migrate` creates (NOLOGIN) unless it exists,
+// and grants USAGE on notifyd's schema and EXECUTE on the SQL API's five
+// functions (AppFunctions) and nothing else. An application's role that is
+// granted it (GRANT notifyd_app TO app) can send, cancel, subscribe,
+// unsubscribe and write profiles in its own transactions, and can read or
+// write no notifyd table. Roles belong to the server, not to a database: every
+// notifyd database and schema on a server shares the one role.
+const AppRole = "notifyd_app"
+
+// AppFunctions are the functions of the SQL API, which AppRole may execute
+// (every overload of each). Every other notify_* function is closed to PUBLIC.
+var AppFunctions = []string{"notify_send", "notify_cancel", "notify_subscribe", "notify_unsubscribe", "notify_put_recipient"}
+
+// appRoleStateSQL reads what grantAppRole decides on: the schema, whether
+// the role exists, whether the migrating role may create it, and whether
+// PUBLIC may create objects in the schema (where the API functions resolve
+// their names).
+const appRoleStateSQL = `
+SELECT current_schema(),
+       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'notifyd_app'),
+       coalesce((SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user), false),
+       has_schema_privilege('public', current_schema(), 'CREATE')`
+
+const createAppRoleSQL = `CREATE ROLE notifyd_app NOLOGIN`
+
+// securePrivilegesSQL closes every notify_* function of the schema to
+// PUBLIC (CREATE FUNCTION grants PUBLIC EXECUTE: the migrations revoke it
+// for what they create, and this catches what they missed), takes every
+// privilege PUBLIC holds on notifyd's and River's tables and sequences, and,
+// when notifyd_app exists, grants it USAGE on the schema and EXECUTE on the
+// SQL API. It is idempotent: every migrate runs it.
+const securePrivilegesSQL = `
+DO $$
+DECLARE
+    f regprocedure;
+    r regclass;
+BEGIN
+    FOR f IN SELECT p.oid FROM pg_proc p
+             WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify\_%'
+               AND has_function_privilege('public', p.oid, 'EXECUTE') LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
+    END LOOP;
+    FOR r IN SELECT c.oid FROM pg_class c
+             WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
+               AND (c.relname LIKE 'notify\_%' OR c.relname LIKE 'river\_%')
+               AND EXISTS (SELECT 1 FROM aclexplode(c.relacl) a WHERE a.grantee = 0) LOOP
+        EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', r);
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'notifyd_app') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %I TO notifyd_app', current_schema());
+        FOR f IN SELECT p.oid FROM pg_proc p
+                 WHERE p.pronamespace = current_schema()::regnamespace
+                   AND p.proname IN ('notify_send', 'notify_cancel', 'notify_subscribe', 'notify_unsubscribe',
+                                     'notify_put_recipient') LOOP
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO notifyd_app', f);
+        END LOOP;
+    END IF;
+END
+$$`
+
+// appRoleStatementsSQL lists what a superuser runs when the migrating role
+// may not create roles: the role, then the grants securePrivilegesSQL makes.
+const appRoleStatementsSQL = `
+SELECT 'CREATE ROLE notifyd_app NOLOGIN;'
+UNION ALL
+SELECT format('GRANT USAGE ON SCHEMA %I TO notifyd_app;', current_schema())
+UNION ALL
+(SELECT format('GRANT EXECUTE ON FUNCTION %I.%I(%s) TO notifyd_app;', current_schema(), p.proname,
+               pg_get_function_identity_arguments(p.oid))
+ FROM pg_proc p
+ WHERE p.pronamespace = current_schema()::regnamespace
+   AND p.proname IN ('notify_send', 'notify_cancel', 'notify_subscribe', 'notify_unsubscribe', 'notify_put_recipient')
+ ORDER BY p.proname, p.oid)`
+
+// grantAppRole creates AppRole unless it exists and secures the schema's
+// privileges (securePrivilegesSQL). Where the migrating role may not create
+// roles, the migration does not fail for it: the SQL API is then granted to
+// no role, and a warning says so with the statements a superuser runs (or
+// only the CREATE ROLE, then migrate again).
+func grantAppRole(ctx context.Context, conn *pgxpool.Conn, logger *slog.Logger) error {
+	var schema string
+	var exists, canCreate, publicCreate bool
+	if err := conn.QueryRow(ctx, appRoleStateSQL).Scan(&schema, &exists, &canCreate, &publicCreate); err != nil {
+		return fmt.Errorf("migrate: read roles: %w", err)
+	}
+	if !exists && canCreate {
+		_, err := conn.Exec(ctx, createAppRoleSQL)
+		var pgErr *pgconn.PgError
+		// Another database of the server, migrating at the same time, may
+		// have created it first.
+		if err != nil && !(errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505")) {
+			return fmt.Errorf("migrate: create role %s: %w", AppRole, err)
+		}
+		if err == nil {
+			logger.InfoContext(ctx, "created role", "role", AppRole)
+		}
+		exists = true
+	}
+	if _, err := conn.Exec(ctx, securePrivilegesSQL); err != nil {
+		return fmt.Errorf("migrate: grant the SQL API to %s: %w", AppRole, err)
+	}
+	if !exists {
+		rows, err := conn.Query(ctx, appRoleStatementsSQL)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		statements, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		logger.WarnContext(ctx, "role "+AppRole+" does not exist and this role may not create roles (no CREATEROLE): "+
+			"the SQL API is granted to no role. Ask a superuser to run the statements below once, "+
+			"or only the CREATE ROLE and then `notifyd migrate` again; the migration itself is complete",
+			"role", AppRole, "schema", schema, "statements", strings.Join(statements, " "))
+	}
+	if publicCreate {
+		logger.WarnContext(ctx, "any role may create objects in schema "+schema+", where notifyd's SQL API functions "+
+			"look up their tables and functions: a role could shadow them. Revoke it (PostgreSQL 15's default): "+
+			"REVOKE CREATE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" FROM PUBLIC", "schema", schema)
 	}
 	return nil
 }

@@ -11,35 +11,35 @@ import (
 
 // NewNotification is a notification as SendTx writes it.
 type NewNotification struct {
-	ID         string
 	Notifier   string
 	Key        string
 	Actor      string // "" for none
 	Recipients []string
 	Reasons    []string // parallel to Recipients
 	Topics     []string
-	// InlineSorted promises that Recipients are sorted by id in byte order
-	// with no id twice: the fan-out then keeps the list as written.
-	InlineSorted bool
-	Params       json.RawMessage // a JSON object; nil is {}
-	SendAt       time.Time       // zero: fan out now
+	Params     json.RawMessage // a JSON object; nil is {}
+	SendAt     time.Time       // zero: fan out now
 }
 
 // insertNotificationSQL writes the notification and its notify.fanout River
 // job in one statement (SendTx promises at most one round trip in the
-// caller's transaction). notify_enqueue, installed by the migrations
-// (sql/migrations/00008_sql_enqueue.sql), is the one definition of what a
-// send writes: the SQL function notify_send, which applications in other
-// languages call, writes through it too. It takes the fan-out job's kind,
-// queue, attempts and priority from notify_fanout_job, which PublishCatalog
+// caller's transaction), through the overload of the SQL function
+// notify_send that takes the recipients as arrays: the public API an
+// application role may execute (sql/functions/notify_send.sql). It checks
+// what notify_send checks (the catalog, max_recipients, the params schema's
+// checkable part), sorts the recipients and topics, and ends in
+// notify_enqueue, the one definition of what a send writes, which the JSON
+// overload applications call ends in too. The fan-out job's kind, queue,
+// attempts and priority come from notify_fanout_job, which PublishCatalog
 // keeps equal to the Go declaration of the job.
 const insertNotificationSQL = `
 SELECT id::text, duplicate
-FROM notify_enqueue($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)`
+FROM notify_send($1, $2, $3::text[], $4::text[], $5::jsonb, $6::text[], $7, $8)`
 
 // InsertNotification writes n and enqueues its fan-out, in one round trip. It
 // reports the id and whether (notifier, key) already existed, in which case
-// nothing was written.
+// nothing was written. What notify_send refuses is a *pgconn.PgError with
+// SQLSTATE 22023 (see InputErrorOf).
 func InsertNotification(ctx context.Context, db DB, n NewNotification) (id string, duplicate bool, err error) {
 	var sendAt *time.Time
 	if !n.SendAt.IsZero() {
@@ -48,6 +48,10 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 	var params any
 	if n.Params != nil {
 		params = string(n.Params)
+	}
+	var actor *string
+	if n.Actor != "" {
+		actor = &n.Actor
 	}
 	recipients, reasons, topics := n.Recipients, n.Reasons, n.Topics
 	if recipients == nil {
@@ -59,8 +63,8 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 	if topics == nil {
 		topics = []string{}
 	}
-	err = db.QueryRow(ctx, insertNotificationSQL, n.ID, n.Notifier, n.Key, n.Actor, recipients, reasons,
-		topics, params, sendAt, n.InlineSorted).Scan(&id, &duplicate)
+	err = db.QueryRow(ctx, insertNotificationSQL, n.Notifier, n.Key, recipients, reasons, params, topics, actor,
+		sendAt).Scan(&id, &duplicate)
 	if err != nil {
 		return "", false, fmt.Errorf("insert notification %s/%s: %w", n.Notifier, n.Key, err)
 	}

@@ -46,44 +46,82 @@ type RecipientProfile struct {
 	UpdatedAt time.Time
 }
 
-// putRecipientSQL creates or replaces a profile. It is a full replace (PUT):
-// a field given as NULL is cleared. webhook_gone_at survives only while the
-// webhook_url stays the same: a new address deserves a new try.
-const putRecipientSQL = `
-INSERT INTO notify_recipients AS r (id, email, name, locale, timezone, webhook_url, data, tokens_valid_after,
-                                     phone, quiet_hours)
-VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::jsonb, '{}'), CASE WHEN $9::boolean THEN $8::timestamptz END,
-        $10, CASE WHEN $12::boolean THEN $11::jsonb END)
-ON CONFLICT (id) DO UPDATE
-SET email = EXCLUDED.email,
-    name = EXCLUDED.name,
-    locale = EXCLUDED.locale,
-    timezone = EXCLUDED.timezone,
-    webhook_url = EXCLUDED.webhook_url,
-    webhook_gone_at = CASE WHEN r.webhook_url IS NOT DISTINCT FROM EXCLUDED.webhook_url THEN r.webhook_gone_at END,
-    data = EXCLUDED.data,
-    phone = EXCLUDED.phone,
-    tokens_valid_after = CASE WHEN $9::boolean THEN EXCLUDED.tokens_valid_after ELSE r.tokens_valid_after END,
-    quiet_hours = CASE WHEN $12::boolean THEN EXCLUDED.quiet_hours ELSE r.quiet_hours END,
-    updated_at = now()
-RETURNING id, email, name, locale, timezone, webhook_url, data, webhook_gone_at, tokens_valid_after, created_at, updated_at,
-          phone, quiet_hours`
+// putRecipientSQL runs notify_put_recipient (sql/functions/
+// notify_put_recipient.sql), the one definition of a profile write and its
+// rules: PUT /v1/recipients/{id}, the Go API and applications calling it from
+// SQL all write through it. A key absent from the profile object keeps what
+// is stored, null clears it, and webhook_gone_at survives only while the
+// webhook_url stays the same. An invalid field is SQLSTATE 22023 naming it
+// (see InputErrorOf).
+const putRecipientSQL = `SELECT notify_put_recipient($1, $2::jsonb)`
+
+// profileJSON is p as notify_put_recipient's profile object, with PUT's
+// replace: every text field and data are given (null when nil), so what p
+// leaves unset is cleared; tokens_valid_after and quiet_hours are given only
+// when their Set flag is, so a write that does not know of them keeps them.
+func (p RecipientProfile) profileJSON() (json.RawMessage, error) {
+	m := map[string]any{"email": p.Email, "name": p.Name, "locale": p.Locale, "timezone": p.Timezone,
+		"webhook_url": p.WebhookURL, "phone": p.Phone, "data": p.Data}
+	if p.Data == nil {
+		m["data"] = nil
+	}
+	if p.SetTokensValidAfter {
+		m["tokens_valid_after"] = nil
+		if p.TokensValidAfter != nil {
+			m["tokens_valid_after"] = p.TokensValidAfter.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if p.SetQuietHours {
+		m["quiet_hours"] = nil
+		if len(p.QuietHours) > 0 {
+			m["quiet_hours"] = p.QuietHours
+		}
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("recipient %s: encode profile: %w", p.ID, err)
+	}
+	return raw, nil
+}
 
 // PutRecipient creates p.ID's profile or replaces it with p (nil fields are
-// cleared) and returns the profile as stored. Validation of the fields is the
-// caller's: the database only checks that the id is 1 to 255 bytes.
+// cleared; see profileJSON) and returns the profile as stored. The rules are
+// notify_put_recipient's: an invalid field is a 22023 error naming it.
 func PutRecipient(ctx context.Context, db DB, p RecipientProfile) (*RecipientProfile, error) {
-	var data any
-	if p.Data != nil {
-		data = string(p.Data)
-	}
-	row := db.QueryRow(ctx, putRecipientSQL, p.ID, p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL, data,
-		p.TokensValidAfter, p.SetTokensValidAfter, p.Phone, rawOrNil(p.QuietHours), p.SetQuietHours)
-	out, err := scanRecipient(row)
+	raw, err := p.profileJSON()
 	if err != nil {
-		return nil, fmt.Errorf("put recipient %s: %w", p.ID, err)
+		return nil, err
+	}
+	return PutRecipientJSON(ctx, db, p.ID, raw)
+}
+
+// PutRecipientJSON writes profile (notify_put_recipient's profile object:
+// absent keys kept, null clears) for recipient id and reads the profile back,
+// in one round trip and one implicit transaction.
+func PutRecipientJSON(ctx context.Context, db DB, id string, profile json.RawMessage) (*RecipientProfile, error) {
+	b := &pgx.Batch{}
+	b.Queue(putRecipientSQL, id, string(profile))
+	b.Queue(getRecipientSQL, id)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("put recipient %s: %w", id, err)
+	}
+	out, err := scanRecipient(br.QueryRow())
+	if err != nil {
+		return nil, fmt.Errorf("put recipient %s: read back: %w", id, err)
 	}
 	return out, nil
+}
+
+// WriteRecipient writes profile for recipient id and reads nothing back:
+// what a role granted only notifyd_app, which may not read
+// notify_recipients, can do (PutRecipientTx).
+func WriteRecipient(ctx context.Context, db DB, id string, profile json.RawMessage) error {
+	if _, err := db.Exec(ctx, putRecipientSQL, id, string(profile)); err != nil {
+		return fmt.Errorf("put recipient %s: %w", id, err)
+	}
+	return nil
 }
 
 const getRecipientSQL = `

@@ -10,6 +10,7 @@ package stores
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,4 +63,46 @@ func notFound(err error) error {
 		return ErrNotFound
 	}
 	return err
+}
+
+// SQLInputError is what a notifyd SQL function refused (SQLSTATE 22023,
+// invalid_parameter_value): Field is the error's COLUMN ("email",
+// "recipients[2].id", "params", "notifier"), Message the rest of the message
+// after "<field>: " when it starts so, else the whole message. For params
+// that fail the notifier's schema ("<notifier>: params <pointer>: <message>"),
+// Pointer is the JSON pointer of the failing value (the error's DETAIL) and
+// Message what is wrong with it.
+type SQLInputError struct {
+	Field   string
+	Message string
+	// Schema is set for params that fail the notifier's JSON Schema; Pointer
+	// is then the failing value's JSON pointer ("" for the params object).
+	Schema  bool
+	Pointer string
+}
+
+// InputErrorOf returns the SQLInputError err carries, if it is a 22023
+// error naming a field, as notify_send, notify_put_recipient and the other
+// SQL API functions raise for bad input.
+func InputErrorOf(err error) (SQLInputError, bool) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.ColumnName == "" {
+		return SQLInputError{}, false
+	}
+	e := SQLInputError{Field: pgErr.ColumnName, Message: pgErr.Message}
+	if rest, ok := strings.CutPrefix(pgErr.Message, pgErr.ColumnName+": "); ok {
+		e.Message = rest
+	}
+	if e.Field == "params" && strings.Contains(pgErr.Message, ": params") {
+		// "<notifier>: params <pointer>: <message>"
+		e.Schema, e.Pointer = true, pgErr.Detail
+		prefix := "params: "
+		if e.Pointer != "" {
+			prefix = "params " + e.Pointer + ": "
+		}
+		if _, rest, ok := strings.Cut(pgErr.Message, prefix); ok {
+			e.Message = rest
+		}
+	}
+	return e, true
 }

@@ -47,6 +47,36 @@ func Subscribe(ctx context.Context, db DB, topic, recipient, reason string) (*Su
 	return &s, nil
 }
 
+// notifySubscribeSQL and notifyUnsubscribeSQL run the SQL API's functions,
+// which check the topic, recipient and reason themselves: the Go API's
+// SubscribeTx and UnsubscribeTx call them, so that a role granted only
+// notifyd_app can.
+const (
+	notifySubscribeSQL   = `SELECT notify_subscribe($1, $2, $3)`
+	notifyUnsubscribeSQL = `SELECT notify_unsubscribe($1, $2)`
+)
+
+// NotifySubscribe runs notify_subscribe: it subscribes recipient to topic for
+// reason ("" is "subscribed") and reports whether the subscription is new.
+// Bad input is a 22023 error naming the field (see InputErrorOf).
+func NotifySubscribe(ctx context.Context, db DB, topic, recipient, reason string) (bool, error) {
+	var created bool
+	if err := db.QueryRow(ctx, notifySubscribeSQL, topic, recipient, reason).Scan(&created); err != nil {
+		return false, fmt.Errorf("subscribe %s to %s: %w", recipient, topic, err)
+	}
+	return created, nil
+}
+
+// NotifyUnsubscribe runs notify_unsubscribe and reports whether there was a
+// subscription.
+func NotifyUnsubscribe(ctx context.Context, db DB, topic, recipient string) (bool, error) {
+	var existed bool
+	if err := db.QueryRow(ctx, notifyUnsubscribeSQL, topic, recipient).Scan(&existed); err != nil {
+		return false, fmt.Errorf("unsubscribe %s from %s: %w", recipient, topic, err)
+	}
+	return existed, nil
+}
+
 const unsubscribeSQL = `DELETE FROM notify_subscriptions WHERE topic = $1 AND recipient = $2`
 
 // Unsubscribe removes recipient's subscription to topic and reports whether

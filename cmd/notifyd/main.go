@@ -10,6 +10,7 @@
 //	notifyd retry      re-drive failed deliveries
 //	notifyd dev        the embedded default: private Postgres, captured email
 //	notifyd preview    render a notifier's message on one channel
+//	notifyd gen types  write the notifiers' params types (TypeScript, Python, Go)
 //	notifyd version    print the version
 //
 // Every command takes -config (default config.yaml, then $NOTIFYD_CONFIG).
@@ -75,6 +76,7 @@ commands:
   dev         run with a private PostgreSQL and a captured-email page
   preview     render a notifier's message on one channel (-notifier N -channel C)
   vapid-keys  print a new VAPID key pair for channels.web_push
+  gen types   write every notifier's params type for a language (-lang ts|python|go [-o FILE])
   version     print the version
 
 Every command takes -config FILE (default config.yaml, then $NOTIFYD_CONFIG).`
@@ -114,6 +116,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return (&PreviewCommand{main: m}).Run(ctx, rest)
 	case "vapid-keys":
 		return (&VAPIDKeysCommand{main: m}).Run(ctx, rest)
+	case "gen":
+		return (&GenCommand{main: m}).Run(ctx, rest)
 	case "version", "-version", "--version":
 		fmt.Fprintln(m.Stdout, "notifyd", version)
 		return nil

@@ -33,10 +33,7 @@ func newTestApp(t *testing.T) (*app, *pgxpool.Pool) {
 	if err := setup(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: exampleConfig(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := notifydtest.Client(t, pool, exampleConfig(t))
 	return &app{pool: pool, notify: client, tokenSecret: testSecret, publicURL: "https://blog.example.test",
 		logger: slog.New(slog.DiscardHandler)}, pool
 }

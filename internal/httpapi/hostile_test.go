@@ -338,7 +338,7 @@ func TestHostileRequests(t *testing.T) {
 		{"profile: id over 255 bytes", "PUT", "/v1/recipients/" + strings.Repeat("u", 256), adminToken, `{}`, 400, wire.CodeBadRequest},
 		{"profile: invalid UTF-8 id", "PUT", "/v1/recipients/%c3%28", adminToken, `{}`, 400, wire.CodeBadRequest},
 		{"profile: recipient token", "PUT", "/v1/recipients/u1", u1, `{"email":"evil@example.com"}`, 401, wire.CodeUnauthorized},
-		{"profile: tokens_valid_after not a time", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"yesterday"}`, 400, wire.CodeBadRequest},
+		{"profile: tokens_valid_after not a time", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":"yesterday"}`, 422, wire.CodeInvalidRequest},
 		{"profile: tokens_valid_after of the wrong type", "PUT", "/v1/recipients/u1", adminToken, `{"tokens_valid_after":1700000000}`, 400, wire.CodeBadRequest},
 		{"profile: get unknown", "GET", "/v1/recipients/nobody", adminToken, nil, 404, wire.CodeNotFound},
 		{"erase: unknown recipient", "DELETE", "/v1/recipients/nobody", adminToken, nil, 404, wire.CodeNotFound},

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
@@ -53,11 +53,14 @@ func (s *Server) putRecipient(w http.ResponseWriter, r *http.Request) error {
 	if err := s.DecodeJSON(w, r, &req, false); err != nil {
 		return err
 	}
-	p, err := req.profile(id)
+	profile, err := req.profile(id)
 	if err != nil {
 		return err
 	}
-	out, err := stores.PutRecipient(r.Context(), s.pool, p)
+	out, err := stores.PutRecipientJSON(r.Context(), s.pool, id, profile)
+	if in, ok := stores.InputErrorOf(err); ok {
+		return invalidField(in.Field, in.Message)
+	}
 	if err != nil {
 		return err
 	}
@@ -112,53 +115,42 @@ func (s *Server) webhookSecret(w http.ResponseWriter, r *http.Request, recipient
 	return nil
 }
 
-func (req *profileRequest) profile(id string) (stores.RecipientProfile, error) {
-	p := stores.RecipientProfile{ID: id}
+// profile is the request as notify_put_recipient's profile object, which
+// holds every rule of the fields (a value that breaks one is a 422
+// invalid_request naming the field, as from SQL and the Go API). PUT replaces
+// the whole profile, so every text field and data are given, null when
+// absent; tokens_valid_after and quiet_hours only when present. What is left
+// here is the HTTP request's own shape: the id in the body must match the
+// path, and data must be a JSON object (a 400, like every wrong JSON type).
+func (req *profileRequest) profile(id string) (json.RawMessage, error) {
 	if req.ID != nil && *req.ID != id {
-		return p, invalidField("id", "does not match the id in the path")
+		return nil, invalidField("id", "does not match the id in the path")
 	}
-	// The rules are the Go API's (notifyd.Profile.Validate); a value that
-	// breaks one is a 422 invalid_request, like every other rule of the
-	// API, and malformed JSON stays a 400.
-	fields := notifyd.Profile{Email: text(req.Email), Name: text(req.Name), Locale: text(req.Locale),
-		Timezone: text(req.Timezone), WebhookURL: text(req.WebhookURL), Phone: text(req.Phone)}
-	var inputErr *notifyd.InputError
-	if err := fields.Validate(); errors.As(err, &inputErr) {
-		return p, invalidField(inputErr.Field, inputErr.Message)
-	} else if err != nil {
-		return p, err
-	}
-	p.Email, p.Name, p.Locale, p.Timezone, p.WebhookURL = given(req.Email), given(req.Name), given(req.Locale),
-		given(req.Timezone), given(req.WebhookURL)
-	p.Phone = given(req.Phone)
 	data, err := decodeObject("data", req.Data)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
+	m := map[string]any{"email": req.Email, "name": req.Name, "locale": req.Locale, "timezone": req.Timezone,
+		"webhook_url": req.WebhookURL, "phone": req.Phone, "data": data}
 	if req.TokensValidAfter != nil {
-		p.SetTokensValidAfter = true
-		if string(req.TokensValidAfter) != "null" {
-			var at time.Time
-			if err := json.Unmarshal(req.TokensValidAfter, &at); err != nil {
-				return p, fieldError("tokens_valid_after", "want an RFC 3339 time or null: %v", err)
-			}
-			at = at.UTC()
-			p.TokensValidAfter = &at
+		// A JSON type other than string or null is malformed JSON for this
+		// field (a 400, like a number for email); a string that is not an
+		// RFC 3339 time breaks notify_put_recipient's rule (a 422).
+		if v := bytes.TrimSpace(req.TokensValidAfter); len(v) == 0 || (v[0] != '"' && string(v) != "null") {
+			return nil, fieldError("tokens_valid_after", "want an RFC 3339 time or null")
 		}
+		m["tokens_valid_after"] = req.TokensValidAfter
 	}
 	if req.QuietHours != nil {
-		q, err := parseQuietHours(req.QuietHours)
-		if err != nil {
-			return p, err
-		}
-		p.QuietHours, p.SetQuietHours = q, true
+		m["quiet_hours"] = req.QuietHours
 	}
-	// Re-encoded, not stored as sent: the decoder has replaced what jsonb
-	// cannot hold (lone surrogate escapes) and checked it is an object.
-	if p.Data, err = json.Marshal(data); err != nil {
-		return p, fieldError("data", "%v", err)
+	// Re-encoded, not passed as sent: the decoder has replaced what jsonb
+	// cannot hold (lone surrogate escapes).
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fieldError("data", "%v", err)
 	}
-	return p, nil
+	return out, nil
 }
 
 // text is an optional field's value: "" when absent or null.
@@ -167,14 +159,6 @@ func text(v *string) string {
 		return ""
 	}
 	return *v
-}
-
-// given is an optional field as stored: nil when absent, null or "".
-func given(v *string) *string {
-	if v == nil || *v == "" {
-		return nil
-	}
-	return v
 }
 
 // checkPathText validates a text id taken from the path: 1 to 255 bytes of

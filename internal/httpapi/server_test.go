@@ -25,6 +25,7 @@ import (
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -88,6 +89,11 @@ func setup(t *testing.T, opts ...setupOpts) *bundle {
 	// set them in options.
 	cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.Admin = 0, 0
 	pool := pgtest.NewDB(t)
+	// As the daemon does at start: sends go through notify_send, which
+	// checks the notifier catalog.
+	if err := server.PublishCatalog(t.Context(), pool, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
 	rc, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)

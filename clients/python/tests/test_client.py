@@ -68,7 +68,7 @@ class SyncClientTest(unittest.TestCase):
             first = notifyd.send(conn, n)
         with psycopg.connect(URL) as conn, conn.cursor() as cur:  # a cursor works too
             again = notifyd.send(cur, notifyd.Notification(notifier="comment.created", key="py-dup",
-                                                           recipients=["py-u5"]))
+                                                           recipients=["py-u5"], params=PARAMS))
         self.assertEqual(again, notifyd.SendResult(id=first.id, duplicate=True))
         self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-dup'"), 1)
 

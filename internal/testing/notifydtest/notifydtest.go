@@ -16,10 +16,12 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server"
 )
 
 // AdminToken and TokenSecret are BaseConfig's http.admin_token and
@@ -74,6 +76,21 @@ func Config(t testing.TB, yaml string) *config.Config {
 		t.Fatalf("test config: %v", err)
 	}
 	return cfg
+}
+
+// Client publishes cfg's notifier catalog to pool's database, as a daemon
+// does at start (SendTx writes through notify_send, which checks the
+// catalog), and returns a Go API client with cfg.
+func Client(t testing.TB, pool *pgxpool.Pool, cfg *config.Config) *notifyd.Client {
+	t.Helper()
+	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	client, err := notifyd.NewClient(pool, notifyd.ClientConfig{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
 }
 
 // Channels opens the built-in channels, then extra, on cfg, as a daemon

@@ -1,0 +1,123 @@
+-- notify_send_write is the part of a send both notify_send overloads share,
+-- after they checked the notifier, key, actor and audience: it checks the
+-- recipient ids and reasons (unless sorted says the caller already checked
+-- them, sorted them by id in byte order and counted the distinct ones), the
+-- topics (then sorted, each once) and the params, looks the notifier up in
+-- the catalog, checks the params against the checkable part of its JSON
+-- Schema and max_recipients, and writes through notify_enqueue.
+--
+-- The params check is the notifier's compiled SQL/JSON path predicate
+-- (notify_notifiers.params_check, written when the catalog is published):
+-- one evaluation when the params are valid. Only when they are not does
+-- notify_params_violation walk the same checks (params_schema) to find the
+-- first failing value and say what is wrong with it.
+--
+-- It trusts that its caller checked the rest; only notify_send calls it, and
+-- it runs in notify_send's pinned search_path.
+CREATE OR REPLACE FUNCTION notify_send_write(p_notifier text, p_key text, p_actor text, p_ids text[], p_reasons text[],
+                                             p_sorted boolean, p_distinct integer, p_topics text[], p_params jsonb,
+                                             p_send_at timestamptz, OUT id uuid, OUT duplicate boolean)
+LANGUAGE plpgsql
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ids text[] := coalesce(p_ids, '{}');
+    v_reasons text[] := coalesce(p_reasons, '{}');
+    v_distinct integer := p_distinct;
+    v_topics text[] := coalesce(p_topics, '{}');
+    v_params jsonb := coalesce(p_params, '{}');
+    v_ok boolean;
+    v_field text;
+    v_message text;
+    v_max integer;
+    v_check jsonpath;
+    v_violation text[];
+    v_result record;
+BEGIN
+    IF p_sorted THEN
+        NULL; -- checked and sorted by notify_send
+    ELSIF cardinality(v_ids) = 1 AND octet_length(v_ids[1]) BETWEEN 1 AND 255
+          AND coalesce(octet_length(v_reasons[1]), 0) <= 64 THEN
+        -- The common case, one recipient id, without a query.
+        v_reasons := ARRAY[coalesce(nullif(v_reasons[1], ''), 'direct')];
+        v_distinct := 1;
+    ELSIF cardinality(v_ids) > 0 THEN
+        -- Sorted by id in byte order (stable: an id given twice keeps its
+        -- entries in the order given), as SendTx sorts them.
+        SELECT coalesce(bool_and(coalesce(octet_length(u.rid) BETWEEN 1 AND 255, false)
+                                 AND coalesce(octet_length(u.reason), 0) <= 64), true),
+               array_agg(u.rid ORDER BY u.rid COLLATE "C", u.ord),
+               array_agg(coalesce(nullif(u.reason, ''), 'direct') ORDER BY u.rid COLLATE "C", u.ord),
+               count(DISTINCT u.rid COLLATE "C")
+        INTO v_ok, v_ids, v_reasons, v_distinct
+        FROM unnest(v_ids, v_reasons) WITH ORDINALITY AS u(rid, reason, ord)
+        WHERE u.ord <= cardinality(v_ids);
+        IF NOT v_ok THEN
+            SELECT format('recipients[%s].', u.ord - 1)
+                       || CASE WHEN coalesce(octet_length(u.rid), 0) NOT BETWEEN 1 AND 255 THEN 'id' ELSE 'reason' END,
+                   CASE WHEN coalesce(u.rid, '') = '' THEN 'is required'
+                        WHEN octet_length(u.rid) > 255 THEN 'longer than 255 bytes'
+                        ELSE 'longer than 64 bytes' END
+            INTO v_field, v_message
+            FROM unnest(p_ids, p_reasons) WITH ORDINALITY AS u(rid, reason, ord)
+            WHERE coalesce(octet_length(u.rid), 0) NOT BETWEEN 1 AND 255 OR octet_length(u.reason) > 64
+            ORDER BY u.ord
+            LIMIT 1;
+            PERFORM notify_input_error(coalesce(v_field, 'recipients'), coalesce(v_message, 'malformed'));
+        END IF;
+    ELSE
+        v_distinct := 0;
+    END IF;
+
+    IF cardinality(v_topics) = 1 AND octet_length(v_topics[1]) BETWEEN 1 AND 255 THEN
+        NULL; -- one valid topic: nothing to sort
+    ELSIF cardinality(v_topics) > 0 THEN
+        -- Sorted in byte order, each topic once, as SendTx stores them.
+        SELECT coalesce(bool_and(coalesce(octet_length(t.topic), 0) BETWEEN 1 AND 255), false),
+               array_agg(DISTINCT t.topic COLLATE "C" ORDER BY t.topic COLLATE "C")
+        INTO v_ok, v_topics
+        FROM unnest(v_topics) AS t(topic);
+        IF NOT v_ok THEN
+            SELECT format('topics[%s]', t.ord - 1),
+                   CASE WHEN coalesce(t.topic, '') = '' THEN 'is required' ELSE 'longer than 255 bytes' END
+            INTO v_field, v_message
+            FROM unnest(p_topics) WITH ORDINALITY AS t(topic, ord)
+            WHERE coalesce(octet_length(t.topic), 0) NOT BETWEEN 1 AND 255
+            ORDER BY t.ord
+            LIMIT 1;
+            PERFORM notify_input_error(coalesce(v_field, 'topics'), coalesce(v_message, 'malformed'));
+        END IF;
+    END IF;
+
+    IF jsonb_typeof(v_params) = 'null' THEN
+        v_params := '{}';
+    ELSIF jsonb_typeof(v_params) <> 'object' THEN
+        PERFORM notify_input_error('params', 'want a JSON object');
+    END IF;
+
+    SELECT c.max_recipients, c.params_check INTO v_max, v_check FROM notify_notifiers c WHERE c.name = p_notifier;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown notifier "%"', p_notifier USING
+            ERRCODE = '22023', COLUMN = 'notifier',
+            HINT = 'notify_send accepts the notifiers in notify_notifiers, which notifyd publishes from its config at start and at `notifyd migrate`';
+    END IF;
+    IF v_check IS NOT NULL AND (v_params @@ v_check) IS NOT TRUE THEN
+        v_violation := notify_params_violation((SELECT c.params_schema FROM notify_notifiers c WHERE c.name = p_notifier),
+                                               v_params);
+        v_violation := coalesce(v_violation, ARRAY['', 'does not match the notifier''s params schema']);
+        RAISE EXCEPTION '%: params%: %', p_notifier, CASE WHEN v_violation[1] = '' THEN '' ELSE ' ' || v_violation[1] END,
+            v_violation[2] USING ERRCODE = '22023', COLUMN = 'params', DETAIL = v_violation[1];
+    END IF;
+    IF v_distinct > v_max THEN
+        RAISE EXCEPTION 'too many recipients: % inline recipients, notifier % allows %', v_distinct,
+            p_notifier, v_max USING ERRCODE = '22023', COLUMN = 'recipients';
+    END IF;
+
+    -- An assignment, not a query: PL/pgSQL evaluates it without starting an
+    -- executor.
+    v_result := notify_enqueue(notify_uuidv7(), p_notifier, p_key, p_actor, v_ids, v_reasons, v_topics, v_params,
+                               p_send_at, v_distinct = cardinality(v_ids));
+    id := v_result.id;
+    duplicate := v_result.duplicate;
+END
+$$;

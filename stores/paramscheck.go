@@ -1,0 +1,441 @@
+package stores
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ParamsCheck is the part of a notifier's params JSON Schema that notify_send
+// checks inside the application's transaction, in the two forms the catalog
+// stores (notify_notifiers.params_schema and params_check).
+//
+// Schema is that part as a JSON Schema: the keywords type, enum, const,
+// minLength, maxLength, minimum, maximum, required, properties,
+// additionalProperties (false) and items, pruned of everything else. Check is
+// the same checks as an SQL/JSON path predicate over the params object, true
+// when they pass: notify_send evaluates it (one expression, in C), and only
+// when it fails walks Schema (notify_params_violation) to name the first
+// failing value. Both are empty when nothing is checkable.
+//
+// Only checks the full schema implies are kept, so params the full schema
+// accepts always pass: a subschema beside a $ref, $dynamicRef or
+// $recursiveRef is skipped whole (before draft 2019-09 a $ref hides its
+// siblings), items next to prefixItems or in its array form is skipped, an
+// enum or const with an object or array value is skipped (SQL/JSON path
+// compares scalars only), additionalProperties is kept only when false and
+// without patternProperties, and const is skipped under draft-04 (which has
+// no const). What is left out is still checked at fan-out, where a failing
+// notification becomes rejected.
+type ParamsCheck struct {
+	Schema string // JSON
+	Check  string
+}
+
+// CompileParamsCheck compiles schema (a notifier's params JSON Schema, as
+// config holds it: JSON-shaped values) into what notify_send checks. A nil
+// schema, or one without a checkable keyword, gives the zero ParamsCheck.
+func CompileParamsCheck(schema map[string]any) (ParamsCheck, error) {
+	if schema == nil {
+		return ParamsCheck{}, nil
+	}
+	c := paramsCompiler{draft4: isDraft4(schema)}
+	node := c.node(schema)
+	if node == nil {
+		return ParamsCheck{}, nil
+	}
+	raw, err := json.Marshal(node)
+	if err != nil {
+		return ParamsCheck{}, fmt.Errorf("compile params check: %w", err)
+	}
+	// Lax mode, cheaper, where nothing can unwrap: with no items checked,
+	// every member access and comparison is guarded (see predicate).
+	mode := "lax"
+	if node.hasItems() {
+		mode = "strict"
+	}
+	pred := node.predicate("$", mode)
+	if pred == "" {
+		return ParamsCheck{}, nil
+	}
+	return ParamsCheck{Schema: string(raw), Check: mode + " " + pred}, nil
+}
+
+func isDraft4(schema map[string]any) bool {
+	s, _ := schema["$schema"].(string)
+	return strings.Contains(s, "draft-04") || strings.Contains(s, "draft-03")
+}
+
+type paramsCompiler struct {
+	draft4 bool
+}
+
+// checkNode is one pruned subschema. Its JSON form is the JSON Schema subset
+// notify_params_violation walks.
+type checkNode struct {
+	Type                 []string              `json:"type,omitempty"`
+	Enum                 []any                 `json:"enum,omitempty"`
+	Const                *constValue           `json:"const,omitempty"`
+	MinLength            *int64                `json:"minLength,omitempty"`
+	MaxLength            *int64                `json:"maxLength,omitempty"`
+	Minimum              *json.Number          `json:"minimum,omitempty"`
+	Maximum              *json.Number          `json:"maximum,omitempty"`
+	Required             []string              `json:"required,omitempty"`
+	Properties           map[string]*checkNode `json:"properties,omitempty"`
+	AdditionalProperties *bool                 `json:"additionalProperties,omitempty"`
+	Items                *checkNode            `json:"items,omitempty"`
+}
+
+// constValue holds a const, which may be JSON null.
+type constValue struct{ v any }
+
+func (c *constValue) MarshalJSON() ([]byte, error) { return json.Marshal(c.v) }
+
+func (n *checkNode) empty() bool {
+	return len(n.Type) == 0 && n.Enum == nil && n.Const == nil && n.MinLength == nil && n.MaxLength == nil &&
+		n.Minimum == nil && n.Maximum == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
+		n.AdditionalProperties == nil && n.Items == nil
+}
+
+var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
+
+// node prunes one subschema; nil when nothing in it is checkable.
+func (c paramsCompiler) node(v any) *checkNode {
+	s, ok := v.(map[string]any)
+	if !ok {
+		return nil // true, false: boolean schemas are left to the fan-out
+	}
+	for _, ref := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+		if _, ok := s[ref]; ok {
+			return nil
+		}
+	}
+	n := &checkNode{}
+	switch t := s["type"].(type) {
+	case string:
+		if slices.Contains(jsonTypes, t) {
+			n.Type = []string{t}
+		}
+	case []any:
+		for _, e := range t {
+			if name, ok := e.(string); ok && slices.Contains(jsonTypes, name) {
+				n.Type = append(n.Type, name)
+			} else {
+				n.Type = nil // not a list of type names: leave it to the fan-out
+				break
+			}
+		}
+	}
+	if e, ok := s["enum"].([]any); ok && len(e) > 0 && allScalars(e) {
+		n.Enum = e
+	}
+	if cv, ok := s["const"]; ok && !c.draft4 && allScalars([]any{cv}) {
+		n.Const = &constValue{cv}
+	}
+	n.MinLength = count(s["minLength"])
+	n.MaxLength = count(s["maxLength"])
+	n.Minimum = number(s["minimum"])
+	n.Maximum = number(s["maximum"])
+	if req, ok := s["required"].([]any); ok {
+		for _, r := range req {
+			if name, ok := r.(string); ok && !slices.Contains(n.Required, name) {
+				n.Required = append(n.Required, name)
+			}
+		}
+		slices.Sort(n.Required)
+	}
+	if props, ok := s["properties"].(map[string]any); ok {
+		n.Properties = map[string]*checkNode{}
+		for name, sub := range props {
+			child := c.node(sub)
+			if child == nil {
+				child = &checkNode{} // still a declared property, for additionalProperties
+			}
+			n.Properties[name] = child
+		}
+	}
+	_, patterns := s["patternProperties"]
+	if ap, ok := s["additionalProperties"].(bool); ok && !ap && !patterns {
+		n.AdditionalProperties = &ap
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		if _, tuple := s["prefixItems"]; !tuple {
+			n.Items = c.node(items)
+		}
+	}
+	if len(n.Properties) > 0 && !slices.ContainsFunc(mapValues(n.Properties), func(p *checkNode) bool { return !p.empty() }) &&
+		n.AdditionalProperties == nil {
+		n.Properties = nil // only unchecked properties, and nothing needs their names
+	}
+	if n.empty() {
+		return nil
+	}
+	return n
+}
+
+func mapValues(m map[string]*checkNode) []*checkNode {
+	out := make([]*checkNode, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// allScalars reports whether every value is a string, number, boolean or
+// null: what SQL/JSON path compares with ==.
+func allScalars(vs []any) bool {
+	for _, v := range vs {
+		switch v.(type) {
+		case nil, string, bool, float64, json.Number:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func count(v any) *int64 {
+	f, ok := toFloat(v)
+	if !ok || f < 0 || f != math.Trunc(f) || f > 1<<40 {
+		return nil
+	}
+	n := int64(f)
+	return &n
+}
+
+func number(v any) *json.Number {
+	var n json.Number
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		n = json.Number(strconv.FormatFloat(v, 'f', -1, 64))
+	case json.Number:
+		n = v
+	default:
+		return nil
+	}
+	return &n
+}
+
+func toFloat(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// predicate returns the node's checks as an SQL/JSON path predicate on the
+// value at path base ("$", `$."a"`, "@"), true when they pass; "" when the
+// node checks nothing. In lax mode (the default) a member access or a
+// comparison unwraps an array, so each comes after a type() test of its
+// operand, which does not, as the left operand of && or || (which
+// PostgreSQL evaluates first, and alone when it decides the result). A
+// filter unwraps an array inside an array too, and that no test can guard:
+// [[1, 3]] would pass items: {items: {enum: [1, 2]}}. So a check with items
+// runs in strict mode, where nothing unwraps, and where a missing member or
+// a comparison of mismatched types is an error, making the predicate
+// unknown: there a member access also comes after a test that the member
+// exists (has).
+func (n *checkNode) predicate(base, mode string) string {
+	var and []string
+	only := func(t string) bool { return len(n.Type) == 1 && n.Type[0] == t }
+	// guard returns the predicate that holds for values that are not of
+	// type t (keywords for type t do not apply to them), or "" when the
+	// node's type already requires t.
+	guard := func(t string) string {
+		if only(t) || (t == "number" && only("integer")) {
+			return ""
+		}
+		return base + `.type() != "` + t + `"`
+	}
+	guarded := func(t string, conds []string) {
+		if len(conds) == 0 {
+			return
+		}
+		body := strings.Join(conds, " && ")
+		if g := guard(t); g != "" {
+			body = "(" + g + " || " + paren(body, len(conds)) + ")"
+		}
+		and = append(and, body)
+	}
+	if len(n.Type) > 0 {
+		var or []string
+		for _, t := range n.Type {
+			switch t {
+			case "integer":
+				if !slices.Contains(n.Type, "number") {
+					or = append(or, "("+base+`.type() == "number" && `+base+".floor() == "+base+")")
+				}
+			default:
+				or = append(or, base+`.type() == "`+t+`"`)
+			}
+		}
+		and = append(and, paren(strings.Join(or, " || "), len(or)))
+	}
+	if n.Const != nil {
+		and = append(and, scalarEquals(base, n.Const.v))
+	}
+	if n.Enum != nil {
+		var or []string
+		for _, v := range n.Enum {
+			or = append(or, scalarEquals(base, v))
+		}
+		and = append(and, paren(strings.Join(or, " || "), len(or)))
+	}
+	var str []string
+	if n.MinLength != nil && *n.MinLength > 0 {
+		str = append(str, base+" like_regex "+pathString(atLeast(*n.MinLength))+` flag "s"`)
+	}
+	if n.MaxLength != nil {
+		str = append(str, "!("+base+" like_regex "+pathString(atLeast(*n.MaxLength+1))+` flag "s")`)
+	}
+	guarded("string", str)
+	var num []string
+	if n.Minimum != nil {
+		num = append(num, base+" >= "+string(*n.Minimum))
+	}
+	if n.Maximum != nil {
+		num = append(num, base+" <= "+string(*n.Maximum))
+	}
+	guarded("number", num)
+	var obj []string
+	for _, name := range n.Required {
+		obj = append(obj, has(base, name, mode))
+	}
+	names := make([]string, 0, len(n.Properties))
+	for name := range n.Properties {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p := n.Properties[name].predicate(member(base, name), mode)
+		if p == "" {
+			continue
+		}
+		if !slices.Contains(n.Required, name) {
+			p = "(!" + has(base, name, mode) + " || (" + p + "))"
+		}
+		obj = append(obj, p)
+	}
+	if n.AdditionalProperties != nil {
+		var known []string
+		for _, name := range names {
+			known = append(known, "@.key == "+pathString(name))
+		}
+		if len(known) > 0 {
+			obj = append(obj, "!(exists("+base+".keyvalue() ? (!("+strings.Join(known, " || ")+"))))")
+		} else {
+			obj = append(obj, "!(exists("+base+".keyvalue()))")
+		}
+	}
+	guarded("object", obj)
+	if n.Items != nil {
+		if p := n.Items.predicate("@", mode); p != "" {
+			guarded("array", []string{"!(exists(" + base + "[*] ? (!(" + p + "))))"})
+		}
+	}
+	return strings.Join(and, " && ")
+}
+
+// paren wraps an expression of several terms in parentheses.
+func paren(s string, terms int) string {
+	if terms > 1 {
+		return "(" + s + ")"
+	}
+	return s
+}
+
+// scalarEquals is the predicate "the value at base equals v" for a JSON
+// scalar v, guarded by v's type so that lax mode cannot unwrap an array.
+func scalarEquals(base string, v any) string {
+	switch v := v.(type) {
+	case nil:
+		return base + `.type() == "null"`
+	case bool:
+		return "(" + base + `.type() == "boolean" && ` + base + " == " + strconv.FormatBool(v) + ")"
+	case string:
+		return "(" + base + `.type() == "string" && ` + base + " == " + pathString(v) + ")"
+	case float64:
+		return "(" + base + `.type() == "number" && ` + base + " == " + strconv.FormatFloat(v, 'f', -1, 64) + ")"
+	case json.Number:
+		return "(" + base + `.type() == "number" && ` + base + " == " + string(v) + ")"
+	}
+	panic(fmt.Sprintf("stores: scalarEquals of %T", v))
+}
+
+// member is the path of property name of the value at base.
+func member(base, name string) string { return base + "." + pathString(name) }
+
+// has is the predicate "the object at base has property name". In strict
+// mode exists(member) is an error, not false, when it has not; its keys are
+// looked at instead.
+func has(base, name, mode string) string {
+	if mode == "strict" {
+		return "exists(" + base + ".keyvalue() ? (@.key == " + pathString(name) + "))"
+	}
+	return "exists(" + member(base, name) + ")"
+}
+
+// hasItems reports whether n or a node below it checks an array's items.
+func (n *checkNode) hasItems() bool {
+	if n.Items != nil {
+		return true
+	}
+	for _, p := range n.Properties {
+		if p.hasItems() {
+			return true
+		}
+	}
+	return false
+}
+
+// pathString quotes s as an SQL/JSON path string literal.
+func pathString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// atLeast is a regular expression matching a string of at least n
+// characters (code points, as JSON Schema counts them). PostgreSQL bounds a
+// repetition count at 255, so longer runs are repeated groups.
+func atLeast(n int64) string {
+	var b strings.Builder
+	b.WriteString("^")
+	if q := n / 255; q > 0 {
+		b.WriteString("(?:.{255})")
+		for q > 0 {
+			c := min(q, 255)
+			fmt.Fprintf(&b, "{%d}", c)
+			q -= c
+			if q > 0 {
+				b.WriteString("(?:.{255})")
+			}
+		}
+	}
+	if r := n % 255; r > 0 {
+		fmt.Fprintf(&b, ".{%d}", r)
+	}
+	return b.String()
+}
