@@ -91,7 +91,7 @@ func (c *Client) Send(ctx context.Context, n Notification) (SendResult, error) {
 	}
 	id, dup, err := stores.InsertNotification(ctx, c.pool, row)
 	if err != nil {
-		return SendResult{}, err
+		return SendResult{}, sendError(err)
 	}
 	c.logger.DebugContext(ctx, "notification enqueued", "notification_id", id, "notifier", n.Notifier,
 		"key", n.Key, "duplicate", dup)
