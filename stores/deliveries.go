@@ -417,8 +417,8 @@ func RecentDeliveries(ctx context.Context, db DB, limit int) ([]LedgerRow, error
 
 // admitRecipientCapSQL admits one attempt of delivery $5 to recipient $1 on
 // channel $2 against the channel's per-recipient cap ($3 attempts in any
-// window of $4 seconds, at $6), in notify_throttle under notifier ” (no
-// notifier is named ”): the same upsert as a notifier's throttle
+// window of $4 seconds, at $6), in notify_throttle under the empty notifier
+// name (no notifier has it): the same upsert as a notifier's throttle
 // (writeChunkSQL), so concurrent sends queue on the row and cannot admit
 // more than the cap. The attempt was admitted when its instant is the last
 // one recorded and the row names it.
