@@ -58,6 +58,17 @@ type PushService interface {
 	CheckKeys(p256dh, auth string) (field string, err error)
 }
 
+// RecipientCapper is implemented by an opened channel that caps how many
+// messages one recipient may be sent in a window, whatever the notifier
+// (SMS: channels.sms.max_per_recipient_per_day, against toll fraud). The
+// send job admits each attempt against the cap, in the database, before it
+// calls the channel; an attempt over it settles the delivery `throttled`.
+type RecipientCapper interface {
+	// RecipientCap returns the most messages (attempts) per recipient in any
+	// window of per; a limit of 0 is no cap.
+	RecipientCap() (limit int, per time.Duration)
+}
+
 // OpenOption gives the channels a Registry opens what the daemon provides
 // beyond the config.
 type OpenOption func(*Setup)

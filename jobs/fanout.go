@@ -414,8 +414,23 @@ func (w *FanoutWorker) reject(ctx context.Context, tx pgx.Tx, job *river.Job[Fan
 	if err := w.complete(ctx, tx); err != nil {
 		return err
 	}
-	w.Deps.metrics().Notification(st.Notifier, "rejected")
+	w.Deps.metrics().Notification(w.Deps.notifierLabel(st.Notifier), "rejected")
 	return nil
+}
+
+// UnknownNotifierLabel is the notifier label of the metrics of a
+// notification whose notifier is not configured: label values come from the
+// config, never from what a request named, so that a stream of made-up
+// names cannot grow the series without bound. No notifier can be named so.
+const UnknownNotifierLabel = "(unknown)"
+
+// notifierLabel is name when it is a configured notifier, else
+// UnknownNotifierLabel.
+func (d *Deps) notifierLabel(name string) string {
+	if _, ok := d.Config.Notifier(name); ok {
+		return name
+	}
+	return UnknownNotifierLabel
 }
 
 // countTerminal counts the deliveries a chunk settled at fan-out time

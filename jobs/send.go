@@ -215,6 +215,11 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 			r.giveBack(ctx, rest)
 			return
 		}
+		if send, stop := r.admitCapped(ctx, c); stop {
+			return
+		} else if !send {
+			continue
+		}
 		park, err := r.w.targets.acquire(waitCtx, l.target)
 		switch {
 		case err != nil:
@@ -263,6 +268,38 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 			return
 		}
 	}
+}
+
+// admitCapped admits c against its channel's per-recipient cap
+// (channels.RecipientCapper) and reports whether it may be sent. One over
+// the cap is settled `throttled` here (its attempt given back). A cap that
+// cannot be read, or a settle that cannot be recorded, fails the run
+// (r.fail) and stop says to end the lane, leaving the rest claimed, as a
+// failed settle does.
+func (r *sendRun) admitCapped(ctx context.Context, c *stores.Claimed) (send, stop bool) {
+	d := r.w.Deps
+	capper, ok := d.Channels[c.Channel].(channels.RecipientCapper)
+	if !ok || c.Recipient == nil {
+		return true, false
+	}
+	limit, per := capper.RecipientCap()
+	if limit <= 0 {
+		return true, false
+	}
+	admitted, err := stores.AdmitRecipientCap(ctx, d.Pool, *c.Recipient, c.Channel, c.ID, limit, per, d.now())
+	if err != nil {
+		r.fail(err)
+		return false, true
+	}
+	if admitted {
+		return true, false
+	}
+	msg := fmt.Sprintf("throttled: %s sends at most %d messages per %s to a recipient (the channel's per-recipient cap)",
+		c.Channel, limit, per)
+	r.deliveryLog(c).WarnContext(ctx, "delivery over its channel's per-recipient cap", "limit", limit, "per", per)
+	ok = r.settle(ctx, settleReq{client: r.client, settled: []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt,
+		Status: string(notifytype.StatusThrottled), Error: msg, Terminal: true, Refund: true}}})
+	return false, !ok
 }
 
 // outcome turns a send's result into its settle request, logging it. A rate

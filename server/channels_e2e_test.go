@@ -248,3 +248,77 @@ channels:
 				AND recipient = ANY($2) AND next_attempt_at IS NOT NULL`, id, []string{"p000", "p150", "p299"}) == len(onHung)
 	})
 }
+
+// SMS against toll fraud: a phone outside channels.sms.allowed_countries is
+// unavailable (never texted), and one recipient gets at most
+// channels.sms.max_per_recipient_per_day texts, whatever the notifier; the
+// rest are `throttled` with the reason, while other channels go on.
+func TestSMSCountryAllowlistAndPerRecipientCap(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	var texts atomic.Int64
+	twilio := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		texts.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"sid": "SM1", "status": "queued", "num_segments": "1"}`)
+	}))
+	defer twilio.Close()
+	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+  code.sent:
+    channels:
+      sms: {text: "Your code is {{.code}}"}
+  order.shipped:
+    channels:
+      sms: {text: "Order {{.code}} shipped"}
+channels:
+  sms:
+    account_sid: AC00000000000000000000000000000001
+    auth_token: tw-token
+    from: "+15005550006"
+    base_url: %q
+    allowed_countries: ["1", "44"]
+    max_per_recipient_per_day: 2
+`, twilio.URL))
+	cfg.Database.URL = url
+	call := apiCaller(t, runDaemon(t, cfg))
+	for id, phone := range map[string]string{"u1": "+14155550123", "u2": "+88213000000"} {
+		if code, _ := call("PUT", "/v1/recipients/"+id, notifydtest.AdminToken, map[string]any{"phone": phone}); code != 200 {
+			t.Fatalf("PUT recipient %s = %d", id, code)
+		}
+	}
+	var ids []string
+	for i, notifier := range []string{"code.sent", "order.shipped", "code.sent", "order.shipped"} {
+		code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+			"notifier": notifier, "key": fmt.Sprint("k-", i), "recipients": []any{"u1", "u2"}, "params": map[string]any{"code": fmt.Sprint(i)}})
+		if code != 202 {
+			t.Fatalf("POST notification = %d %v", code, res)
+		}
+		ids = append(ids, res["id"].(string))
+	}
+	statuses := map[string]int{}
+	notifydtest.Eventually(t, 20*time.Second, "every text settled", func() bool {
+		statuses = map[string]int{}
+		for _, id := range ids {
+			_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
+			for _, d := range n["deliveries"].([]any) {
+				d := d.(map[string]any)
+				e, _ := d["last_error"].(string)
+				key := fmt.Sprint(d["recipient"], " ", d["status"])
+				switch {
+				case strings.Contains(e, "per-recipient cap"):
+					key += " (cap)"
+				case strings.Contains(e, "allowed_countries"):
+					key += " (country)"
+				}
+				statuses[key]++
+			}
+		}
+		return statuses["u1 sent"]+statuses["u1 throttled (cap)"] == 4 && statuses["u2 unavailable (country)"] == 4
+	})
+	if statuses["u1 sent"] != 2 || statuses["u1 throttled (cap)"] != 2 {
+		t.Fatalf("u1's texts: %v, want 2 sent and 2 throttled by the cap", statuses)
+	}
+	if n := texts.Load(); n != 2 {
+		t.Fatalf("Twilio got %d texts, want 2", n)
+	}
+}

@@ -414,3 +414,33 @@ func RecentDeliveries(ctx context.Context, db DB, limit int) ([]LedgerRow, error
 	}
 	return out, rows.Err()
 }
+
+// admitRecipientCapSQL admits one attempt of delivery $5 to recipient $1 on
+// channel $2 against the channel's per-recipient cap ($3 attempts in any
+// window of $4 seconds, at $6), in notify_throttle under the empty notifier
+// name (no notifier has it): the same upsert as a notifier's throttle
+// (writeChunkSQL), so concurrent sends queue on the row and cannot admit
+// more than the cap. The attempt was admitted when its instant is the last
+// one recorded and the row names it.
+const admitRecipientCapSQL = `
+INSERT INTO notify_throttle AS t (recipient, notifier, channel, lim, per, admitted, last_delivery, updated_at)
+VALUES ($1, '', $2, $3, $4 * interval '1 second', ARRAY[$6::timestamptz], $5::uuid, $6)
+ON CONFLICT (recipient, notifier, channel) DO UPDATE
+SET lim = EXCLUDED.lim, per = EXCLUDED.per, updated_at = $6,
+    admitted = ARRAY(SELECT a FROM unnest(t.admitted) a WHERE a > $6 - EXCLUDED.per ORDER BY a)
+               || CASE WHEN (SELECT count(*) FROM unnest(t.admitted) a WHERE a > $6 - EXCLUDED.per) < EXCLUDED.lim
+                       THEN ARRAY[$6::timestamptz] ELSE '{}'::timestamptz[] END,
+    last_delivery = CASE WHEN (SELECT count(*) FROM unnest(t.admitted) a WHERE a > $6 - EXCLUDED.per) < EXCLUDED.lim
+                         THEN EXCLUDED.last_delivery ELSE t.last_delivery END
+RETURNING t.last_delivery = $5::uuid AND t.admitted[cardinality(t.admitted)] = $6`
+
+// AdmitRecipientCap admits one attempt of delivery id to recipient on
+// channel against a cap of limit attempts in any window of per (see
+// channels.RecipientCapper), at now, and reports whether it was admitted.
+func AdmitRecipientCap(ctx context.Context, db DB, recipient, channel, id string, limit int, per time.Duration, now time.Time) (bool, error) {
+	var ok bool
+	if err := db.QueryRow(ctx, admitRecipientCapSQL, recipient, channel, limit, per.Seconds(), id, now).Scan(&ok); err != nil {
+		return false, fmt.Errorf("admit %s to %s against the channel's per-recipient cap: %w", channel, recipient, err)
+	}
+	return ok, nil
+}

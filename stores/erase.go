@@ -23,6 +23,11 @@ func ErasedID(id string) string {
 	return ErasedPrefix + hex.EncodeToString(sum[:])
 }
 
+// recordErasureSQL records that the recipient of pseudonym $1 was erased now.
+const recordErasureSQL = `
+INSERT INTO notify_erased_recipients (pseudonym, erased_at) VALUES ($1, now())
+ON CONFLICT (pseudonym) DO UPDATE SET erased_at = now()`
+
 // Erasure counts what EraseRecipient removed or changed.
 type Erasure struct {
 	// Profile reports whether a notify_recipients row was deleted.
@@ -208,6 +213,10 @@ SELECT (SELECT count(*) FROM profile) > 0,
 // when it ran (it completes and settles on the pseudonymised row), and what
 // other recipients' inbox items and params say about id (their denormalised
 // content, removed by retention).
+//
+// It records the erasure under the pseudonym (notify_erased_recipients), so
+// that an unsubscribe link minted before it does not write the recipient's
+// settings back (PutPreferenceRules).
 func EraseRecipient(ctx context.Context, tx DB, id string) (*Erasure, error) {
 	b := &pgx.Batch{}
 	b.Queue(lockRecipientSQL, RecipientLockClass, id)
@@ -217,6 +226,7 @@ func EraseRecipient(ctx context.Context, tx DB, id string) (*Erasure, error) {
 		return row.Scan(&e.Profile, &e.Inbox, &e.Changes, &e.Preferences, &e.Subscriptions, &e.Mutes,
 			&e.Deliveries, &e.Cancelled, &e.Notifications, &e.Devices)
 	})
+	b.Queue(recordErasureSQL, ErasedID(id))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("erase recipient %s: %w", id, err)
 	}

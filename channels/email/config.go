@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/notifytype"
 )
@@ -64,6 +65,9 @@ type Config struct {
 	// UnsubscribeMailto, optional, adds <mailto:ADDRESS?subject=unsubscribe
 	// TOKEN> to the header for receivers that only mail.
 	UnsubscribeMailto string `yaml:"unsubscribe_mailto"`
+	// UnsubscribeTTL is how long an unsubscribe link works after the
+	// message is sent; default 60 days (1440h), at least a day.
+	UnsubscribeTTL config.Duration `yaml:"unsubscribe_ttl"`
 	// DKIM, when set, signs every message.
 	DKIM *DKIM `yaml:"dkim"`
 	// ListUnsubscribe is the removed list_unsubscribe template, decoded only
@@ -71,10 +75,11 @@ type Config struct {
 	ListUnsubscribe string `yaml:"list_unsubscribe"`
 }
 
-// SetDefaults sets tls none and a 30 s timeout.
+// SetDefaults sets tls none, a 30 s timeout and 60-day unsubscribe links.
 func (c *Config) SetDefaults() {
 	c.SMTP.TLS = "none"
 	c.Timeout = config.Duration(30 * time.Second)
+	c.UnsubscribeTTL = config.Duration(unsubscribe.DefaultTTL)
 }
 
 // SMTP is the mail server email is handed to.

@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,9 +53,15 @@ func tokenOf(t *testing.T, header string) unsubscribe.Token {
 	}
 	tok, _, _ := strings.Cut(header[len(prefix):], ">")
 	s, _ := unsubscribe.NewSigner(testTokenSecret)
-	got, err := s.Verify(tok)
+	got, err := s.VerifyAt(tok, fixedNow) // the sender's clock
 	if err != nil {
 		t.Fatalf("token %q: %v", tok, err)
+	}
+	if !got.IssuedAt.Equal(fixedNow.Truncate(time.Second)) || !got.Expires.Equal(got.IssuedAt.Add(unsubscribe.DefaultTTL)) {
+		t.Fatalf("token issued %s, expires %s; want issued at the sender's clock, for unsubscribe_ttl's default", got.IssuedAt, got.Expires)
+	}
+	if _, err := s.VerifyAt(tok, got.Expires); !errors.Is(err, unsubscribe.ErrExpired) {
+		t.Fatalf("token at its expiry: %v, want ErrExpired", err)
 	}
 	return got
 }

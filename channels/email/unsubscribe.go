@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wneessen/go-mail"
 
@@ -24,8 +25,10 @@ const oneClick = "List-Unsubscribe=One-Click"
 // unsubscriber adds the one-click unsubscribe headers to a message.
 type unsubscriber struct {
 	signer *unsubscribe.Signer
-	base   string // the validated unsubscribe_url, without a trailing slash
-	mailto string // "" or the validated unsubscribe_mailto address
+	ttl    time.Duration    // unsubscribe_ttl
+	clock  func() time.Time // dates the tokens
+	base   string           // the validated unsubscribe_url, without a trailing slash
+	mailto string           // "" or the validated unsubscribe_mailto address
 	// notifier returns a notifier's category and whether it is required;
 	// ok is false for a notifier it does not know.
 	notifier func(name string) (category string, required, ok bool)
@@ -58,7 +61,9 @@ func (u *unsubscriber) set(m *mail.Msg, recipient string, scopes []string) error
 	if u == nil || len(scopes) == 0 {
 		return nil
 	}
-	tok, err := u.signer.Sign(unsubscribe.Token{Channel: Name, Recipient: recipient, Scopes: scopes})
+	now := u.clock()
+	tok, err := u.signer.Sign(unsubscribe.Token{Channel: Name, Recipient: recipient, Scopes: scopes,
+		IssuedAt: now, Expires: now.Add(u.ttl)})
 	if err != nil {
 		return err
 	}
@@ -142,7 +147,13 @@ func newUnsubscriber(cfg *Config, opts Options) (*unsubscriber, error) {
 	if err != nil {
 		return nil, fmt.Errorf("email: channels.email.unsubscribe_url: %w", err)
 	}
-	u := &unsubscriber{base: base, notifier: opts.Notifier}
+	u := &unsubscriber{base: base, notifier: opts.Notifier, ttl: cfg.UnsubscribeTTL.D(), clock: opts.Clock}
+	if u.ttl <= 0 {
+		u.ttl = unsubscribe.DefaultTTL
+	}
+	if u.clock == nil {
+		u.clock = time.Now
+	}
 	if cfg.UnsubscribeMailto != "" {
 		if u.mailto, err = checkMailto(cfg.UnsubscribeMailto); err != nil {
 			return nil, fmt.Errorf("email: channels.email.unsubscribe_mailto: %w", err)
@@ -168,6 +179,9 @@ func checkUnsubscribe(p *config.Problems, sec *config.Section, cfg *Config, c *c
 	}
 	if _, err := checkUnsubscribeURL(cfg.UnsubscribeURL); err != nil {
 		p.Add(sec, "unsubscribe_url", "%v", err)
+	}
+	if cfg.UnsubscribeTTL.D() < 24*time.Hour {
+		p.Add(sec, "unsubscribe_ttl", "must be at least 24h (a mailbox provider may follow the link days later), got %s", cfg.UnsubscribeTTL)
 	}
 	if cfg.UnsubscribeMailto != "" {
 		if _, err := checkMailto(cfg.UnsubscribeMailto); err != nil {

@@ -1,7 +1,11 @@
 package sms
 
 import (
+	"fmt"
+	"net/netip"
+	"net/url"
 	"regexp"
+	"strings"
 	"text/template"
 	"time"
 
@@ -48,13 +52,31 @@ type Config struct {
 	MaxSegments int `yaml:"max_segments"`
 	// Timeout bounds one request; default 10s.
 	Timeout config.Duration `yaml:"timeout"`
+	// AllowedCountries are the E.164 country calling codes ("1", "44",
+	// "33") a text may be sent to; a phone elsewhere is refused (the
+	// delivery is `unavailable`). Empty: every country. Against toll fraud
+	// (texts to premium-rate numbers), list the countries you serve.
+	AllowedCountries []string `yaml:"allowed_countries"`
+	// Rate is texts per second per replica; over it the send job snoozes.
+	// 0 is unlimited.
+	Rate float64 `yaml:"rate"`
+	// MaxPerRecipientPerDay is the most texts (attempts) one recipient may be
+	// sent in any 24 hours, whatever the notifier; the rest are `throttled`.
+	// Default DefaultMaxPerRecipientPerDay; 0 is no cap.
+	MaxPerRecipientPerDay int `yaml:"max_per_recipient_per_day"`
 }
 
-// SetDefaults sets the base URL, ten segments and a 10 s timeout.
+// DefaultMaxPerRecipientPerDay is channels.sms.max_per_recipient_per_day
+// when it is not set.
+const DefaultMaxPerRecipientPerDay = 20
+
+// SetDefaults sets the base URL, ten segments, a 10 s timeout and a cap of
+// 20 texts per recipient per day.
 func (c *Config) SetDefaults() {
 	c.BaseURL = DefaultBaseURL
 	c.MaxSegments = DefaultMaxSegments
 	c.Timeout = config.Duration(10 * time.Second)
+	c.MaxPerRecipientPerDay = DefaultMaxPerRecipientPerDay
 }
 
 // Templates is a notifier's sms section: text is a text/template over the
@@ -70,6 +92,7 @@ var (
 	e164RE     = regexp.MustCompile(`^\+[1-9][0-9]{7,14}$`)
 	senderIDRE = regexp.MustCompile(`^[A-Za-z0-9 ]{1,11}$`)
 	letterRE   = regexp.MustCompile(`[A-Za-z]`)
+	countryRE  = regexp.MustCompile(`^[1-9][0-9]{0,2}$`)
 )
 
 func open(s *channels.Setup) (any, error) {
@@ -111,6 +134,20 @@ func open(s *channels.Setup) (any, error) {
 		p.Add(sec, "from", "want an E.164 number such as +14155550123, or an alphanumeric sender id (1 to 11 letters, digits or spaces, at least one letter), got %q", cfg.From)
 	}
 	p.HTTPURL(sec, "base_url", cfg.BaseURL)
+	if msg := checkBaseURL(cfg.BaseURL); msg != "" {
+		p.Add(sec, "base_url", "%s", msg)
+	}
+	for i, cc := range cfg.AllowedCountries {
+		if !countryRE.MatchString(cc) {
+			p.Add(sec, fmt.Sprintf("allowed_countries[%d]", i), "want an E.164 country calling code (1 to 3 digits, such as 1, 44 or 353), got %q", cc)
+		}
+	}
+	if cfg.Rate < 0 {
+		p.Add(sec, "rate", "must not be negative (0 is unlimited), got %v", cfg.Rate)
+	}
+	if cfg.MaxPerRecipientPerDay < 0 {
+		p.Add(sec, "max_per_recipient_per_day", "must not be negative (0 is no cap), got %d", cfg.MaxPerRecipientPerDay)
+	}
 	if cfg.MaxSegments < 1 {
 		p.Add(sec, "max_segments", "must be at least 1, got %d", cfg.MaxSegments)
 	}
@@ -119,4 +156,22 @@ func open(s *channels.Setup) (any, error) {
 		return nil, nil
 	}
 	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
+}
+
+// checkBaseURL returns why base cannot be channels.sms.base_url, "" when it
+// can: it carries the account's credentials in every request, so it must be
+// https, except on a loopback host (a local test double).
+func checkBaseURL(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "https" {
+		return "" // HTTPURL reports what does not parse
+	}
+	if u.Scheme == "http" {
+		h := u.Hostname()
+		if ip, err := netip.ParseAddr(h); (err == nil && ip.IsLoopback()) || strings.EqualFold(h, "localhost") {
+			return ""
+		}
+		return "must be an https URL (it carries the account's auth token); http only for a loopback host"
+	}
+	return ""
 }

@@ -44,11 +44,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
@@ -56,8 +59,9 @@ import (
 )
 
 var (
-	_ channels.Channel   = (*Sender)(nil)
-	_ channels.Previewer = (*Sender)(nil)
+	_ channels.Channel         = (*Sender)(nil)
+	_ channels.Previewer       = (*Sender)(nil)
+	_ channels.RecipientCapper = (*Sender)(nil)
 )
 
 // Options are the Sender's collaborators. The zero value is usable.
@@ -79,6 +83,7 @@ type Sender struct {
 	client    *http.Client
 	logger    *slog.Logger
 	clock     func() time.Time
+	limiter   *rate.Limiter // nil: unlimited (channels.sms.rate)
 }
 
 // New returns a Sender for channels.sms cfg, sending the notifiers' sms
@@ -108,6 +113,10 @@ func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, e
 	}
 	if s.cfg.MaxSegments <= 0 {
 		s.cfg.MaxSegments = DefaultMaxSegments
+	}
+	if cfg.Rate > 0 {
+		// A burst of one second's worth, as channels.email.rate.
+		s.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(math.Ceil(cfg.Rate))))
 	}
 	if s.client == nil {
 		timeout := cfg.Timeout.D()
@@ -154,7 +163,29 @@ func (s *Sender) Addressable(notifier string, r channels.Recipient) error {
 	if !e164RE.MatchString(r.Phone) {
 		return fmt.Errorf("recipient phone %q is not an E.164 number", r.Phone)
 	}
-	return nil
+	return s.checkCountry(r.Phone)
+}
+
+// checkCountry returns why phone (E.164) is outside
+// channels.sms.allowed_countries, or nil. Country calling codes are a prefix
+// code: no code is the beginning of another, so a prefix match is exact.
+func (s *Sender) checkCountry(phone string) error {
+	if len(s.cfg.AllowedCountries) == 0 {
+		return nil
+	}
+	for _, cc := range s.cfg.AllowedCountries {
+		if strings.HasPrefix(phone, "+"+cc) {
+			return nil
+		}
+	}
+	return fmt.Errorf("recipient phone %q is outside channels.sms.allowed_countries (%s)", phone,
+		strings.Join(s.cfg.AllowedCountries, ", "))
+}
+
+// RecipientCap is channels.sms.max_per_recipient_per_day per 24 hours
+// (channels.RecipientCapper).
+func (s *Sender) RecipientCap() (int, time.Duration) {
+	return s.cfg.MaxPerRecipientPerDay, 24 * time.Hour
 }
 
 // render renders the notifier's text for params and counts its segments.
@@ -221,6 +252,9 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if !e164RE.MatchString(r.Phone) {
 		return channels.Permanent(fmt.Errorf("sms to recipient %s: phone %q is not an E.164 number", r.ID, r.Phone))
 	}
+	if err := s.checkCountry(r.Phone); err != nil {
+		return channels.Permanent(fmt.Errorf("sms to recipient %s: %w", r.ID, err))
+	}
 	text, segs, enc, err := s.render(msg.Notifier, msg.Params)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("sms %s to recipient %s: %w", msg.Notifier, r.ID, err))
@@ -228,6 +262,15 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if segs > s.cfg.MaxSegments {
 		return channels.Permanent(fmt.Errorf("sms %s to recipient %s: the text is %d %s segments, more than channels.sms.max_segments (%d)",
 			msg.Notifier, r.ID, segs, enc, s.cfg.MaxSegments))
+	}
+	if s.limiter != nil {
+		now := s.clock()
+		res := s.limiter.ReserveN(now, 1)
+		if d := res.DelayFrom(now); d > 0 {
+			// Give the token back: the job snoozes and comes back later.
+			res.CancelAt(now)
+			return channels.RateLimited(fmt.Errorf("channels.sms.rate (%g/s) reached", s.cfg.Rate), d)
+		}
 	}
 	form := url.Values{"To": {r.Phone}, "From": {s.cfg.From}, "Body": {text}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, strings.NewReader(form.Encode()))

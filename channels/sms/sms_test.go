@@ -333,6 +333,9 @@ notifiers:
     from: "+1 415"
     base_url: ftp://x
     max_segments: 0
+    allowed_countries: ["44", "0", "+1", "1234"]
+    rate: -1
+    max_per_recipient_per_day: -1
 notifiers:
   n:
     example: {who: Ada}
@@ -351,11 +354,38 @@ notifiers:
 		"test.yaml:5: channels.sms.from: want an E.164 number",
 		"test.yaml:6: channels.sms.base_url:",
 		"test.yaml:7: channels.sms.max_segments: must be at least 1",
-		"test.yaml:12: notifiers.n.channels.sms.text:",
+		"test.yaml:15: notifiers.n.channels.sms.text:",
 		"notifiers.m.channels.sms.text: must be set",
+		"channels.sms.allowed_countries[1]: want an E.164 country calling code",
+		"channels.sms.allowed_countries[2]: want an E.164 country calling code",
+		"channels.sms.allowed_countries[3]: want an E.164 country calling code",
+		"test.yaml:9: channels.sms.rate: must not be negative",
+		"test.yaml:10: channels.sms.max_per_recipient_per_day: must not be negative",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q:\n%v", want, err)
+		}
+	}
+
+	if strings.Contains(err.Error(), "allowed_countries[0]") {
+		t.Errorf("country code 44 refused: %v", err)
+	}
+	// base_url carries the auth token: https, or http on loopback only.
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://api.twilio.com", true},
+		{"http://127.0.0.1:8080", true},
+		{"http://[::1]:8080", true},
+		{"http://localhost:8080", true},
+		{"http://api.twilio.com", false},
+		{"http://10.0.0.5", false},
+	} {
+		y := "channels:\n  sms: {account_sid: " + sid + ", auth_token: t, from: Acme, base_url: \"" + tc.url + "\"}\n"
+		_, err := config.ParseWith("test.yaml", []byte(y), reg.Check)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "channels.sms.base_url: must be an https URL")) {
+			t.Errorf("base_url %s: %v, want ok %v", tc.url, err, tc.ok)
 		}
 	}
 
@@ -370,5 +400,53 @@ notifiers:
 	if _, err := config.ParseWith("test.yaml", []byte(long), reg.Check); err == nil ||
 		!strings.Contains(err.Error(), "renders the example params as 2 GSM-7 segments") {
 		t.Errorf("too long example: %v", err)
+	}
+}
+
+// channels.sms.allowed_countries: a phone in another country is not
+// addressable and a send to it is refused without calling Twilio;
+// channels.sms.rate: over it a send is rate-limited, not sent.
+func TestCountryAllowlistAndRate(t *testing.T) {
+	t.Parallel()
+	tw := startTwilio(t)
+	s := newSender(t, tw, func(c *sms.Config) { c.AllowedCountries = []string{"1", "44"}; c.Rate = 1 })
+	for _, tc := range []struct {
+		phone string
+		ok    bool
+	}{
+		{"+14155550123", true},
+		{"+447700900123", true},
+		{"+88213000000", false}, // international networks: premium-rate fraud
+		{"+33612345678", false},
+	} {
+		err := s.Addressable("comment.created", channels.Recipient{ID: "u1", Phone: tc.phone})
+		if (err == nil) != tc.ok {
+			t.Errorf("Addressable(%s) = %v, want ok %v", tc.phone, err, tc.ok)
+		}
+		if tc.ok {
+			continue
+		}
+		m := message("hi")
+		m.Recipient.Phone = tc.phone
+		_, err = send(s, m)
+		if k, _ := channels.Classify(err); err == nil || k != channels.KindPermanent || !strings.Contains(err.Error(), "allowed_countries") {
+			t.Errorf("send to %s: %v, want refused for allowed_countries", tc.phone, err)
+		}
+	}
+	if n := len(tw.messages()); n != 0 {
+		t.Fatalf("Twilio got %d messages for refused countries", n)
+	}
+	if _, err := send(s, message("one")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := send(s, message("two"))
+	if k, after := channels.Classify(err); k != channels.KindRateLimited || after <= 0 || !strings.Contains(err.Error(), "channels.sms.rate") {
+		t.Fatalf("second text within a second at rate 1: %v (%v, %v), want rate limited", err, k, after)
+	}
+	if n := len(tw.messages()); n != 1 {
+		t.Fatalf("Twilio got %d messages, want 1", n)
+	}
+	if limit, per := s.RecipientCap(); limit != 0 || per != 24*time.Hour {
+		t.Fatalf("RecipientCap = %d per %s, want the Config's 0 per 24h", limit, per)
 	}
 }

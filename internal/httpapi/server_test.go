@@ -313,7 +313,7 @@ func TestExtraRoutes(t *testing.T) {
 	}
 	pool := pgtest.NewDB(t)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
-	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(),
+	s := httpapi.New(httpapi.Options{Pool: pool, Config: cfg, Registry: builtin.MustRegistry(), Clock: func() time.Time { return fixedNow },
 		Extra:      map[string]http.Handler{"GET /metrics": hello},
 		AdminExtra: map[string]http.Handler{"/riverui/": hello}})
 	// A route mounted after New that authenticates like the stream does.
@@ -391,7 +391,7 @@ func TestRequestLogAndPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg, Registry: builtin.MustRegistry(),
+	s := httpapi.New(httpapi.Options{Pool: pgtest.NewDB(t), Config: cfg, Registry: builtin.MustRegistry(), Clock: func() time.Time { return fixedNow },
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Extra: map[string]http.Handler{"GET /boom": http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			panic("kaboom")

@@ -28,19 +28,24 @@ type unsubscribeResponse struct {
 	Scopes       []string `json:"scopes"`
 }
 
-// unsubscribeToken verifies the path's token and checks that what it names
-// can still be written: a registered per-recipient channel and rules the
-// registry accepts. Anything else is the same 404 (a tampered link, one made
-// with another http.token_secret, one for a channel no longer registered),
-// so the answer tells a prober nothing.
-func (s *Server) unsubscribeToken(r *http.Request) (unsubscribe.Token, []notifyd.Rule, error) {
+// unsubscribeToken verifies the path's token at the server's clock and
+// checks that what it names can still be written: a registered per-recipient
+// channel and rules the registry accepts. Anything else is the same 404 (a
+// tampered link, an expired one, one made with another http.token_secret,
+// one for a channel no longer registered), so the answer tells a prober
+// nothing. A valid token spends one of its recipient's http.rate.recipient
+// tokens (429 when there is none): a link cannot be replayed in a loop.
+func (s *Server) unsubscribeToken(w http.ResponseWriter, r *http.Request) (unsubscribe.Token, []notifyd.Rule, error) {
 	notFound := notFoundError("this unsubscribe link is not valid")
 	if s.unsub == nil {
 		return unsubscribe.Token{}, nil, notFound
 	}
-	tok, err := s.unsub.Verify(r.PathValue("token"))
+	tok, err := s.unsub.VerifyAt(r.PathValue("token"), s.clock())
 	if err != nil {
 		return unsubscribe.Token{}, nil, notFound
+	}
+	if err := s.limitRecipient(w, tok.Recipient); err != nil {
+		return unsubscribe.Token{}, nil, err
 	}
 	if p, ok := s.reg.Lookup(tok.Channel); !ok || !p.PerRecipient {
 		return unsubscribe.Token{}, nil, notFound
@@ -74,7 +79,7 @@ func setPageHeaders(w http.ResponseWriter) {
 // scanners and link previews follow GETs.
 func (s *Server) unsubscribePage(w http.ResponseWriter, r *http.Request) error {
 	setPageHeaders(w)
-	tok, _, err := s.unsubscribeToken(r)
+	tok, _, err := s.unsubscribeToken(w, r)
 	if err != nil {
 		return err
 	}
@@ -91,7 +96,7 @@ func (s *Server) unsubscribePage(w http.ResponseWriter, r *http.Request) error {
 // changes nothing more.
 func (s *Server) unsubscribePost(w http.ResponseWriter, r *http.Request) error {
 	setPageHeaders(w)
-	tok, rules, err := s.unsubscribeToken(r)
+	tok, rules, err := s.unsubscribeToken(w, r)
 	if err != nil {
 		return err
 	}
@@ -103,8 +108,13 @@ func (s *Server) unsubscribePost(w http.ResponseWriter, r *http.Request) error {
 		stored[i] = stores.PreferenceRule{Scope: rule.Scope, Channel: rule.Channel, Mode: string(rule.Mode)}
 	}
 	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-		return stores.PutPreferenceRules(r.Context(), tx, tok.Recipient, stored)
+		return stores.PutPreferenceRules(r.Context(), tx, tok.Recipient, tok.IssuedAt, stored)
 	})
+	if errors.Is(err, stores.ErrErased) {
+		// Erased after the link was sent: nothing of the recipient is
+		// written back, and the link is as dead as any other.
+		return notFoundError("this unsubscribe link is not valid")
+	}
 	if err != nil {
 		return err
 	}

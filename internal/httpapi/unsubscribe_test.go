@@ -3,12 +3,17 @@ package httpapi_test
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/channels/unsubscribe"
+	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/wire"
 )
 
@@ -20,7 +25,8 @@ func unsubscribeToken(t *testing.T, recipient string, scopes ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := s.Sign(unsubscribe.Token{Channel: "email", Recipient: recipient, Scopes: scopes})
+	// Issued an hour before the test server's clock, valid for the default.
+	tok, err := s.Sign(unsubscribe.Token{Channel: "email", Recipient: recipient, Scopes: scopes, IssuedAt: fixedNow.Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +101,16 @@ func TestOneClickUnsubscribe(t *testing.T) {
 	// Tampered, foreign, or for another channel than registered: 404 in the
 	// API's error shape, nothing written.
 	other, _ := unsubscribe.NewSigner("another-secret-0123456789abcdef012345")
-	foreign, _ := other.Sign(unsubscribe.Token{Channel: "email", Recipient: "u2", Scopes: []string{"category:comments"}})
+	issued := fixedNow.Add(-time.Hour)
+	foreign, _ := other.Sign(unsubscribe.Token{Channel: "email", Recipient: "u2", Scopes: []string{"category:comments"}, IssuedAt: issued})
 	s, _ := unsubscribe.NewSigner(tokenSecret)
-	unknown, _ := s.Sign(unsubscribe.Token{Channel: "pager", Recipient: "u2", Scopes: []string{"category:comments"}})
-	badScope, _ := s.Sign(unsubscribe.Token{Channel: "email", Recipient: "u2", Scopes: []string{"everything"}})
+	unknown, _ := s.Sign(unsubscribe.Token{Channel: "pager", Recipient: "u2", Scopes: []string{"category:comments"}, IssuedAt: issued})
+	badScope, _ := s.Sign(unsubscribe.Token{Channel: "email", Recipient: "u2", Scopes: []string{"everything"}, IssuedAt: issued})
+	expired, _ := s.Sign(unsubscribe.Token{Channel: "email", Recipient: "u2", Scopes: []string{"category:comments"},
+		IssuedAt: fixedNow.Add(-unsubscribe.DefaultTTL - time.Hour)})
 	tampered := []byte(tok)
 	tampered[3] ^= 1
-	for _, bad := range []string{foreign, unknown, badScope, string(tampered), tok[:len(tok)-2], "x"} {
+	for _, bad := range []string{foreign, unknown, badScope, expired, string(tampered), tok[:len(tok)-2], "x"} {
 		for _, m := range []string{"GET", "POST"} {
 			r := b.do(t, m, "/v1/unsubscribe/"+bad, "", nil)
 			expect(t, r, 404, wire.CodeNotFound)
@@ -146,4 +155,67 @@ func (b *bundle) raw(t *testing.T, method, path string, body io.Reader, h http.H
 		_ = json.Unmarshal(data, &out.body)
 	}
 	return out
+}
+
+// An unsubscribe link minted before its recipient was erased writes nothing
+// (the erased recipient's settings do not come back) and is a 404; one
+// minted after the erasure works. Each valid link spends one of the
+// recipient's http.rate.recipient tokens. The request log shows no token.
+func TestUnsubscribeAfterErasureRateLimitAndLogs(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	var mu sync.Mutex
+	b := setup(t, setupOpts{yaml: emailTestConfig, options: func(o *httpapi.Options) {
+		o.Config.HTTP.Rate = config.Rate{Recipient: 0.001, RecipientBurst: 2, Admin: 0, AdminBurst: 1}
+		o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	}})
+	// Dated by the real clock, as the erasure is (the server's is fixed).
+	s, _ := unsubscribe.NewSigner(tokenSecret)
+	before, _ := s.Sign(unsubscribe.Token{Channel: "email", Recipient: "gone", Scopes: []string{"category:comments"},
+		IssuedAt: time.Now().Add(-time.Hour), Expires: fixedNow.Add(time.Hour)})
+	if _, err := b.pool.Exec(t.Context(), `INSERT INTO notify_preferences (recipient, scope, channel, mode) VALUES ('gone', '*', 'in_app', 'off')`); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, b.do(t, "DELETE", "/v1/recipients/gone", adminToken, nil), 200, "")
+	expect(t, b.do(t, "POST", "/v1/unsubscribe/"+before, "", nil), 404, wire.CodeNotFound)
+	if n := count(t, b.pool, `SELECT count(*) FROM notify_preferences WHERE recipient = 'gone'`); n != 0 {
+		t.Fatalf("an unsubscribe after the erasure wrote %d rules back", n)
+	}
+	after, _ := s.Sign(unsubscribe.Token{Channel: "email", Recipient: "gone", Scopes: []string{"category:comments"},
+		IssuedAt: time.Now().Add(time.Minute), Expires: fixedNow.Add(time.Hour)}) // after the erasure's now()
+	expect(t, b.do(t, "POST", "/v1/unsubscribe/"+after, "", nil), 200, "")
+
+	// The burst of 2 is spent (the 404 above verified too): a third is 429.
+	tok := unsubscribeToken(t, "u7", "category:comments")
+	if r := b.raw(t, "GET", "/v1/unsubscribe/"+tok, nil, nil); r.status != 200 {
+		t.Fatalf("GET page: %d", r.status)
+	}
+	expect(t, b.do(t, "POST", "/v1/unsubscribe/"+tok, "", nil), 200, "")
+	r := b.do(t, "POST", "/v1/unsubscribe/"+tok, "", nil)
+	expect(t, r, 429, wire.CodeRateLimited)
+	if r.header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, full := range []string{before, after, tok} {
+		if strings.Contains(logs.String(), full) || strings.Contains(logs.String(), full[8:20]) {
+			t.Fatalf("the request log shows an unsubscribe token:\n%s", logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "/v1/unsubscribe/"+tok[:8]+"…") {
+		t.Fatalf("the request log does not show the shortened token:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -12,8 +12,21 @@
 -- partition. No index: the rows in `sending` are few and the retry sweep's
 -- partial index (status, updated_at) finds them.
 
+-- notify_erased_recipients records each erasure under the recipient's
+-- pseudonym (stores.ErasedID: "erased:" and the SHA-256 of the id, the
+-- pseudonym the erasure already leaves on the ledger rows it keeps). A
+-- one-click unsubscribe link minted before the erasure would otherwise write
+-- the erased recipient's preferences back: the unsubscribe writes nothing
+-- for a recipient erased at or after its link was issued.
+
 -- +goose Up
 ALTER TABLE notify_deliveries ADD COLUMN claimed_by text;
 
+CREATE TABLE notify_erased_recipients (
+    pseudonym text PRIMARY KEY,
+    erased_at timestamptz NOT NULL
+);
+
 -- +goose Down
+DROP TABLE notify_erased_recipients;
 ALTER TABLE notify_deliveries DROP COLUMN claimed_by;
