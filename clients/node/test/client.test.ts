@@ -24,12 +24,12 @@ after(async () => {
 
 test("the app's row and the send roll back together", async () => {
   const res = await inTx(async (c) => {
-    await c.query("INSERT INTO app_comments (id, body) VALUES ($1, $2)", [1001, "rolled back"]);
+    await c.query("INSERT INTO comments (id, body) VALUES ($1, $2)", [1001, "rolled back"]);
     const res = await send(c, { notifier: "comment.created", key: "node-rollback", recipients: ["node-u1"], params });
     assert.equal(res.duplicate, false);
     return res;
   }, false);
-  assert.equal(await count("SELECT 1 FROM app_comments WHERE id = $1", [1001]), 0);
+  assert.equal(await count("SELECT 1 FROM comments WHERE id = $1", [1001]), 0);
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE id = $1", [res.id]), 0);
   assert.equal(await count("SELECT 1 FROM river_job WHERE args->>'notification_id' = $1", [res.id]), 0);
   // A later send of the same pair is new: the rolled-back one never existed.
@@ -40,7 +40,7 @@ test("the app's row and the send roll back together", async () => {
 
 test("the app's row and the send commit together, and the inbox item appears", async () => {
   const res = await inTx(async (c) => {
-    await c.query("INSERT INTO app_comments (id, body) VALUES ($1, $2)", [1002, "committed"]);
+    await c.query("INSERT INTO comments (id, body) VALUES ($1, $2)", [1002, "committed"]);
     return send(c, {
       notifier: "comment.created",
       key: "node-commit",
@@ -50,7 +50,7 @@ test("the app's row and the send commit together, and the inbox item appears", a
     });
   });
   assert.match(res.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7/);
-  assert.equal(await count("SELECT 1 FROM app_comments WHERE id = $1", [1002]), 1);
+  assert.equal(await count("SELECT 1 FROM comments WHERE id = $1", [1002]), 1);
   const item = await waitFor("SELECT title, reason FROM notify_inbox WHERE recipient = $1 AND key = $2", ["node-u2", "node-commit"]);
   assert.equal(item.title, "Ada commented on Hello");
   assert.equal(item.reason, "author");

@@ -1,6 +1,6 @@
 // What clients/clients_test.go gives the tests: a running notifyd, the
 // database as the application's role (only notifyd_app, plus its own table
-// app_comments) and as notifyd's owner (to check what was written).
+// comments) and as notifyd's owner (to check what was written).
 import { Pool, PoolClient } from "pg";
 
 function need(name: string): string {
