@@ -94,3 +94,11 @@ class PackageTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReadmeTest(unittest.TestCase):
+    def test_readme_stands_alone(self) -> None:
+        import re
+        readme = (ROOT / "README.md").read_text()
+        relative = re.findall(r"\]\((?!https://|#)([^)]*)\)", readme)
+        self.assertEqual(relative, [], "relative links break on the package index's page")
