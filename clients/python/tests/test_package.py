@@ -92,13 +92,13 @@ class PackageTest(unittest.TestCase):
         self.assertIn("wrong.py:7", r.stdout)  # str is not int: the package's types are used
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class ReadmeTest(unittest.TestCase):
     def test_readme_stands_alone(self) -> None:
         import re
         readme = (ROOT / "README.md").read_text()
         relative = re.findall(r"\]\((?!https://|#)([^)]*)\)", readme)
         self.assertEqual(relative, [], "relative links break on the package index's page")
+
+
+if __name__ == "__main__":
+    unittest.main()
