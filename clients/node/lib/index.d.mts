@@ -90,6 +90,15 @@ export interface Options {
   schema?: string;
 }
 
+/** Options of send. */
+export interface SendOptions extends Options {
+  /**
+   * Send from a client that is not inside a transaction: the notification
+   * then commits on its own. By default send refuses such a client.
+   */
+  allowAutocommit?: boolean;
+}
+
 /** A recipient's profile fields; absent keys are kept, null clears. */
 export interface Profile {
   /** A bare address such as ada@example.com. */
@@ -135,13 +144,23 @@ export declare class UnknownNotifierError extends InputError {
 }
 
 /**
+ * NotInTransactionError: send was given a pg.Pool, or a client outside a
+ * transaction block, where the notification would commit on its own
+ * whatever happens to the rest of your work.
+ */
+export declare class NotInTransactionError extends Error {
+  constructor(message: string);
+}
+
+/**
  * send enqueues n inside the transaction client is in. Sending the same
  * (notifier, key) again returns the first id with duplicate: true and
  * changes nothing. Throws InputError (UnknownNotifierError for a notifier
- * notifyd does not declare) for what notifyd refuses, and a TypeError for a
- * pg.Pool.
+ * notifyd does not declare) for what notifyd refuses, and
+ * NotInTransactionError for a pg.Pool or a client outside a transaction
+ * block (unless opts.allowAutocommit).
  */
-export declare function send<N extends NotifierName>(client: TxClient, n: Notification<N>, opts?: Options): Promise<SendResult>;
+export declare function send<N extends NotifierName>(client: TxClient, n: Notification<N>, opts?: SendOptions): Promise<SendResult>;
 
 /**
  * cancel cancels (notifier, key): deliveries not yet sent become cancelled

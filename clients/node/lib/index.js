@@ -33,6 +33,18 @@ class UnknownNotifierError extends InputError {
   }
 }
 
+/**
+ * NotInTransactionError: send was given a pg.Pool, or a client that is not
+ * inside a transaction, so the notification would commit on its own whatever
+ * happens to the rest of the caller's work.
+ */
+class NotInTransactionError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "NotInTransactionError";
+  }
+}
+
 function fn(name, opts) {
   if (!opts || !opts.schema) {
     return name;
@@ -78,12 +90,29 @@ function isPool(db) {
   );
 }
 
+// idleOutsideTransaction is true for a node-postgres client that is
+// outside a transaction block with nothing queued (an un-awaited BEGIN may be
+// queued: then, or when the client's state cannot be read, it is false).
+function idleOutsideTransaction(db) {
+  if (typeof db.getTransactionStatus !== "function" || db.getTransactionStatus() !== "I") {
+    return false;
+  }
+  const queued = Array.isArray(db._queryQueue) ? db._queryQueue.length : 1;
+  return queued === 0 && !db._activeQuery;
+}
+
 async function send(db, n, opts) {
   if (isPool(db)) {
-    throw new TypeError(
+    throw new NotInTransactionError(
       "notifyd.send: got a pg.Pool, which cannot hold your transaction (each query may run on another " +
         "connection, so the notification would commit on its own). Pass the client your transaction runs on: " +
         "const client = await pool.connect(); await client.query('BEGIN'); ... await send(client, n)",
+    );
+  }
+  if (db && idleOutsideTransaction(db) && !(opts && opts.allowAutocommit)) {
+    throw new NotInTransactionError(
+      "notifyd.send: the client is not in a transaction, so the notification would commit on its own: " +
+        "run client.query('BEGIN') first (or pass { allowAutocommit: true } to send on its own)",
     );
   }
   if (n === null || typeof n !== "object") {
@@ -174,6 +203,7 @@ function recipientToken(secret, recipient, ttlSeconds, now) {
 }
 
 module.exports = {
+  NotInTransactionError,
   InputError,
   UnknownNotifierError,
   send,

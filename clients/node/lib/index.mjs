@@ -3,6 +3,7 @@
 import notifyd from "./index.js";
 
 export const {
+  NotInTransactionError,
   InputError,
   UnknownNotifierError,
   send,

@@ -12,6 +12,7 @@ import {
   recipientToken,
   InputError,
   UnknownNotifierError,
+  NotInTransactionError,
 } from "@notifyd/client";
 import { app, owner, inTx, count, waitFor, api, tokenSecret } from "./env";
 
@@ -64,17 +65,40 @@ test("a duplicate returns the first id", async () => {
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-dup"]), 1);
 });
 
-test("send refuses a pg.Pool and writes nothing", async () => {
+test("send refuses a pg.Pool, and a client outside a transaction, and writes nothing", async () => {
   await assert.rejects(
     // The types refuse a pool too (typecheck.test.ts); this is the run-time check.
     send(app as any, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params }),
     (err: unknown) => {
-      assert.ok(err instanceof TypeError, String(err));
+      assert.ok(err instanceof NotInTransactionError, String(err));
       assert.match(err.message, /pg\.Pool, which cannot hold your transaction/);
       return true;
     },
   );
-  assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-pool"]), 0);
+  const c = await app.connect();
+  try {
+    await assert.rejects(
+      send(c, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params }),
+      (err: unknown) => {
+        assert.ok(err instanceof NotInTransactionError, String(err));
+        assert.match(err.message, /not in a transaction/);
+        return true;
+      },
+    );
+    assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-pool"]), 0);
+    // An un-awaited BEGIN is queued ahead of the send: that is a transaction.
+    const begin = c.query("BEGIN");
+    const res = send(c, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params });
+    await begin;
+    await res;
+    await c.query("ROLLBACK");
+    // Opting in sends on its own.
+    const alone = await send(c, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params }, { allowAutocommit: true });
+    assert.equal(alone.duplicate, false);
+  } finally {
+    c.release();
+  }
+  assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-pool"]), 1);
 });
 
 test("an unknown notifier is an UnknownNotifierError", async () => {
