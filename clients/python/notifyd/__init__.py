@@ -38,6 +38,7 @@ __all__ = [
     "Recipient",
     "SendResult",
     "NotifydError",
+    "NotInTransactionError",
     "InputError",
     "UnknownNotifierError",
     "send",
@@ -84,6 +85,12 @@ class SendResult:
 
 class NotifydError(Exception):
     """The base of notifyd's errors."""
+
+
+class NotInTransactionError(NotifydError, RuntimeError):
+    """send was given a connection outside a transaction (autocommit, or
+    Django outside transaction.atomic), where the notification would commit
+    on its own whatever happens to the rest of the caller's work."""
 
 
 class InputError(NotifydError, ValueError):
@@ -154,6 +161,24 @@ def _put_args(recipient_id: str, profile: Mapping[str, Any]) -> List[Any]:
     return [recipient_id, json.dumps(body)]
 
 
+def _outside_transaction(db: Any) -> bool:
+    """Whether db (a psycopg or psycopg2 connection or cursor) is in
+    autocommit with no transaction open: a statement would commit on its
+    own. False when that cannot be told."""
+    conn = db if hasattr(db, "autocommit") else getattr(db, "connection", None)
+    if conn is None or getattr(conn, "autocommit", False) is not True:
+        return False
+    status = getattr(getattr(conn, "info", None), "transaction_status", None)
+    return status is not None and int(status) == 0  # IDLE in psycopg and psycopg2
+
+
+def _check_transaction(db: Any, allow_autocommit: bool) -> None:
+    if not allow_autocommit and _outside_transaction(db):
+        raise NotInTransactionError(
+            "notifyd.send: the connection is in autocommit outside a transaction, so the notification would "
+            "commit on its own: use `with conn.transaction():` (or pass allow_autocommit=True to send on its own)")
+
+
 def _sqlstate(e: BaseException) -> Optional[str]:
     # psycopg 3: sqlstate; psycopg2: pgcode.
     return getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
@@ -213,12 +238,14 @@ def _run(db: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
         raise mapped from err
 
 
-def send(db: Any, n: Notification, *, schema: Optional[str] = None) -> SendResult:
+def send(db: Any, n: Notification, *, schema: Optional[str] = None, allow_autocommit: bool = False) -> SendResult:
     """Enqueue n in the transaction db is in. Sending the same (notifier, key)
     again returns the first id with duplicate=True and changes nothing.
     Raises InputError (UnknownNotifierError for a notifier notifyd does not
-    declare). schema names notifyd's schema when it is not on the
-    search_path."""
+    declare), and NotInTransactionError for a connection in autocommit
+    outside a transaction unless allow_autocommit. schema names notifyd's
+    schema when it is not on the search_path."""
+    _check_transaction(db, allow_autocommit)
     row = _run(db, _send_sql(schema), _send_args(n))
     return SendResult(id=row[0], duplicate=row[1])
 

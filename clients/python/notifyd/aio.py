@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Tuple
 
-from . import Notification, SendResult, _fn, _map_error, _put_args, _send_args, _send_sql
+from . import Notification, SendResult, _check_transaction, _fn, _map_error, _put_args, _send_args, _send_sql
 
 __all__ = ["send", "cancel", "subscribe", "unsubscribe", "put_recipient"]
 
@@ -27,8 +27,10 @@ async def _run(db: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
         raise mapped from err
 
 
-async def send(db: Any, n: Notification, *, schema: Optional[str] = None) -> SendResult:
+async def send(db: Any, n: Notification, *, schema: Optional[str] = None,
+               allow_autocommit: bool = False) -> SendResult:
     """notifyd.send, awaited."""
+    _check_transaction(db, allow_autocommit)
     row = await _run(db, _send_sql(schema), _send_args(n))
     return SendResult(id=row[0], duplicate=row[1])
 

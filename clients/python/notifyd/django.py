@@ -10,7 +10,7 @@ default one unless ``using`` names another), inside ``transaction.atomic``::
             notifier="comment.created", key=f"comment-{comment.pk}",
             recipients=[str(post.author_id)], params={...}))
 
-``send`` refuses to run outside an atomic block (in autocommit the
+``send`` refuses to run outside an atomic block (NotInTransactionError) (in autocommit the
 notification would commit on its own, even when the view then fails); with
 ``ATOMIC_REQUESTS`` every view is one. Errors are notifyd's InputError and
 UnknownNotifierError, whatever the database driver (psycopg2 or psycopg 3).
@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional
 from django.db import connections  # type: ignore[import]
 
 import notifyd
-from notifyd import Notification, SendResult
+from notifyd import NotInTransactionError, Notification, SendResult
 
 __all__ = ["send", "cancel", "subscribe", "unsubscribe", "put_recipient"]
 
@@ -33,11 +33,11 @@ def _cursor(using: Optional[str]) -> Any:
 
 
 def send(n: Notification, *, using: Optional[str] = None, schema: Optional[str] = None) -> SendResult:
-    """notifyd.send on Django's connection; raises RuntimeError outside
-    transaction.atomic."""
+    """notifyd.send on Django's connection; raises NotInTransactionError
+    outside transaction.atomic."""
     conn = connections[using or "default"]
     if not conn.in_atomic_block:
-        raise RuntimeError(
+        raise NotInTransactionError(
             "notifyd.django.send: not inside transaction.atomic(): the notification would commit on its own "
             "whatever happens to the rest of the request; wrap the write and the send in transaction.atomic()"
         )

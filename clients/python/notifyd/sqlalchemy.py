@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 import notifyd
-from notifyd import Notification, SendResult
+from notifyd import NotInTransactionError, Notification, SendResult
 
 __all__ = ["send", "cancel", "subscribe", "unsubscribe", "put_recipient"]
 
@@ -30,7 +30,7 @@ def _dbapi(bind: Any) -> Any:
         raise TypeError("notifyd.sqlalchemy: want a Session or a Connection, got " + type(bind).__name__
                         + " (an Engine has no transaction: use engine.begin())")
     if not bind.in_transaction():
-        raise RuntimeError("notifyd.sqlalchemy: the connection is not in a transaction, so the call would not "
+        raise NotInTransactionError("notifyd.sqlalchemy: the connection is not in a transaction, so the call would not "
                            "commit with your writes: use engine.begin(), connection.begin() or a Session")
     # 2.0: driver_connection is the psycopg connection; 1.4: connection is a
     # proxy of the DB-API connection, with cursor().

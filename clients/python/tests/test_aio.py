@@ -42,6 +42,9 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(cm.exception.field, "phone")
             self.assertEqual(await notifyd.aio.cancel(conn, "comment.created", "py-aio"), 1)
         self.assertEqual(scalar("SELECT locale FROM notify_recipients WHERE id = 'py-a3'"), "pt-BR")
+        async with await psycopg.AsyncConnection.connect(APP_URL, autocommit=True) as conn:
+            with self.assertRaises(notifyd.NotInTransactionError):
+                await notifyd.aio.send(conn, n)
         self.assertEqual(scalar("SELECT count(*) FROM notify_inbox WHERE key = 'py-aio'"), 0)
 
 

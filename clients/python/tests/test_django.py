@@ -62,7 +62,7 @@ class DjangoTest(unittest.TestCase):
         self.assertEqual(scalar("SELECT name FROM notify_recipients WHERE id = 'dj-p1'"), "Ada")
 
     def test_send_outside_atomic_is_refused(self) -> None:
-        with self.assertRaises(RuntimeError) as cm:
+        with self.assertRaises(notifyd.NotInTransactionError) as cm:
             notifyd.django.send(comment("dj-autocommit"))
         self.assertIn("transaction.atomic", str(cm.exception))
         self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'dj-autocommit'"), 0)

@@ -5,6 +5,7 @@ import datetime
 import unittest
 
 import psycopg
+import psycopg2
 
 import notifyd
 from tests.env import APP_URL, PARAMS, TOKEN_SECRET, inbox, scalar, wait_for
@@ -103,11 +104,28 @@ class Psycopg3Test(unittest.TestCase):
         row = scalar("SELECT row(email, name, timezone, data)::text FROM notify_recipients WHERE id = 'py-p2'")
         self.assertEqual(row, '(ada@example.com,Ada,,"{""plan"": ""pro""}")')
 
+    def test_autocommit_is_refused_unless_asked_for(self) -> None:
+        with psycopg.connect(APP_URL, autocommit=True) as conn:
+            for db in (conn, conn.cursor()):
+                with self.assertRaises(notifyd.NotInTransactionError) as cm:
+                    notifyd.send(db, comment("py-autocommit", recipients=["py-u1"]))
+                self.assertIn("conn.transaction()", str(cm.exception))
+            self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-autocommit'"), 0)
+            with conn.transaction():  # inside one, autocommit or not, it is part of it
+                notifyd.send(conn, comment("py-autocommit", recipients=["py-u1"]))
+            self.assertTrue(notifyd.send(conn, comment("py-autocommit", recipients=["py-u1"]), allow_autocommit=True).duplicate)
+        with psycopg2.connect(APP_URL) as conn2:
+            conn2.autocommit = True
+            with self.assertRaises(notifyd.NotInTransactionError):
+                notifyd.send(conn2, comment("py-autocommit-2", recipients=["py-u1"]))
+        conn2.close()
+        self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key LIKE 'py-autocommit%%'"), 1)
+
     def test_subscribe_unsubscribe_cancel(self) -> None:
         with psycopg.connect(APP_URL, autocommit=True) as conn:
             self.assertTrue(notifyd.subscribe(conn, "py-topic", "py-u6"))
             self.assertFalse(notifyd.subscribe(conn, "py-topic", "py-u6", "watching"))
-            notifyd.send(conn, comment("py-topic-1", topics=["py-topic"]))
+            notifyd.send(conn, comment("py-topic-1", topics=["py-topic"]), allow_autocommit=True)
             (reason,) = wait_for("SELECT reason FROM notify_inbox WHERE recipient = %s AND key = %s", "py-u6", "py-topic-1")
             self.assertEqual(reason, "watching")
             self.assertTrue(notifyd.unsubscribe(conn, "py-topic", "py-u6"))
