@@ -57,8 +57,10 @@ module Notifyd
     end
   end
 
-  # NotInTransactionError: notify was given an ActiveRecord connection
-  # outside a transaction, where the notification would commit on its own.
+  # NotInTransactionError: notify was given a connection outside a
+  # transaction (a PG::Connection with no BEGIN, an ActiveRecord connection
+  # outside transaction do ... end), where the notification would commit on
+  # its own whatever happens to the rest of the caller's work.
   class NotInTransactionError < Error; end
 
   ARRAY_ENCODER = PG::TextEncoder::Array.new
@@ -67,11 +69,13 @@ module Notifyd
   module_function
 
   # notify enqueues one notification in the transaction conn is in (a
-  # PG::Connection, or an ActiveRecord PostgreSQL connection, which must be
-  # inside a transaction). Sending the same notifier and key again returns
-  # the first id with duplicate true and changes nothing. Raises InputError
+  # PG::Connection or an ActiveRecord PostgreSQL connection, inside a
+  # transaction: outside one it raises NotInTransactionError, unless
+  # allow_autocommit). Sending the same notifier and key again returns the
+  # first id with duplicate true and changes nothing. Raises InputError
   # (UnknownNotifierError for a notifier notifyd does not declare).
-  def notify(conn, notifier:, key:, recipients: [], topics: [], params: {}, actor: nil, send_at: nil, schema: nil)
+  def notify(conn, notifier:, key:, recipients: [], topics: [], params: {}, actor: nil, send_at: nil, schema: nil,
+             allow_autocommit: false)
     recipients = recipients.map do |r|
       next r if r.is_a?(String)
 
@@ -83,7 +87,7 @@ module Notifyd
                     "($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6, $7::timestamptz)",
               [notifier, key, JSON.generate(recipients), JSON.generate(params || {}),
                ARRAY_ENCODER.encode(Array(topics)), actor, send_at&.iso8601(6)],
-              need_transaction: true)
+              need_transaction: !allow_autocommit)
     Result.new(id: row[0], duplicate: bool(row[1]))
   end
 
@@ -155,12 +159,20 @@ module Notifyd
   # ActiveRecord connection's raw connection after its (lazily begun)
   # transaction has been sent, so the call is part of it.
   def pg(conn, need_transaction)
-    return conn if conn.is_a?(PG::Connection)
+    if conn.is_a?(PG::Connection)
+      if need_transaction && conn.transaction_status == PG::PQTRANS_IDLE
+        raise NotInTransactionError, "Notifyd.notify: the connection is not in a transaction, so the notification " \
+                                     "would commit on its own: call it inside conn.transaction do ... end " \
+                                     "(or pass allow_autocommit: true to send on its own)"
+      end
+      return conn
+    end
 
     if conn.respond_to?(:raw_connection) && conn.respond_to?(:transaction_open?)
       if need_transaction && !conn.transaction_open?
         raise NotInTransactionError, "Notifyd.notify: the ActiveRecord connection is not in a transaction, so the " \
-                                     "notification would commit on its own: call it inside transaction do ... end"
+                                     "notification would commit on its own: call it inside transaction do ... end " \
+                                     "(or pass allow_autocommit: true to send on its own)"
       end
       conn.materialize_transactions if conn.respond_to?(:materialize_transactions)
       raw = conn.raw_connection

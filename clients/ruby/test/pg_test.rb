@@ -44,7 +44,7 @@ class PGTest < Minitest::Test
     assert_equal ["Ada commented on Hello", "author"],
                  TestEnv.wait_for("SELECT title, reason FROM notify_inbox WHERE recipient = $1 AND key = $2", "rb-u2", "rb-commit")
 
-    again = Notifyd.notify(@conn, **comment("rb-commit", recipients: ["rb-u4"]))
+    again = @conn.transaction { |c| Notifyd.notify(c, **comment("rb-commit", recipients: ["rb-u4"])) }
     assert_equal Notifyd::Result.new(id: res.id, duplicate: true), again
     assert_equal "1", TestEnv.scalar("SELECT count(*) FROM notify_notifications WHERE key = 'rb-commit'")
 
@@ -58,7 +58,7 @@ class PGTest < Minitest::Test
   def test_subscribe_put_recipient_cancel
     assert Notifyd.subscribe(@conn, "rb-topic", "rb-u6")
     refute Notifyd.subscribe(@conn, "rb-topic", "rb-u6", reason: "watching")
-    Notifyd.notify(@conn, **comment("rb-topic-1", topics: ["rb-topic"]))
+    Notifyd.notify(@conn, **comment("rb-topic-1", topics: ["rb-topic"]), allow_autocommit: true)
     assert_equal ["watching"], TestEnv.wait_for("SELECT reason FROM notify_inbox WHERE recipient = $1 AND key = $2", "rb-u6", "rb-topic-1")
     assert Notifyd.unsubscribe(@conn, "rb-topic", "rb-u6")
     refute Notifyd.unsubscribe(@conn, "rb-topic", "rb-u6")
@@ -72,19 +72,33 @@ class PGTest < Minitest::Test
                  TestEnv.wait_for("SELECT email, name, timezone, data::text FROM notify_recipients WHERE id = 'rb-p1'")
   end
 
+  def test_outside_a_transaction_is_refused_unless_asked_for
+    e = assert_raises(Notifyd::NotInTransactionError) do
+      Notifyd.notify(@conn, **comment("rb-autocommit", recipients: ["rb-u1"]))
+    end
+    assert_match(/conn.transaction do/, e.message)
+    assert_equal "0", TestEnv.scalar("SELECT count(*) FROM notify_notifications WHERE key = 'rb-autocommit'")
+    refute Notifyd.notify(@conn, **comment("rb-autocommit", recipients: ["rb-u1"]), allow_autocommit: true).duplicate?
+    assert_equal "1", TestEnv.scalar("SELECT count(*) FROM notify_notifications WHERE key = 'rb-autocommit'")
+  end
+
+  def in_tx(&block)
+    @conn.transaction(&block)
+  end
+
   def test_errors
     err = assert_raises(Notifyd::UnknownNotifierError) do
-      Notifyd.notify(@conn, notifier: "no.such", key: "rb-bad", recipients: ["x"])
+      in_tx { |c| Notifyd.notify(c, notifier: "no.such", key: "rb-bad", recipients: ["x"]) }
     end
     assert_equal ["notifier", "22023"], [err.field, err.sqlstate]
     assert_match(/unknown notifier "no.such"/, err.message)
     assert_kind_of PG::InvalidParameterValue, err.cause
 
     [
-      [-> { Notifyd.notify(@conn, **comment("rb-bad", recipients: ["x", { id: "" }])) }, "recipients[1].id", "recipients[1].id: is required", ""],
-      [-> { Notifyd.notify(@conn, **comment("rb-bad", recipients: ["x"], params: { post_title: "x" })) }, "params",
+      [-> { in_tx { |c| Notifyd.notify(c, **comment("rb-bad", recipients: ["x", { id: "" }])) } }, "recipients[1].id", "recipients[1].id: is required", ""],
+      [-> { in_tx { |c| Notifyd.notify(c, **comment("rb-bad", recipients: ["x"], params: { post_title: "x" })) } }, "params",
        "comment.created: params /author_name: missing required property", "/author_name"],
-      [-> { Notifyd.notify(@conn, **comment("rb-bad")) }, "recipients", "recipients: give at least one recipient or topic", ""],
+      [-> { in_tx { |c| Notifyd.notify(c, **comment("rb-bad")) } }, "recipients", "recipients: give at least one recipient or topic", ""],
       [-> { Notifyd.subscribe(@conn, "rb-topic", "x", reason: "two words") }, "reason", nil, ""],
       [-> { Notifyd.put_recipient(@conn, "rb-p2", { email: "nope" }) }, "email", nil, ""],
       [-> { Notifyd.put_recipient(@conn, "rb-p2", { nickname: "x" }) }, "nickname", "nickname: unknown field", ""],
