@@ -103,12 +103,12 @@ module Notifyd
   # subscribe subscribes recipient to topic (again: changes the reason);
   # true when the subscription is new.
   def subscribe(conn, topic, recipient, reason: "subscribed", schema: nil)
-    run(conn, "SELECT #{fn("notify_subscribe", schema)}($1, $2, $3)", [topic, recipient, reason])[0].then { |v| bool(v) }
+    bool(run(conn, "SELECT #{fn("notify_subscribe", schema)}($1, $2, $3)", [topic, recipient, reason])[0])
   end
 
   # unsubscribe removes the subscription; true when there was one.
   def unsubscribe(conn, topic, recipient, schema: nil)
-    run(conn, "SELECT #{fn("notify_unsubscribe", schema)}($1, $2)", [topic, recipient])[0].then { |v| bool(v) }
+    bool(run(conn, "SELECT #{fn("notify_unsubscribe", schema)}($1, $2)", [topic, recipient])[0])
   end
 
   # put_recipient creates or changes the recipient's profile in conn's
