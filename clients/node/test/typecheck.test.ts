@@ -115,3 +115,12 @@ test("the ESM and CommonJS declarations are the same file", () => {
   const esm = fs.readFileSync(path.join(root, "lib", "index.d.mts"), "utf8");
   assert.equal(esm, cjs, "lib/index.d.mts differs from lib/index.d.ts: copy it (cp lib/index.d.ts lib/index.d.mts)");
 });
+
+test("the declarations declare exactly what CommonJS and ESM export", async () => {
+  const dts = fs.readFileSync(path.join(root, "lib", "index.d.ts"), "utf8");
+  const declared = [...dts.matchAll(/^export declare (?:function|class) (\w+)/gm)].map((m) => m[1]).sort();
+  const cjs = Object.keys(require("@notifyd/client")).sort();
+  const esm = Object.keys(await import("@notifyd/client")).filter((k) => k !== "default").sort();
+  assert.deepEqual(cjs, declared);
+  assert.deepEqual(esm, declared);
+});
