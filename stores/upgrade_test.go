@@ -174,17 +174,19 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 			continue
 		}
 		if table == "notify_notifiers" {
-			// Two new columns, NULL until the catalog is next published.
+			// Two new columns, NULL until the catalog is next published,
+			// and audience, false until then.
 			var rs []map[string]any
 			if err := json.Unmarshal([]byte(got), &rs); err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
-				if r["params_schema"] != nil || r["params_check"] != nil {
+				if r["params_schema"] != nil || r["params_check"] != nil || r["audience"] != false {
 					t.Errorf("notify_notifiers: %v", r)
 				}
 				delete(r, "params_schema")
 				delete(r, "params_check")
+				delete(r, "audience")
 			}
 			b, _ := json.Marshal(rs)
 			var want []map[string]any
