@@ -113,9 +113,9 @@ func audienceRefused(ctx context.Context, err error) bool {
 	}
 	switch {
 	case strings.HasPrefix(pe.Code, "08"), // connection exception
-		strings.HasPrefix(pe.Code, "40"), // serialization failure, deadlock
-		strings.HasPrefix(pe.Code, "53"), // insufficient resources
-		strings.HasPrefix(pe.Code, "58"), // system error
+		strings.HasPrefix(pe.Code, "40"),                           // serialization failure, deadlock
+		strings.HasPrefix(pe.Code, "53"),                           // insufficient resources
+		strings.HasPrefix(pe.Code, "58"),                           // system error
 		pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03": // shutdown, crash, cannot connect now
 		return false
 	}
