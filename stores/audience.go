@@ -74,11 +74,13 @@ func (s *AudienceShape) Has(name string) bool {
 	return false
 }
 
-// DescribeAudience prepares query (unnamed, on conn's session) and returns
-// its result columns and parameter types: a missing table or column, or a
-// syntax error, is the *pgconn.PgError PostgreSQL answers with.
+// DescribeAudience prepares query (unnamed, on conn's session) as the
+// fan-out runs it, a subquery, and returns its result columns and parameter
+// types: a missing table or column, a syntax error, or a statement that is
+// not a query (INSERT … RETURNING, a data-modifying WITH) is the
+// *pgconn.PgError PostgreSQL answers with.
 func DescribeAudience(ctx context.Context, conn *pgx.Conn, query string) (*AudienceShape, error) {
-	sd, err := conn.PgConn().Prepare(ctx, "", query, nil)
+	sd, err := conn.PgConn().Prepare(ctx, "", "SELECT * FROM (\n"+query+"\n) q", nil)
 	if err != nil {
 		return nil, err
 	}
