@@ -64,9 +64,9 @@ func (n *Notifier) validateAudience(el *errorList, path string) {
 	}
 }
 
-// validateConditions parses every channel's `if` template and renders it
-// with the example params: it must render (to anything: "false" is a valid
-// outcome).
+// validateConditions parses every channel's `if` template, checks the
+// fields it names against the params schema, and renders it with the
+// example params: it must render (to anything: "false" is a valid outcome).
 func (n *Notifier) validateConditions(el *errorList, path string) {
 	for _, name := range sortedKeys(n.Channels) {
 		nc := n.Channels[name]
@@ -76,6 +76,7 @@ func (n *Notifier) validateConditions(el *errorList, path string) {
 		p := join(join(join(path, "channels"), name), "if")
 		nc.IfTmpl = textTmpl(el, p, nc.If)
 		if nc.IfTmpl != nil {
+			checkFields(el, p, nc.IfTmpl, n)
 			renderCheck(el, p, nc.IfTmpl, dot(n.example))
 		}
 	}

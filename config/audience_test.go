@@ -79,6 +79,8 @@ func TestAudienceAndConditionErrors(t *testing.T) {
 			`6: notifiers.n.audience.args: the query uses $2 but args names 1 param(s): list one param per $n, in order`},
 		{"timeout", head + "    audience: {query: SELECT 1 AS id}\n    audience_timeout: 0s\n",
 			`5: notifiers.n.audience_timeout: must be a positive duration, got 0s`},
+		{"if names an undeclared param", head + "    channels:\n      in_app:\n        title: x\n        if: \"{{gt .ticket 1.0}}\"\n",
+			`7: notifiers.n.channels.in_app.if: line 1: {{.ticket}}: the params schema declares no field ticket (declared: ticket_id)`},
 		{"if does not parse", head + "    channels:\n      in_app:\n        title: x\n        if: \"{{gt .ticket_id\"\n",
 			`7: notifiers.n.channels.in_app.if: invalid template: line 1: unclosed action`},
 	}
