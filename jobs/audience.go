@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -162,15 +161,4 @@ func conditionsOf(nf *config.Notifier, params map[string]any) (conditions, error
 		}
 	}
 	return off, nil
-}
-
-// from lists the merged recipients that source reached.
-func (m merged) from(source int) []string {
-	var out []string
-	for i := range m.recipients {
-		if slices.Contains(m.recipients[i].Sources, source) {
-			out = append(out, m.recipients[i].ID)
-		}
-	}
-	return out
 }

@@ -282,8 +282,9 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	if err != nil {
 		return false, err
 	}
-	if audienceSource > 0 {
-		if err := stores.ConsumeAudience(ctx, tx, st.ID, m.from(audienceSource)); err != nil {
+	if audienceSource > 0 && res.Finished {
+		// The notification is fanned out: its staged audience is spent.
+		if err := stores.DropAudience(ctx, tx, st.ID); err != nil {
 			return false, err
 		}
 	}
@@ -414,8 +415,15 @@ func (w *FanoutWorker) finishAlone(ctx context.Context, job *river.Job[FanoutArg
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID); err != nil {
+	finished, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID)
+	if err != nil {
 		return err
+	}
+	if finished {
+		// What is left of an audience staged for it (none without one).
+		if err := stores.DropAudience(ctx, tx, job.Args.NotificationID); err != nil {
+			return err
+		}
 	}
 	return w.complete(ctx, tx)
 }

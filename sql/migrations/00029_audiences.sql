@@ -7,7 +7,8 @@
 -- the actor, written once by the normalisation (the query itself runs in a
 -- READ ONLY transaction of its own before it, into a temporary table) and
 -- read by the fan-out's chunks along the primary key, like a topic's
--- subscribers; each chunk deletes the rows it consumed.
+-- subscribers, and deleted when the notification is fanned out, rejected or
+-- cancelled.
 --
 -- notify_notifiers.audience says that the notifier has one: notify_send then
 -- accepts a send without recipients or topics.
