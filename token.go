@@ -66,11 +66,17 @@ type RecipientClaims struct {
 	ExpiresAt time.Time // exp, second precision
 }
 
+// TokenClockSkew is how far ahead of the verifier's clock a recipient token's
+// iat may be: the minting program's clock may run a little ahead.
+const TokenClockSkew = 60 * time.Second
+
 // VerifyRecipientToken is ParseRecipientTokenAt that returns the token's
 // claims and, when maxTTL is positive, refuses a token whose lifetime
-// (exp − iat) is longer than maxTTL. An iat after now is accepted (the
-// minting program's clock may run ahead; only the secret's holder can mint).
-// A zero now means time.Now.
+// (exp − iat) is longer than maxTTL. A token whose iat is more than
+// TokenClockSkew after now is refused: issued "in ten years" with exp an hour
+// later, it would be valid for ten years, and a recipient's
+// tokens_valid_after (which revokes tokens issued before it) could not
+// revoke it. A zero now means time.Now.
 func VerifyRecipientToken(secret, token string, now time.Time, maxTTL time.Duration) (RecipientClaims, error) {
 	if now.IsZero() {
 		now = time.Now()
@@ -100,6 +106,10 @@ func VerifyRecipientToken(secret, token string, now time.Time, maxTTL time.Durat
 		return RecipientClaims{}, errors.New("token has no iat (issued-at) claim")
 	}
 	c := RecipientClaims{Recipient: claims.Subject, IssuedAt: claims.IssuedAt.Time, ExpiresAt: claims.ExpiresAt.Time}
+	if c.IssuedAt.After(now.Add(TokenClockSkew)) {
+		return RecipientClaims{}, fmt.Errorf("token iat %s is in the future (more than %s after now)",
+			c.IssuedAt.UTC().Format(time.RFC3339), TokenClockSkew)
+	}
 	if life := c.ExpiresAt.Sub(c.IssuedAt); maxTTL > 0 && life > maxTTL {
 		return RecipientClaims{}, fmt.Errorf("token lifetime (exp - iat) %s is longer than http.max_token_ttl %s", life, maxTTL)
 	}

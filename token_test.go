@@ -44,6 +44,10 @@ func TestVerifyRecipientTokenLifetime(t *testing.T) {
 		{"no iat", sign(t, jwt.MapClaims{"sub": "u2", "exp": exp}, nil), "no iat"},
 		{"crit header", sign(t, jwt.MapClaims{"sub": "u2", "exp": exp, "iat": now.Unix()}, map[string]any{"crit": []string{"exp"}}), "crit"},
 		{"over the cap", long, "http.max_token_ttl"},
+		{"iat ten years ahead", sign(t, jwt.MapClaims{"sub": "u2", "iat": now.AddDate(10, 0, 0).Unix(),
+			"exp": now.AddDate(10, 0, 0).Add(time.Hour).Unix()}, nil), "in the future"},
+		{"iat 62 s ahead", sign(t, jwt.MapClaims{"sub": "u2", "iat": now.Add(62 * time.Second).Unix(),
+			"exp": now.Add(time.Hour).Unix()}, nil), "in the future"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := notifyd.VerifyRecipientToken(secret, tt.token, now.Add(time.Second), 24*time.Hour)
@@ -57,6 +61,11 @@ func TestVerifyRecipientTokenLifetime(t *testing.T) {
 				t.Fatalf("err = %v, want one saying %q", err, tt.want)
 			}
 		})
+	}
+	// An iat within the clock skew is accepted.
+	ahead := sign(t, jwt.MapClaims{"sub": "u2", "iat": now.Add(50 * time.Second).Unix(), "exp": now.Add(time.Hour).Unix()}, nil)
+	if _, err := notifyd.VerifyRecipientToken(secret, ahead, now, 24*time.Hour); err != nil {
+		t.Fatalf("a token issued 50 s ahead: %v", err)
 	}
 	// ParseRecipientToken requires iat and refuses crit too, but has no cap.
 	if _, err := notifyd.ParseRecipientTokenAt(secret, sign(t, jwt.MapClaims{"sub": "u2", "exp": exp}, nil), now); err == nil {

@@ -3,9 +3,12 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -48,7 +51,7 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 	if err != nil {
 		return nil, fmt.Errorf("batch key of %s: %w", st.ID, err)
 	}
-	j := batchJoinOf(st, nf, key, c)
+	j := batchJoinOf(st, nf, boundedBatchKey(key), c)
 	if len(j.Recipients) == 0 {
 		return nil, nil
 	}
@@ -79,6 +82,30 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 		return nil, err
 	}
 	return step, nil
+}
+
+// MaxBatchKey is the longest rendered batch key stored as it is. The key is
+// rendered from params, which are bounded only by the request size, and it is
+// part of a btree index (notify_batches_open), whose entries cannot exceed
+// about 2,700 bytes: a 7,000-character post id made every chunk of its
+// fan-out fail, so nobody got the notification on any channel.
+const MaxBatchKey = 200
+
+// boundedBatchKey is key when it is at most MaxBatchKey bytes; a longer one
+// becomes its first 64 bytes (cut at a character boundary, so short-ish keys
+// stay recognisable in the console), "…sha256:" and the SHA-256 of the whole
+// key in hex. Equal keys still batch together and different ones apart (up
+// to a SHA-256 collision).
+func boundedBatchKey(key string) string {
+	if len(key) <= MaxBatchKey {
+		return key
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(key))
+	return key[:cut] + "…sha256:" + hex.EncodeToString(sum[:])
 }
 
 // batchJoinOf is the join of the chunk's recipients (each once, whether it

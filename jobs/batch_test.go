@@ -2,6 +2,8 @@ package jobs_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -444,5 +446,57 @@ func TestCancelLaterMemberAfterTheEmailLeavesTheItem(t *testing.T) {
 	b.waitSendJobsDone(t)
 	if msgs := b.smtp.Messages(); len(msgs) != 1 || msgs[0].Subject != "3 likes on p1" {
 		t.Fatalf("emails %d (first %q), want the one batch email of 3 likes", len(msgs), subjectOf(msgs))
+	}
+}
+
+// A batch key rendered from a 7,000-character param (over the btree limit of
+// the open-batches index) is stored hashed: the notification reaches every
+// recipient on every channel, in-app included, and a second like of the same
+// post joins the same batch while one of a post that differs only at its end
+// opens its own.
+func TestBatchKeyFromAHugeParamBlocksNoOne(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, "1s", 0)
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	b.profile(t, "u2", "u2@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	// 7,000 characters that do not compress (PostgreSQL compresses a long
+	// index entry first: a repeated character would fit).
+	var sb strings.Builder
+	sb.WriteString("éé")
+	for i := 0; sb.Len() < 7000; i++ {
+		sum := sha256.Sum256([]byte{byte(i), byte(i >> 8)})
+		sb.WriteString(hex.EncodeToString(sum[:]))
+	}
+	long := sb.String()
+	like := func(key, post string) string {
+		t.Helper()
+		res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "post.liked", Key: key, Actor: "ada",
+			Params: map[string]any{"post": post, "who": "ada"}, Recipients: []notifyd.Recipient{{ID: "u1"}, {ID: "u2"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ID
+	}
+	first := like("huge-1", long+"a")
+	second := like("huge-2", long+"a")
+	other := like("huge-3", long+"b")
+	for _, r := range []string{"u1", "u2"} {
+		b.waitDelivery(t, first, r, "sent")
+		b.waitDelivery(t, second, r, "batched")
+		b.waitDelivery(t, other, r, "sent")
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key IN ('huge-1', 'huge-3')`); n != 4 {
+		t.Fatalf("%d inbox items, want one per recipient per batch (4)", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE octet_length(batch_key) > $1`, jobs.MaxBatchKey); n != 0 {
+		t.Fatalf("%d batches with a key over %d bytes", n, jobs.MaxBatchKey)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT batch_key) FROM notify_batches WHERE batch_key LIKE 'éé%…sha256:%'`); n != 2 {
+		t.Fatalf("%d distinct hashed keys, want 2 (one per post)", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status <> 'fanned_out'`); n != 0 {
+		t.Fatalf("%d notifications not fanned out", n)
 	}
 }

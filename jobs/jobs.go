@@ -58,9 +58,15 @@ type Deps struct {
 	// Backoff overrides the retry schedule of temporary send failures (tests
 	// shorten it). Nil means the production schedule, see Backoff.
 	Backoff func(attempt int) time.Duration
+	// GoneAfter is how long a River client's liveness lock must be seen free
+	// at every check before the deliveries it claimed are taken back (see
+	// RunLiveness); zero means 4 s. Tests shorten it.
+	GoneAfter time.Duration
 
 	digestOnce sync.Once
 	digest     *digestGroups
+
+	live livenessState // RunLiveness's view of this and other processes
 
 	targetsOnce sync.Once
 	targets     *targets // every target's gate and breaker, for this process (send_circuits.go)

@@ -3,34 +3,53 @@ package jobs
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/stores"
 )
 
-// livenessPing is how often the liveness connection is checked; a
-// connection found dead is made again at once (then with backoff).
-const livenessPing = 15 * time.Second
+// livenessCheck is how often the liveness connection is pinged and the
+// registered clients are checked for gone ones. A connection found dead is
+// made again at once (then with backoff). It is well inside goneAfter: a
+// live process whose connection dropped (a PostgreSQL restart) notices
+// within a check and takes its lock back before any replica takes its claims
+// for a dead process's.
+const livenessCheck = time.Second
 
-// RunLiveness keeps River client clientID registered as alive until ctx
-// ends: on a connection of its own (made from pool's connection config, not
-// taken from the pool, so nothing recycles it), it holds the client's
-// liveness lock, which PostgreSQL releases when the process dies, and the
-// retry sweep then rescues the client's running jobs at once instead of after
-// River's RescueStuckJobsAfter (see stores.RescueDeadClients). Once
-// registered it runs that rescue itself too: a process restarted after a
-// crash takes its predecessor's jobs back at once, even before any replica
-// is the leader that runs the sweep. A lost connection is
-// made again and the lock taken again; in between, the sweep may take this
-// client for gone and run its jobs a second time, which every job kind
-// tolerates (a fan-out resumes from its lanes, a send's claim skips rows in
-// flight). At the end the client is unregistered.
-func (d *Deps) RunLiveness(ctx context.Context, clientID string) {
+// defaultGoneAfter is Deps.GoneAfter's default.
+const defaultGoneAfter = 4 * time.Second
+
+// RunLiveness keeps River client (this process's) registered as alive until
+// ctx ends: on a connection of its own (made from pool's connection config,
+// not taken from the pool, so nothing recycles it), it holds the client's
+// liveness lock, which PostgreSQL releases when the process dies.
+//
+// Every livenessCheck it also checks every registered client's lock
+// (rescueDeadClients): the River jobs of a gone client are made available at
+// once instead of after River's RescueStuckJobsAfter, and the deliveries it
+// had claimed are re-driven once its lock has been free for GoneAfter,
+// instead of after retry.lease. So a replica's death frees its work within
+// seconds, taken by any live replica or by its own successor, even before any
+// replica is the leader that runs the sweep.
+//
+// A lost connection is made again and the lock taken again. While the lock
+// is not held this process sends nothing (sendLane stops, a send job's claim
+// snoozes): other replicas may take its claims for a dead process's, and
+// whatever it sent then would be sent twice. Once the lock is back it
+// re-drives what it left claimed (stores.FreeClaims). Its River jobs may run
+// a second time meanwhile, which every job kind tolerates (a fan-out resumes
+// from its lanes, a send's claim skips rows in flight). At the end the client
+// is unregistered.
+func (d *Deps) RunLiveness(ctx context.Context, client *river.Client[pgx.Tx]) {
 	pool, logger := d.Pool, d.logger()
+	clientID := client.ID()
+	d.live.start(clientID)
 	backoff := minLivenessBackoff
-	rescued := false
 	for ctx.Err() == nil {
 		conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
 		if err == nil {
@@ -38,17 +57,19 @@ func (d *Deps) RunLiveness(ctx context.Context, clientID string) {
 		}
 		if err == nil {
 			backoff = minLivenessBackoff
-			if !rescued {
-				rescued = true
-				d.rescueDeadClients(ctx)
+			if d.live.isLost() {
+				d.freeOwnClaims(ctx, client)
 			}
-			err = holdUntilDone(ctx, conn)
+			d.live.setLost(false)
+			err = d.watchLiveness(ctx, conn, client)
 			if ctx.Err() != nil {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				if rerr := stores.ReleaseLiveness(rctx, conn, clientID); rerr != nil {
 					logger.Warn("liveness: unregister the River client", "client", clientID, "err", rerr)
 				}
 				cancel()
+			} else {
+				d.live.setLost(true)
 			}
 		}
 		if conn != nil {
@@ -77,34 +98,19 @@ const (
 	maxLivenessBackoff = 5 * time.Second
 )
 
-// rescueDeadClients runs stores.RescueDeadClients once, logging and counting
-// what it did; a failure is logged (the retry sweep runs it again).
-func (d *Deps) rescueDeadClients(ctx context.Context) {
-	var jobs, clients int
-	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) (err error) {
-		jobs, clients, err = stores.RescueDeadClients(ctx, tx)
-		return err
-	})
-	switch {
-	case err != nil:
-		d.logger().WarnContext(ctx, "liveness: rescue the jobs of gone River clients", "err", err)
-	case clients > 0:
-		d.metrics().Rescued(jobs)
-		d.logger().InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", clients, "jobs", jobs)
-	}
-}
-
-// holdUntilDone pings conn every livenessPing until ctx ends (nil) or a
-// ping fails (its error).
-func holdUntilDone(ctx context.Context, conn *pgx.Conn) error {
-	t := time.NewTicker(livenessPing)
+// watchLiveness checks for gone clients at once and then every
+// livenessCheck, pinging conn each time, until ctx ends (nil) or a ping
+// fails (its error).
+func (d *Deps) watchLiveness(ctx context.Context, conn *pgx.Conn, client *river.Client[pgx.Tx]) error {
+	t := time.NewTicker(livenessCheck)
 	defer t.Stop()
 	for {
+		d.rescueDeadClientsWith(ctx, client)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			pctx, cancel := context.WithTimeout(ctx, livenessCheck)
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil && ctx.Err() == nil {
@@ -112,4 +118,140 @@ func holdUntilDone(ctx context.Context, conn *pgx.Conn) error {
 			}
 		}
 	}
+}
+
+// rescueDeadClients is rescueDeadClientsWith through the River client of
+// ctx (a job's), as the retry sweep runs it.
+func (d *Deps) rescueDeadClients(ctx context.Context) {
+	client, _ := river.ClientFromContextSafely[pgx.Tx](ctx)
+	d.rescueDeadClientsWith(ctx, client)
+}
+
+// rescueDeadClientsWith runs stores.RescueDeadClients once: the running jobs
+// of every gone client are rescued, and the claims of the clients this
+// process has seen gone for GoneAfter are re-driven, their sends enqueued
+// through client in the same transaction (with a nil client, no claims are
+// taken back). A failure is logged: the next check runs it again.
+func (d *Deps) rescueDeadClientsWith(ctx context.Context, client *river.Client[pgx.Tx]) {
+	var forget []string
+	if client != nil {
+		forget = d.live.due(time.Now(), d.goneAfter())
+	}
+	var r stores.Rescue
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) (err error) {
+		r, err = stores.RescueDeadClients(ctx, tx, forget, d.now())
+		if err != nil {
+			return err
+		}
+		return insertSendJobsWith(ctx, tx, client, r.Freed, d.Config.Queues.SendBatch)
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			d.logger().WarnContext(ctx, "liveness: rescue the jobs of gone River clients", "err", err)
+		}
+		return
+	}
+	d.live.observe(r.Gone, time.Now())
+	if r.Jobs > 0 {
+		d.metrics().Rescued(r.Jobs)
+		d.logger().InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", len(r.Gone), "jobs", r.Jobs)
+	}
+	if len(r.Freed) > 0 {
+		d.metrics().Redriven(len(r.Freed))
+		d.logger().InfoContext(ctx, "liveness: re-drove the deliveries claimed by gone River clients", "clients", len(forget),
+			"deliveries", len(r.Freed))
+	}
+}
+
+// freeOwnClaims re-drives what this process left claimed while its liveness
+// lock was not held (stores.FreeClaims); a failure is logged, and those
+// claims wait for retry.lease.
+func (d *Deps) freeOwnClaims(ctx context.Context, client *river.Client[pgx.Tx]) {
+	var ids []string
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) (err error) {
+		if ids, err = stores.FreeClaims(ctx, tx, client.ID(), d.now()); err != nil {
+			return err
+		}
+		return insertSendJobsWith(ctx, tx, client, ids, d.Config.Queues.SendBatch)
+	})
+	switch {
+	case err != nil:
+		d.logger().WarnContext(ctx, "liveness: re-drive this process's claims after its lock was lost", "err", err)
+	case len(ids) > 0:
+		d.metrics().Redriven(len(ids))
+		d.logger().InfoContext(ctx, "liveness: re-drove this process's claims after its lock was lost", "deliveries", len(ids))
+	}
+}
+
+// goneAfter is Deps.GoneAfter or its default.
+func (d *Deps) goneAfter() time.Duration {
+	if d.GoneAfter > 0 {
+		return d.GoneAfter
+	}
+	return defaultGoneAfter
+}
+
+// livenessState is what this process knows of liveness: its own client,
+// whether its lock is lost, and since when it has seen each other registered
+// client's lock free. The zero value is ready (nothing lost, nobody gone).
+type livenessState struct {
+	mu   sync.Mutex
+	self string
+	lost bool
+	gone map[string]time.Time // client -> first seen gone, in this run of checks
+}
+
+func (l *livenessState) start(self string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.self = self
+}
+
+func (l *livenessState) setLost(lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lost = lost
+}
+
+// isLost reports whether this process held its liveness lock and lost it
+// (and has not taken it back yet).
+func (l *livenessState) isLost() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// observe records the clients a check found gone at now: a client seen
+// before keeps its first sighting, one no longer gone is dropped (it took
+// its lock back, or was forgotten). This process's own client is never
+// recorded.
+func (l *livenessState) observe(gone []string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := make(map[string]time.Time, len(gone))
+	for _, id := range gone {
+		if id == l.self {
+			continue
+		}
+		first, ok := l.gone[id]
+		if !ok {
+			first = now
+		}
+		next[id] = first
+	}
+	l.gone = next
+}
+
+// due returns the clients seen gone at every check for at least after.
+func (l *livenessState) due(now time.Time, after time.Duration) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id, first := range l.gone {
+		if now.Sub(first) >= after {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

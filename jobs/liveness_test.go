@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,9 +73,6 @@ func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 299 {
 		t.Fatalf("inbox items = %d, want 299", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
-		t.Fatalf("%d River clients still registered, want the gone one forgotten", n)
-	}
 }
 
 // A process's liveness, once it holds its lock, rescues the jobs of clients
@@ -93,19 +91,123 @@ func TestLivenessRescuesItsPredecessorsJobsAndUnregisters(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
+	client := notifydtest.StartWorkers(t, b.deps)
 	go func() {
 		defer close(done)
-		b.deps.RunLiveness(runCtx, "restarted-client")
+		b.deps.RunLiveness(runCtx, client)
 	}()
 	notifydtest.Eventually(t, 10*time.Second, "the killed client's job rescued", func() bool {
 		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'test.rescue' AND state = 'available'`) == 1
 	})
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'restarted-client'`); n != 1 {
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, client.ID()); n != 1 {
 		t.Fatalf("the running client is not registered")
 	}
+	// Forgotten once seen gone for GoneAfter (4 s; its claims, none here,
+	// taken back then).
+	notifydtest.Eventually(t, 15*time.Second, "the killed client forgotten", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'killed-client'`) == 0
+	})
 	stop()
 	<-done
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
 		t.Fatalf("%d clients registered after the liveness ended, want none", n)
+	}
+}
+
+// A process that died holding claims (its liveness connection closed with
+// it) frees them within seconds, whatever retry.lease (5 minutes here): a
+// live replica re-drives every one and each is emailed once. A claim held
+// by a process that may be alive (its lock held) keeps its lease.
+func TestAGoneProcessesClaimsAreSentWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setupEmail(t, "retry: {lease: 5m}\n")
+	ctx := context.Background()
+	const n = 40
+	var to []string
+	for i := range n {
+		r := fmt.Sprintf("u%02d", i)
+		b.profile(t, r, r+"@example.test")
+		to = append(to, r)
+	}
+	b.profile(t, "alive", "alive@example.test")
+	gone := b.send(t, "inv-gone", to...)
+	alive := b.send(t, "inv-alive", "alive")
+	// The fan-outs are done (they write nothing themselves), their email
+	// rows written, and claimed by two processes as their send jobs would:
+	// one that is about to die and one that lives on.
+	if _, err := b.pool.Exec(ctx, `UPDATE notify_notifications SET status = 'fanned_out' WHERE id = ANY($1::uuid[])`,
+		[]string{gone, alive}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.pool.Query(ctx, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
+		SELECT gen_random_uuid(), n.id, n.notifier, n.key, r, 'email', 'immediate', 'pending'
+		FROM notify_notifications n, unnest($2::text[]) r WHERE n.id = $1
+		UNION ALL
+		SELECT gen_random_uuid(), $3, 'invoice.paid', 'inv-alive', 'alive', 'email', 'immediate', 'pending'
+		RETURNING id::text, recipient`, gone, to, alive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimant := map[string]string{}
+	for rows.Next() {
+		var id, r string
+		if err := rows.Scan(&id, &r); err != nil {
+			t.Fatal(err)
+		}
+		claimant[id] = "dead-replica"
+		if r == "alive" {
+			claimant[id] = "live-replica"
+		}
+	}
+	if rows.Err() != nil || len(claimant) != n+1 {
+		t.Fatalf("wrote %d email rows (%v), want %d", len(claimant), rows.Err(), n+1)
+	}
+	hold := func(id string) *pgx.Conn {
+		conn, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stores.HoldLiveness(ctx, conn, id); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	dead, live := hold("dead-replica"), hold("live-replica")
+	defer live.Close(ctx)
+	for id, by := range claimant {
+		if c, err := stores.ClaimDeliveriesSuppressing(ctx, b.pool, []string{id}, time.Now(), stores.AddressFields{}, by); err != nil || len(c) != 1 {
+			t.Fatalf("claim %s as %s: %d, %v", id, by, len(c), err)
+		}
+	}
+	dead.Close(ctx) // the process dies with its claims
+
+	// Another replica runs, with its liveness.
+	client := notifydtest.StartWorkers(t, b.deps)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.deps.RunLiveness(runCtx, client)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	start := time.Now()
+	notifydtest.Eventually(t, 15*time.Second, "the dead replica's claims all sent", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, gone) == n
+	})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the dead replica's claims took %s to send, want within 10 s", took)
+	}
+	if got := b.smtp.Count(); got != n {
+		t.Fatalf("received %d messages, want %d (each freed claim once)", got, n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+		AND last_error LIKE 'claim released: %dead-replica%'`, gone); n == 0 {
+		t.Fatalf("no sent row says its claim was released")
+	}
+	if d := b.delivery(t, alive, "alive"); d.status != "sending" {
+		t.Fatalf("the live replica's claim is %s, want still sending (its lease protects it)", d.status)
 	}
 }

@@ -135,12 +135,23 @@ func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*send
 	if err != nil {
 		return nil, fmt.Errorf("send job without its River client: %w", err)
 	}
+	if d.live.isLost() {
+		// Other replicas may be taking this process's claims for a dead
+		// one's (see RunLiveness): claim nothing until the lock is back.
+		return nil, river.JobSnooze(livenessCheck)
+	}
 	batches, err := d.closeBatches(ctx, job.Args.DeliveryIDs) // workflows: see batch.go
 	if err != nil {
 		return nil, err
 	}
 	// Deliveries to a suppressed address settle `suppressed` in the claim.
-	claimed, err := stores.ClaimDeliveriesSuppressing(ctx, d.Pool, job.Args.DeliveryIDs, d.now(), d.suppressFields())
+	// The claim names this River client: once its process is gone, any
+	// replica takes the claims back at once (RunLiveness).
+	var by string
+	if n := len(job.AttemptedBy); n > 0 {
+		by = job.AttemptedBy[n-1]
+	}
+	claimed, err := stores.ClaimDeliveriesSuppressing(ctx, d.Pool, job.Args.DeliveryIDs, d.now(), d.suppressFields(), by)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +209,9 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 	defer cancel()
 	for i, c := range l.deliveries {
 		rest := l.deliveries[i:]
-		if ctx.Err() != nil || time.Now().After(r.budget) {
+		if ctx.Err() != nil || time.Now().After(r.budget) || d.live.isLost() {
+			// Lost liveness: other replicas may already be re-driving
+			// these claims; sending on would send them twice.
 			r.giveBack(ctx, rest)
 			return
 		}

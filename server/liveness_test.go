@@ -25,14 +25,14 @@ func TestRunHoldsTheRiverClientsLiveness(t *testing.T) {
 	notifydtest.Eventually(t, 10*time.Second, "the River client registered", func() bool {
 		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, id) == 1
 	})
-	var clients int
+	var r stores.Rescue
 	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) (err error) {
-		_, clients, err = stores.RescueDeadClients(context.Background(), tx)
+		r, err = stores.RescueDeadClients(context.Background(), tx, []string{id}, time.Now())
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if clients != 0 {
+	if len(r.Gone) != 0 || len(r.Freed) != 0 {
 		t.Fatalf("the sweep took the running daemon's client for gone")
 	}
 	if err := stop(); err != nil {

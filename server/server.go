@@ -368,7 +368,7 @@ func (s *Server) Run(ctx context.Context) error {
 	livenessDone := make(chan struct{})
 	go func() {
 		defer close(livenessDone)
-		s.deps.RunLiveness(liveCtx, s.river.ID())
+		s.deps.RunLiveness(liveCtx, s.river)
 	}()
 	defer func() {
 		stopLiveness()

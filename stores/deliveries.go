@@ -83,6 +83,7 @@ WITH sup AS (
                       WHEN d.id IN (SELECT id FROM met) THEN 'skipped' ELSE 'sending' END,
         claimed_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
                           THEN NULL ELSE $3::timestamptz END,
+        claimed_by = nullif($6::text, ''),
         attempts = d.attempts + CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
                                      THEN 0 ELSE 1 END,
         settled_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
@@ -116,20 +117,23 @@ WHERE c.status = 'sending'
 ORDER BY c.id`
 
 // ClaimDeliveries claims whichever of ids can be sent now, at time now,
-// without a suppression check (ClaimDeliveriesSuppressing).
+// without a suppression check and without a claimant (ClaimDeliveriesSuppressing).
 func ClaimDeliveries(ctx context.Context, db DB, ids []string, now time.Time) ([]Claimed, error) {
-	return ClaimDeliveriesSuppressing(ctx, db, ids, now, AddressFields{})
+	return ClaimDeliveriesSuppressing(ctx, db, ids, now, AddressFields{}, "")
 }
 
 // ClaimDeliveriesSuppressing is ClaimDeliveries that also settles, in the
 // same statement, the rows whose recipient's address (per fields) is on the
-// suppression list as `suppressed`; they are not returned.
-func ClaimDeliveriesSuppressing(ctx context.Context, db DB, ids []string, now time.Time, fields AddressFields) ([]Claimed, error) {
+// suppression list as `suppressed`; they are not returned. by is the River
+// client making the claim (claimed_by): once that client's process is gone
+// (RescueDeadClients) its claims are taken back at once. An empty by claims
+// without a claimant, and such a claim waits for retry.lease.
+func ClaimDeliveriesSuppressing(ctx context.Context, db DB, ids []string, now time.Time, fields AddressFields, by string) ([]Claimed, error) {
 	// On its generic plan (see genericBatch): planned for its ids, the claim
 	// took 14 ms to plan, against well under one to run.
 	var out []Claimed
 	b := genericBatch()
-	b.Queue(claimSQL, ids, protectedStatuses, now, fields.Channels, fields.Fields).Query(func(rows pgx.Rows) error {
+	b.Queue(claimSQL, ids, protectedStatuses, now, fields.Channels, fields.Fields, by).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c Claimed
 			if err := rows.Scan(&c.ID, &c.NotificationID, &c.Notifier, &c.Key, &c.Recipient, &c.Channel, &c.Reason,

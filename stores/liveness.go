@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -53,11 +54,22 @@ func ReleaseLiveness(ctx context.Context, conn *pgx.Conn, clientID string) error
 // free (their process is gone: this transaction can take the lock, and holds
 // it to its end), makes the jobs River has running on them available now,
 // recording the rescue as River's rescuer does (an error and
-// river:rescue_count), wakes those jobs' queues, and forgets the clients.
+// river:rescue_count), and wakes those jobs' queues. Of those clients, the
+// ones in $2 (the caller has seen them gone for a while, see
+// RescueDeadClients) also lose their delivery claims: each delivery they had
+// `sending` is made `failed` and due at $3, with a last_error saying why, and
+// they are forgotten. A client not in $2 stays registered, so that its claims
+// can be freed once it has been gone long enough.
+//
+// The EXISTS conditions are one-time filters: while every client is alive
+// (the statement runs every second on every replica) neither UPDATE reads a
+// row.
 const rescueDeadClientsSQL = `
 WITH dead AS MATERIALIZED (
     SELECT c.client_id FROM notify_river_clients c
     WHERE pg_try_advisory_xact_lock($1, hashtext(c.client_id))
+), forget AS MATERIALIZED (
+    SELECT client_id FROM dead WHERE client_id = ANY($2::text[])
 ), rescued AS (
     UPDATE river_job j
     SET state = 'available', scheduled_at = now(),
@@ -67,24 +79,86 @@ WITH dead AS MATERIALIZED (
         metadata = j.metadata || jsonb_build_object('river:rescue_count',
             coalesce(CASE WHEN jsonb_typeof(j.metadata -> 'river:rescue_count') = 'number'
                           THEN (j.metadata ->> 'river:rescue_count')::int END, 0) + 1)
-    WHERE j.state = 'running' AND j.attempted_by[cardinality(j.attempted_by)] IN (SELECT client_id FROM dead)
+    WHERE EXISTS (SELECT 1 FROM dead)
+      AND j.state = 'running' AND j.attempted_by[cardinality(j.attempted_by)] IN (SELECT client_id FROM dead)
     RETURNING j.id, j.queue
+), freed AS (
+    UPDATE notify_deliveries d
+    SET status = 'failed',
+        last_error = 'claim released: the process holding it (River client ' || d.claimed_by || ') is gone; re-driven',
+        claimed_at = NULL, claimed_by = NULL, next_attempt_at = $3, updated_at = $3
+    WHERE EXISTS (SELECT 1 FROM forget)
+      AND d.status = 'sending' AND d.claimed_by IN (SELECT client_id FROM forget)
+    RETURNING d.id::text
 ), forgot AS (
-    DELETE FROM notify_river_clients c WHERE c.client_id IN (SELECT client_id FROM dead)
+    DELETE FROM notify_river_clients c WHERE c.client_id IN (SELECT client_id FROM forget)
 )
 SELECT (SELECT count(*) FROM rescued),
        (SELECT count(pg_notify(current_schema() || '.river_insert', json_build_object('queue', q.queue)::text))
         FROM (SELECT DISTINCT queue FROM rescued) q),
-       (SELECT count(*) FROM dead)`
+       coalesce((SELECT array_agg(client_id ORDER BY client_id) FROM dead), '{}'),
+       coalesce((SELECT array_agg(id ORDER BY id) FROM freed), '{}')`
+
+// Rescue is what one RescueDeadClients did.
+type Rescue struct {
+	// Jobs is how many running River jobs of gone clients were made available.
+	Jobs int
+	// Gone are the registered clients whose liveness lock was free.
+	Gone []string
+	// Freed are the deliveries whose claims were taken back from the gone
+	// clients asked to be forgotten; the caller enqueues their sends in the
+	// same transaction.
+	Freed []string
+}
 
 // RescueDeadClients makes the running jobs of registered River clients whose
-// process is gone available again, forgets those clients, and returns how
-// many jobs and clients that was. Run it in a transaction of its own (the
-// liveness locks it takes are held to its end).
-func RescueDeadClients(ctx context.Context, tx DB) (jobs, clients int, err error) {
+// process is gone (their liveness lock is free) available again, and, for
+// those of them named in forget, takes back every delivery they had claimed
+// (`failed`, due at now) and forgets them. The jobs are rescued at once (a
+// job tolerates a second run); the claims only once the caller has seen the
+// client gone for a few seconds: a live process whose liveness connection
+// dropped with a PostgreSQL restart takes its lock back within that time,
+// and freeing the claims of a process that may be alive would send its
+// claimed batch twice. Run it in a transaction of its own (the liveness locks
+// it takes are held to its end).
+func RescueDeadClients(ctx context.Context, tx DB, forget []string, now time.Time) (Rescue, error) {
+	var r Rescue
 	var queues int
-	if err := tx.QueryRow(ctx, rescueDeadClientsSQL, LivenessLockClass).Scan(&jobs, &queues, &clients); err != nil {
-		return 0, 0, fmt.Errorf("rescue the jobs of gone River clients: %w", err)
+	if forget == nil {
+		forget = []string{}
 	}
-	return jobs, clients, nil
+	if err := tx.QueryRow(ctx, rescueDeadClientsSQL, LivenessLockClass, forget, now).Scan(&r.Jobs, &queues, &r.Gone, &r.Freed); err != nil {
+		return Rescue{}, fmt.Errorf("rescue the jobs of gone River clients: %w", err)
+	}
+	return r, nil
+}
+
+// freeOwnClaimsSQL takes back the claims of one client (its own process
+// calls it, on the connection holding its liveness lock, after losing and
+// retaking the lock): like the claims of a gone client, see
+// rescueDeadClientsSQL.
+const freeOwnClaimsSQL = `
+UPDATE notify_deliveries d
+SET status = 'failed',
+    last_error = 'claim released: the process holding it (River client ' || d.claimed_by || ') lost its liveness lock; re-driven',
+    claimed_at = NULL, claimed_by = NULL, next_attempt_at = $2, updated_at = $2
+WHERE d.status = 'sending' AND d.claimed_by = $1
+RETURNING d.id::text`
+
+// FreeClaims takes back every delivery clientID has claimed (`failed`, due
+// at now) and returns their ids. A process calls it for itself after its
+// liveness connection was lost and made again: while the lock was free,
+// other replicas may have taken its claims for a dead process's, so its
+// sends stopped, and what they left claimed is re-driven now rather than
+// after retry.lease.
+func FreeClaims(ctx context.Context, db DB, clientID string, now time.Time) ([]string, error) {
+	rows, err := db.Query(ctx, freeOwnClaimsSQL, clientID, now)
+	if err != nil {
+		return nil, fmt.Errorf("free the claims of %s: %w", clientID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("free the claims of %s: %w", clientID, err)
+	}
+	return ids, nil
 }

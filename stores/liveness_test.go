@@ -3,7 +3,9 @@ package stores_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -47,17 +49,22 @@ func TestRescueDeadClients(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rescue := func() (int, int) {
+	rescueForgetting := func(forget ...string) stores.Rescue {
 		t.Helper()
-		var jobs, clients int
+		var r stores.Rescue
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
-			jobs, clients, err = stores.RescueDeadClients(ctx, tx)
+			r, err = stores.RescueDeadClients(ctx, tx, forget, time.Now())
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return jobs, clients
+		return r
+	}
+	rescue := func() (int, int) {
+		t.Helper()
+		r := rescueForgetting("client-gone", "client-live", "client-unregistered")
+		return r.Jobs, len(r.Gone)
 	}
 	state := func(owner string) (state string, errs, rescues int) {
 		t.Helper()
@@ -68,8 +75,16 @@ func TestRescueDeadClients(t *testing.T) {
 		return state, errs, rescues
 	}
 
-	if jobs, clients := rescue(); jobs != 1 || clients != 1 {
-		t.Fatalf("rescued %d jobs of %d clients, want 1 of 1", jobs, clients)
+	// Seen gone but not yet to be forgotten: the jobs are rescued, the
+	// client stays registered.
+	if r := rescueForgetting(); r.Jobs != 1 || len(r.Gone) != 1 || r.Gone[0] != "client-gone" || len(r.Freed) != 0 {
+		t.Fatalf("first rescue = %+v, want 1 job of client-gone, nothing freed", r)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'client-gone'`); n != 1 {
+		t.Fatalf("the gone client was forgotten before it was asked to be")
+	}
+	if jobs, clients := rescue(); jobs != 0 || clients != 1 {
+		t.Fatalf("rescued %d jobs of %d clients, want 0 of 1 (the job was already rescued)", jobs, clients)
 	}
 	if s, errs, rescues := state("client-gone"); s != "available" || errs != 1 || rescues != 1 {
 		t.Fatalf("the gone client's job: %s, %d errors, rescue count %d; want available, 1, 1", s, errs, rescues)
@@ -94,5 +109,85 @@ func TestRescueDeadClients(t *testing.T) {
 	}
 	if jobs, clients := rescue(); jobs != 0 || clients != 0 {
 		t.Fatalf("after a clean stop the sweep rescued %d jobs of %d clients", jobs, clients)
+	}
+}
+
+// The deliveries a gone client had claimed are taken back (`failed`, due
+// now, a last_error that names the client) only once the caller asks for
+// that client to be forgotten; claims of a live client, of an unregistered
+// one and without a claimant wait for the lease. A client's own FreeClaims
+// takes back its claims whatever its lock.
+func TestRescueDeadClientsFreesTheirClaims(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	gone, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close(ctx)
+	if err := stores.HoldLiveness(ctx, gone, "client-gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.HoldLiveness(ctx, live, "client-live"); err != nil {
+		t.Fatal(err)
+	}
+	gone.Close(ctx)
+	claimants := map[string]string{ // delivery -> claimant
+		"01900000-0000-7000-8000-00000000d201": "client-gone",
+		"01900000-0000-7000-8000-00000000d202": "client-gone",
+		"01900000-0000-7000-8000-00000000d203": "client-live",
+		"01900000-0000-7000-8000-00000000d204": "client-unregistered",
+		"01900000-0000-7000-8000-00000000d205": "",
+	}
+	i := 0
+	for did, by := range claimants {
+		i++
+		pendingEmail(t, pool, fmt.Sprintf("01900000-0000-7000-8000-00000000d1%02d", i), did, fmt.Sprintf("k%d", i))
+		c, err := stores.ClaimDeliveriesSuppressing(ctx, pool, []string{did}, time.Now(), stores.AddressFields{}, by)
+		if err != nil || len(c) != 1 {
+			t.Fatalf("claim %s as %q: %d rows, %v", did, by, len(c), err)
+		}
+	}
+	rescue := func(forget ...string) stores.Rescue {
+		t.Helper()
+		var r stores.Rescue
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) (err error) {
+			r, err = stores.RescueDeadClients(ctx, tx, forget, time.Now())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	sending := func() int {
+		return countRows(t, pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'sending'`)
+	}
+	if r := rescue(); len(r.Freed) != 0 || len(r.Gone) != 1 || sending() != 5 {
+		t.Fatalf("a rescue forgetting nobody freed %v (gone %v), %d still sending; want nothing freed", r.Freed, r.Gone, sending())
+	}
+	// client-live is named but alive: its lock protects its claims.
+	r := rescue("client-gone", "client-live", "client-unregistered")
+	if len(r.Freed) != 2 || sending() != 3 {
+		t.Fatalf("freed %v, %d still sending; want the 2 claims of client-gone freed", r.Freed, sending())
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'failed' AND claimed_at IS NULL
+		AND next_attempt_at <= now() AND last_error LIKE 'claim released: %client-gone%'`); n != 2 {
+		t.Fatalf("%d freed rows are failed, due and say why; want 2", n)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'client-gone'`); n != 0 {
+		t.Fatalf("the gone client is still registered")
+	}
+	// Its own process takes back client-live's claims.
+	ids, err := stores.FreeClaims(ctx, pool, "client-live", time.Now())
+	if err != nil || len(ids) != 1 || ids[0] != "01900000-0000-7000-8000-00000000d203" {
+		t.Fatalf("FreeClaims = %v, %v; want the one claim of client-live", ids, err)
+	}
+	if sending() != 2 {
+		t.Fatalf("%d still sending, want the unregistered and the anonymous claims", sending())
 	}
 }

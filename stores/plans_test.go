@@ -57,7 +57,7 @@ func TestSettlePlansIgnoreStaleStatistics(t *testing.T) {
 		// The claim and the settles run on their generic plans always
 		// (stores.genericBatch).
 		{"claimSQL", stores.ClaimSQL(),
-			fmt.Sprintf(`%s, '{sent,cancelled}', now(), '{email}', '{email}'`, ids),
+			fmt.Sprintf(`%s, '{sent,cancelled}', now(), '{email}', '{email}', 'client'`, ids),
 			"notify_deliveries_legacy_pkey"},
 		{"settleSQL", deliveries,
 			fmt.Sprintf(`%s, %s, '{sent,sent}', '{"",""}', '{NULL,NULL}', '{f,f}', now(), '{t,t}', '{"",""}', '{f,f}'`, ids, times),

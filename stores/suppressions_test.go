@@ -35,7 +35,7 @@ func TestClaimSuppressesListedAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields := stores.AddressFields{Channels: []string{"email", "webhook"}, Fields: []string{"email", "webhook_url"}}
-	claimed, err := stores.ClaimDeliveriesSuppressing(ctx, pool, ids, now, fields)
+	claimed, err := stores.ClaimDeliveriesSuppressing(ctx, pool, ids, now, fields, "")
 	if err != nil {
 		t.Fatal(err)
 	}

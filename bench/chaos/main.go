@@ -48,7 +48,9 @@
 //     carried by a sent one, every sent email received, no skipped email
 //     whose item was unread, duplicates only within the kills' window.
 //
-// Each daemon runs with retry.lease 5s (but see slow), retry.sweep and digest.sweep
+// Each daemon runs with retry.lease 5s (but see slow; kill runs with the default 5m, so
+// that a killed daemon's claims are freed only through its liveness lock, and
+// asserts every delivery terminal within 30 s of the last restart), retry.sweep and digest.sweep
 // "@every 5s" (the config accepts robfig/cron descriptors; both sweep jobs
 // are River-unique ByPeriod one minute, so each still runs at most once a
 // minute) and digest.schedule "* * * * *" (a digest is due every minute).

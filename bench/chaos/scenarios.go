@@ -87,6 +87,14 @@ func noteKills(r *result, perKill []int, bound int) {
 	}
 }
 
+// killLease is retry.lease in the kill scenario: the default, so that a
+// claim left by a killed daemon is re-driven only through its liveness lock.
+const killLease = 5 * time.Minute
+
+// killTerminalBound is how soon after the kill scenario's last restart every
+// delivery must be terminal.
+const killTerminalBound = 30 * time.Second
+
 // runKill: SIGKILL the daemon every 1-3 s during a 20k fan-out.
 func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 	s, err := newStage(ctx, e, r, "kill", e.shared, seed)
@@ -95,7 +103,10 @@ func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	defer s.close()
 	n := scaled(e, 20000)
-	sl, err := s.oneDaemon(ctx, daemonConfig{fanoutChunk: 1000, send: chaosSend, sendBatch: chaosSendBatch}, n)
+	// The production lease: a killed daemon's claims must be freed through
+	// its liveness lock within seconds, not by the sweep after the lease.
+	sl, err := s.oneDaemon(ctx, daemonConfig{fanoutChunk: 1000, send: chaosSend, sendBatch: chaosSendBatch,
+		lease: killLease}, n)
 	if err != nil {
 		return err
 	}
@@ -111,6 +122,7 @@ func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	maxKills := max(3, int(10*e.opts.scale+0.5))
 	kills := 0
+	var lastRestart time.Time
 	var marks []int // messages accepted at each kill
 	for kills < maxKills {
 		if !sleep(ctx, s.jitter(time.Second, 3*time.Second)) {
@@ -127,14 +139,24 @@ func runKill(ctx context.Context, e *env, r *result, seed uint64) error {
 		if err := s.start(ctx, sl); err != nil {
 			return err
 		}
+		lastRestart = time.Now()
 		if kills >= 3 && snap != nil && done(snap) {
 			break
 		}
 	}
-	r.note("%d SIGKILLs, 1-3 s apart; queues.send=%d, send_batch=%d, retry.lease=5s", kills, chaosSend, chaosSendBatch)
+	r.note("%d SIGKILLs, 1-3 s apart; queues.send=%d, send_batch=%d, retry.lease=%s", kills, chaosSend, chaosSendBatch, killLease)
 	snap, ok := s.waitFor(ctx, id, key, verifyReserve, done)
 	if !ok {
 		r.fail("not settled within the time budget")
+	} else {
+		// A killed daemon's claims are freed by its liveness lock, not by the
+		// lease: every delivery is terminal soon after the last restart.
+		took := time.Since(lastRestart)
+		r.note("every delivery terminal %s after the last restart (bound %s)", took.Round(100*time.Millisecond), killTerminalBound)
+		if took > killTerminalBound {
+			r.fail("deliveries still not terminal %s after the last restart, want within %s (claims waited for the lease?)",
+				took.Round(100*time.Millisecond), killTerminalBound)
+		}
 	}
 	s.report(ctx)
 	s.stopAll()

@@ -141,11 +141,15 @@ type ledgerRow struct {
 	attempts                                  int
 }
 
-// redriven reports whether the retry sweep took the row's claim back (a
-// process died between claim and settle): the only crash window in which a
-// duplicate is allowed (the README's guarantee 4). The sweep writes this last_error and a
+// redriven reports whether the row's claim was taken back (a process died
+// between claim and settle): by the retry sweep after the lease ("claim
+// expired") or, the claimant's liveness lock free, by any replica at once
+// ("claim released"). That is the only crash window in which a duplicate is
+// allowed (the README's guarantee 4). Both write this last_error and a
 // successful settle keeps it.
-func (r ledgerRow) redriven() bool { return strings.HasPrefix(r.lastError, "claim expired") }
+func (r ledgerRow) redriven() bool {
+	return strings.HasPrefix(r.lastError, "claim expired") || strings.HasPrefix(r.lastError, "claim released")
+}
 
 // snapshot is one notification's state.
 type snapshot struct {

@@ -2,12 +2,14 @@ package webpush
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/internal/safehttp"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/notifytype"
 )
@@ -52,6 +54,11 @@ type Config struct {
 	// AllowPrivate lets endpoints be on loopback or private addresses, and
 	// plain http: a local push service for development and tests only.
 	AllowPrivate bool `yaml:"allow_private"`
+	// AllowedHosts, when set, are the only push services a subscription's
+	// endpoint may name: host names ("fcm.googleapis.com") or "*.suffix"
+	// for every name under suffix ("*.push.services.mozilla.com"). Empty:
+	// any public host name.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // SetDefaults sets a 24 h TTL and a 10 s timeout.
@@ -119,6 +126,11 @@ func open(s *channels.Setup) (any, error) {
 		p.Add(sec, "ttl", "must be between 0 and 28 days (672h), got %s", cfg.TTL)
 	}
 	p.Positive(sec, "timeout", cfg.Timeout)
+	for i, h := range cfg.AllowedHosts {
+		if err := safehttp.CheckHostName(strings.TrimPrefix(h, "*.")); err != nil {
+			p.Add(sec, fmt.Sprintf("allowed_hosts[%d]", i), "want a host name or *.suffix: %v", err)
+		}
+	}
 	if p.Err() != nil || cfg.VAPIDPrivateKey == "" {
 		return nil, nil
 	}

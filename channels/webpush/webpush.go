@@ -61,7 +61,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -183,9 +182,12 @@ func (s *Sender) CheckKeys(p256dh, auth string) (field string, err error) {
 }
 
 // CheckEndpoint returns why endpoint cannot be a push endpoint: not an
-// absolute https URL (http too with allow_private), credentials in it, or a
-// host that is a loopback, private or reserved address (unless
-// allow_private). A host name is resolved, and its addresses checked, when a
+// absolute https URL (http too with allow_private), credentials in it, a
+// host that is not a plain DNS name (an IP literal in any spelling, "127.1",
+// "2130706433", "0x7f.0.0.1", a trailing dot, localhost) or a port other than
+// 443 (both allowed with allow_private, which a development push service on
+// loopback needs), or, when channels.web_push.allowed_hosts is set, a host it
+// does not list. A host name is resolved, and its addresses checked, when a
 // message is sent.
 func (s *Sender) CheckEndpoint(endpoint string) error {
 	if err := safehttp.CheckURL(endpoint); err != nil {
@@ -198,19 +200,38 @@ func (s *Sender) CheckEndpoint(endpoint string) error {
 	if u.User != nil {
 		return errors.New("a push endpoint must not carry credentials")
 	}
+	host := u.Hostname()
+	if len(s.cfg.AllowedHosts) > 0 && !hostAllowed(s.cfg.AllowedHosts, host) {
+		return fmt.Errorf("the endpoint's host %q is not in channels.web_push.allowed_hosts", host)
+	}
 	if s.cfg.AllowPrivate {
 		return nil
 	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return errors.New("the endpoint's host is loopback: private destinations are refused")
+	if err := safehttp.CheckHostName(host); err != nil {
+		return fmt.Errorf("push endpoint: %w", err)
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if err := safehttp.Forbidden(ip.Unmap()); err != nil {
-			return err
-		}
+	if p := u.Port(); p != "" && p != "443" {
+		return fmt.Errorf("the endpoint's port %s is not 443", p)
 	}
 	return nil
+}
+
+// hostAllowed reports whether host matches one of allowed: a name equal to
+// it (case-insensitively) or "*.suffix", which matches any name under suffix
+// (not suffix itself).
+func hostAllowed(allowed []string, host string) bool {
+	host = strings.ToLower(host)
+	for _, a := range allowed {
+		a = strings.ToLower(a)
+		if rest, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(host, "."+rest) {
+				return true
+			}
+		} else if host == a {
+			return true
+		}
+	}
+	return false
 }
 
 // Addressable reports whether the notifier has web_push templates. Whether

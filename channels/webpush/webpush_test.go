@@ -252,6 +252,23 @@ func TestPrivateEndpointRefused(t *testing.T) {
 		{"https://10.1.2.3/push", false},
 		{"https://[::1]/push", false},
 		{"https://localhost:8443/push", false},
+		{"https://127.1/push", false},
+		{"https://2130706433/push", false},
+		{"https://0x7f.0.0.1/push", false},
+		{"https://0177.0.0.1/push", false},
+		{"https://localhost./push", false},
+		{"https://push.example.test./push", false},
+		{"https://LOCALHOST/push", false},
+		{"https://a.localhost/push", false},
+		{"https://[::ffff:127.0.0.1]/push", false},
+		{"https://[fe80::1%25eth0]/push", false},
+		{"https://8.8.8.8/push", false}, // public, but an IP literal all the same
+		{"https://fcm.googleapis.com:25/x", false},
+		{"https://fcm.googleapis.com:6379/x", false},
+		{"https://fcm.googleapis.com:443/fcm/send/abc", true},
+		{"https://push.ex%61mple.test/x", false},
+		{"https://xn--bcher-kva.example/x", true},
+		{"https://1.2.3.4.example/x", true}, // a name, not an address: its last label is not a number
 		{"https://user:pw@push.example.test/x", false},
 		{"ftp://push.example.test/x", false},
 		{"not a url", false},
@@ -325,6 +342,8 @@ func TestConfigCheck(t *testing.T) {
 			"channels.web_push.subject: want a mailto: or https: URL"},
 		{"bad ttl", "{vapid_public_key: " + pub + ", vapid_private_key: " + priv + ", subject: 'https://acme.test', ttl: 1000h}",
 			"channels.web_push.ttl: must be between 0 and 28 days"},
+		{"allowed host that is an address", "{vapid_public_key: " + pub + ", vapid_private_key: " + priv + ", subject: 'https://acme.test', allowed_hosts: [fcm.googleapis.com, '127.1']}",
+			"channels.web_push.allowed_hosts[1]: want a host name or *.suffix"},
 	} {
 		_, err := config.ParseWith("test.yaml", []byte("channels:\n  web_push: "+tc.section+"\n"), reg.Check)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -447,5 +466,31 @@ func TestSubscriptionsArePushedToAtOnce(t *testing.T) {
 	once.Do(func() { close(release) })
 	if err := <-errc; err != nil {
 		t.Fatalf("send = %v, want sent (one subscription took it)", err)
+	}
+}
+
+// With channels.web_push.allowed_hosts, an endpoint must name a listed host
+// or a host under a listed "*.suffix"; the other checks still apply.
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *webpush.Config) {
+		c.AllowPrivate = false
+		c.AllowedHosts = []string{"fcm.googleapis.com", "*.push.services.mozilla.com"}
+	})
+	for _, tc := range []struct {
+		endpoint string
+		ok       bool
+	}{
+		{"https://fcm.googleapis.com/fcm/send/abc", true},
+		{"https://FCM.googleapis.com/fcm/send/abc", true},
+		{"https://updates.push.services.mozilla.com/wpush/v2/x", true},
+		{"https://push.services.mozilla.com/wpush/v2/x", false},
+		{"https://evil.example/x", false},
+		{"https://fcm.googleapis.com.evil.example/x", false},
+		{"https://fcm.googleapis.com:8443/x", false},
+	} {
+		if err := b.sender.CheckEndpoint(tc.endpoint); (err == nil) != tc.ok {
+			t.Errorf("CheckEndpoint(%q) = %v, want ok %v", tc.endpoint, err, tc.ok)
+		}
 	}
 }

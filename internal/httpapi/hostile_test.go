@@ -151,6 +151,7 @@ func hostileTokens(t *testing.T) map[string]string {
 		"no iat":                      signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", ExpiresAt: valid.ExpiresAt}),
 		"crit header":                 critTok,
 		"lifetime over max_token_ttl": signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", IssuedAt: jwt.NewNumericDate(now.Add(-time.Hour)), ExpiresAt: jwt.NewNumericDate(now.Add(24 * time.Hour))}),
+		"iat ten years ahead":         signed(t, jwt.SigningMethodHS256, []byte(tokenSecret), jwt.RegisteredClaims{Subject: "u1", IssuedAt: jwt.NewNumericDate(now.AddDate(10, 0, 0)), ExpiresAt: jwt.NewNumericDate(now.AddDate(10, 0, 0).Add(time.Hour))}),
 		"payload swapped":             strings.Join([]string{strings.Split(good, ".")[0], base64.RawURLEncoding.EncodeToString(mustJSON(t, jwt.RegisteredClaims{Subject: "u2", ExpiresAt: valid.ExpiresAt})), strings.Split(good, ".")[2]}, "."),
 	}
 }

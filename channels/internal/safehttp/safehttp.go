@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -347,4 +348,68 @@ func CheckURL(raw string) error {
 		return errors.New("url has no host")
 	}
 	return nil
+}
+
+// CheckHostName validates host, a URL's Hostname(), as the name of a public
+// service a URL given by a user (a push endpoint) may point at, without
+// resolving it: it must be a DNS name of letters, digits, hyphens and dots
+// (an internationalised name in its xn-- form), not "localhost" or under it,
+// and not spell an address in any form. Browsers and the Go resolver read
+// "127.1", "2130706433", "0x7f.0.0.1" and "0177.0.0.1" as IPv4 addresses
+// (a name whose last label is a number is an address, WHATWG URL), so any
+// such name is refused, as is every IP literal and a name ending with a dot
+// ("localhost." resolves as "localhost" does). The client still checks the
+// addresses the name resolves to when it connects.
+func CheckHostName(host string) error {
+	if host == "" {
+		return errors.New("url has no host")
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return fmt.Errorf("host %q is an IP address: use the service's host name", host)
+	}
+	if strings.HasSuffix(host, ".") {
+		return fmt.Errorf("host %q ends with a dot", host)
+	}
+	if len(host) > 253 {
+		return errors.New("host name is longer than 253 bytes")
+	}
+	labels := strings.Split(strings.ToLower(host), ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return fmt.Errorf("host %q is not a valid DNS name", host)
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return fmt.Errorf("host %q is not a valid DNS name (letters, digits, hyphens; xn-- for international names)", host)
+			}
+		}
+	}
+	if last := labels[len(labels)-1]; numericLabel(last) {
+		return fmt.Errorf("host %q spells an IP address: use the service's host name", host)
+	}
+	if n := len(labels); labels[n-1] == "localhost" {
+		return fmt.Errorf("host %q is loopback", host)
+	}
+	return nil
+}
+
+// numericLabel reports whether a host name's label is a number as inet_aton
+// and the WHATWG URL parser read one: decimal, 0-prefixed octal or 0x hex.
+func numericLabel(l string) bool {
+	digits := l
+	if strings.HasPrefix(l, "0x") {
+		digits = l[2:]
+		for _, c := range digits {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+		return true // "0x" alone is zero too
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return digits != ""
 }
