@@ -134,9 +134,8 @@ func RescueDeadClients(ctx context.Context, tx DB, forget []string, now time.Tim
 }
 
 // freeOwnClaimsSQL takes back the claims of one client (its own process
-// calls it, on the connection holding its liveness lock, after losing and
-// retaking the lock): like the claims of a gone client, see
-// rescueDeadClientsSQL.
+// calls it after losing and retaking its liveness lock): like the claims of
+// a gone client, see rescueDeadClientsSQL.
 const freeOwnClaimsSQL = `
 UPDATE notify_deliveries d
 SET status = 'failed',
