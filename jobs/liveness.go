@@ -208,7 +208,11 @@ type livenessState struct {
 	mu   sync.Mutex
 	self string
 	lost bool
-	gone map[string]time.Time // client -> first seen gone, in this run of checks
+	// losses counts the times the lock was lost: a send run that claimed
+	// before the latest loss stops (its claims are re-driven once the lock
+	// is back, however short the loss was).
+	losses uint64
+	gone   map[string]time.Time // client -> first seen gone, in this run of checks
 }
 
 func (l *livenessState) start(self string) {
@@ -220,7 +224,18 @@ func (l *livenessState) start(self string) {
 func (l *livenessState) setLost(lost bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if lost && !l.lost {
+		l.losses++
+	}
 	l.lost = lost
+}
+
+// epoch returns how many times the lock was lost so far, and whether it is
+// lost now.
+func (l *livenessState) epoch() (losses uint64, lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.losses, l.lost
 }
 
 // isLost reports whether this process held its liveness lock and lost it
