@@ -15,19 +15,24 @@ func TestConfigRefusesWeakTokens(t *testing.T) {
 	tests := []struct {
 		name        string
 		admin, sec  string
+		bounce      string
 		wantKey     string // "" means the config loads
 		wantMessage string
 	}{
-		{"both long and distinct", long1, long2, "", ""},
-		{"both empty", "", "", "", ""},
-		{"admin token of 31 bytes", long1[:31], long2, "http.admin_token", "at least 32 bytes"},
-		{"token secret of 12 bytes", long1, "token-secret", "http.token_secret", "at least 32 bytes"},
-		{"the two equal", long2, long2, "http.token_secret", "must differ from http.admin_token"},
+		{"both long and distinct", long1, long2, "", "", ""},
+		{"both empty", "", "", "", "", ""},
+		{"admin token of 31 bytes", long1[:31], long2, "", "http.admin_token", "at least 32 bytes"},
+		{"token secret of 12 bytes", long1, "token-secret", "", "http.token_secret", "at least 32 bytes"},
+		{"the two equal", long2, long2, "", "http.token_secret", "must differ from http.admin_token"},
+		{"a distinct bounce token", long1, long2, strings.Repeat("c", 32), "", ""},
+		{"bounce token of 16 bytes", long1, long2, strings.Repeat("c", 16), "http.bounce_token", "at least 32 bytes"},
+		{"bounce token equal to the admin token", long1, long2, long1, "http.bounce_token", "must differ from http.admin_token"},
+		{"bounce token equal to the token secret", long1, long2, long2, "http.bounce_token", "must differ"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			src := "http: {admin_token: '" + tt.admin + "', token_secret: '" + tt.sec + "'}\n"
+			src := "http: {admin_token: '" + tt.admin + "', token_secret: '" + tt.sec + "', bounce_token: '" + tt.bounce + "'}\n"
 			_, err := Parse("test.yaml", []byte(src))
 			if tt.wantKey == "" {
 				if err != nil {
@@ -38,7 +43,8 @@ func TestConfigRefusesWeakTokens(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantKey+": ") || !strings.Contains(err.Error(), tt.wantMessage) {
 				t.Fatalf("err = %v, want %s: ...%s", err, tt.wantKey, tt.wantMessage)
 			}
-			if tt.admin != "" && strings.Contains(err.Error(), tt.admin) || tt.sec != "" && strings.Contains(err.Error(), tt.sec) {
+			if tt.admin != "" && strings.Contains(err.Error(), tt.admin) || tt.sec != "" && strings.Contains(err.Error(), tt.sec) ||
+				tt.bounce != "" && strings.Contains(err.Error(), tt.bounce) {
 				t.Fatalf("the error quotes the secret: %v", err)
 			}
 		})

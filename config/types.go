@@ -79,7 +79,11 @@ type HTTP struct {
 	Listen      string `yaml:"listen"`       // default 127.0.0.1:8080
 	AdminToken  string `yaml:"admin_token"`  // bearer token for admin endpoints; empty disables them
 	TokenSecret string `yaml:"token_secret"` // HS256 secret for recipient JWTs; empty disables recipient endpoints
-	MaxBody     int64  `yaml:"max_body"`     // request body limit in bytes, default 1 MiB
+	// BounceToken is a bearer token that authorises POST /v1/bounces and
+	// nothing else, for a bounce relay that faces the internet and should
+	// not hold the admin token. Empty: only the admin token reports bounces.
+	BounceToken string `yaml:"bounce_token"`
+	MaxBody     int64  `yaml:"max_body"` // request body limit in bytes, default 1 MiB
 	// AllowedOrigins lists the browser origins ("https://app.example.com", or
 	// "*") that may call the API from another origin (CORS). Empty: same
 	// origin only.

@@ -344,6 +344,7 @@ func (c *Config) validateTokens(el *errorList) {
 	for _, kv := range []struct{ key, v string }{
 		{"http.admin_token", c.HTTP.AdminToken},
 		{"http.token_secret", c.HTTP.TokenSecret},
+		{"http.bounce_token", c.HTTP.BounceToken},
 	} {
 		// The value is never quoted: it is a secret.
 		if kv.v != "" && len(kv.v) < MinSecretLength {
@@ -352,5 +353,10 @@ func (c *Config) validateTokens(el *errorList) {
 	}
 	if c.HTTP.AdminToken != "" && c.HTTP.AdminToken == c.HTTP.TokenSecret {
 		el.add("http.token_secret", "must differ from http.admin_token")
+	}
+	// A bounce token equal to another secret would hand the relay that
+	// secret's powers.
+	if b := c.HTTP.BounceToken; b != "" && (b == c.HTTP.AdminToken || b == c.HTTP.TokenSecret) {
+		el.add("http.bounce_token", "must differ from http.admin_token and http.token_secret")
 	}
 }

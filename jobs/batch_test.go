@@ -508,3 +508,37 @@ func TestBatchKeyFromAHugeParamBlocksNoOne(t *testing.T) {
 		t.Fatalf("%d notifications not fanned out", n)
 	}
 }
+
+// The first like's email, carrying the batch, is in flight when that like is
+// cancelled (an unlike), and the send fails temporarily: the carrier is not
+// cancelled with its notification (the batch's other members ride on it),
+// it is retried and sent, and the second like's batched delivery names a
+// sent one. Cancelled at that point, the members' email was never sent (the
+// workflows chaos scenario's "batched deliveries name a delivery that was
+// not sent").
+func TestCancelledCarrierInFlightStillCarriesItsBatch(t *testing.T) {
+	t.Parallel()
+	b := setupBatch(t, "1s", 0)
+	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
+	ctx := context.Background()
+	b.profile(t, "u1", "u1@example.test")
+	notifydtest.StartWorkers(t, b.deps)
+	first := b.like(t, "c-1", "p1", "ada")
+	b.waitDelivery(t, first, "u1", "scheduled")
+	second := b.like(t, "c-2", "p1", "bob")
+	b.waitDelivery(t, second, "u1", "batched")
+	b.smtp.HangNext(1, 3*time.Second) // the email timeout is 2s: a temporary failure
+	notifydtest.Eventually(t, 20*time.Second, "the carrier's send in flight", func() bool { return b.smtp.Hanging() == 1 })
+	if _, err := b.pool.Exec(ctx, `SELECT notify_cancel('post.liked', 'c-1')`); err != nil {
+		t.Fatal(err)
+	}
+	lead := b.waitDelivery(t, first, "u1", "sent")
+	member := b.delivery(t, second, "u1")
+	var into string
+	if err := b.pool.QueryRow(ctx, `SELECT coalesce(batched_into::text, '') FROM notify_deliveries WHERE id = $1`, member.id).Scan(&into); err != nil {
+		t.Fatal(err)
+	}
+	if member.status != "batched" || into != lead.id {
+		t.Fatalf("the second like's email is %s, batched into %q; want batched into the sent carrier %s", member.status, into, lead.id)
+	}
+}

@@ -133,6 +133,11 @@ func (w *DigestWorker) Work(ctx context.Context, job *river.Job[DigestArgs]) err
 	// batch is settled long before the sweep would take its claims back. The
 	// rest is given back untried.
 	budget := time.Now().Add(d.lease() / 4)
+	if d.live.isLost() {
+		// As a send job's claim: nothing is claimed while this process's
+		// liveness lock may be taken for a dead process's.
+		return river.JobSnooze(livenessCheck)
+	}
 	reqs, claims, err := w.claim(ctx, job.Args.refs())
 	if err != nil || len(reqs) == 0 {
 		return err
@@ -202,10 +207,16 @@ func (w *DigestWorker) claim(ctx context.Context, refs []DigestRef) ([]stores.Di
 	// stores, so it compares equal to itself.
 	now := d.now().Truncate(time.Microsecond)
 	ids := uuidv7.Strings(len(refs))
+	// The claim names this process's River client: once the process is
+	// gone, any replica takes the claim back at once (RunLiveness).
+	var by string
+	if client, err := river.ClientFromContextSafely[pgx.Tx](ctx); err == nil {
+		by = client.ID()
+	}
 	reqs := make([]stores.DigestClaimRequest, len(refs))
 	for i, r := range refs {
 		reqs[i] = stores.DigestClaimRequest{Recipient: r.Recipient, DigestID: r.DigestID, Resend: r.DigestID != "",
-			DueAt: r.DueAt, Now: now, MaxItems: d.Config.Digest.MaxItems, Suppress: d.digestSuppressFields()}
+			DueAt: r.DueAt, Now: now, MaxItems: d.Config.Digest.MaxItems, Suppress: d.digestSuppressFields(), By: by}
 		if !reqs[i].Resend {
 			reqs[i].DigestID = ids[i]
 		}

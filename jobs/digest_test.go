@@ -766,3 +766,48 @@ func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
 		}
 	}
 }
+
+// A digest claimed by a process that died (its liveness lock released) is
+// taken back through the lock within seconds, not after retry.lease, and
+// goes out once, with the Message-ID of the lost attempt.
+func TestDigestClaimOfAGoneProcessIsSentWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
+	b.profile(t, "u1", "u1@example.test")
+	client := notifydtest.StartWorkers(t, b.deps)
+	b.report(t, "a", "u1")
+	b.waitRows(t, "digest_pending", 1)
+	b.report(t, "b", "u1")
+	b.waitRows(t, "digest_pending", 2)
+
+	goneClient(t, b.bundle, "dead-digester")
+	digestID := uuidv7.String()
+	claim, err := stores.ClaimDigest(context.Background(), b.pool, stores.DigestClaimRequest{Recipient: "u1",
+		DigestID: digestID, DueAt: time.Now().Add(time.Hour), Now: time.Now(), MaxItems: 50, By: "dead-digester"})
+	if err != nil || claim.Count != 2 {
+		t.Fatalf("claim: %+v, %v", claim, err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.deps.RunLiveness(runCtx, client)
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
+	start := time.Now()
+	b.waitRows(t, "digest_sent", 2)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the gone process's digest took %s, want within 10 s", took)
+	}
+	if m := b.onlyMessage(t); m.MessageID != "<"+digestID+"@acme.test>" {
+		t.Fatalf("Message-ID = %q, want the lost attempt's digest id %s", m.MessageID, digestID)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, lastErr, _ := b.rowStatus(t, k, "u1"); !strings.Contains(lastErr, "claim released") {
+			t.Fatalf("%s: last_error %q, want the claim released", k, lastErr)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/notifyd/notifyd/notifytype"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/channels"
@@ -83,12 +84,29 @@ func (w *FanoutWorker) Timeout(*river.Job[FanoutArgs]) time.Duration { return w.
 
 // Work runs the fan-out to completion (or until ctx ends; the next attempt
 // resumes from the cursor).
+//
+// A statement over one of PostgreSQL's program limits (SQLSTATE class 54:
+// an index row too large for its btree, from a value rendered from params)
+// fails the same way on every attempt: the notification is rejected at once
+// with that reason instead of being retried MaxAttempts times while nobody
+// gets anything.
 func (w *FanoutWorker) Work(ctx context.Context, job *river.Job[FanoutArgs]) error {
 	err := w.work(ctx, job)
+	if err != nil && ctx.Err() == nil && programLimit(err) {
+		w.giveUp(job, err)
+		return nil
+	}
 	if err != nil && job.Attempt >= job.MaxAttempts && ctx.Err() == nil {
 		w.giveUp(job, err)
 	}
 	return err
+}
+
+// programLimit reports whether err is PostgreSQL's "program limit exceeded"
+// (SQLSTATE class 54), which no retry can get past.
+func programLimit(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "54")
 }
 
 func (w *FanoutWorker) work(ctx context.Context, job *river.Job[FanoutArgs]) error {
@@ -442,6 +460,9 @@ func (w *FanoutWorker) giveUp(job *river.Job[FanoutArgs], cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	reason := fmt.Sprintf("fan-out gave up after %d attempts (recipients before the cursor were written): %v", job.Attempt, cause)
+	if programLimit(cause) {
+		reason = fmt.Sprintf("fan-out gave up: a value is over a database limit, which no retry can change (recipients before the cursor were written): %v", cause)
+	}
 	if err := stores.RejectNotification(ctx, w.Deps.Pool, job.Args.NotificationID, reason); err != nil {
 		w.Deps.logger().ErrorContext(ctx, "could not mark a failed fan-out rejected", "notification_id",
 			job.Args.NotificationID, "job_id", job.ID, "err", err)

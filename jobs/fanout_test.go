@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
@@ -332,6 +333,35 @@ func TestFanoutGivesUpAfterItsLastAttempt(t *testing.T) {
 	var reason string
 	if err := b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil || !strings.Contains(reason, "gave up after 1 attempts") || !strings.Contains(reason, "on fire") {
 		t.Fatalf("error = %q (%v)", reason, err)
+	}
+}
+
+// A fan-out statement over one of PostgreSQL's program limits (here, as the
+// btree's "index row size exceeds maximum" of a value rendered from params)
+// rejects the notification on its first attempt, with the reason, instead of
+// retrying it 25 times while nobody gets anything.
+func TestFanoutOverADatabaseLimitIsRejectedAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deps.AfterFanoutStep = func(string) error {
+		return &pgconn.PgError{Severity: "ERROR", Code: "54000",
+			Message: "index row size 7032 exceeds btree version 4 maximum 2704 for index \"notify_batches_open\""}
+	}
+	res, err := b.client.Send(context.Background(), notifyd.Notification{Notifier: "comment.created", Key: "too-big",
+		Recipients: recipients(250, "author"), Params: commentParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b, res.ID, "rejected")
+	var reason string
+	var attempts int
+	if err := b.pool.QueryRow(context.Background(), `SELECT n.error, j.attempt FROM notify_notifications n, river_job j
+		WHERE n.id = $1 AND j.kind = 'notify.fanout'`, res.ID).Scan(&reason, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(reason, "over a database limit") || !strings.Contains(reason, "index row size") || attempts != 1 {
+		t.Fatalf("error = %q after %d attempts, want the limit named after 1", reason, attempts)
 	}
 }
 

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -143,6 +144,15 @@ func (d *Deps) rescueDeadClientsWith(ctx context.Context, client *river.Client[p
 		if err != nil {
 			return err
 		}
+		if len(r.Digests) > 0 {
+			refs := make([]DigestRef, len(r.Digests))
+			for i, g := range r.Digests {
+				refs[i] = DigestRef{Recipient: g.Recipient, DueAt: g.DueAt.UTC(), DigestID: g.DigestID}
+			}
+			if err := insertJobs(ctx, tx, client, digestJobs(refs, nil)); err != nil {
+				return fmt.Errorf("enqueue %d digests taken back from gone River clients: %w", len(refs), err)
+			}
+		}
 		return insertSendJobsWith(ctx, tx, client, r.Freed, d.Config.Queues.SendBatch)
 	})
 	if err != nil {
@@ -156,10 +166,10 @@ func (d *Deps) rescueDeadClientsWith(ctx context.Context, client *river.Client[p
 		d.metrics().Rescued(r.Jobs)
 		d.logger().InfoContext(ctx, "liveness: rescued the running jobs of gone River clients", "clients", len(r.Gone), "jobs", r.Jobs)
 	}
-	if len(r.Freed) > 0 {
+	if len(r.Freed) > 0 || len(r.Digests) > 0 {
 		d.metrics().Redriven(len(r.Freed))
 		d.logger().InfoContext(ctx, "liveness: re-drove the deliveries claimed by gone River clients", "clients", len(forget),
-			"deliveries", len(r.Freed))
+			"deliveries", len(r.Freed), "digests", len(r.Digests))
 	}
 }
 
@@ -198,7 +208,11 @@ type livenessState struct {
 	mu   sync.Mutex
 	self string
 	lost bool
-	gone map[string]time.Time // client -> first seen gone, in this run of checks
+	// losses counts the times the lock was lost: a send run that claimed
+	// before the latest loss stops (its claims are re-driven once the lock
+	// is back, however short the loss was).
+	losses uint64
+	gone   map[string]time.Time // client -> first seen gone, in this run of checks
 }
 
 func (l *livenessState) start(self string) {
@@ -210,7 +224,18 @@ func (l *livenessState) start(self string) {
 func (l *livenessState) setLost(lost bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if lost && !l.lost {
+		l.losses++
+	}
 	l.lost = lost
+}
+
+// epoch returns how many times the lock was lost so far, and whether it is
+// lost now.
+func (l *livenessState) epoch() (losses uint64, lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.losses, l.lost
 }
 
 // isLost reports whether this process held its liveness lock and lost it

@@ -117,6 +117,11 @@ type sendRun struct {
 	// the sweep to take back as if this worker had died.
 	budget time.Time
 
+	// losses is how many times this process had lost its liveness lock
+	// before the claim: once it loses it again, the claims may be re-driven
+	// by others or by itself (stores.FreeClaims), and the lanes stop.
+	losses uint64
+
 	// prepared is what each channels.Preparer among the batch's channels
 	// read for the whole batch, by channel; read-only once the lanes start.
 	prepared map[string]any
@@ -135,7 +140,8 @@ func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*send
 	if err != nil {
 		return nil, fmt.Errorf("send job without its River client: %w", err)
 	}
-	if d.live.isLost() {
+	losses, lost := d.live.epoch()
+	if lost {
 		// Other replicas may be taking this process's claims for a dead
 		// one's (see RunLiveness): claim nothing until the lock is back.
 		return nil, river.JobSnooze(livenessCheck)
@@ -161,7 +167,7 @@ func (w *SendWorker) claim(ctx context.Context, job *river.Job[SendArgs]) (*send
 	if len(claimed) == 0 {
 		return nil, nil
 	}
-	return &sendRun{w: w, job: job, client: client, claimed: claimed,
+	return &sendRun{w: w, job: job, client: client, claimed: claimed, losses: losses,
 		budget: time.Now().Add(min(d.lease()/2, d.maxRun()))}, nil
 }
 
@@ -209,9 +215,10 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 	defer cancel()
 	for i, c := range l.deliveries {
 		rest := l.deliveries[i:]
-		if ctx.Err() != nil || time.Now().After(r.budget) || d.live.isLost() {
-			// Lost liveness: other replicas may already be re-driving
-			// these claims; sending on would send them twice.
+		if ctx.Err() != nil || time.Now().After(r.budget) || r.livenessLost() {
+			// Lost liveness since the claim (even if retaken since):
+			// these claims may be re-driven already; sending on would
+			// send them twice.
 			r.giveBack(ctx, rest)
 			return
 		}
@@ -268,6 +275,13 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 			return
 		}
 	}
+}
+
+// livenessLost reports whether this process lost its liveness lock since
+// the run's claim.
+func (r *sendRun) livenessLost() bool {
+	losses, lost := r.w.Deps.live.epoch()
+	return lost || losses != r.losses
 }
 
 // admitCapped admits c against its channel's per-recipient cap

@@ -42,7 +42,9 @@ type Claimed struct {
 // racing for the same row: one UPDATE wins, the other sees it `sending` and
 // skips it. attempts counts the attempt being made. A row whose notification
 // was cancelled (a retry scheduled before the cancel committed) is settled
-// `cancelled` instead of being claimed.
+// `cancelled` instead of being claimed — except a carrier of a batch that
+// still has members (carried): the cancel could not hand it to the next
+// member while it was in flight, and the members' message must still go.
 //
 // Suppression: a row whose recipient's address for its channel (the pairs
 // $4 channel, $5 profile field: AddressFields) is on the suppression list is
@@ -76,19 +78,25 @@ WITH sup AS (
     JOIN notify_inbox i ON i.notification_id = d.notification_id AND i.recipient = d.recipient
     WHERE d.id = ANY($1::text[]::uuid[]) AND d.unless IS NOT NULL
       AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL
+), carried AS (
+    -- Carriers of a batch that still has members, whose own notification
+    -- was cancelled while they were in flight: sent for the members.
+    SELECT d.id FROM notify_deliveries d
+    JOIN notify_batches b ON b.id = d.batch_id
+    WHERE d.id = ANY($1::text[]::uuid[]) AND d.batch_id IS NOT NULL AND cardinality(b.members) > 0
 ), claimed AS (
     UPDATE notify_deliveries d
-    SET status = CASE WHEN n.status = 'cancelled' THEN 'cancelled'
+    SET status = CASE WHEN n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried) THEN 'cancelled'
                       WHEN d.id IN (SELECT id FROM sup) THEN 'suppressed'
                       WHEN d.id IN (SELECT id FROM met) THEN 'skipped' ELSE 'sending' END,
-        claimed_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
+        claimed_at = CASE WHEN (n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried)) OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
                           THEN NULL ELSE $3::timestamptz END,
         claimed_by = nullif($6::text, ''),
-        attempts = d.attempts + CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
+        attempts = d.attempts + CASE WHEN (n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried)) OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
                                      THEN 0 ELSE 1 END,
-        settled_at = CASE WHEN n.status = 'cancelled' OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
+        settled_at = CASE WHEN (n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried)) OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
                           THEN $3::timestamptz END,
-        last_error = CASE WHEN n.status = 'cancelled' THEN 'notification cancelled'
+        last_error = CASE WHEN n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried) THEN 'notification cancelled'
                           WHEN d.id IN (SELECT id FROM sup) THEN (SELECT reason FROM sup WHERE sup.id = d.id LIMIT 1)
                           WHEN d.id IN (SELECT id FROM met)
                           THEN 'unless ' || d.unless || ': the recipient had ' || d.unless || ' the in-app item when the delivery was due'
@@ -175,7 +183,11 @@ type Settlement struct {
 // by the same claim (status sending and the same claimed_at), so a claim the
 // retry sweep took back after its lease is not overwritten by a late worker.
 // A temporary failure of a notification cancelled while the send was in
-// flight settles `cancelled`: it is not retried after the cancel.
+// flight settles `cancelled`: it is not retried after the cancel — unless
+// the delivery carries a batch (batch_id): the batch's other members ride on
+// it (notify_cancel hands a carrier that is not in flight to the next
+// member, but cannot take one from a send), so it fails as usual and the
+// claim of its retry decides (claimSQL's carried).
 //
 // A batch with a temporary failure settles with settleRetrySQL, which reads
 // the notifications FOR SHARE: a cancel in progress holds its notification
@@ -223,12 +235,13 @@ const settleLockSQL = `WITH n AS (
 
 const settleSetSQL = `
 UPDATE notify_deliveries d
-SET status = CASE WHEN u.status IN ('failed', 'rate_limited') AND n.status = 'cancelled' THEN 'cancelled' ELSE u.status END,
+SET status = CASE WHEN u.status IN ('failed', 'rate_limited') AND n.status = 'cancelled' AND d.batch_id IS NULL
+                  THEN 'cancelled' ELSE u.status END,
     last_error = CASE WHEN u.err = '' THEN d.last_error ELSE u.err END,
     provider = CASE WHEN u.provider = '' THEN d.provider ELSE u.provider END,
     attempts = d.attempts - CASE WHEN u.refund THEN 1 ELSE 0 END,
     next_attempt_at = u.next_at,
-    settled_at = CASE WHEN u.terminal OR n.status = 'cancelled' THEN $7::timestamptz END,
+    settled_at = CASE WHEN u.terminal OR (n.status = 'cancelled' AND d.batch_id IS NULL) THEN $7::timestamptz END,
     claimed_at = NULL,
     updated_at = $7
 FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[],

@@ -158,6 +158,10 @@ type DigestClaimRequest struct {
 	DueAt time.Time
 	// Now is the claim's time, stored as claimed_at: the claim token.
 	Now time.Time
+	// By is the River client making the claim (claimed_by; see
+	// ClaimDeliveriesSuppressing); like Now, the first request's is used for
+	// the whole batch. Empty: no claimant, the claim waits for the lease.
+	By string
 	// MaxItems bounds Items (values below 1 read as 1).
 	MaxItems int
 	// Suppress, when it names the digest channel and its profile field,
@@ -222,6 +226,7 @@ const claimDigestRowsSQL = `
                           WHEN l.unless_met THEN 'unless ' || d.unless || ': the recipient had ' || d.unless || ' the in-app item when the digest was rendered'
                           ELSE d.last_error END,
         claimed_at = CASE WHEN l.cancelled OR l.unless_met THEN NULL ELSE $4::timestamptz END,
+        claimed_by = nullif($6::text, ''),
         settled_at = CASE WHEN l.cancelled OR l.unless_met THEN $4::timestamptz END,
         next_attempt_at = NULL,
         updated_at = $4`
@@ -386,7 +391,7 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 			fresh = append(fresh, i)
 		}
 	}
-	now, maxItems := reqs[0].Now, max(reqs[0].MaxItems, 1)
+	now, maxItems, by := reqs[0].Now, max(reqs[0].MaxItems, 1), reqs[0].By
 	b := &pgx.Batch{}
 	if len(fresh) > 0 {
 		dueAts := make([]time.Time, len(fresh))
@@ -396,7 +401,7 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 			rs[k], dueAts[k], ids[k] = reqs[i].Recipient, reqs[i].DueAt, reqs[i].DigestID
 		}
 		// The fresh claim tags its rows with their 1-based place in fresh.
-		b.Queue(claimDigestsSQL, rs, dueAts, ids, now, maxItems).Query(scanClaimedDigests(out, func(ord int) int {
+		b.Queue(claimDigestsSQL, rs, dueAts, ids, now, maxItems, by).Query(scanClaimedDigests(out, func(ord int) int {
 			if ord < 1 || ord > len(fresh) {
 				return -1
 			}
@@ -411,7 +416,7 @@ func ClaimDigests(ctx context.Context, db DB, reqs []DigestClaimRequest) ([]*Cla
 			rs[k], ids[k], ords[k] = reqs[i].Recipient, reqs[i].DigestID, int32(i+1)
 		}
 		// The reclaim tags its rows with their 1-based place in reqs.
-		b.Queue(reclaimDigestsSQL, rs, ids, ords, now, maxItems).Query(scanClaimedDigests(out, func(ord int) int {
+		b.Queue(reclaimDigestsSQL, rs, ids, ords, now, maxItems, by).Query(scanClaimedDigests(out, func(ord int) int {
 			if ord < 1 || ord > len(reqs) || !reqs[ord-1].Resend {
 				return -1
 			}

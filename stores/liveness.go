@@ -57,8 +57,9 @@ func ReleaseLiveness(ctx context.Context, conn *pgx.Conn, clientID string) error
 // river:rescue_count), and wakes those jobs' queues. Of those clients, the
 // ones in $2 (the caller has seen them gone for a while, see
 // RescueDeadClients) also lose their delivery claims: each delivery they had
-// `sending` is made `failed` and due at $3, with a last_error saying why, and
-// they are forgotten. A client not in $2 stays registered, so that its claims
+// `sending` is made `failed` and due at $3, each digest they had
+// `digest_sending` `digest_pending` (whole: a digest's rows share the claim),
+// with a last_error saying why, and they are forgotten. A client not in $2 stays registered, so that its claims
 // can be freed once it has been gone long enough.
 //
 // The EXISTS conditions are one-time filters: while every client is alive
@@ -90,6 +91,14 @@ WITH dead AS MATERIALIZED (
     WHERE EXISTS (SELECT 1 FROM forget)
       AND d.status = 'sending' AND d.claimed_by IN (SELECT client_id FROM forget)
     RETURNING d.id::text
+), freed_digests AS (
+    UPDATE notify_deliveries d
+    SET status = 'digest_pending',
+        last_error = 'claim released: the process holding it (River client ' || d.claimed_by || ') is gone; re-driven',
+        claimed_at = NULL, claimed_by = NULL, next_attempt_at = $3, updated_at = $3
+    WHERE EXISTS (SELECT 1 FROM forget)
+      AND d.status = 'digest_sending' AND d.claimed_by IN (SELECT client_id FROM forget)
+    RETURNING d.recipient, d.digest_id, coalesce(d.digest_due_at, d.created_at) AS due_at
 ), forgot AS (
     DELETE FROM notify_river_clients c WHERE c.client_id IN (SELECT client_id FROM forget)
 )
@@ -97,7 +106,10 @@ SELECT (SELECT count(*) FROM rescued),
        (SELECT count(pg_notify(current_schema() || '.river_insert', json_build_object('queue', q.queue)::text))
         FROM (SELECT DISTINCT queue FROM rescued) q),
        coalesce((SELECT array_agg(client_id ORDER BY client_id) FROM dead), '{}'),
-       coalesce((SELECT array_agg(id ORDER BY id) FROM freed), '{}')`
+       coalesce((SELECT array_agg(id ORDER BY id) FROM freed), '{}'),
+       coalesce((SELECT array_agg(recipient ORDER BY recipient, digest_id) FROM (SELECT DISTINCT recipient, digest_id, due_at FROM freed_digests) x), '{}'),
+       coalesce((SELECT array_agg(digest_id::text ORDER BY recipient, digest_id) FROM (SELECT DISTINCT recipient, digest_id, due_at FROM freed_digests) x), '{}'),
+       coalesce((SELECT array_agg(due_at ORDER BY recipient, digest_id) FROM (SELECT DISTINCT recipient, digest_id, due_at FROM freed_digests) x), '{}')`
 
 // Rescue is what one RescueDeadClients did.
 type Rescue struct {
@@ -109,12 +121,15 @@ type Rescue struct {
 	// clients asked to be forgotten; the caller enqueues their sends in the
 	// same transaction.
 	Freed []string
+	// Digests are the digests whose claims were taken back the same way
+	// (their rows digest_pending again, due now); the caller enqueues them.
+	Digests []RedrivenDigest
 }
 
 // RescueDeadClients makes the running jobs of registered River clients whose
 // process is gone (their liveness lock is free) available again, and, for
 // those of them named in forget, takes back every delivery they had claimed
-// (`failed`, due at now) and forgets them. The jobs are rescued at once (a
+// (`failed`, due at now; a digest's rows `digest_pending`) and forgets them. The jobs are rescued at once (a
 // job tolerates a second run); the claims only once the caller has seen the
 // client gone for a few seconds: a live process whose liveness connection
 // dropped with a PostgreSQL restart takes its lock back within that time,
@@ -127,16 +142,21 @@ func RescueDeadClients(ctx context.Context, tx DB, forget []string, now time.Tim
 	if forget == nil {
 		forget = []string{}
 	}
-	if err := tx.QueryRow(ctx, rescueDeadClientsSQL, LivenessLockClass, forget, now).Scan(&r.Jobs, &queues, &r.Gone, &r.Freed); err != nil {
+	var recipients, digests []string
+	var dues []time.Time
+	if err := tx.QueryRow(ctx, rescueDeadClientsSQL, LivenessLockClass, forget, now).Scan(&r.Jobs, &queues, &r.Gone, &r.Freed,
+		&recipients, &digests, &dues); err != nil {
 		return Rescue{}, fmt.Errorf("rescue the jobs of gone River clients: %w", err)
+	}
+	for i := range digests {
+		r.Digests = append(r.Digests, RedrivenDigest{Recipient: recipients[i], DigestID: digests[i], DueAt: dues[i]})
 	}
 	return r, nil
 }
 
 // freeOwnClaimsSQL takes back the claims of one client (its own process
-// calls it, on the connection holding its liveness lock, after losing and
-// retaking the lock): like the claims of a gone client, see
-// rescueDeadClientsSQL.
+// calls it after losing and retaking its liveness lock): like the claims of
+// a gone client, see rescueDeadClientsSQL.
 const freeOwnClaimsSQL = `
 UPDATE notify_deliveries d
 SET status = 'failed',

@@ -196,7 +196,17 @@ WHERE n.status = 'cancelled'`).Scan(&cancelledFirst); err != nil {
 		return err
 	}
 	if lostInto > 0 {
-		r.fail("%d batched deliveries name a delivery that was not sent", lostInto)
+		// What the named deliveries are, for the report: a checker or a
+		// product bug reads differently.
+		var why string
+		_ = db.QueryRow(bg, `SELECT string_agg(x, '; ') FROM (
+  SELECT coalesce(l.status, 'missing') || '/' || coalesce(n.status, '-') || ': ' || count(*) ||
+         ' (e.g. ' || min(coalesce(l.last_error, '')) || ')' AS x
+  FROM notify_deliveries d LEFT JOIN notify_deliveries l ON l.id = d.batched_into
+  LEFT JOIN notify_notifications n ON n.id = l.notification_id
+  WHERE d.status = 'batched' AND (l.id IS NULL OR l.status <> 'sent')
+  GROUP BY 1, l.status, n.status) t`).Scan(&why)
+		r.fail("%d batched deliveries name a delivery that was not sent (named delivery status/its notification's: %s)", lostInto, why)
 	}
 	var readSkipped int
 	if err := db.QueryRow(bg, `SELECT count(*) FROM notify_deliveries d WHERE d.status = 'skipped' AND d.notifier = $1

@@ -467,6 +467,13 @@ func (s *Sender) push(ctx context.Context, sub channels.PushSubscription, body [
 	if err != nil || u.Host == "" {
 		return channels.Gone(fmt.Errorf("%s: invalid endpoint", dest))
 	}
+	// A subscription stored before the registration checks it fails now
+	// (an IP literal, a port other than 443, a host allowed_hosts leaves
+	// out, or allow_private turned off since) is refused unsent. It is not
+	// removed: a config change may make it valid again.
+	if err := s.CheckEndpoint(sub.Endpoint); err != nil {
+		return channels.Permanent(fmt.Errorf("%s: endpoint refused: %w", dest, err))
+	}
 	auth, err := s.vapid(u.Scheme + "://" + u.Host)
 	if err != nil {
 		return channels.Temporary(fmt.Errorf("%s: sign VAPID token: %w", dest, err), 0)

@@ -26,6 +26,24 @@ func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 	})
 }
 
+// requireBounce authorises POST /v1/bounces: the admin token, or
+// http.bounce_token, which authorises that route and no other. A refusal
+// names neither token's value.
+func (s *Server) requireBounce(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if want := s.cfg.HTTP.BounceToken; want != "" {
+			if got, ok := bearer(r); ok {
+				g, wnt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+				if subtle.ConstantTimeCompare(g[:], wnt[:]) == 1 {
+					h.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		s.RequireAdmin(h).ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) checkAdmin(r *http.Request) error {
 	want := s.cfg.HTTP.AdminToken
 	if want == "" {

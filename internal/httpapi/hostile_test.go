@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -22,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	sse "github.com/notifyd/notifyd/internal/stream"
@@ -156,6 +158,19 @@ func hostileTokens(t *testing.T) map[string]string {
 	}
 }
 
+// firstFormatUnsubscribe is an unsubscribe token of the first format
+// (version 1: channel, recipient and scopes, no dates), correctly signed.
+func firstFormatUnsubscribe(t *testing.T, recipient string, scopes ...string) string {
+	t.Helper()
+	k := hmac.New(sha256.New, []byte(tokenSecret))
+	k.Write([]byte(unsubscribe.Domain))
+	payload := []byte(strings.Join(append([]string{"1", "email", recipient}, scopes...), "\x00"))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write(payload)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(m.Sum(nil)[:16])
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -185,6 +200,15 @@ func TestHostileRequests(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{yaml: hostileConfig})
 	u1, u2 := recipientToken(t, "u1"), recipientToken(t, "u2")
+	unsubSigner, err := unsubscribe.NewSigner(tokenSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredUnsubscribe, err := unsubSigner.Sign(unsubscribe.Token{Channel: "email", Recipient: "u1", Scopes: []string{"category:comments"},
+		IssuedAt: fixedNow.Add(-unsubscribe.DefaultTTL - time.Hour), Expires: fixedNow.Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Something to attack: two recipients with profiles, inbox items,
 	// preferences, a mute, subscriptions and a notification (with its job).
@@ -380,6 +404,11 @@ func TestHostileRequests(t *testing.T) {
 		{"subscribe: reason with spaces", "PUT", "/v1/topics/post-9/subscribers/u1", adminToken, `{"reason":"two words"}`, 422, wire.CodeInvalidRequest},
 		{"subscribe: recipient token", "PUT", "/v1/topics/post-9/subscribers/u1", u1, nil, 401, wire.CodeUnauthorized},
 		{"unsubscribe: recipient token", "DELETE", "/v1/topics/post-9/subscribers/u2", u1, nil, 401, wire.CodeUnauthorized},
+
+		// One-click unsubscribe links and bounce reports.
+		{"one-click unsubscribe: expired link", "POST", "/v1/unsubscribe/" + expiredUnsubscribe, "", nil, 404, wire.CodeNotFound},
+		{"one-click unsubscribe: link of the first format, which never expired", "POST", "/v1/unsubscribe/" + firstFormatUnsubscribe(t, "u1", "category:comments"), "", nil, 404, wire.CodeNotFound},
+		{"bounces: recipient token", "POST", "/v1/bounces", u1, `{"channel":"email","address":"u1@example.com","kind":"hard"}`, 401, wire.CodeUnauthorized},
 		{"subscribers: bad cursor", "GET", "/v1/topics/post-9/subscribers?cursor=garbage", adminToken, nil, 400, wire.CodeBadCursor},
 		{"subscribers: cursor of the other list", "GET", "/v1/topics/post-9/subscribers?cursor=" + url.QueryEscape(topicCursor), adminToken, nil, 400, wire.CodeBadCursor},
 		{"subscribers: zero limit", "GET", "/v1/topics/post-9/subscribers?limit=0", adminToken, nil, 400, wire.CodeBadRequest},

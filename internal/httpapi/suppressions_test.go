@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/wire"
 )
 
@@ -164,5 +165,30 @@ func TestErasureKeepsSuppressionsUnlessAsked(t *testing.T) {
 	}
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_suppressions WHERE address = 'u2@example.test'`); n != 0 {
 		t.Fatal("the suppression was kept")
+	}
+}
+
+// http.bounce_token reports bounces, as the admin token does, and nothing
+// else: every other admin route refuses it.
+func TestBounceToken(t *testing.T) {
+	t.Parallel()
+	const bounceToken = "bounce-relay-token-0123456789abcdef"
+	b := setup(t, setupOpts{yaml: emailTestConfig, options: func(o *httpapi.Options) { o.Config.HTTP.BounceToken = bounceToken }})
+	r := b.do(t, "POST", "/v1/bounces", bounceToken, map[string]any{"channel": "email", "address": "gone@example.test", "kind": "hard"})
+	if expect(t, r, 200, ""); r.body["suppressed"] != true {
+		t.Fatalf("bounce with the bounce token: %s", r.raw)
+	}
+	expect(t, b.do(t, "POST", "/v1/bounces", bounceToken+"x", map[string]any{"channel": "email", "address": "x@example.test", "kind": "hard"}),
+		401, wire.CodeUnauthorized)
+	for _, req := range [][2]string{
+		{"GET", "/v1/suppressions"},
+		{"DELETE", "/v1/suppressions/email/gone@example.test"},
+		{"GET", "/v1/notifications"},
+		{"DELETE", "/v1/recipients/u1"},
+	} {
+		expect(t, b.do(t, req[0], req[1], bounceToken, nil), 401, wire.CodeUnauthorized)
+	}
+	if n := count(t, b.pool, `SELECT count(*) FROM notify_suppressions`); n != 1 {
+		t.Fatalf("%d suppressions, want the one bounce", n)
 	}
 }
