@@ -435,7 +435,7 @@ func countTerminal(m Metrics, c *stores.Chunk) {
 // webhook) and their send jobs in the normalisation transaction.
 func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier) error {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
-		Actor: st.Actor, Lane: -1}
+		Actor: st.Actor, Tenant: st.Tenant, Lane: -1}
 	add := func(channel, status, why string) {
 		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())
 		c.DeliveryRecipients = append(c.DeliveryRecipients, "")
@@ -478,7 +478,7 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 // the rows to write.
 func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m merged) (*stores.Chunk, error) {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
-		Actor: st.Actor, Params: st.Params, Lane: st.Lane.Lane, Cursor: m.cursor,
+		Actor: st.Actor, Params: st.Params, Tenant: st.Tenant, Lane: st.Lane.Lane, Cursor: m.cursor,
 		InlinePos: st.Lane.InlinePos + m.inlineTaken, Done: m.done}
 	if m.cursor == nil {
 		c.Cursor = st.Lane.Cursor
@@ -497,6 +497,10 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 	}
 	reg := w.Deps.Registry
 	wf := w.Deps.newWorkflow()
+	defaults, err := tenantDefaults(st.TenantRecord)
+	if err != nil {
+		return nil, fmt.Errorf("default preferences of tenant %s: %w", st.Tenant, err)
+	}
 	var perRecipient []channels.Plugin
 	for _, p := range reg.Plugins() {
 		if p.PerRecipient {
@@ -515,7 +519,7 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 		muted := isMuted(nf.Name, st.Topics, r)
 		for _, p := range perRecipient {
 			ch := p.Name
-			res := reg.Resolve(nf, ch, rules, muted)
+			res := reg.ResolveTenant(nf, ch, rules, defaults, muted)
 			if res.Mode == notifytype.ModeOff {
 				if res.Why != "default" {
 					addRow(r, ch, notifytype.ModeOff, notifytype.StatusSkipped, offReason(res.Why))
@@ -582,8 +586,11 @@ func (d *Deps) registrationsOf(nf *config.Notifier) []string {
 }
 
 func offReason(why string) string {
-	if why == "muted" {
+	switch why {
+	case "muted":
 		return "muted by the recipient"
+	case "tenant":
+		return "turned off by the tenant's default preferences"
 	}
 	return "turned off by the recipient's preferences"
 }
@@ -632,15 +639,41 @@ func decodeRules(raw json.RawMessage) ([]notifytype.Rule, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var triples [][3]string
+	// [scope, channel, mode], or [scope, channel, mode, "tenant"] for a
+	// rule scoped to the notification's tenant (see stores.Candidate).
+	var triples [][]string
 	if err := json.Unmarshal(raw, &triples); err != nil {
 		return nil, err
 	}
 	rules := make([]notifytype.Rule, len(triples))
 	for i, t := range triples {
+		if len(t) < 3 {
+			return nil, fmt.Errorf("rule %d: %d elements", i, len(t))
+		}
 		rules[i] = notifytype.Rule{Scope: t[0], Channel: t[1], Mode: notifytype.Mode(t[2])}
+		if len(t) > 3 {
+			rules[i].Tenant = t[3]
+		}
 	}
 	return rules, nil
+}
+
+// tenantDefaults are the default rules of the tenant record a fan-out read
+// (stores.FanoutState.TenantRecord); none without a tenant.
+func tenantDefaults(record json.RawMessage) ([]notifytype.Rule, error) {
+	if len(record) == 0 || string(record) == "null" {
+		return nil, nil
+	}
+	var t struct {
+		Preferences []notifytype.Rule `json:"preferences"`
+	}
+	if err := json.Unmarshal(record, &t); err != nil {
+		return nil, err
+	}
+	for i := range t.Preferences {
+		t.Preferences[i].Tenant = ""
+	}
+	return t.Preferences, nil
 }
 
 // mergedRecipient is one recipient of a chunk after merging the sources.

@@ -79,4 +79,25 @@ type Rule struct {
 	Scope   string `json:"scope"`
 	Channel string `json:"channel"`
 	Mode    Mode   `json:"mode"`
+	// Tenant scopes the rule to the notifications of one tenant: such a rule
+	// beats every rule without a tenant (the recipient's global rules), which
+	// beat the tenant's default rules, which beat the notifier's default.
+	// Empty: a global rule. A tenant's own default rules have no Tenant.
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// Tenant is a tenant as templates see it (.Tenant): its id, name and
+// branding. A notification without a tenant renders with a nil .Tenant.
+type Tenant struct {
+	ID       string
+	Name     string
+	Branding Branding
+}
+
+// Branding is a tenant's branding: templates use it, and the email channel
+// sends from EmailFrom when it is set.
+type Branding struct {
+	LogoURL      string `json:"logo_url,omitempty"`
+	PrimaryColor string `json:"primary_color,omitempty"`
+	EmailFrom    string `json:"email_from,omitempty"`
 }

@@ -94,6 +94,13 @@ WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p'
 // row is kept, each migration from 00023 on leaves no notify_* function
 // executable by PUBLIC, the SQL API is notifyd_app's, pinned to that schema,
 // and works on the old rows.
+var newColumns = map[string][]string{
+	"notify_notifiers":     {"params_schema", "params_check"},
+	"notify_notifications": {"tenant"},
+	"notify_inbox":         {"tenant"},
+	"notify_deliveries":    {"tenant"},
+}
+
 func TestUpgradeFromThePreviousRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -173,18 +180,21 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 			t.Errorf("table %s is gone", table)
 			continue
 		}
-		if table == "notify_notifiers" {
-			// Two new columns, NULL until the catalog is next published.
+		// Columns later migrations add, NULL on the old rows: the
+		// notifiers' until the catalog is next published, the tenant of rows
+		// sent without one.
+		if added := newColumns[table]; added != nil {
 			var rs []map[string]any
 			if err := json.Unmarshal([]byte(got), &rs); err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
-				if r["params_schema"] != nil || r["params_check"] != nil {
-					t.Errorf("notify_notifiers: %v", r)
+				for _, c := range added {
+					if r[c] != nil {
+						t.Errorf("%s: %s is %v, want NULL", table, c, r[c])
+					}
+					delete(r, c)
 				}
-				delete(r, "params_schema")
-				delete(r, "params_check")
 			}
 			b, _ := json.Marshal(rs)
 			var want []map[string]any
