@@ -1,6 +1,8 @@
 package notifyd
 
 import (
+	"github.com/notifyd/notifyd/notifytype"
+
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -22,3 +24,12 @@ func CheckTenantID(field, id string) error {
 	}
 	return nil
 }
+
+// Branding is a tenant's branding (PUT /v1/tenants/{id}): its logo and
+// colour for templates (.Tenant.Branding), and the From address of its
+// emails.
+type Branding = notifytype.Branding
+
+// TenantInfo is a tenant as templates see it (.Tenant): ID, Name and
+// Branding.
+type TenantInfo = notifytype.Tenant

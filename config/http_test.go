@@ -54,7 +54,7 @@ func TestHTTPLimitKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := def.HTTP
-	if h.Rate != (Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400}) || h.MaxTopics != 100 ||
+	if h.Rate != (Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400, TenantKey: 50, TenantKeyBurst: 100}) || h.MaxTopics != 100 ||
 		h.MaxConnections != 1024 || h.MaxStreamsPerRecipient != 5 || h.MaxHeaderBytes != 64<<10 ||
 		h.ReadHeaderTimeout.D() != 10*time.Second || h.ReadTimeout.D() != 30*time.Second ||
 		h.WriteTimeout.D() != 30*time.Second || h.IdleTimeout.D() != 120*time.Second || h.MaxTokenTTL.D() != 24*time.Hour {

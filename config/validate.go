@@ -67,6 +67,7 @@ func (c *Config) validate(el *errorList) {
 	}
 	atLeast(el, "http.rate.recipient_burst", c.HTTP.Rate.RecipientBurst, 1)
 	atLeast(el, "http.rate.admin_burst", c.HTTP.Rate.AdminBurst, 1)
+	atLeast(el, "http.rate.tenant_key_burst", c.HTTP.Rate.TenantKeyBurst, 1)
 
 	q := c.Queues
 	atLeast(el, "queues.fanout", q.Fanout, 1)

@@ -30,6 +30,8 @@ type DeliveryDetail struct {
 	NextAttemptAt  *time.Time
 	SettledAt      *time.Time
 	CreatedAt      time.Time
+	// Tenant is the tenant of the delivery's notification, "" for none.
+	Tenant string
 	// FailedAttempts are the failed attempts, oldest first; empty when every
 	// attempt so far went through (or none was made).
 	FailedAttempts []Attempt
@@ -37,7 +39,7 @@ type DeliveryDetail struct {
 
 const getDeliverySQL = `
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
-       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at
+       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, coalesce(tenant, '')
 FROM notify_deliveries
 WHERE id = $1`
 
@@ -63,7 +65,8 @@ func GetDelivery(ctx context.Context, db DB, id string) (*DeliveryDetail, error)
 	b := &pgx.Batch{}
 	b.Queue(getDeliverySQL, id).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&d.ID, &d.Recipient, &d.Channel, &d.Reason, &d.Mode, &d.Status, &d.Attempts, &d.LastError,
-			&d.UpdatedAt, &d.Provider, &d.NotificationID, &d.Notifier, &d.Key, &d.NextAttemptAt, &d.SettledAt, &d.CreatedAt)
+			&d.UpdatedAt, &d.Provider, &d.NotificationID, &d.Notifier, &d.Key, &d.NextAttemptAt, &d.SettledAt, &d.CreatedAt,
+			&d.Tenant)
 	})
 	d.FailedAttempts = []Attempt{}
 	b.Queue(listAttemptsSQL, id, maxAttempts).Query(func(rows pgx.Rows) error {

@@ -317,7 +317,7 @@ type Candidate struct {
 	// their rules scoped to it, [scope, channel, mode, "tenant"]; null for
 	// none.
 	Rules json.RawMessage
-	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
+	Mutes []string // active mute targets ("notifier:x", "topic:y")
 	// Registrations are those of the asked-for registrations the recipient
 	// has: RegistrationPushSubscription, RegistrationDevice+platform.
 	Registrations []string

@@ -113,6 +113,7 @@ type Notification struct {
 	SendAt     *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	Tenant     string // "" for none
 	Deliveries []Delivery
 }
 
@@ -140,7 +141,8 @@ type Delivery struct {
 }
 
 const getNotificationSQL = `
-SELECT id::text, notifier, key, actor, status, error, params, topics, send_at, created_at, updated_at
+SELECT id::text, notifier, key, actor, status, error, params, topics, send_at, created_at, updated_at,
+       coalesce(tenant, '')
 FROM notify_notifications
 WHERE id = $1`
 
@@ -167,7 +169,7 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, i
 	}
 	var n Notification
 	err := db.QueryRow(ctx, getNotificationSQL, id).Scan(&n.ID, &n.Notifier, &n.Key, &n.Actor, &n.Status,
-		&n.Error, &n.Params, &n.Topics, &n.SendAt, &n.CreatedAt, &n.UpdatedAt)
+		&n.Error, &n.Params, &n.Topics, &n.SendAt, &n.CreatedAt, &n.UpdatedAt, &n.Tenant)
 	if err != nil {
 		return nil, notFound(err)
 	}

@@ -124,6 +124,9 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := inTenant(r, d.Tenant, "delivery "+id); err != nil {
+		return err
+	}
 	out := deliveryDetailWire(d)
 	if s.ops != nil {
 		c, err := s.ops.DeliveryCircuit(r.Context(), id)
