@@ -190,13 +190,13 @@ type tenantRequest struct {
 
 // tenantJSON is a tenant as the API shows it.
 type tenantJSON struct {
-	ID          string              `json:"id"`
-	Name        string              `json:"name"`
-	Branding    notifyd.Branding    `json:"branding"`
-	Preferences []notifyd.Rule      `json:"preferences"`
-	CreatedAt   time.Time           `json:"created_at"`
-	UpdatedAt   time.Time           `json:"updated_at"`
-	Keys        *[]tenantKeyJSON    `json:"keys,omitempty"`
+	ID          string                `json:"id"`
+	Name        string                `json:"name"`
+	Branding    notifyd.Branding      `json:"branding"`
+	Preferences []notifyd.Rule        `json:"preferences"`
+	CreatedAt   time.Time             `json:"created_at"`
+	UpdatedAt   time.Time             `json:"updated_at"`
+	Keys        *[]tenantKeyJSON      `json:"keys,omitempty"`
 	Erased      *stores.TenantErasure `json:"erased,omitempty"`
 }
 
