@@ -215,7 +215,11 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 		params = config.BatchParams(params, 1, nonEmpty(st.Actor), []any{params})
 	}
 	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
-		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
+		tenant, err := decodeTenant(st.TenantRecord)
+		if err != nil {
+			return nil, item, "tenant does not decode: " + err.Error()
+		}
+		if item, err = d.Inbox.RenderInbox(nf.Name, notifytype.TemplateParams(params, tenant)); err != nil {
 			return nil, item, inbox + " templates do not render: " + err.Error()
 		}
 	}
@@ -656,6 +660,23 @@ func decodeRules(raw json.RawMessage) ([]notifytype.Rule, error) {
 		}
 	}
 	return rules, nil
+}
+
+// decodeTenant reads a tenant record ({"id", "name", "branding", ...}) as
+// templates see it; nil for none.
+func decodeTenant(record json.RawMessage) (*notifytype.Tenant, error) {
+	if len(record) == 0 || string(record) == "null" {
+		return nil, nil
+	}
+	var t struct {
+		ID       string              `json:"id"`
+		Name     string              `json:"name"`
+		Branding notifytype.Branding `json:"branding"`
+	}
+	if err := json.Unmarshal(record, &t); err != nil {
+		return nil, err
+	}
+	return &notifytype.Tenant{ID: t.ID, Name: t.Name, Branding: t.Branding}, nil
 }
 
 // tenantDefaults are the default rules of the tenant record a fan-out read

@@ -94,6 +94,25 @@ type Tenant struct {
 	Branding Branding
 }
 
+// TenantKey is the key of params under which templates find the tenant
+// (.Tenant): a Tenant value, the zero Tenant for a notification without
+// one, so that {{.Tenant.Name}} renders "" rather than failing.
+const TenantKey = "Tenant"
+
+// TemplateParams returns params with the tenant under TenantKey (t nil: the
+// zero Tenant), in a new map: params itself is not changed.
+func TemplateParams(params map[string]any, t *Tenant) map[string]any {
+	out := make(map[string]any, len(params)+1)
+	for k, v := range params {
+		out[k] = v
+	}
+	if t == nil {
+		t = &Tenant{}
+	}
+	out[TenantKey] = *t
+	return out
+}
+
 // Branding is a tenant's branding: templates use it, and the email channel
 // sends from EmailFrom when it is set.
 type Branding struct {

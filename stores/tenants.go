@@ -482,3 +482,21 @@ func nullIfEmpty(s string) *string {
 	}
 	return &s
 }
+
+const tenantItemsSQL = `
+SELECT id::text FROM notify_inbox WHERE recipient = $1 AND tenant = $2 AND id = ANY($3::text[]::uuid[])`
+
+// TenantItems returns those of recipient's inbox items ids that are of
+// tenant (in no particular order): what a stream confined to the tenant may
+// name of a change.
+func TenantItems(ctx context.Context, db DB, recipient, tenant string, ids []string) ([]string, error) {
+	rows, err := db.Query(ctx, tenantItemsSQL, recipient, tenant, nonNil(ids))
+	if err != nil {
+		return nil, fmt.Errorf("tenant items of %s: %w", recipient, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("tenant items of %s: %w", recipient, err)
+	}
+	return out, nil
+}
