@@ -67,19 +67,19 @@ func TestEraseTenantInBatches(t *testing.T) {
 		t.Fatalf("erasure %+v, want %+v", *e, want)
 	}
 	for sql, want := range map[string]int{
-		`SELECT count(*) FROM notify_tenants WHERE id = 'acme'`:                     0,
-		`SELECT count(*) FROM notify_tenant_keys WHERE tenant = 'acme'`:             0,
-		`SELECT count(*) FROM notify_inbox WHERE tenant = 'acme'`:                   0,
-		`SELECT count(*) FROM notify_deliveries WHERE tenant = 'acme'`:              0,
-		`SELECT count(*) FROM notify_notifications WHERE tenant = 'acme'`:           0,
-		`SELECT count(*) FROM notify_tenant_preferences WHERE tenant = 'acme'`:      0,
-		`SELECT count(*) FROM notify_delivery_attempts`:                             2,
-		`SELECT count(*) FROM notify_inbox WHERE tenant = 'globex'`:                 2,
-		`SELECT count(*) FROM notify_deliveries WHERE tenant = 'globex'`:            2,
-		`SELECT count(*) FROM notify_notifications WHERE tenant = 'globex'`:         2,
-		`SELECT count(*) FROM notify_tenant_preferences WHERE tenant = 'globex'`:    1,
-		`SELECT count(*) FROM notify_tenant_keys WHERE tenant = 'globex'`:           1,
-		`SELECT count(*) FROM notify_preferences WHERE recipient = 'shared'`:        1,
+		`SELECT count(*) FROM notify_tenants WHERE id = 'acme'`:                  0,
+		`SELECT count(*) FROM notify_tenant_keys WHERE tenant = 'acme'`:          0,
+		`SELECT count(*) FROM notify_inbox WHERE tenant = 'acme'`:                0,
+		`SELECT count(*) FROM notify_deliveries WHERE tenant = 'acme'`:           0,
+		`SELECT count(*) FROM notify_notifications WHERE tenant = 'acme'`:        0,
+		`SELECT count(*) FROM notify_tenant_preferences WHERE tenant = 'acme'`:   0,
+		`SELECT count(*) FROM notify_delivery_attempts`:                          2,
+		`SELECT count(*) FROM notify_inbox WHERE tenant = 'globex'`:              2,
+		`SELECT count(*) FROM notify_deliveries WHERE tenant = 'globex'`:         2,
+		`SELECT count(*) FROM notify_notifications WHERE tenant = 'globex'`:      2,
+		`SELECT count(*) FROM notify_tenant_preferences WHERE tenant = 'globex'`: 1,
+		`SELECT count(*) FROM notify_tenant_keys WHERE tenant = 'globex'`:        1,
+		`SELECT count(*) FROM notify_preferences WHERE recipient = 'shared'`:     1,
 		`SELECT coalesce(sum(cardinality(item_ids)), 0)::int FROM notify_inbox_changes
 		 WHERE recipient = 'shared' AND kind = 'deleted'`: 5,
 	} {
