@@ -487,7 +487,9 @@ SELECT d.id::text, d.notification_id::text, d.notifier, d.key, d.recipient, d.ch
        coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
        CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
        coalesce(p.data, '{}'), coalesce(p.phone, ''),
-       b.count, b.actors, b.items
+       b.count, b.actors, b.items,
+       (SELECT jsonb_build_object('id', t.id, 'name', t.name, 'branding', t.branding)
+        FROM notify_tenants t WHERE t.id = n.tenant)
 FROM notify_deliveries d
 JOIN notify_notifications n ON n.id = d.notification_id
 LEFT JOIN notify_recipients p ON p.id = d.recipient
@@ -506,7 +508,7 @@ func GetDeliveryMessage(ctx context.Context, db DB, id string) (*DeliveryMessage
 	var items json.RawMessage
 	err := db.QueryRow(ctx, deliveryMessageSQL, id).Scan(&m.ID, &m.NotificationID, &m.Notifier, &m.Key, &m.Recipient,
 		&m.Channel, &m.Reason, &m.Mode, &m.Attempts, &m.CreatedAt, &m.LastError, &m.Status, &m.Params, &m.Actor,
-		&m.Email, &m.Name, &m.Locale, &m.Timezone, &m.Webhook, &m.Data, &m.Phone, &count, &actors, &items)
+		&m.Email, &m.Name, &m.Locale, &m.Timezone, &m.Webhook, &m.Data, &m.Phone, &count, &actors, &items, &m.Tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/notifytype"
 )
 
 // Tenant is one row of notify_tenants (sql/migrations/00025_tenants.sql).
@@ -25,6 +26,17 @@ type Tenant struct {
 	Preferences []PreferenceRule
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+// Template is t as templates see it (.Tenant).
+func (t *Tenant) Template() (*notifytype.Tenant, error) {
+	out := &notifytype.Tenant{ID: t.ID, Name: t.Name}
+	if len(t.Branding) > 0 {
+		if err := json.Unmarshal(t.Branding, &out.Branding); err != nil {
+			return nil, fmt.Errorf("tenant %s: stored branding: %w", t.ID, err)
+		}
+	}
+	return out, nil
 }
 
 // putTenantSQL creates or replaces tenant $1; xmax = 0 tells a new row.

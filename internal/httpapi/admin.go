@@ -252,9 +252,24 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if !channels.Uses(nf, channel) {
 		return notFoundError("notifier %q has no %q channel", notifier, channel)
 	}
-	q, err := strictQuery(r, []string{"params", "locale"}, map[string]int{"params": int(s.maxBody)})
+	q, err := strictQuery(r, []string{"params", "locale", "tenant"}, map[string]int{"params": int(s.maxBody)})
 	if err != nil {
 		return err
+	}
+	// ?tenant= renders in that tenant's brand (.Tenant); without it, for a
+	// notification without a tenant.
+	var tenant *notifytype.Tenant
+	if id := q.Get("tenant"); id != "" {
+		t, err := stores.GetTenant(r.Context(), s.read(), id)
+		if errors.Is(err, stores.ErrNotFound) {
+			return fieldError("tenant", "no tenant %q", id)
+		}
+		if err != nil {
+			return err
+		}
+		if tenant, err = t.Template(); err != nil {
+			return err
+		}
 	}
 	params := nf.ExampleParams()
 	if raw := q.Get("params"); raw != "" {
@@ -273,7 +288,7 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	parts, err := pv.Preview(notifier, params, channels.Recipient{ID: "preview", Name: "Ada Lovelace",
+	parts, err := pv.Preview(notifier, notifytype.TemplateParams(params, tenant), channels.Recipient{ID: "preview", Name: "Ada Lovelace",
 		Email: "ada@example.test", Locale: q.Get("locale")})
 	if err != nil {
 		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)

@@ -306,7 +306,19 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		rcpt = channels.Recipient{ID: *m.Recipient, Email: m.Email, Name: m.Name, Locale: m.Locale, Timezone: m.Timezone,
 			WebhookURL: m.Webhook, Phone: m.Phone, Data: data}
 	}
-	parts, err := pv.Preview(m.Notifier, params, rcpt)
+	var tenant *notifytype.Tenant
+	if len(m.Tenant) > 0 {
+		var t struct {
+			ID       string              `json:"id"`
+			Name     string              `json:"name"`
+			Branding notifytype.Branding `json:"branding"`
+		}
+		if err := json.Unmarshal(m.Tenant, &t); err != nil {
+			return fmt.Errorf("tenant of delivery %s: %w", id, err)
+		}
+		tenant = &notifytype.Tenant{ID: t.ID, Name: t.Name, Branding: t.Branding}
+	}
+	parts, err := pv.Preview(m.Notifier, notifytype.TemplateParams(params, tenant), rcpt)
 	if err != nil {
 		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", m.Notifier, m.Channel, err)
 	}
