@@ -219,9 +219,17 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 		return err
 	}
 	all := req.All != nil && *req.All
-	// A token with a tenant claim marks only its tenant's items.
-	confined, _ := confinedTenant(r)
-	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: all, At: s.clock(), Tenant: confined}
+	// A token with a tenant claim marks only its tenant's items; ?tenant=
+	// does the same for a token without one.
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := requestTenant(r, q)
+	if err != nil {
+		return err
+	}
+	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: all, At: s.clock(), Tenant: tenant}
 	switch {
 	case req.All != nil && !allowAll:
 		return fieldError("all", "not supported for %s: give ids", op)
@@ -247,7 +255,7 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 		}
 	}
 	var changed []string
-	err := stores.RetryDeadlock(func() error {
+	err = stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 			var err error
 			changed, err = stores.MarkInbox(r.Context(), tx, m)

@@ -107,11 +107,10 @@ func (s *Server) forRecipientOrTenant(h recipientFunc) http.Handler {
 // getPreferences is GET /v1/preferences (and /v1/recipients/{id}/preferences).
 // A recipient without rules or profile gets no rules and the defaults.
 //
-// ?tenant= resolves the effective map for that tenant's notifications (its
+// ?tenant= (or a request confined to a tenant: a token's claim, a tenant
+// key) resolves the effective map for that tenant's notifications (its
 // default rules and the recipient's rules scoped to it) and lists only the
-// rules that apply to them. A request confined to a tenant (a token's claim,
-// a tenant key) reads only that tenant's scoped rules, and the effective map
-// for it.
+// recipient's rules scoped to it.
 func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, recipient string) error {
 	q, err := parseQuery(r)
 	if err != nil {
@@ -275,8 +274,8 @@ func ruleField(reg *channels.Registry, rule notifyd.Rule) string {
 // readPreferences reads recipient's rules and active mutes and resolves them
 // for every configured notifier: for tenant's notifications, with its
 // layers, when tenant is set. The rules listed are the recipient's global
-// and tenant-scoped ones (of tenant only, when set); confined to a tenant,
-// only that tenant's scoped rules.
+// and tenant-scoped ones, or, for a tenant, only its scoped rules (what a
+// PUT for the tenant replaces).
 func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient, tenant string) (*preferencesResponse, error) {
 	stored, err := stores.ListPreferences(r.Context(), db, recipient)
 	if err != nil {
@@ -316,7 +315,8 @@ func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient, tenan
 		muted[m.Target] = true
 	}
 	shown, resolved := rules, rules
-	if confined, _ := confinedTenant(r); confined != "" {
+	if tenant != "" {
+		// What a PUT for the tenant replaces: its scoped rules.
 		shown = rules[len(stored):]
 	}
 	if tenant == "" {

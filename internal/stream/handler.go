@@ -151,9 +151,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recipient := claims.Recipient
+	// A token's tenant claim confines the stream; ?tenant= does for a token
+	// without one.
+	tenant := claims.Tenant
+	if asked, ok := query["tenant"]; ok {
+		t := ""
+		if len(asked) > 0 {
+			t = asked[0]
+		}
+		if err := notifyd.CheckTenantID("tenant", t); err != nil {
+			wire.WriteError(w, r, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadRequest,
+				Message: err.Error(), Details: []any{wire.FieldDetail{Field: "tenant", Message: err.(*notifyd.InputError).Message}}})
+			return
+		}
+		if tenant != "" && t != tenant {
+			wire.WriteError(w, r, &wire.Error{Status: http.StatusForbidden, Code: wire.CodeForbidden,
+				Message: "this token reaches only tenant " + strconv.Quote(tenant)})
+			return
+		}
+		tenant = t
+	}
 	lastID, resume := lastEventID(r, query)
 	s := &sse{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout, recipient: recipient,
-		tenant: claims.Tenant, pool: h.hub.pool}
+		tenant: tenant, pool: h.hub.pool}
 	if r.Method == http.MethodHead {
 		s.start() // the headers a GET would get, and no stream to keep open
 		return
