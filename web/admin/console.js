@@ -236,6 +236,15 @@ async function notifierCatalog() {
   return catalog;
 }
 
+/** tenantOptions lists the tenants (the first 200) for a tenant filter: "any" first. */
+async function tenantOptions(selected) {
+  const page = await api("GET", "/v1/tenants?limit=200");
+  const ids = page.items.map((t) => t.id);
+  if (selected && !ids.includes(selected)) ids.push(selected);
+  return [el("option", { value: "" }, "any"),
+    ...ids.map((id) => el("option", { value: id, selected: id === selected }, id))];
+}
+
 // --- deliveries across notifications ---
 
 // Time ranges of the deliveries view, relative to now when the view loads
@@ -251,7 +260,7 @@ const DELIVERY_STATUS_CHOICES = [["", "any"], ["failed,refused,expired", "failur
 /** deliveryQuery is the API query of the view's filters, with the time range resolved now. */
 function deliveryQuery(f) {
   const q = new URLSearchParams();
-  for (const k of ["status", "channel", "notifier", "recipient"]) if (f[k]) q.set(k, f[k]);
+  for (const k of ["status", "channel", "notifier", "recipient", "tenant"]) if (f[k]) q.set(k, f[k]);
   const r = RANGES.find(([v]) => v === f.range);
   if (r && r[2] > 0) q.set("since", new Date(Date.now() - r[2]).toISOString());
   if (f.range === "custom") {
@@ -264,7 +273,7 @@ function deliveryQuery(f) {
 async function viewDeliveries(params) {
   const here = location.hash;
   const f = {};
-  for (const k of ["status", "channel", "notifier", "recipient", "range", "since", "until"]) f[k] = params.get(k) || "";
+  for (const k of ["status", "channel", "notifier", "recipient", "tenant", "range", "since", "until"]) f[k] = params.get(k) || "";
   if (!params.has("range")) f.range = "1h";
   const cat = await notifierCatalog();
   const rangeSel = el("select", { name: "range" }, RANGES.map(([v, label]) => el("option", { value: v, selected: v === f.range }, label)));
@@ -281,6 +290,7 @@ async function viewDeliveries(params) {
     el("label", {}, "Notifier", el("select", { name: "notifier" }, el("option", { value: "" }, "any"),
       cat.notifiers.map((n) => el("option", { value: n.name, selected: n.name === f.notifier }, n.name)))),
     el("label", {}, "Recipient", el("input", { name: "recipient", value: f.recipient })),
+    el("label", {}, "Tenant", el("select", { name: "tenant", id: "delivery-tenant" }, await tenantOptions(f.tenant))),
     el("label", {}, "Changed", rangeSel), custom,
     el("button", { type: "submit" }, "Filter"),
     el("a", { href: "#/deliveries" }, "clear"));
@@ -539,6 +549,7 @@ async function viewDelivery(id) {
         el("dt", {}, "id"), el("dd", { class: "mono" }, d.id),
         el("dt", {}, "notification"), el("dd", {}, link("#/n/" + enc(d.notification_id), `${d.notifier} / ${d.key}`)),
         el("dt", {}, "recipient"), el("dd", {}, d.recipient ? link("#/r/" + enc(d.recipient), d.recipient) : "(bulk)"),
+        el("dt", {}, "tenant"), el("dd", { id: "delivery-tenant" }, d.tenant ? link("#/deliveries?tenant=" + enc(d.tenant), d.tenant) : "none"),
         el("dt", {}, "status"), el("dd", { id: "delivery-status" }, status(d.status)),
         el("dt", {}, "reason / mode"), el("dd", {}, `${d.reason} / ${d.mode}`),
         el("dt", {}, "attempts"), el("dd", {}, String(d.attempts)),
@@ -809,6 +820,7 @@ async function viewPreview(params) {
     el("label", {}, "Notifier", nfSel), el("label", {}, "Channel", chSel),
     el("label", {}, "Params (example by default)", paramsBox, errors),
     el("label", {}, "Locale", el("input", { name: "locale", id: "preview-locale" })),
+    el("label", {}, "Tenant (its brand)", el("select", { name: "tenant", id: "preview-tenant" }, await tenantOptions(params.get("tenant") || ""))),
     el("button", { type: "submit" }, "Render"));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -816,6 +828,8 @@ async function viewPreview(params) {
     const q = new URLSearchParams({ params: paramsBox.value.trim() || "{}" });
     const locale = form.elements.locale.value;
     if (locale) q.set("locale", locale);
+    const tenant = form.elements.tenant.value;
+    if (tenant) q.set("tenant", tenant);
     try {
       const r = await api("GET", `/v1/notifiers/${seg(nfSel.value)}/preview/${seg(chSel.value)}?${q}`);
       out.replaceChildren(...r.parts.map((p) => el("div", { class: "part", dataset: { name: p.name } },
