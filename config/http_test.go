@@ -81,3 +81,19 @@ func TestHTTPLimitKeys(t *testing.T) {
 		}
 	}
 }
+
+// A param named Tenant would be hidden by the tenant templates see as
+// .Tenant: the config says so at the param.
+func TestParamNamedTenant(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("test.yaml", []byte(`
+notifiers:
+  invoice.paid:
+    params: {type: object, properties: {Tenant: {type: string}}}
+    channels:
+      in_app: {title: "paid"}
+`))
+	if err == nil || !strings.Contains(err.Error(), "notifiers.invoice.paid.params.properties.Tenant: templates see the notification's tenant as .Tenant") {
+		t.Fatalf("Parse = %v", err)
+	}
+}
