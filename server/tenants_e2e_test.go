@@ -177,31 +177,39 @@ channels:
 		t.Errorf("after acme's mark all: unread acme %v, globex %v; want 0 and 1", a, g)
 	}
 
-	// A stream through acme's token: its counts, and only acme's new items.
+	// A stream through acme's token: its counts, and only acme's new items;
+	// one through a token without the claim, ?tenant=globex: globex's.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/inbox/stream", nil)
-	req.Header.Set("Authorization", "Bearer "+acmeToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	events := bufio.NewScanner(resp.Body)
-	next := func() (name, data string) {
-		for events.Scan() {
-			line := events.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			case line == "" && name != "":
-				return name, data
-			}
+	stream := func(token, query string) func() (name, data string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/inbox/stream"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("the stream ended: %v", events.Err())
-		return "", ""
+		t.Cleanup(func() { resp.Body.Close() })
+		events := bufio.NewScanner(resp.Body)
+		return func() (name, data string) {
+			for events.Scan() {
+				line := events.Text()
+				switch {
+				case strings.HasPrefix(line, "event: "):
+					name = strings.TrimPrefix(line, "event: ")
+				case strings.HasPrefix(line, "data: "):
+					data = strings.TrimPrefix(line, "data: ")
+				case line == "" && name != "":
+					return name, data
+				}
+			}
+			t.Fatalf("the stream ended: %v", events.Err())
+			return "", ""
+		}
+	}
+	next := stream(acmeToken, "")
+	nextGlobex := stream(plainToken, "?tenant=globex")
+	if name, data := nextGlobex(); name != "counts" || !strings.Contains(data, `"unread":1`) {
+		t.Fatalf("first event of ?tenant=globex: %s %s, want globex's counts (1 unread)", name, data)
 	}
 	if name, data := next(); name != "counts" || !strings.Contains(data, `"unread":0`) {
 		t.Fatalf("first event %s %s, want acme's counts (0 unread)", name, data)
@@ -226,6 +234,15 @@ channels:
 	}
 	if name, data := next(); name != "counts" || !strings.Contains(data, `"unread":1`) {
 		t.Fatalf("after a-3: %s %s, want acme's counts (1 unread)", name, data)
+	}
+	if name, data := nextGlobex(); name != "inbox.created" || !strings.Contains(data, `"title":"Globex: invoice g-2 paid"`) {
+		t.Fatalf("the ?tenant=globex stream carried %s %s, want g-2", name, data)
+	}
+	if name, data := nextGlobex(); name != "counts" || !strings.Contains(data, `"unread":2`) {
+		t.Fatalf("after g-2: %s %s, want globex's counts (2 unread)", name, data)
+	}
+	if code, res := call("GET", "/v1/inbox/stream?tenant=globex", acmeToken, nil); code != 403 {
+		t.Fatalf("acme's token streaming globex = %d %v, want 403", code, res)
 	}
 
 	// Acme's key can neither read nor send for globex.
