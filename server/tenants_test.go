@@ -52,6 +52,7 @@ func call(t *testing.T, base, method, path, token string, body any) (int, []byte
 var (
 	tenantKeyRoutes = []string{
 		"POST /v1/notifications",
+		"GET /v1/notifications",
 		"GET /v1/notifications/{id}",
 		"GET /v1/deliveries",
 		"GET /v1/deliveries/{id}",
@@ -161,6 +162,7 @@ func TestTenantKeyReachesNothingElse(t *testing.T) {
 		{"POST", "/v1/notifications", map[string]any{"notifier": "comment.created", "key": "acme-2", "tenant": "globex",
 			"recipients": []string{"u2"}, "params": map[string]any{"post_title": "Hi", "author_name": "Ada"}}},
 		{"GET", "/v1/notifications/" + globex.ID, nil},
+		{"GET", "/v1/notifications?tenant=globex", nil},
 		{"GET", "/v1/deliveries?tenant=globex", nil},
 		{"GET", "/v1/recipients/u2/preferences?tenant=globex", nil},
 		{"PUT", "/v1/recipients/u2/preferences", map[string]any{"rules": []any{
@@ -173,6 +175,10 @@ func TestTenantKeyReachesNothingElse(t *testing.T) {
 	if st, b := call(t, base, "GET", "/v1/notifications/"+acme.ID, key, nil); st != 200 ||
 		!strings.Contains(string(b), `"tenant":"acme"`) {
 		t.Errorf("GET its own notification: %d %s", st, b)
+	}
+	if st, b := call(t, base, "GET", "/v1/notifications", key, nil); st != 200 ||
+		!strings.Contains(string(b), acme.ID) || strings.Contains(string(b), globex.ID) {
+		t.Errorf("GET /v1/notifications with acme's key: %d %s, want acme's only", st, b)
 	}
 
 	// Revoked, it reaches nothing.

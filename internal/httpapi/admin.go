@@ -68,12 +68,16 @@ func (s *Server) sameOrigin(h http.Handler) http.Handler {
 // listNotifications is GET /v1/notifications: newest first, filtered, in
 // keyset pages.
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error {
-	q, err := strictQuery(r, []string{"notifier", "key", "recipient", "status", "before", "after", "cursor", "limit"}, nil)
+	q, err := strictQuery(r, []string{"notifier", "key", "recipient", "status", "tenant", "before", "after", "cursor", "limit"}, nil)
 	if err != nil {
 		return err
 	}
 	f := stores.NotificationFilter{Notifier: q.Get("notifier"), Key: q.Get("key"), Recipient: q.Get("recipient"),
 		Status: q.Get("status"), Cursor: q.Get("cursor")}
+	// A tenant key lists its own tenant's notifications only.
+	if f.Tenant, err = requestTenant(r, q); err != nil {
+		return err
+	}
 	if f.Status != "" && !slices.Contains(notificationStatuses, notifytype.NotificationStatus(f.Status)) {
 		return fieldError("status", "unknown notification status %s (want scheduled, pending, fanned_out, cancelled or rejected)", quote(f.Status))
 	}

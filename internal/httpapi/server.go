@@ -293,7 +293,7 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/tenants/{id}/keys/{key_id}", s.admin(s.revokeTenantKey))
 
 	// The operator's console (web/admin) and the endpoints it reads (admin.go).
-	s.mux.Handle("GET /v1/notifications", s.admin(s.listNotifications))
+	s.mux.Handle("GET /v1/notifications", s.tenantOrAdmin(s.listNotifications))
 	s.mux.Handle("DELETE /v1/notifications/{id}", s.admin(s.cancelByID))
 	s.mux.Handle("GET /v1/deliveries", s.tenantOrAdmin(s.listDeliveries))
 	s.mux.Handle("POST /v1/deliveries/retry", s.admin(s.retryDeliveries))

@@ -113,6 +113,7 @@ type notificationSummaryJSON struct {
 	Error     *string   `json:"error"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	Tenant    *string   `json:"tenant"`
 	// Channels counts the notification's deliveries per channel and status
 	// (its inbox items as the inbox channel's sent ones), over at most
 	// 10,000 rows of each; {} before the fan-out wrote any.
@@ -129,7 +130,7 @@ func notificationPageWire(p *stores.NotificationPage, counts map[string]*stores.
 	out := notificationPageJSON{Items: make([]notificationSummaryJSON, len(p.Items))}
 	for i, n := range p.Items {
 		out.Items[i] = notificationSummaryJSON{ID: n.ID, Notifier: n.Notifier, Key: n.Key, Actor: n.Actor,
-			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt,
+			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, Tenant: nonEmpty(n.Tenant),
 			Channels: map[string]map[string]int{}}
 		if c := counts[n.ID]; c != nil {
 			out.Items[i].Channels = c.ByStatus
