@@ -162,7 +162,7 @@ async function viewNotifications(params) {
       notifiers.notifiers.map((n) => el("option", { value: n.name, selected: n.name === f.notifier }, n.name)))),
     el("label", {}, "Key", el("input", { name: "key", value: f.key })),
     el("label", {}, "Recipient", el("input", { name: "recipient", value: f.recipient })),
-    el("label", {}, "Tenant", el("select", { name: "tenant", id: "notification-tenant" }, await tenantOptions(f.tenant))),
+    el("label", {}, "Tenant", tenantSelect("notification-tenant", f.tenant)),
     el("label", {}, "Status", el("select", { name: "status" }, el("option", { value: "" }, "any"),
       NOTIFICATION_STATUSES.map((s) => el("option", { value: s, selected: s === f.status }, s)))),
     el("label", {}, "Created after", el("input", { name: "after", type: "datetime-local", value: localInput(f.after) })),
@@ -238,13 +238,21 @@ async function notifierCatalog() {
   return catalog;
 }
 
-/** tenantOptions lists the tenants (the first 200) for a tenant filter: "any" first. */
-async function tenantOptions(selected) {
-  const page = await api("GET", "/v1/tenants?limit=200");
-  const ids = page.items.map((t) => t.id);
-  if (selected && !ids.includes(selected)) ids.push(selected);
-  return [el("option", { value: "" }, "any"),
-    ...ids.map((id) => el("option", { value: id, selected: id === selected }, id))];
+/**
+ * tenantSelect is a tenant filter: "any", then the tenants (the first 200),
+ * filled in when GET /v1/tenants answers so that the view does not wait for
+ * it; a selected tenant is there from the start.
+ */
+function tenantSelect(id, selected) {
+  const sel = el("select", { name: "tenant", id },
+    el("option", { value: "" }, "any"),
+    selected ? el("option", { value: selected, selected: true }, selected) : null);
+  api("GET", "/v1/tenants?limit=200").then((page) => {
+    for (const t of page.items) {
+      if (t.id !== selected) sel.append(el("option", { value: t.id }, t.id));
+    }
+  }).catch(() => {}); // the filter still works with a typed-in hash
+  return sel;
 }
 
 // --- deliveries across notifications ---
@@ -292,7 +300,7 @@ async function viewDeliveries(params) {
     el("label", {}, "Notifier", el("select", { name: "notifier" }, el("option", { value: "" }, "any"),
       cat.notifiers.map((n) => el("option", { value: n.name, selected: n.name === f.notifier }, n.name)))),
     el("label", {}, "Recipient", el("input", { name: "recipient", value: f.recipient })),
-    el("label", {}, "Tenant", el("select", { name: "tenant", id: "delivery-tenant" }, await tenantOptions(f.tenant))),
+    el("label", {}, "Tenant", tenantSelect("delivery-tenant", f.tenant)),
     el("label", {}, "Changed", rangeSel), custom,
     el("button", { type: "submit" }, "Filter"),
     el("a", { href: "#/deliveries" }, "clear"));
@@ -822,7 +830,7 @@ async function viewPreview(params) {
     el("label", {}, "Notifier", nfSel), el("label", {}, "Channel", chSel),
     el("label", {}, "Params (example by default)", paramsBox, errors),
     el("label", {}, "Locale", el("input", { name: "locale", id: "preview-locale" })),
-    el("label", {}, "Tenant (its brand)", el("select", { name: "tenant", id: "preview-tenant" }, await tenantOptions(params.get("tenant") || ""))),
+    el("label", {}, "Tenant (its brand)", tenantSelect("preview-tenant", params.get("tenant") || "")),
     el("button", { type: "submit" }, "Render"));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
