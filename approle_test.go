@@ -79,7 +79,7 @@ func TestAppRoleUsesTheSQLAPI(t *testing.T) {
 			`SELECT notify_subscribe('post-9', 'u4')`,
 			`SELECT notify_unsubscribe('post-9', 'u4')`,
 			`SELECT * FROM notify_send('comment.created', 'c-1', '["u2"]', '{"post_title": "Hi", "author_name": "Ada"}', '{post-9}')`,
-			`SELECT * FROM notify_send('comment.created', 'c-2', '{u2}', '{author}', '{"post_title": "Hi", "author_name": "Ada"}', '{}', NULL, NULL)`,
+			`SELECT * FROM notify_send('comment.created', 'c-2', '{u2}', '{author}', '{"post_title": "Hi", "author_name": "Ada"}', '{}', NULL, NULL, NULL)`,
 			`SELECT notify_cancel('comment.created', 'c-2')`,
 		} {
 			if _, err := tx.Exec(ctx, sql); err != nil {

@@ -149,6 +149,11 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 			return stores.NewNotification{}, err
 		}
 	}
+	if n.Tenant != "" {
+		if err := CheckTenantID("tenant", n.Tenant); err != nil {
+			return stores.NewNotification{}, err
+		}
+	}
 	if len(n.Recipients) == 0 && len(n.Topics) == 0 && !c.hasAudience(n.Notifier) {
 		return stores.NewNotification{}, &InputError{Field: "recipients", Message: "give at least one recipient or topic"}
 	}
@@ -211,6 +216,7 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 		Topics:     topics,
 		Params:     raw,
 		SendAt:     n.SendAt,
+		Tenant:     n.Tenant,
 	}
 	for i, r := range rs {
 		row.Recipients[i], row.Reasons[i] = r.ID, r.Reason

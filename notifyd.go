@@ -38,6 +38,12 @@ type Notification struct {
 	Params map[string]any
 	// SendAt schedules the fan-out. The zero value fans out at once.
 	SendAt time.Time
+	// Tenant names the tenant the notification is sent for (PUT
+	// /v1/tenants/{id} creates one): its inbox items and deliveries carry
+	// it, its templates see the tenant's branding and its recipients'
+	// preferences resolve with the tenant's layers. A tenant that does not
+	// exist is an *InputError for the field "tenant". Empty means none.
+	Tenant string
 }
 
 // Recipient addresses one recipient of a notification.

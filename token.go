@@ -23,6 +23,18 @@ func RecipientToken(secret, recipient string, ttl time.Duration) (string, error)
 // the current time: it expires at now+ttl. Tests and programs with a clock
 // of their own mint with it.
 func RecipientTokenAt(secret, recipient string, ttl time.Duration, now time.Time) (string, error) {
+	return TenantRecipientTokenAt(secret, recipient, "", ttl, now)
+}
+
+// TenantRecipientToken is RecipientToken with a tenant claim: the token
+// reads, marks and streams only that tenant's inbox items and preferences.
+// An empty tenant mints a token without the claim.
+func TenantRecipientToken(secret, recipient, tenant string, ttl time.Duration) (string, error) {
+	return TenantRecipientTokenAt(secret, recipient, tenant, ttl, time.Now())
+}
+
+// TenantRecipientTokenAt is TenantRecipientToken for a token issued at now.
+func TenantRecipientTokenAt(secret, recipient, tenant string, ttl time.Duration, now time.Time) (string, error) {
 	if secret == "" {
 		return "", errors.New("recipient token: empty secret")
 	}
@@ -32,11 +44,16 @@ func RecipientTokenAt(secret, recipient string, ttl time.Duration, now time.Time
 	if ttl <= 0 {
 		return "", errors.New("recipient token: ttl must be positive")
 	}
-	claims := jwt.RegisteredClaims{
+	if tenant != "" {
+		if err := CheckTenantID("tenant", tenant); err != nil {
+			return "", fmt.Errorf("recipient token: %w", err)
+		}
+	}
+	claims := tokenClaims{RegisteredClaims: jwt.RegisteredClaims{
 		Subject:   recipient,
 		IssuedAt:  jwt.NewNumericDate(now),
 		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
-	}
+	}, Tenant: tenant}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
 	if err != nil {
 		return "", fmt.Errorf("recipient token: %w", err)
@@ -64,6 +81,16 @@ type RecipientClaims struct {
 	Recipient string    // the subject
 	IssuedAt  time.Time // iat, second precision
 	ExpiresAt time.Time // exp, second precision
+	// Tenant is the token's tenant claim: the token reaches only that
+	// tenant's items and preferences. Empty: no claim.
+	Tenant string
+}
+
+// tokenClaims are a recipient token's claims: the registered ones and the
+// optional tenant.
+type tokenClaims struct {
+	jwt.RegisteredClaims
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // TokenClockSkew is how far ahead of the verifier's clock a recipient token's
@@ -84,7 +111,7 @@ func VerifyRecipientToken(secret, token string, now time.Time, maxTTL time.Durat
 	if secret == "" {
 		return RecipientClaims{}, errors.New("recipient tokens are disabled (no http.token_secret)")
 	}
-	var claims jwt.RegisteredClaims
+	var claims tokenClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
 		// RFC 7515 §4.1.11: a recipient must refuse a token whose crit
 		// header names an extension it does not understand, and notifyd
@@ -105,7 +132,13 @@ func VerifyRecipientToken(secret, token string, now time.Time, maxTTL time.Durat
 	if claims.IssuedAt == nil {
 		return RecipientClaims{}, errors.New("token has no iat (issued-at) claim")
 	}
-	c := RecipientClaims{Recipient: claims.Subject, IssuedAt: claims.IssuedAt.Time, ExpiresAt: claims.ExpiresAt.Time}
+	if claims.Tenant != "" {
+		if err := CheckTenantID("tenant", claims.Tenant); err != nil {
+			return RecipientClaims{}, fmt.Errorf("token has an invalid tenant claim: %w", err)
+		}
+	}
+	c := RecipientClaims{Recipient: claims.Subject, IssuedAt: claims.IssuedAt.Time, ExpiresAt: claims.ExpiresAt.Time,
+		Tenant: claims.Tenant}
 	if c.IssuedAt.After(now.Add(TokenClockSkew)) {
 		return RecipientClaims{}, fmt.Errorf("token iat %s is in the future (more than %s after now)",
 			c.IssuedAt.UTC().Format(time.RFC3339), TokenClockSkew)

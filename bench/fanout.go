@@ -38,11 +38,16 @@ func runFanout(ctx context.Context, h *harness, n, naiveN int) []Result {
 	if naiveErr == nil {
 		fmt.Printf("  naive job per recipient: %s rows/s (%s)\n", formatNumber(naive.rate), naive.note)
 	}
+	var inline measurement
+	var inlineErr error
 	for _, mode := range []string{"inline", "topic"} {
 		name := "fanout." + mode
 		m, err := measureFanout(ctx, h, mode, n)
 		if err == nil {
 			fmt.Printf("  %s: %s recipients/s (%s)\n", name, formatNumber(m.rate), m.note)
+		}
+		if mode == "inline" {
+			inline, inlineErr = m, err
 		}
 		for _, base := range []struct {
 			row, label string
@@ -64,6 +69,21 @@ func runFanout(ctx context.Context, h *harness, n, naiveN int) []Result {
 			}
 		}
 	}
+	// The same inline fan-out for a tenant with default rules, every
+	// recipient with a rule scoped to it: the two preference layers read in
+	// the candidates statement, against the fan-out without a tenant.
+	const tenantRow = "fanout.tenant vs inline"
+	m, err := measureFanout(ctx, h, "tenant", n)
+	switch {
+	case err != nil:
+		out = append(out, errorResult(tenantRow, unit, ">=", 0.8, "ratio", err))
+	case inlineErr != nil:
+		out = append(out, errorResult(tenantRow, unit, ">=", 0.8, "ratio", fmt.Errorf("baseline: %w", inlineErr)))
+	default:
+		fmt.Printf("  fanout.tenant: %s recipients/s (%s)\n", formatNumber(m.rate), m.note)
+		r := ratioResult(tenantRow, unit, m.rate, inline.rate, "fan-out without a tenant", "recip/s", ">=", 0.8)
+		out = append(out, annotate(r, n, m, &inline))
+	}
 	return out
 }
 
@@ -81,13 +101,26 @@ func measureFanout(ctx context.Context, h *harness, mode string, n int) (measure
 	}
 	note := fmt.Sprintf("%d inline recipients", n)
 	nf := notifyd.Notification{Notifier: notifierInApp, Key: "fanout-" + mode, Params: benchParams}
-	if mode == "topic" {
+	switch mode {
+	case "topic":
 		if err := insertSubscribers(ctx, pool, benchTopic, n); err != nil {
 			return measurement{}, err
 		}
 		nf.Topics = []string{benchTopic}
 		note = fmt.Sprintf("topic with %d subscribers", n)
-	} else {
+	case "tenant":
+		if _, err := pool.Exec(ctx, `
+WITH t AS (
+    INSERT INTO notify_tenants (id, name, preferences)
+    VALUES ('bench-tenant', 'Bench', '[{"scope": "*", "channel": "in_app", "mode": "immediate"}]')
+)
+INSERT INTO notify_tenant_preferences (recipient, tenant, scope, channel, mode)
+SELECT `+recipientSQL+`, 'bench-tenant', '*', '*', 'immediate' FROM generate_series(1, $1) g`, n); err != nil {
+			return measurement{}, fmt.Errorf("tenant and %d scoped rules: %w", n, err)
+		}
+		nf.Recipients, nf.Tenant = inlineRecipients(n), "bench-tenant"
+		note = fmt.Sprintf("%d inline recipients of a tenant with default rules, each with a rule scoped to it", n)
+	default:
 		nf.Recipients = inlineRecipients(n)
 	}
 	if err := analyze(ctx, pool); err != nil {

@@ -6,7 +6,7 @@
 // migrates a template database, and runs every scenario in a fresh database
 // cloned from it, each next to a baseline measured in the same run:
 //
-//	fanout   in_app fan-out to -fanout-n recipients (inline list and topic) vs
+//	fanout   in_app fan-out to -fanout-n recipients (inline list, topic, inline for a tenant) vs
 //	         (a) a raw INSERT … SELECT of the same rows into a copy of
 //	         notify_inbox with all its indexes, and (b) a naive design, one
 //	         River job per recipient (-naive-n jobs)

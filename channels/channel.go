@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/notifytype"
 )
 
 // Recipient is the profile of the person a per-recipient message is for. Every
@@ -114,6 +116,10 @@ type Message struct {
 	CreatedAt      time.Time
 	// Attempt is 1 for the first try of this delivery, 2 for the first retry, and so on.
 	Attempt int
+	// Tenant is the notification's tenant (its branding: the email channel
+	// sends from Branding.EmailFrom when set); nil for none. Params carry
+	// it too, as "Tenant", for the templates (notifytype.TemplateParams).
+	Tenant *notifytype.Tenant
 }
 
 // Channel delivers one message per recipient. A per-recipient Plugin's Open

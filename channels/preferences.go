@@ -79,20 +79,44 @@ func (r *Registry) DefaultMode(n *config.Notifier, channel string) notifytype.Mo
 // required notifier ignores mutes and reads a rule's "off" as its default
 // mode. A digest on a channel that cannot digest reads as immediate.
 func (r *Registry) Resolve(n *config.Notifier, channel string, rules []notifytype.Rule, muted bool) Resolution {
+	return r.ResolveTenant(n, channel, rules, nil, muted)
+}
+
+// ResolveTenant is Resolve for a notification of a tenant, in four layers:
+// the recipient's rules scoped to the tenant (those of rules with a Tenant:
+// pass only the notification's tenant's) beat the recipient's global rules
+// (those without), which beat the tenant's default rules (defaults), which
+// beat the notifier's default. Within a layer the most specific rule wins,
+// as in Resolve; a layer with no rule that applies leaves the decision to
+// the next. required still wins: an "off" from any layer reads as the
+// notifier's default. An off from the tenant's defaults has Why "tenant".
+func (r *Registry) ResolveTenant(n *config.Notifier, channel string, rules, defaults []notifytype.Rule,
+	muted bool) Resolution {
 	if !Uses(n, channel) {
 		return Resolution{Mode: notifytype.ModeOff, Why: "default"}
 	}
 	def := r.DefaultMode(n, channel)
-	mode, matched := def, false
+	mode, why := def, "default"
 	best := -1
-	for _, rule := range rules {
-		if s := specificity(n, channel, rule); s > best {
-			best, mode, matched = s, rule.Mode, true
+	// Layers weigh more than any specificity (at most 5).
+	const layer = 6
+	for _, rule := range defaults {
+		if s := specificity(n, channel, rule); s >= 0 && s > best {
+			best, mode, why = s, rule.Mode, "tenant"
 		}
 	}
-	why := "default"
-	if matched {
-		why = "preference"
+	for _, rule := range rules {
+		s := specificity(n, channel, rule)
+		if s < 0 {
+			continue
+		}
+		s += layer
+		if rule.Tenant != "" {
+			s += layer
+		}
+		if s > best {
+			best, mode, why = s, rule.Mode, "preference"
+		}
 	}
 	if n.Required {
 		if mode == notifytype.ModeOff {

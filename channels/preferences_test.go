@@ -381,3 +381,68 @@ notifiers:
 		t.Errorf("texter without its plugin: %v, want %s", err, want)
 	}
 }
+
+// TestResolveTenant: the two tenant layers. A recipient's rule scoped to the
+// tenant beats their global rule, which beats the tenant's default rules,
+// which beat the notifier's default; a layer with no rule that applies
+// leaves the decision to the next; required still wins.
+func TestResolveTenant(t *testing.T) {
+	t.Parallel()
+	const (
+		imm = notifytype.ModeImmediate
+		dig = notifytype.ModeDigest
+		off = notifytype.ModeOff
+	)
+	reg := builtin.MustRegistry()
+	c := parseWith(t, reg, prefsConfig)
+	comment, weekly, security := c.Notifiers["comment.created"], c.Notifiers["report.weekly"], c.Notifiers["security.login"]
+	scoped := func(triples ...string) []notifytype.Rule {
+		rs := rules(triples...)
+		for i := range rs {
+			rs[i].Tenant = "acme"
+		}
+		return rs
+	}
+	both := func(a, b []notifytype.Rule) []notifytype.Rule { return append(append([]notifytype.Rule{}, a...), b...) }
+	tests := []struct {
+		name     string
+		notifier *config.Notifier
+		channel  string
+		rules    []notifytype.Rule
+		defaults []notifytype.Rule
+		want     channels.Resolution
+	}{
+		{"notifier default", comment, "email", nil, nil, channels.Resolution{Mode: imm}},
+		{"tenant default beats notifier default", comment, "email", nil, rules("*", "email", "off"),
+			channels.Resolution{Mode: off, Why: "tenant"}},
+		{"tenant default turns on what the notifier leaves off", weekly, "in_app", nil, rules("category:reports", "*", "immediate"),
+			channels.Resolution{Mode: imm}},
+		{"a tenant default that does not apply", comment, "email", nil, rules("notifier:other", "*", "off"),
+			channels.Resolution{Mode: imm}},
+		{"global rule beats tenant default, however specific", comment, "email", rules("*", "*", "digest"),
+			rules("notifier:comment.created", "email", "off"), channels.Resolution{Mode: dig}},
+		{"scoped rule beats global rule, however specific", comment, "email",
+			both(rules("notifier:comment.created", "email", "off"), scoped("*", "*", "immediate")), nil,
+			channels.Resolution{Mode: imm}},
+		{"scoped rule beats tenant default", comment, "email", scoped("*", "email", "digest"), rules("*", "*", "off"),
+			channels.Resolution{Mode: dig}},
+		{"within a layer the most specific wins", comment, "email",
+			scoped("*", "*", "off", "notifier:comment.created", "email", "digest"), nil, channels.Resolution{Mode: dig}},
+		{"scoped off", comment, "in_app", both(rules("*", "*", "immediate"), scoped("*", "in_app", "off")), nil,
+			channels.Resolution{Mode: off, Why: "preference"}},
+		{"required ignores a tenant default off", security, "email", nil, rules("*", "*", "off"),
+			channels.Resolution{Mode: imm}},
+		{"required ignores a scoped off", security, "email", scoped("*", "*", "off"), nil, channels.Resolution{Mode: imm}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := reg.ResolveTenant(tt.notifier, tt.channel, tt.rules, tt.defaults, false)
+			if got != tt.want {
+				t.Fatalf("ResolveTenant = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	if got := reg.ResolveTenant(comment, "email", nil, rules("*", "*", "immediate"), true); got.Mode != off || got.Why != "muted" {
+		t.Fatalf("a mute silences a tenant default: %+v", got)
+	}
+}

@@ -36,7 +36,7 @@ func (c *Config) setDefaults() {
 	c.HTTP.MaxStreamsPerRecipient = 5
 	c.HTTP.MaxTopics = 100
 	c.HTTP.MaxTokenTTL = Duration(24 * time.Hour)
-	c.HTTP.Rate = Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400}
+	c.HTTP.Rate = Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400, TenantKey: 50, TenantKeyBurst: 100}
 	c.Queues = Queues{
 		Fanout:            4,
 		Send:              50,

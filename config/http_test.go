@@ -60,7 +60,7 @@ func TestHTTPLimitKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := def.HTTP
-	if h.Rate != (Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400}) || h.MaxTopics != 100 ||
+	if h.Rate != (Rate{Recipient: 20, RecipientBurst: 40, Admin: 200, AdminBurst: 400, TenantKey: 50, TenantKeyBurst: 100}) || h.MaxTopics != 100 ||
 		h.MaxConnections != 1024 || h.MaxStreamsPerRecipient != 5 || h.MaxHeaderBytes != 64<<10 ||
 		h.ReadHeaderTimeout.D() != 10*time.Second || h.ReadTimeout.D() != 30*time.Second ||
 		h.WriteTimeout.D() != 30*time.Second || h.IdleTimeout.D() != 120*time.Second || h.MaxTokenTTL.D() != 24*time.Hour {
@@ -85,5 +85,21 @@ func TestHTTPLimitKeys(t *testing.T) {
 		if _, err := Parse("test.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err = %v, want one naming %s", src, err, want)
 		}
+	}
+}
+
+// A param named Tenant would be hidden by the tenant templates see as
+// .Tenant: the config says so at the param.
+func TestParamNamedTenant(t *testing.T) {
+	t.Parallel()
+	_, err := Parse("test.yaml", []byte(`
+notifiers:
+  invoice.paid:
+    params: {type: object, properties: {Tenant: {type: string}}}
+    channels:
+      in_app: {title: "paid"}
+`))
+	if err == nil || !strings.Contains(err.Error(), "notifiers.invoice.paid.params.properties.Tenant: templates see the notification's tenant as .Tenant") {
+		t.Fatalf("Parse = %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/notifyd/notifyd/notifytype"
+
 	"fmt"
 	htmltemplate "html/template"
 	"io"
@@ -200,6 +202,10 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 		return
 	}
 	path := keyPath(s, key)
+	if params, ok := data.(map[string]any); ok {
+		// Templates see the notification's tenant as .Tenant.
+		data = notifytype.TemplateParams(params, &ExampleTenant)
+	}
 	if err := t.Execute(discard{}, data); err != nil {
 		p.el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
 		return
@@ -208,6 +214,11 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 		checkFields(p.el, path, t, s.notifier)
 	}
 }
+
+// ExampleTenant is the tenant `notifyd check` renders templates with (and
+// `notifyd preview` without -tenant).
+var ExampleTenant = notifytype.Tenant{ID: "example", Name: "Example", Branding: notifytype.Branding{
+	LogoURL: "https://example.com/logo.png", PrimaryColor: "#336699", EmailFrom: "Example <notify@example.com>"}}
 
 // HTTPURL reports a problem at key within s unless u is an absolute http or
 // https URL.

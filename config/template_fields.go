@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/notifyd/notifyd/notifytype"
+
 	htmltemplate "html/template"
 	"slices"
 	"sort"
@@ -29,6 +31,7 @@ import (
 type fieldScope struct {
 	schema map[string]any
 	batch  bool // the batch fields (Count, Actors, Items) are there too
+	params bool // the params object: the tenant (.Tenant) is there too
 }
 
 // checkFields reports the fields of t that n's params schema rules out, at
@@ -48,7 +51,7 @@ func checkFields(el *errorList, path string, t Executor, n *Notifier) {
 			trees = append(trees, tt.Tree)
 		}
 	}
-	root := fieldScope{schema: n.Params, batch: n.Batch != nil}
+	root := fieldScope{schema: n.Params, batch: n.Batch != nil, params: true}
 	var bad []string
 	for _, tree := range trees {
 		if tree == nil || tree.Root == nil {
@@ -193,6 +196,9 @@ func (w *fieldWalker) resolve(n parse.Node, s fieldScope, names []string) {
 // child is the scope of field name of s; false when the schema rules the
 // field out. An unknown scope accepts any field.
 func child(s fieldScope, name string) (fieldScope, bool) {
+	if s.params && name == notifytype.TenantKey {
+		return fieldScope{schema: tenantSchema}, true
+	}
 	if s.batch {
 		switch name {
 		case BatchCount:
@@ -217,6 +223,13 @@ func child(s fieldScope, name string) (fieldScope, bool) {
 	}
 	return fieldScope{}, false
 }
+
+// tenantSchema is what templates see as .Tenant (notifytype.Tenant).
+var tenantSchema = map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+	"ID": map[string]any{"type": "string"}, "Name": map[string]any{"type": "string"},
+	"Branding": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+		"LogoURL": map[string]any{"type": "string"}, "PrimaryColor": map[string]any{"type": "string"},
+		"EmailFrom": map[string]any{"type": "string"}}}}}
 
 // open reports whether a schema lets an object have fields it does not
 // list: it lists none (and is not closed), allows others explicitly, or says

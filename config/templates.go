@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/notifytype"
 	htmltemplate "html/template"
 	"math/big"
 	"strings"
@@ -194,8 +195,10 @@ func cleanTemplateErr(name string, err error) error {
 // caller decoded with UseNumber or not. An integer beyond ±2^53, which a
 // float64 cannot hold exactly, stays a json.Number (it prints all its digits).
 func dot(p map[string]any) map[string]any {
-	if p == nil {
-		return map[string]any{}
+	if _, ok := p[notifytype.TenantKey]; !ok {
+		// Every template may name .Tenant: a notification without a tenant
+		// (or a caller that did not say) renders with the zero Tenant.
+		p = notifytype.TemplateParams(p, nil)
 	}
 	if !hasNumber(p) {
 		return p

@@ -124,6 +124,10 @@ type Rate struct {
 	RecipientBurst int     `yaml:"recipient_burst"` // bucket size, default 40
 	Admin          float64 `yaml:"admin"`           // requests per second for the admin token, default 200
 	AdminBurst     int     `yaml:"admin_burst"`     // bucket size, default 400
+	// TenantKey is the limit of each tenant API key (requests per second,
+	// default 50) unless the key was created with a rate of its own.
+	TenantKey      float64 `yaml:"tenant_key"`
+	TenantKeyBurst int     `yaml:"tenant_key_burst"` // bucket size, default 100
 }
 
 // Queues sets River's max workers per notifyd queue, plus fetch tuning.

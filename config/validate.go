@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/notifyd/notifyd/notifytype"
 	htmltemplate "html/template"
 	"net"
 	"net/url"
@@ -67,6 +68,7 @@ func (c *Config) validate(el *errorList) {
 	}
 	atLeast(el, "http.rate.recipient_burst", c.HTTP.Rate.RecipientBurst, 1)
 	atLeast(el, "http.rate.admin_burst", c.HTTP.Rate.AdminBurst, 1)
+	atLeast(el, "http.rate.tenant_key_burst", c.HTTP.Rate.TenantKeyBurst, 1)
 
 	q := c.Queues
 	atLeast(el, "queues.fanout", q.Fanout, 1)
@@ -198,6 +200,12 @@ func (n *Notifier) validate(el *errorList, path string) {
 	example := map[string]any{}
 	if n.Params != nil {
 		n.Schema = compileSchema(el, join(path, "params"), n.Name, n.Params)
+		if props, _ := n.Params["properties"].(map[string]any); props != nil {
+			if _, ok := props[notifytype.TenantKey]; ok {
+				el.add(join(join(join(path, "params"), "properties"), notifytype.TenantKey),
+					"templates see the notification's tenant as .%s: give this param another name", notifytype.TenantKey)
+			}
+		}
 		if n.Example == nil {
 			example = exampleParams(n.Params)
 		}

@@ -252,7 +252,11 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 		return nil, item, nil, err.Error()
 	}
 	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) && !off[inbox] {
-		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
+		tenant, err := decodeTenant(st.TenantRecord)
+		if err != nil {
+			return nil, item, nil, "tenant does not decode: " + err.Error()
+		}
+		if item, err = d.Inbox.RenderInbox(nf.Name, notifytype.TemplateParams(params, tenant)); err != nil {
 			return nil, item, nil, inbox + " templates do not render: " + err.Error()
 		}
 	}
@@ -515,7 +519,7 @@ func countTerminal(m Metrics, c *stores.Chunk) {
 // webhook) and their send jobs in the normalisation transaction.
 func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier, off conditions) error {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
-		Actor: st.Actor, Lane: -1}
+		Actor: st.Actor, Tenant: st.Tenant, Lane: -1}
 	add := func(channel, status, why string) {
 		c.DeliveryIDs = append(c.DeliveryIDs, uuidv7.String())
 		c.DeliveryRecipients = append(c.DeliveryRecipients, "")
@@ -560,7 +564,7 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 // the rows to write.
 func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m merged, off conditions) (*stores.Chunk, error) {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
-		Actor: st.Actor, Params: st.Params, Lane: st.Lane.Lane, Cursor: m.cursor,
+		Actor: st.Actor, Params: st.Params, Tenant: st.Tenant, Lane: st.Lane.Lane, Cursor: m.cursor,
 		InlinePos: st.Lane.InlinePos + m.inlineTaken, Done: m.done}
 	if m.cursor == nil {
 		c.Cursor = st.Lane.Cursor
@@ -579,6 +583,10 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 	}
 	reg := w.Deps.Registry
 	wf := w.Deps.newWorkflow()
+	defaults, err := tenantDefaults(st.TenantRecord)
+	if err != nil {
+		return nil, fmt.Errorf("default preferences of tenant %s: %w", st.Tenant, err)
+	}
 	var perRecipient []channels.Plugin
 	for _, p := range reg.Plugins() {
 		if p.PerRecipient {
@@ -597,7 +605,7 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 		muted := isMuted(nf.Name, st.Topics, r)
 		for _, p := range perRecipient {
 			ch := p.Name
-			res := reg.Resolve(nf, ch, rules, muted)
+			res := reg.ResolveTenant(nf, ch, rules, defaults, muted)
 			if res.Mode == notifytype.ModeOff {
 				if res.Why != "default" {
 					addRow(r, ch, notifytype.ModeOff, notifytype.StatusSkipped, offReason(res.Why))
@@ -669,8 +677,11 @@ func (d *Deps) registrationsOf(nf *config.Notifier) []string {
 }
 
 func offReason(why string) string {
-	if why == "muted" {
+	switch why {
+	case "muted":
 		return "muted by the recipient"
+	case "tenant":
+		return "turned off by the tenant's default preferences"
 	}
 	return "turned off by the recipient's preferences"
 }
@@ -719,15 +730,58 @@ func decodeRules(raw json.RawMessage) ([]notifytype.Rule, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var triples [][3]string
+	// [scope, channel, mode], or [scope, channel, mode, "tenant"] for a
+	// rule scoped to the notification's tenant (see stores.Candidate).
+	var triples [][]string
 	if err := json.Unmarshal(raw, &triples); err != nil {
 		return nil, err
 	}
 	rules := make([]notifytype.Rule, len(triples))
 	for i, t := range triples {
+		if len(t) < 3 {
+			return nil, fmt.Errorf("rule %d: %d elements", i, len(t))
+		}
 		rules[i] = notifytype.Rule{Scope: t[0], Channel: t[1], Mode: notifytype.Mode(t[2])}
+		if len(t) > 3 {
+			rules[i].Tenant = t[3]
+		}
 	}
 	return rules, nil
+}
+
+// decodeTenant reads a tenant record ({"id", "name", "branding", ...}) as
+// templates see it; nil for none.
+func decodeTenant(record json.RawMessage) (*notifytype.Tenant, error) {
+	if len(record) == 0 || string(record) == "null" {
+		return nil, nil
+	}
+	var t struct {
+		ID       string              `json:"id"`
+		Name     string              `json:"name"`
+		Branding notifytype.Branding `json:"branding"`
+	}
+	if err := json.Unmarshal(record, &t); err != nil {
+		return nil, err
+	}
+	return &notifytype.Tenant{ID: t.ID, Name: t.Name, Branding: t.Branding}, nil
+}
+
+// tenantDefaults are the default rules of the tenant record a fan-out read
+// (stores.FanoutState.TenantRecord); none without a tenant.
+func tenantDefaults(record json.RawMessage) ([]notifytype.Rule, error) {
+	if len(record) == 0 || string(record) == "null" {
+		return nil, nil
+	}
+	var t struct {
+		Preferences []notifytype.Rule `json:"preferences"`
+	}
+	if err := json.Unmarshal(record, &t); err != nil {
+		return nil, err
+	}
+	for i := range t.Preferences {
+		t.Preferences[i].Tenant = ""
+	}
+	return t.Preferences, nil
 }
 
 // mergedRecipient is one recipient of a chunk after merging the sources.

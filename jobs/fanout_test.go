@@ -196,7 +196,7 @@ func TestFanoutRejectsInvalidParams(t *testing.T) {
 	// reaches the fan-out with them, written here as notify_send writes it.
 	var id string
 	err := b.pool.QueryRow(context.Background(), `SELECT id::text FROM notify_enqueue(notify_uuidv7(), 'comment.created',
-		'bad', NULL, '{a}', '{direct}', '{}', '{"post_title": 7}', NULL, true)`).Scan(&id)
+		'bad', NULL, '{a}', '{direct}', '{}', '{"post_title": 7}', NULL, true, NULL)`).Scan(&id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -564,8 +564,13 @@ func (r *sendRun) send(ctx context.Context, c *stores.Claimed) (err error) {
 			return channels.Permanent(fmt.Errorf("params of %s are not a JSON object: %w", c.NotificationID, err))
 		}
 	}
+	tenant, err := decodeTenant(c.Tenant)
+	if err != nil {
+		return channels.Permanent(fmt.Errorf("tenant of %s: %w", c.NotificationID, err))
+	}
 	msg := channels.Message{DeliveryID: c.ID, NotificationID: c.NotificationID, Notifier: c.Notifier, Key: c.Key,
-		Actor: c.Actor, Reason: c.Reason, Params: params, CreatedAt: c.CreatedAt, Attempt: c.Attempts}
+		Actor: c.Actor, Reason: c.Reason, Params: notifytype.TemplateParams(params, tenant), CreatedAt: c.CreatedAt,
+		Attempt: c.Attempts, Tenant: tenant}
 	if nf, ok := d.Config.Notifier(c.Notifier); ok {
 		msg.Category = nf.Category
 	}

@@ -79,4 +79,44 @@ type Rule struct {
 	Scope   string `json:"scope"`
 	Channel string `json:"channel"`
 	Mode    Mode   `json:"mode"`
+	// Tenant scopes the rule to the notifications of one tenant: such a rule
+	// beats every rule without a tenant (the recipient's global rules), which
+	// beat the tenant's default rules, which beat the notifier's default.
+	// Empty: a global rule. A tenant's own default rules have no Tenant.
+	Tenant string `json:"tenant,omitempty"`
+}
+
+// Tenant is a tenant as templates see it (.Tenant): its id, name and
+// branding. A notification without a tenant renders with a nil .Tenant.
+type Tenant struct {
+	ID       string
+	Name     string
+	Branding Branding
+}
+
+// TenantKey is the key of params under which templates find the tenant
+// (.Tenant): a Tenant value, the zero Tenant for a notification without
+// one, so that {{.Tenant.Name}} renders "" rather than failing.
+const TenantKey = "Tenant"
+
+// TemplateParams returns params with the tenant under TenantKey (t nil: the
+// zero Tenant), in a new map: params itself is not changed.
+func TemplateParams(params map[string]any, t *Tenant) map[string]any {
+	out := make(map[string]any, len(params)+1)
+	for k, v := range params {
+		out[k] = v
+	}
+	if t == nil {
+		t = &Tenant{}
+	}
+	out[TenantKey] = *t
+	return out
+}
+
+// Branding is a tenant's branding: templates use it, and the email channel
+// sends from EmailFrom when it is set.
+type Branding struct {
+	LogoURL      string `json:"logo_url,omitempty"`
+	PrimaryColor string `json:"primary_color,omitempty"`
+	EmailFrom    string `json:"email_from,omitempty"`
 }

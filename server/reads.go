@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
+	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -177,4 +178,18 @@ func parseLSN(s string) (uint64, error) {
 		return 0, fmt.Errorf("malformed WAL position %q", s)
 	}
 	return h<<32 | l, nil
+}
+
+// TemplateTenant reads tenant id as templates see it (.Tenant: its id, name
+// and branding), for `notifyd preview -tenant`. An unknown tenant is an
+// error naming it.
+func TemplateTenant(ctx context.Context, pool *pgxpool.Pool, id string) (*notifytype.Tenant, error) {
+	t, err := stores.GetTenant(ctx, pool, id)
+	if errors.Is(err, stores.ErrNotFound) {
+		return nil, fmt.Errorf("no tenant %q (PUT /v1/tenants/{id} creates it)", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.Template()
 }

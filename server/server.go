@@ -489,3 +489,13 @@ func Migrate(ctx context.Context, cfg *config.Config, pool *pgxpool.Pool, logger
 	}
 	return syncCatalog(ctx, pool, cfg, logger)
 }
+
+// Routes lists the pattern of every route the HTTP API serves ("GET
+// /v1/inbox", "/riverui/"), the stream and the operations' routes included,
+// in the order they were mounted. Nil with Options.NoHTTP.
+func (s *Server) Routes() []string {
+	if s.api == nil {
+		return nil
+	}
+	return s.api.Routes()
+}

@@ -30,6 +30,8 @@ type DeliveryDetail struct {
 	NextAttemptAt  *time.Time
 	SettledAt      *time.Time
 	CreatedAt      time.Time
+	// Tenant is the tenant of the delivery's notification, "" for none.
+	Tenant string
 	// FailedAttempts are the failed attempts, oldest first; empty when every
 	// attempt so far went through (or none was made).
 	FailedAttempts []Attempt
@@ -37,7 +39,7 @@ type DeliveryDetail struct {
 
 const getDeliverySQL = `
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
-       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at
+       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, coalesce(tenant, '')
 FROM notify_deliveries
 WHERE id = $1`
 
@@ -63,7 +65,8 @@ func GetDelivery(ctx context.Context, db DB, id string) (*DeliveryDetail, error)
 	b := &pgx.Batch{}
 	b.Queue(getDeliverySQL, id).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&d.ID, &d.Recipient, &d.Channel, &d.Reason, &d.Mode, &d.Status, &d.Attempts, &d.LastError,
-			&d.UpdatedAt, &d.Provider, &d.NotificationID, &d.Notifier, &d.Key, &d.NextAttemptAt, &d.SettledAt, &d.CreatedAt)
+			&d.UpdatedAt, &d.Provider, &d.NotificationID, &d.Notifier, &d.Key, &d.NextAttemptAt, &d.SettledAt, &d.CreatedAt,
+			&d.Tenant)
 	})
 	d.FailedAttempts = []Attempt{}
 	b.Queue(listAttemptsSQL, id, maxAttempts).Query(func(rows pgx.Rows) error {
@@ -139,6 +142,7 @@ type NotificationFilter struct {
 	Key       string
 	Recipient string // inline recipient, or anyone with a delivery row or inbox item of it
 	Status    string
+	Tenant    string    // only this tenant's notifications
 	Before    time.Time // created before
 	After     time.Time // created at or after
 	Cursor    string    // the previous page's NextCursor
@@ -155,6 +159,7 @@ type NotificationSummary struct {
 	Error     *string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	Tenant    string // "" for none
 }
 
 // NotificationPage is one page of the list. NextCursor is "" at the end.
@@ -181,10 +186,11 @@ WITH scan AS (
     SELECT id FROM notify_notifications
     WHERE id < $6::uuid AND id >= $7::uuid
       AND ($1 = '' OR notifier = $1) AND ($2 = '' OR key = $2) AND ($4 = '' OR status = $4)
+      AND ($9 = '' OR tenant = $9)
     ORDER BY id DESC
     LIMIT $8
 ), hit AS (
-    SELECT n.id, n.notifier, n.key, n.actor, n.status, n.error, n.created_at, n.updated_at
+    SELECT n.id, n.notifier, n.key, n.actor, n.status, n.error, n.created_at, n.updated_at, n.tenant
     FROM scan JOIN notify_notifications n ON n.id = scan.id
     WHERE $3 = ''
        OR n.recipients @> ARRAY[$3::text]::text[]
@@ -194,10 +200,11 @@ WITH scan AS (
     LIMIT $5
 )
 SELECT id::text, notifier, key, actor, status, error, created_at, updated_at,
-       (SELECT count(*) FROM scan), (SELECT id::text FROM scan ORDER BY id LIMIT 1)
+       (SELECT count(*) FROM scan), (SELECT id::text FROM scan ORDER BY id LIMIT 1), tenant
 FROM hit
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM scan), (SELECT id::text FROM scan ORDER BY id LIMIT 1)
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM scan), (SELECT id::text FROM scan ORDER BY id LIMIT 1),
+       NULL
 ORDER BY 1 DESC NULLS LAST`
 
 // ListNotifications reads one page of notifications, newest first.
@@ -223,7 +230,8 @@ func ListNotifications(ctx context.Context, db DB, f NotificationFilter) (*Notif
 	if !f.After.IsZero() {
 		lower = uuidv7.Floor(f.After)
 	}
-	rows, err := db.Query(ctx, listNotificationsSQL, f.Notifier, f.Key, f.Recipient, f.Status, limit+1, upper, lower, listScan)
+	rows, err := db.Query(ctx, listNotificationsSQL, f.Notifier, f.Key, f.Recipient, f.Status, limit+1, upper, lower, listScan,
+		f.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications: %w", err)
 	}
@@ -233,15 +241,19 @@ func ListNotifications(ctx context.Context, db DB, f NotificationFilter) (*Notif
 	var last *string
 	for rows.Next() {
 		var n NotificationSummary
-		var id, notifier, key, status *string
+		var id, notifier, key, status, tenant *string
 		var created, updated *time.Time
-		if err := rows.Scan(&id, &notifier, &key, &n.Actor, &status, &n.Error, &created, &updated, &scanned, &last); err != nil {
+		if err := rows.Scan(&id, &notifier, &key, &n.Actor, &status, &n.Error, &created, &updated, &scanned, &last,
+			&tenant); err != nil {
 			return nil, err
 		}
 		if id == nil {
 			continue
 		}
 		n.ID, n.Notifier, n.Key, n.Status, n.CreatedAt, n.UpdatedAt = *id, *notifier, *key, *status, *created, *updated
+		if tenant != nil {
+			n.Tenant = *tenant
+		}
 		page.Items = append(page.Items, n)
 	}
 	if err := rows.Err(); err != nil {

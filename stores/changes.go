@@ -119,7 +119,7 @@ WITH c AS (
 )
 SELECT c.seq, $1::text, c.kind, c.item_ids::text[], c.data, c.created_at,
        i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
-       i.created_at, i.seen_at, i.read_at, i.archived_at
+       i.created_at, i.seen_at, i.read_at, i.archived_at, i.tenant
 FROM c
 LEFT JOIN notify_inbox i ON c.kind = 'created' AND i.id = c.item_ids[1] AND i.recipient = $1::text
 ORDER BY c.seq
@@ -147,7 +147,7 @@ WITH c AS (
 )
 SELECT x.seq, x.recipient, x.kind, x.item_ids::text[], x.data, x.created_at,
        i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params,
-       i.created_at, i.seen_at, i.read_at, i.archived_at
+       i.created_at, i.seen_at, i.read_at, i.archived_at, i.tenant
 FROM x
 LEFT JOIN notify_inbox i ON x.kind = 'created' AND i.id = x.item_ids[1] AND i.recipient = x.recipient
 ORDER BY x.seq, x.recipient`
@@ -267,10 +267,11 @@ func scanChanges(rows pgx.Rows, after int64, limit int) (*ChangePage, error) {
 			// The item columns are all nullable here (LEFT JOIN).
 			notifier, key, category, reason, title, body, url *string
 			createdAt                                         *time.Time
+			tenant                                            *string
 		)
 		if err := rows.Scan(&c.Seq, &c.Recipient, &kind, &c.ItemIDs, &c.Data, &c.CreatedAt,
 			&itemID, &notifier, &key, &category, &reason, &it.Actor, &title, &body, &url, &it.Params,
-			&createdAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt); err != nil {
+			&createdAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt, &tenant); err != nil {
 			return nil, err
 		}
 		if n == 0 || c.Seq != page.Last {
@@ -286,6 +287,9 @@ func scanChanges(rows pgx.Rows, after int64, limit int) (*ChangePage, error) {
 			it.ID, it.Notifier, it.Key, it.Category = *itemID, *notifier, *key, *category
 			it.Reason, it.Title, it.Body, it.URL = *reason, *title, *body, *url
 			it.CreatedAt = createdAt.UTC()
+			if tenant != nil {
+				it.Tenant = *tenant
+			}
 			it.SeenAt, it.ReadAt, it.ArchivedAt = utcPtr(it.SeenAt), utcPtr(it.ReadAt), utcPtr(it.ArchivedAt)
 			c.Item = &it
 		}

@@ -34,6 +34,9 @@ type Claimed struct {
 	Webhook  string
 	Phone    string
 	Data     json.RawMessage
+	// Tenant is the notification's tenant as {"id", "name", "branding"}
+	// (nil for none, or a tenant deleted since).
+	Tenant json.RawMessage
 }
 
 // claimSQL claims deliveries atomically in the ledger: only rows that are not
@@ -117,7 +120,9 @@ SELECT c.id::text, c.notification_id::text, c.notifier, c.key, c.recipient, c.ch
        n.params, coalesce(n.actor, ''),
        coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
        CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
-       coalesce(p.data, '{}'), coalesce(p.phone, '')
+       coalesce(p.data, '{}'), coalesce(p.phone, ''),
+       (SELECT jsonb_build_object('id', t.id, 'name', t.name, 'branding', t.branding)
+        FROM notify_tenants t WHERE t.id = n.tenant)
 FROM claimed c
 JOIN notify_notifications n ON n.id = c.notification_id
 LEFT JOIN notify_recipients p ON p.id = c.recipient
@@ -146,7 +151,7 @@ func ClaimDeliveriesSuppressing(ctx context.Context, db DB, ids []string, now ti
 			var c Claimed
 			if err := rows.Scan(&c.ID, &c.NotificationID, &c.Notifier, &c.Key, &c.Recipient, &c.Channel, &c.Reason,
 				&c.Mode, &c.Attempts, &c.CreatedAt, &c.ClaimedAt, &c.LastError, &c.Params, &c.Actor, &c.Email, &c.Name,
-				&c.Locale, &c.Timezone, &c.Webhook, &c.Data, &c.Phone); err != nil {
+				&c.Locale, &c.Timezone, &c.Webhook, &c.Data, &c.Phone, &c.Tenant); err != nil {
 				return err
 			}
 			out = append(out, c)

@@ -37,7 +37,8 @@ type Erasure struct {
 	// that named them).
 	Inbox   int
 	Changes int
-	// Preferences, Subscriptions and Mutes count the deleted settings rows,
+	// Preferences (tenant-scoped rules included), Subscriptions and Mutes
+	// count the deleted settings rows,
 	// Devices the deleted mobile devices.
 	Preferences   int
 	Subscriptions int
@@ -141,6 +142,9 @@ WITH nt AS (
     DELETE FROM notify_devices WHERE recipient = $1 RETURNING 1
 ), prefs AS (
     DELETE FROM notify_preferences WHERE recipient = $1 RETURNING 1
+), tenant_prefs AS (
+    -- The recipient's rules scoped to tenants (00025_tenants.sql).
+    DELETE FROM notify_tenant_preferences WHERE recipient = $1 RETURNING 1
 ), mutes AS (
     DELETE FROM notify_mutes WHERE recipient = $1 RETURNING 1
 ), inbox AS (
@@ -195,7 +199,8 @@ WITH nt AS (
 )
 SELECT (SELECT count(*) FROM profile) > 0,
        (SELECT count(*) FROM inbox), (SELECT count(*) FROM changes) + (SELECT count(*) FROM shared_changes),
-       (SELECT count(*) FROM prefs), (SELECT count(*) FROM subs), (SELECT count(*) FROM mutes),
+       (SELECT count(*) FROM prefs) + (SELECT count(*) FROM tenant_prefs), (SELECT count(*) FROM subs),
+       (SELECT count(*) FROM mutes),
        (SELECT count(*) FROM dl) + (SELECT count(*) FROM twins),
        (SELECT count(*) FROM dl WHERE unsent) + (SELECT count(*) FROM twins WHERE unsent),
        (SELECT count(*) FROM nt), (SELECT count(*) FROM devices)`

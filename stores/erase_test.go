@@ -35,6 +35,13 @@ func eraseFixture(t *testing.T, tx pgx.Tx, id string) {
 	if err := stores.ReplacePreferences(ctx, tx, id, []stores.PreferenceRule{{Scope: "*", Channel: "email", Mode: "off"}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := stores.PutTenant(ctx, tx, &stores.Tenant{ID: "erase-tenant"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.ReplaceTenantPreferences(ctx, tx, id, "erase-tenant", []stores.TenantRule{{Tenant: "erase-tenant",
+		PreferenceRule: stores.PreferenceRule{Scope: "*", Channel: "*", Mode: "off"}}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, topic := range []string{"erase-topic-1", "erase-topic-2"} {
 		if _, err := stores.Subscribe(ctx, tx, topic, id, "subscribed"); err != nil {
 			t.Fatal(err)
@@ -123,13 +130,13 @@ func TestEraseRecipient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := stores.Erasure{Profile: true, Inbox: 3, Changes: 3, Preferences: 1, Subscriptions: 2, Mutes: 1, Devices: 2,
+	want := stores.Erasure{Profile: true, Inbox: 3, Changes: 3, Preferences: 2, Subscriptions: 2, Mutes: 1, Devices: 2,
 		Deliveries: len(statuses) + 1, Cancelled: 5, Notifications: 3}
 	if *e != want {
 		t.Fatalf("erasure %+v, want %+v", *e, want)
 	}
 
-	for _, table := range []string{"notify_inbox", "notify_inbox_changes", "notify_preferences", "notify_subscriptions",
+	for _, table := range []string{"notify_inbox", "notify_inbox_changes", "notify_preferences", "notify_tenant_preferences", "notify_subscriptions",
 		"notify_mutes", "notify_devices", "notify_deliveries", "notify_audience_members"} {
 		if n := countRows(t, tx, `SELECT count(*) FROM `+table+` WHERE recipient = $1`, x); n != 0 {
 			t.Errorf("%s: %d rows of the erased recipient left", table, n)

@@ -26,6 +26,11 @@ type FanoutState struct {
 	Params     json.RawMessage
 	Status     string
 	Normalized bool
+	// Tenant is the notification's tenant ("" for none), and TenantRecord
+	// the tenant as it is now ({"id", "name", "branding", "preferences"}; nil
+	// for none, or for a tenant deleted since the send).
+	Tenant       string
+	TenantRecord json.RawMessage
 	// ForUpdate says the notification row is locked for update (LockFanout
 	// asked to), not only shared: the normalisation needs no second lock.
 	ForUpdate bool
@@ -45,11 +50,14 @@ type FanoutLane struct {
 // lockFanoutForUpdateSQL under the update lock a normalisation needs.
 const (
 	readFanoutSQL = `
-SELECT id::text, notifier, key, coalesce(actor, ''), topics, params, status, normalized
-FROM notify_notifications
-WHERE id = $1`
-	lockFanoutSQL          = readFanoutSQL + ` FOR SHARE`
-	lockFanoutForUpdateSQL = readFanoutSQL + ` FOR UPDATE`
+SELECT n.id::text, n.notifier, n.key, coalesce(n.actor, ''), n.topics, n.params, n.status, n.normalized,
+       coalesce(n.tenant, ''),
+       (SELECT jsonb_build_object('id', t.id, 'name', t.name, 'branding', t.branding, 'preferences', t.preferences)
+        FROM notify_tenants t WHERE t.id = n.tenant)
+FROM notify_notifications n
+WHERE n.id = $1`
+	lockFanoutSQL          = readFanoutSQL + ` FOR SHARE OF n`
+	lockFanoutForUpdateSQL = readFanoutSQL + ` FOR UPDATE OF n`
 )
 
 const lockLaneSQL = `
@@ -70,7 +78,8 @@ func LockFanout(ctx context.Context, tx DB, id string, lane int, forUpdate bool)
 		q = lockFanoutForUpdateSQL
 	}
 	b.Queue(q, id).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params, &s.Status, &s.Normalized)
+		err := row.Scan(&s.ID, &s.Notifier, &s.Key, &s.Actor, &s.Topics, &s.Params, &s.Status, &s.Normalized,
+			&s.Tenant, &s.TenantRecord)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -326,9 +335,13 @@ type Candidate struct {
 	Locale     string
 	Timezone   string
 	Phone      string
-	QuietHours string          // the profile's quiet_hours JSON, "" for none
-	Rules      json.RawMessage // [[scope, channel, mode], ...] that can apply to this notifier, or null
-	Mutes      []string        // active mute targets ("notifier:x", "topic:y")
+	QuietHours string // the profile's quiet_hours JSON, "" for none
+	// Rules are the recipient's rules that can apply to this notifier,
+	// [[scope, channel, mode], ...], and, for a notification of a tenant,
+	// their rules scoped to it, [scope, channel, mode, "tenant"]; null for
+	// none.
+	Rules json.RawMessage
+	Mutes []string // active mute targets ("notifier:x", "topic:y")
 	// Registrations are those of the asked-for registrations the recipient
 	// has: RegistrationPushSubscription, RegistrationDevice+platform.
 	Registrations []string
@@ -356,7 +369,9 @@ const (
 // list as at its start; the LIMIT 1 in the profile lookup keeps the planner
 // from a merge join that scans the profiles from the first id on every chunk.
 // Profile (only with $5: an in_app-only notifier addresses nobody by it), the
-// preference rules that can apply ($3: the scopes of this notifier), mutes
+// preference rules that can apply ($3: the scopes of this notifier; for a
+// notification of a tenant, the recipient's rules scoped to that tenant too,
+// by the primary key's prefix), mutes
 // active at $6 (the fan-out's clock, which also times its quiet hours and
 // delays) and which of the registrations $7 the recipient has (browser push
 // subscriptions, devices by platform; an index probe each, only for a
@@ -366,7 +381,7 @@ const (
 // recipient id: the probe compares in it, or its index is not used.)
 const fanoutCandidatesSQL = `
 WITH n AS (
-    SELECT nn.recipients, nn.reasons, nn.topics, l.cursor, l.lo, l.hi, l.inline_pos,
+    SELECT nn.recipients, nn.reasons, nn.topics, nn.tenant, l.cursor, l.lo, l.hi, l.inline_pos,
            least(l.inline_pos + $2, l.inline_end) AS inline_to
     FROM notify_notifications nn
     JOIN notify_fanout_lanes l ON l.notification_id = nn.id AND l.lane = $4
@@ -396,8 +411,14 @@ SELECT c.source, c.recipient, c.reason,
        coalesce(p.email, ''), CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
        coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''), coalesce(p.phone, ''),
        coalesce(p.quiet_hours::text, ''),
-       (SELECT jsonb_agg(jsonb_build_array(pr.scope, pr.channel, pr.mode))
-        FROM notify_preferences pr WHERE pr.recipient = c.recipient AND pr.scope = ANY($3::text[])),
+       (SELECT jsonb_agg(r.rule) FROM (
+            SELECT jsonb_build_array(pr.scope, pr.channel, pr.mode) AS rule
+            FROM notify_preferences pr WHERE pr.recipient = c.recipient AND pr.scope = ANY($3::text[])
+            UNION ALL
+            SELECT jsonb_build_array(tp.scope, tp.channel, tp.mode, 'tenant')
+            FROM n, notify_tenant_preferences tp
+            WHERE n.tenant IS NOT NULL AND tp.recipient = c.recipient AND tp.tenant = n.tenant
+              AND tp.scope = ANY($3::text[])) r),
        ARRAY(SELECT m.target FROM notify_mutes m
              WHERE m.recipient = c.recipient AND (m.until IS NULL OR m.until > $6)),
        CASE WHEN cardinality($7::text[]) = 0 THEN '{}'::text[] ELSE ARRAY(
@@ -451,6 +472,9 @@ type Chunk struct {
 	Body           string
 	URL            string
 	Params         json.RawMessage
+	// Tenant is the notification's tenant, carried by every inbox item and
+	// delivery ("" for none).
+	Tenant string
 
 	// Inbox items (parallel slices).
 	InboxIDs        []string
@@ -537,20 +561,21 @@ WITH tc AS (
                              THEN EXCLUDED.last_delivery ELSE t.last_delivery END
     RETURNING t.last_delivery
 ), inbox AS (
-    INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params)
-    SELECT u.id::uuid, $1, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9
+    INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params,
+                              tenant)
+    SELECT u.id::uuid, $1, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9, nullif($34, '')
     FROM unnest($10::text[], $11::text[], $12::text[]) AS u(id, recipient, reason)
     ON CONFLICT (notification_id, recipient) DO NOTHING
     RETURNING id, recipient
 ), dl AS (
     INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
-                                   last_error, settled_at, next_attempt_at, unless, batch_id, batched_into)
+                                   last_error, settled_at, next_attempt_at, unless, batch_id, batched_into, tenant)
     SELECT d.id::uuid, $1, $2, $3, nullif(d.recipient, ''), d.channel, d.reason, d.mode,
            CASE WHEN x.refused THEN 'throttled' ELSE d.status END,
            CASE WHEN x.refused THEN tc.msg ELSE nullif(d.err, '') END,
            CASE WHEN d.status IN ('unavailable', 'skipped', 'batched') OR x.refused THEN now() END,
            CASE WHEN x.refused THEN NULL ELSE d.due END, nullif(d.unless, ''),
-           nullif(d.batch, '')::uuid, nullif(d.carrier, '')::uuid
+           nullif(d.batch, '')::uuid, nullif(d.carrier, '')::uuid, nullif($34, '')
     FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],
                 $30::timestamptz[], $31::text[], $32::text[], $33::text[])
          AS d(id, recipient, channel, reason, mode, status, err, due, unless, batch, carrier)
@@ -630,7 +655,7 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 		c.Cursor, c.InlinePos, c.Done, c.Lane,
 		nonNil(c.ThrottleIDs), nonNil(c.ThrottleRecipients), nonNil(c.ThrottleChannels), nonNilOf(c.ThrottleLimits),
 		nonNilOf(c.ThrottlePers), nonNil(c.ThrottleErrors), dues(c), padded(c, c.DeliveryUnless),
-		padded(c, c.DeliveryBatch), padded(c, c.DeliveryBatchedInto))
+		padded(c, c.DeliveryBatch), padded(c, c.DeliveryBatchedInto), c.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
 	}

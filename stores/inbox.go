@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/internal/uuidv7"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -28,6 +31,8 @@ type InboxItem struct {
 	SeenAt     *time.Time
 	ReadAt     *time.Time
 	ArchivedAt *time.Time
+	// Tenant is the tenant of the item's notification, "" for none.
+	Tenant string
 }
 
 // InboxFilter selects which of a recipient's items a page lists.
@@ -84,7 +89,7 @@ type InboxPage struct {
 const (
 	listInboxAllSQL = `
 SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params::text,
-       i.created_at, i.seen_at, i.read_at, i.archived_at
+       i.created_at, i.seen_at, i.read_at, i.archived_at, coalesce(i.tenant, '')
 FROM notify_inbox i
 WHERE i.recipient = $1
   AND i.created_at <= $2 AND (i.created_at < $2 OR i.id > $3)
@@ -94,7 +99,7 @@ LIMIT $4`
 
 	listInboxUnreadSQL = `
 SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params::text,
-       i.created_at, i.seen_at, i.read_at, i.archived_at
+       i.created_at, i.seen_at, i.read_at, i.archived_at, coalesce(i.tenant, '')
 FROM notify_inbox i
 WHERE i.recipient = $1
   AND i.created_at <= $2 AND (i.created_at < $2 OR i.id > $3)
@@ -104,7 +109,7 @@ LIMIT $4`
 
 	listInboxArchivedSQL = `
 SELECT i.id::text, i.notifier, i.key, i.category, i.reason, i.actor, i.title, i.body, i.url, i.params::text,
-       i.created_at, i.seen_at, i.read_at, i.archived_at
+       i.created_at, i.seen_at, i.read_at, i.archived_at, coalesce(i.tenant, '')
 FROM notify_inbox i
 WHERE i.recipient = $1
   AND i.created_at <= $2 AND (i.created_at < $2 OR i.id > $3)
@@ -121,6 +126,40 @@ const nilUUID = "00000000-0000-0000-0000-000000000000"
 // is not a UUID is an error too; a cursor that points nowhere just reads the
 // items after that position.
 func ListInbox(ctx context.Context, db DB, recipient string, filter InboxFilter, after *InboxCursor, limit int) (*InboxPage, error) {
+	return ListTenantInbox(ctx, db, recipient, "", filter, after, limit)
+}
+
+// tenantScoped turns a statement scoped to a recipient ($1) into one scoped
+// to the recipient's items of one tenant, the parameter $n.
+func tenantScoped(sql string, n int) string {
+	cond := fmt.Sprintf(" AND tenant = $%d", n)
+	sql = strings.ReplaceAll(sql, "WHERE i.recipient = $1\n", "WHERE i.recipient = $1 AND i.tenant = $"+strconv.Itoa(n)+"\n")
+	sql = strings.ReplaceAll(sql, "WHERE recipient = $1 ", "WHERE recipient = $1"+cond+" ")
+	return sql
+}
+
+// The statements of a recipient's items of one tenant (a token with a
+// tenant claim, or ?tenant=), which notify_inbox_tenant_idx serves: the
+// tenant is the last parameter.
+var (
+	listTenantInboxAllSQL      = tenantScoped(listInboxAllSQL, 5)
+	listTenantInboxUnreadSQL   = tenantScoped(listInboxUnreadSQL, 5)
+	listTenantInboxArchivedSQL = tenantScoped(listInboxArchivedSQL, 5)
+	countTenantInboxSQL        = tenantScoped(countInboxSQL, 3)
+	tenantMarks                = map[string]string{
+		markReadIDsSQL:   tenantScoped(markReadIDsSQL, 5),
+		markReadAllSQL:   tenantScoped(markReadAllSQL, 4),
+		markUnreadIDsSQL: tenantScoped(markUnreadIDsSQL, 4),
+		markSeenIDsSQL:   tenantScoped(markSeenIDsSQL, 5),
+		markSeenAllSQL:   tenantScoped(markSeenAllSQL, 4),
+		archiveIDsSQL:    tenantScoped(archiveIDsSQL, 5),
+	}
+)
+
+// ListTenantInbox is ListInbox of recipient's items of tenant only (every
+// item for "").
+func ListTenantInbox(ctx context.Context, db DB, recipient, tenant string, filter InboxFilter, after *InboxCursor,
+	limit int) (*InboxPage, error) {
 	var sql string
 	switch filter {
 	case InboxAll, "":
@@ -131,6 +170,12 @@ func ListInbox(ctx context.Context, db DB, recipient string, filter InboxFilter,
 		sql = listInboxArchivedSQL
 	default:
 		return nil, fmt.Errorf("list inbox: unknown filter %q", filter)
+	}
+	args := []any{recipient, nil, nil, nil}
+	if tenant != "" {
+		sql = map[string]string{listInboxAllSQL: listTenantInboxAllSQL, listInboxUnreadSQL: listTenantInboxUnreadSQL,
+			listInboxArchivedSQL: listTenantInboxArchivedSQL}[sql]
+		args = append(args, tenant)
 	}
 	if limit <= 0 {
 		limit = DefaultInboxLimit
@@ -145,7 +190,8 @@ func ListInbox(ctx context.Context, db DB, recipient string, filter InboxFilter,
 		at, afterID = pgtype.Timestamptz{Time: after.CreatedAt, Valid: true}, after.ID
 	}
 	// One row more than the page tells whether there is a next page.
-	rows, err := db.Query(ctx, sql, recipient, at, afterID, limit+1)
+	args[1], args[2], args[3] = at, afterID, limit+1
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list inbox of %s: %w", recipient, err)
 	}
@@ -169,7 +215,7 @@ func scanInboxItems(rows pgx.Rows) ([]InboxItem, error) {
 		var it InboxItem
 		var params []byte
 		if err := rows.Scan(&it.ID, &it.Notifier, &it.Key, &it.Category, &it.Reason, &it.Actor, &it.Title,
-			&it.Body, &it.URL, &params, &it.CreatedAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt); err != nil {
+			&it.Body, &it.URL, &params, &it.CreatedAt, &it.SeenAt, &it.ReadAt, &it.ArchivedAt, &it.Tenant); err != nil {
 			return nil, err
 		}
 		it.Params = params
@@ -253,10 +299,20 @@ func capped(unread, unseen, max int) InboxCounts {
 // max and capped there (see InboxCounts). A max of zero or less reads
 // DefaultInboxCountsMax; a larger one than MaxInboxCountsMax reads that.
 func CountInbox(ctx context.Context, db DB, recipient string, max int) (InboxCounts, error) {
+	return CountTenantInbox(ctx, db, recipient, "", max)
+}
+
+// CountTenantInbox is CountInbox of recipient's items of tenant only (every
+// item for "").
+func CountTenantInbox(ctx context.Context, db DB, recipient, tenant string, max int) (InboxCounts, error) {
 	max = countsMax(max)
 	var unread, unseen int
 	b := countsBatch()
-	b.Queue(countInboxSQL, recipient, max+1).QueryRow(func(row pgx.Row) error { return row.Scan(&unread, &unseen) })
+	sql, args := countInboxSQL, []any{recipient, max + 1}
+	if tenant != "" {
+		sql, args = countTenantInboxSQL, append(args, tenant)
+	}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&unread, &unseen) })
 	if err := sendCounts(ctx, db, b); err != nil {
 		return InboxCounts{}, fmt.Errorf("count inbox of %s: %w", recipient, err)
 	}
@@ -323,6 +379,9 @@ type InboxMark struct {
 	// At is the time written into read_at, seen_at or archived_at. Its zero
 	// value is an error; it is truncated to microseconds (what PostgreSQL keeps).
 	At time.Time
+	// Tenant, when set, restricts the change to the recipient's items of
+	// that tenant: the others are not touched (nor reported).
+	Tenant string
 }
 
 // Mark statements, one per operation and target. Each changes only rows whose
@@ -488,6 +547,9 @@ func MarkInbox(ctx context.Context, tx DB, m InboxMark) ([]string, error) {
 		return nil, fmt.Errorf("mark inbox of %s %s: %w", m.Recipient, m.Op, err)
 	}
 	args = append(args, string(raw))
+	if m.Tenant != "" {
+		sql, args = tenantMarks[sql], append(args, m.Tenant)
+	}
 
 	var changed []string
 	if err := tx.QueryRow(ctx, sql, args...).Scan(&changed); err != nil {

@@ -30,6 +30,8 @@ type DeliveryFilter struct {
 	// Recipient is a recipient id; bulk deliveries have none and never
 	// match it.
 	Recipient string
+	// Tenant is a tenant id: only that tenant's deliveries match.
+	Tenant string
 	// Since and Until bound the time of the row's last change:
 	// Since <= updated_at < Until.
 	Since, Until time.Time
@@ -90,7 +92,7 @@ WITH RECURSIVE pairs(channel, status) AS (
 // so per.n bounds the work whatever they match. The last row (id NULL)
 // carries the bound.
 const listDeliveriesAcrossSQL = ledgerPairsCTE + `, per AS (
-    SELECT CASE WHEN $7::text = '' AND $8::text = '' THEN $9::int
+    SELECT CASE WHEN $7::text = '' AND $8::text = '' AND $11::text = '' THEN $9::int
                 ELSE greatest($9::int, $10::int / greatest(count(*), 1)::int) END AS n
     FROM wanted
 ), keys AS (
@@ -99,7 +101,7 @@ const listDeliveriesAcrossSQL = ledgerPairsCTE + `, per AS (
     CROSS JOIN LATERAL (
         SELECT d.id, d.recipient, d.channel, d.reason, d.mode, d.status, d.attempts, d.last_error, d.updated_at,
                d.provider, d.notification_id, d.notifier, d.key, d.next_attempt_at, d.settled_at, d.created_at,
-               row_number() OVER (ORDER BY d.updated_at DESC, d.id DESC) AS rn
+               d.tenant, row_number() OVER (ORDER BY d.updated_at DESC, d.id DESC) AS rn
         FROM notify_deliveries d
         WHERE d.status = w.status AND d.channel = w.channel
           AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
@@ -112,16 +114,17 @@ const listDeliveriesAcrossSQL = ledgerPairsCTE + `, per AS (
 ), page AS (
     SELECT keys.* FROM keys
     WHERE NOT EXISTS (SELECT 1 FROM bound b WHERE (keys.updated_at, keys.id) < (b.updated_at, b.id))
-      AND ($7 = '' OR keys.notifier = $7) AND ($8 = '' OR keys.recipient = $8)
+      AND ($7 = '' OR keys.notifier = $7) AND ($8 = '' OR keys.recipient = $8) AND ($11 = '' OR keys.tenant = $11)
     ORDER BY keys.updated_at DESC, keys.id DESC
     LIMIT $9
 )
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
-       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, NULL::timestamptz, NULL::text
+       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, NULL::timestamptz, NULL::text,
+       tenant
 FROM page
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT updated_at FROM bound), (SELECT id::text FROM bound)
+       (SELECT updated_at FROM bound), (SELECT id::text FROM bound), NULL
 ORDER BY 9 DESC NULLS LAST, 1 DESC`
 
 // ListDeliveries reads one page of deliveries matching f, newest change
@@ -146,7 +149,7 @@ func ListDeliveries(ctx context.Context, db DB, f DeliveryFilter, after *Deliver
 	// Each range reads one row more than the page: that row tells a page
 	// that ends from one that goes on.
 	rows, err := db.Query(ctx, listDeliveriesAcrossSQL, nonNil(f.Statuses), f.Channel, since, until, curT, curID,
-		f.Notifier, f.Recipient, limit+1, deliveriesScan)
+		f.Notifier, f.Recipient, limit+1, deliveriesScan, f.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
@@ -155,11 +158,12 @@ func ListDeliveries(ctx context.Context, db DB, f DeliveryFilter, after *Deliver
 	var boundID *string
 	for rows.Next() {
 		var d DeliveryDetail
-		var id, recipient, channel, reason, mode, status, nid, notifier, key *string
+		var id, recipient, channel, reason, mode, status, nid, notifier, key, tenant *string
 		var attempts *int
 		var updated, created *time.Time
 		if err := rows.Scan(&id, &recipient, &channel, &reason, &mode, &status, &attempts, &d.LastError, &updated,
-			&d.Provider, &nid, &notifier, &key, &d.NextAttemptAt, &d.SettledAt, &created, &boundT, &boundID); err != nil {
+			&d.Provider, &nid, &notifier, &key, &d.NextAttemptAt, &d.SettledAt, &created, &boundT, &boundID,
+			&tenant); err != nil {
 			return nil, err
 		}
 		if id == nil {
@@ -167,6 +171,9 @@ func ListDeliveries(ctx context.Context, db DB, f DeliveryFilter, after *Deliver
 		}
 		d.ID, d.Recipient, d.Channel, d.Reason, d.Mode, d.Status, d.Attempts = *id, recipient, *channel, *reason, *mode, *status, *attempts
 		d.UpdatedAt, d.NotificationID, d.Notifier, d.Key, d.CreatedAt = *updated, *nid, *notifier, *key, *created
+		if tenant != nil {
+			d.Tenant = *tenant
+		}
 		page.Items = append(page.Items, d)
 	}
 	if err := rows.Err(); err != nil {
@@ -217,7 +224,7 @@ const redriveMatchingSQL = ledgerPairsCTE + `, matched AS (
         SELECT d.id FROM notify_deliveries d
         WHERE d.status = w.status AND d.channel = w.channel
           AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
-          AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6)
+          AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6) AND ($10 = '' OR d.tenant = $10)
           AND NOT EXISTS (SELECT 1 FROM notify_notifications n WHERE n.id = d.notification_id AND n.status = 'cancelled')
         ORDER BY d.updated_at, d.id
         LIMIT $8
@@ -258,7 +265,7 @@ func RedriveMatching(ctx context.Context, db DB, f DeliveryFilter, now time.Time
 		return 0, nil, fmt.Errorf("re-drive: limit %d is not positive", limit)
 	}
 	since, until := timeBounds(f.Since, f.Until)
-	if err := db.QueryRow(ctx, redriveMatchingSQL, statuses, f.Channel, since, until, f.Notifier, f.Recipient, limit, redriveCount, now).
+	if err := db.QueryRow(ctx, redriveMatchingSQL, statuses, f.Channel, since, until, f.Notifier, f.Recipient, limit, redriveCount, now, f.Tenant).
 		Scan(&matched, &ids); err != nil {
 		return 0, nil, fmt.Errorf("re-drive deliveries: %w", err)
 	}
@@ -276,7 +283,7 @@ FROM (
         SELECT 1 FROM notify_deliveries d
         WHERE d.status = w.status AND d.channel = w.channel
           AND d.updated_at >= $3::timestamptz AND d.updated_at < $4::timestamptz
-          AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6)
+          AND ($5 = '' OR d.notifier = $5) AND ($6 = '' OR d.recipient = $6) AND ($8 = '' OR d.tenant = $8)
           AND NOT EXISTS (SELECT 1 FROM notify_notifications n WHERE n.id = d.notification_id AND n.status = 'cancelled')
         LIMIT $7
     ) k
@@ -292,7 +299,7 @@ func CountMatching(ctx context.Context, db DB, f DeliveryFilter) (int, error) {
 	}
 	since, until := timeBounds(f.Since, f.Until)
 	var n int
-	if err := db.QueryRow(ctx, countMatchingSQL, statuses, f.Channel, since, until, f.Notifier, f.Recipient, redriveCount).Scan(&n); err != nil {
+	if err := db.QueryRow(ctx, countMatchingSQL, statuses, f.Channel, since, until, f.Notifier, f.Recipient, redriveCount, f.Tenant).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count deliveries to re-drive: %w", err)
 	}
 	return n, nil
@@ -480,7 +487,9 @@ SELECT d.id::text, d.notification_id::text, d.notifier, d.key, d.recipient, d.ch
        coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
        CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
        coalesce(p.data, '{}'), coalesce(p.phone, ''),
-       b.count, b.actors, b.items
+       b.count, b.actors, b.items,
+       (SELECT jsonb_build_object('id', t.id, 'name', t.name, 'branding', t.branding)
+        FROM notify_tenants t WHERE t.id = n.tenant)
 FROM notify_deliveries d
 JOIN notify_notifications n ON n.id = d.notification_id
 LEFT JOIN notify_recipients p ON p.id = d.recipient
@@ -499,7 +508,7 @@ func GetDeliveryMessage(ctx context.Context, db DB, id string) (*DeliveryMessage
 	var items json.RawMessage
 	err := db.QueryRow(ctx, deliveryMessageSQL, id).Scan(&m.ID, &m.NotificationID, &m.Notifier, &m.Key, &m.Recipient,
 		&m.Channel, &m.Reason, &m.Mode, &m.Attempts, &m.CreatedAt, &m.LastError, &m.Status, &m.Params, &m.Actor,
-		&m.Email, &m.Name, &m.Locale, &m.Timezone, &m.Webhook, &m.Data, &m.Phone, &count, &actors, &items)
+		&m.Email, &m.Name, &m.Locale, &m.Timezone, &m.Webhook, &m.Data, &m.Phone, &count, &actors, &items, &m.Tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -69,16 +69,16 @@ func TestLedgerViewPlans(t *testing.T) {
 		maxRows         int // the most rows the index scans may return, all partitions together
 	}{
 		{"list: failed email, last hour", list,
-			`'{failed}', 'email', ` + hour + `, 'infinity', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '', '', 51, 5000`,
+			`'{failed}', 'email', ` + hour + `, 'infinity', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '', '', 51, 5000, ''`,
 			wantFailed + 60},
 		{"list: any status, email, a page of 50", list,
-			`'{}', 'email', '-infinity', 'infinity', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '', '', 51, 5000`,
+			`'{}', 'email', '-infinity', 'infinity', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '', '', 51, 5000, ''`,
 			3 * 51},
 		{"list: failed, recipient filter", list,
-			`'{failed}', '', ` + hour + `, 'infinity', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '', 'u4000', 51, 5000`,
+			`'{failed}', '', ` + hour + `, 'infinity', 'infinity', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '', 'u4000', 51, 5000, ''`,
 			wantFailed + 60},
 		{"redrive: failed email, last hour", redrive,
-			`'{failed}', 'email', ` + hour + `, 'infinity', '', '', 10000, 100000, now()`,
+			`'{failed}', 'email', ` + hour + `, 'infinity', '', '', 10000, 100000, now(), ''`,
 			2*wantFailed + 60},
 		{"hours: the last 24 hours", hours, `'{}', '', ` + day, rows/30 + wantFailed + 500},
 	} {

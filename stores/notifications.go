@@ -19,6 +19,7 @@ type NewNotification struct {
 	Topics     []string
 	Params     json.RawMessage // a JSON object; nil is {}
 	SendAt     time.Time       // zero: fan out now
+	Tenant     string          // "" for none
 }
 
 // insertNotificationSQL writes the notification and its notify.fanout River
@@ -34,7 +35,7 @@ type NewNotification struct {
 // keeps equal to the Go declaration of the job.
 const insertNotificationSQL = `
 SELECT id::text, duplicate
-FROM notify_send($1, $2, $3::text[], $4::text[], $5::jsonb, $6::text[], $7, $8)`
+FROM notify_send($1, $2, $3::text[], $4::text[], $5::jsonb, $6::text[], $7, $8, $9)`
 
 // InsertNotification writes n and enqueues its fan-out, in one round trip. It
 // reports the id and whether (notifier, key) already existed, in which case
@@ -63,8 +64,12 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 	if topics == nil {
 		topics = []string{}
 	}
+	var tenant *string
+	if n.Tenant != "" {
+		tenant = &n.Tenant
+	}
 	err = db.QueryRow(ctx, insertNotificationSQL, n.Notifier, n.Key, recipients, reasons, params, topics, actor,
-		sendAt).Scan(&id, &duplicate)
+		sendAt, tenant).Scan(&id, &duplicate)
 	if err != nil {
 		return "", false, fmt.Errorf("insert notification %s/%s: %w", n.Notifier, n.Key, err)
 	}
@@ -108,6 +113,7 @@ type Notification struct {
 	SendAt     *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	Tenant     string // "" for none
 	Deliveries []Delivery
 }
 
@@ -135,7 +141,8 @@ type Delivery struct {
 }
 
 const getNotificationSQL = `
-SELECT id::text, notifier, key, actor, status, error, params, topics, send_at, created_at, updated_at
+SELECT id::text, notifier, key, actor, status, error, params, topics, send_at, created_at, updated_at,
+       coalesce(tenant, '')
 FROM notify_notifications
 WHERE id = $1`
 
@@ -162,7 +169,7 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, i
 	}
 	var n Notification
 	err := db.QueryRow(ctx, getNotificationSQL, id).Scan(&n.ID, &n.Notifier, &n.Key, &n.Actor, &n.Status,
-		&n.Error, &n.Params, &n.Topics, &n.SendAt, &n.CreatedAt, &n.UpdatedAt)
+		&n.Error, &n.Params, &n.Topics, &n.SendAt, &n.CreatedAt, &n.UpdatedAt, &n.Tenant)
 	if err != nil {
 		return nil, notFound(err)
 	}

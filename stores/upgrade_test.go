@@ -165,8 +165,10 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 	// and the value every existing row has.
 	newColumns := map[string]map[string]any{
 		// NULL until the catalog is next published; audience false until then.
-		"notify_notifiers":  {"params_schema": nil, "params_check": nil, "audience": false},
-		"notify_deliveries": {"claimed_by": nil}, // set by the next claim
+		"notify_notifiers":     {"params_schema": nil, "params_check": nil, "audience": false},
+		"notify_deliveries":    {"claimed_by": nil, "tenant": nil}, // claimed_by: set by the next claim
+		"notify_notifications": {"tenant": nil},                    // tenant: rows sent without one
+		"notify_inbox":         {"tenant": nil},
 	}
 	for table, rows := range after {
 		// A table a later migration adds starts empty.

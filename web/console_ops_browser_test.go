@@ -308,6 +308,34 @@ func TestBrowserConsoleOperations(t *testing.T) {
 	}
 	p.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": 1280, "height": 1480, "deviceScaleFactor": 1, "mobile": false})
 	shot("console-overview.png")
+
+	// 10. Tenants: the deliveries and notifications views filter by tenant
+	// (the select lists the tenants), a delivery shows its tenant.
+	if code := api.do("PUT", "/v1/tenants/acme", admin, map[string]any{"name": "Acme"}, nil); code != http.StatusCreated {
+		t.Fatalf("PUT tenant = %d", code)
+	}
+	var acme struct{ ID string }
+	if code := api.do("POST", "/v1/notifications", admin, map[string]any{"notifier": "mention.created", "key": "t-1",
+		"recipients": []string{"u2"}, "params": map[string]any{"who": "Acme"}, "tenant": "acme"}, &acme); code != http.StatusAccepted {
+		t.Fatalf("send for acme = %d", code)
+	}
+	var acmeDelivery string
+	notifydtest.Eventually(t, 30*time.Second, "acme's delivery", func() bool {
+		var page struct{ Items []delivery }
+		api.do("GET", "/v1/deliveries?tenant=acme", admin, nil, &page)
+		if len(page.Items) > 0 {
+			acmeDelivery = page.Items[0].ID
+		}
+		return acmeDelivery != ""
+	})
+	go2("#/deliveries?tenant=acme&range=1h")
+	p.waitFor(ctx, wait, "only acme's deliveries", rows+`.length >= 1 && `+rows+`.every((tr) => tr.dataset.id === `+jsString(acmeDelivery)+`)
+		&& document.querySelector("#delivery-filters [name=tenant]").value === "acme"`, state)
+	go2("#/?tenant=acme")
+	p.waitFor(ctx, wait, "only acme's notification", `[...document.querySelectorAll("#notifications tr")].length === 1 &&
+		document.querySelector("#notifications tr").dataset.id === `+jsString(acme.ID), state)
+	go2("#/d/" + acmeDelivery)
+	p.waitFor(ctx, wait, "the delivery's tenant", `document.querySelector("dd#delivery-tenant") && document.querySelector("dd#delivery-tenant").textContent === "acme"`, state)
 }
 
 func hasSubject(msgs []smtpcapture.Message, subject string) bool {

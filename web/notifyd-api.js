@@ -39,6 +39,16 @@ export function crossOriginHint(url) {
 }
 
 /** endpoint (a base URL, or "" for the same origin) joined with an API path. */
+/**
+ * withTenant adds ?tenant= (or &tenant=) to an API path when tenant is set:
+ * the inbox and preference routes then reach only that tenant's items and
+ * rules.
+ */
+export function withTenant(path, tenant) {
+  if (!tenant) return path;
+  return path + (path.includes("?") ? "&" : "?") + "tenant=" + encodeURIComponent(tenant);
+}
+
 export function apiURL(endpoint, path) {
   return String(endpoint || "").replace(/\/+$/, "") + path;
 }

@@ -98,7 +98,7 @@
 // params cannot inject markup. Item urls are followed only when they are
 // http: or https:.
 
-import { NotifydError, apiURL, request } from "./notifyd-api.js";
+import { NotifydError, apiURL, request, withTenant } from "./notifyd-api.js";
 import { disablePush, enablePush, pushSupported } from "./notifyd-push.js";
 
 export { NotifydError };
@@ -217,7 +217,7 @@ time { color: var(--notifyd-muted-color, #656d76); font-size: .85em; }
 `;
 
 export class NotifydInbox extends HTMLElement {
-  static observedAttributes = ["endpoint", "token", "page-size", "label", "badge"];
+  static observedAttributes = ["endpoint", "token", "page-size", "label", "badge", "tenant"];
 
   #els = null;
   #items = []; // loaded items, in the API's order
@@ -291,6 +291,9 @@ export class NotifydInbox extends HTMLElement {
   get endpoint() { return this.getAttribute("endpoint") || ""; }
   set endpoint(v) { this.setAttribute("endpoint", v); }
   get token() { return this.getAttribute("token") || ""; }
+
+  /** The tenant whose items to show (?tenant=); "" for every item, or the token's tenant claim. */
+  get tenant() { return this.getAttribute("tenant") || ""; }
   set token(v) { if (v) this.setAttribute("token", v); else this.removeAttribute("token"); }
   get pageSize() {
     const n = parseInt(this.getAttribute("page-size") || "", 10);
@@ -336,7 +339,8 @@ export class NotifydInbox extends HTMLElement {
     if (name === "badge") this.#renderBadge();
     // A new endpoint is a new inbox: never resume across it.
     if (name === "endpoint") this.#reauth = false;
-    if ((name === "token" || name === "endpoint") && this.#connected && !this.#restartQueued) {
+    if (name === "tenant") this.#reauth = false; // another tenant is another inbox
+    if ((name === "token" || name === "endpoint" || name === "tenant") && this.#connected && !this.#restartQueued) {
       // endpoint and token often change together: restart once.
       this.#restartQueued = true;
       queueMicrotask(() => {
@@ -520,6 +524,7 @@ export class NotifydInbox extends HTMLElement {
 
   #connect(gen) {
     let url = apiURL(this.endpoint, "/v1/inbox/stream") + "?access_token=" + encodeURIComponent(this.token);
+    if (this.tenant) url += "&tenant=" + encodeURIComponent(this.tenant);
     // EventSource sends Last-Event-ID itself on its own reconnects; a new
     // EventSource (ours, after it gave up) carries the position in the query.
     if (this.#lastEventId) url += "&last_event_id=" + encodeURIComponent(this.#lastEventId);
@@ -933,6 +938,7 @@ export class NotifydInbox extends HTMLElement {
 
   #request(method, path, body, keepalive = false) {
     const signal = this.#abort && !keepalive ? this.#abort.signal : undefined;
+    path = withTenant(path, this.tenant);
     return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal, keepalive });
   }
 

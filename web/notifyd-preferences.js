@@ -44,7 +44,7 @@
 //
 // Every name and message from the API is set with textContent.
 
-import { NotifydError, request } from "./notifyd-api.js";
+import { NotifydError, request, withTenant } from "./notifyd-api.js";
 
 export { NotifydError };
 
@@ -88,7 +88,7 @@ button:focus-visible, select:focus-visible { outline: 2px solid var(--notifyd-ac
 `;
 
 export class NotifydPreferences extends HTMLElement {
-  static observedAttributes = ["endpoint", "token", "label"];
+  static observedAttributes = ["endpoint", "token", "label", "tenant"];
 
   #els = null;
   #rules = [];
@@ -168,6 +168,9 @@ export class NotifydPreferences extends HTMLElement {
   get endpoint() { return this.getAttribute("endpoint") || ""; }
   set endpoint(v) { this.setAttribute("endpoint", v); }
   get token() { return this.getAttribute("token") || ""; }
+
+  /** The tenant whose preferences to show and save (?tenant=): its rules, resolved with its defaults. */
+  get tenant() { return this.getAttribute("tenant") || ""; }
   set token(v) { if (v) this.setAttribute("token", v); else this.removeAttribute("token"); }
   get label() { return this.getAttribute("label") || "Notification preferences"; }
   set label(v) { this.setAttribute("label", v); }
@@ -199,7 +202,7 @@ export class NotifydPreferences extends HTMLElement {
   attributeChangedCallback(name, oldValue, newValue) {
     if (oldValue === newValue) return;
     if (name === "label") this.#els.caption.textContent = this.label;
-    if ((name === "token" || name === "endpoint") && this.#connected && !this.#reloadQueued) {
+    if ((name === "token" || name === "endpoint" || name === "tenant") && this.#connected && !this.#reloadQueued) {
       this.#reloadQueued = true;
       queueMicrotask(() => {
         this.#reloadQueued = false;
@@ -496,6 +499,7 @@ export class NotifydPreferences extends HTMLElement {
   }
 
   #request(method, path, body, signal) {
+    path = withTenant(path, this.tenant);
     return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal });
   }
 

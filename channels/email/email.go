@@ -338,6 +338,15 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
 	}
+	if t := msg.Tenant; t != nil && t.Branding.EmailFrom != "" {
+		// The tenant's own From (checked when the tenant was written).
+		from, err := netmail.ParseAddress(t.Branding.EmailFrom)
+		if err != nil {
+			return channels.Permanent(fmt.Errorf("email %s to recipient %s: tenant %s's email_from %q: %w",
+				msg.Notifier, r.ID, t.ID, t.Branding.EmailFrom, err))
+		}
+		m.FromMailAddress(from)
+	}
 	m.SetGenHeader("X-Notifyd-Notifier", msg.Notifier)
 	if err := s.deliver(ctx, m); err != nil {
 		return fmt.Errorf("send email %s to recipient %s: %w", msg.Notifier, r.ID, err)

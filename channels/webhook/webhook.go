@@ -65,12 +65,15 @@
 package webhook
 
 import (
+	"maps"
+
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/notifyd/notifyd/notifytype"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -244,6 +247,8 @@ type data struct {
 	Recipient      *channels.Recipient `json:"recipient"`
 	Params         map[string]any      `json:"params"`
 	CreatedAt      time.Time           `json:"created_at"`
+	// Tenant is the notification's tenant id; absent for none.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // encode renders msg's body. It uses nothing but the message, so a retry sends
@@ -252,6 +257,15 @@ func encode(msg channels.Message, r *channels.Recipient) ([]byte, error) {
 	params := msg.Params
 	if params == nil {
 		params = map[string]any{}
+	}
+	if _, ok := params[notifytype.TenantKey]; ok {
+		// The templates' view of the tenant is not one of the params.
+		params = maps.Clone(params)
+		delete(params, notifytype.TenantKey)
+	}
+	var tenant string
+	if msg.Tenant != nil {
+		tenant = msg.Tenant.ID
 	}
 	created := msg.CreatedAt.UTC()
 	return json.Marshal(body{
@@ -268,6 +282,7 @@ func encode(msg channels.Message, r *channels.Recipient) ([]byte, error) {
 			Recipient:      r,
 			Params:         params,
 			CreatedAt:      created,
+			Tenant:         tenant,
 		},
 	})
 }

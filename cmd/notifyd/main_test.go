@@ -245,3 +245,34 @@ channels:
 		}
 	}
 }
+
+// preview -tenant renders in the tenant's brand, read from the database; an
+// unknown tenant is an error naming it.
+func TestPreviewTenant(t *testing.T) {
+	t.Parallel()
+	pool, url := pgtest.NewDBURL(t)
+	cfg := writeConfig(t, `
+database: {url: "`+url+`"}
+notifiers:
+  invoice.paid:
+    example: {n: "7"}
+    channels:
+      in_app: {title: "{{.Tenant.Name}}: invoice {{.n}} paid", url: "{{.Tenant.Branding.LogoURL}}"}
+`)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO notify_tenants (id, name, branding)
+		VALUES ('acme', 'Acme', '{"logo_url": "https://acme.test/logo.png"}')`); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "preview", "-config", cfg, "-notifier", "invoice.paid", "-channel", "in_app", "-tenant", "acme")
+	if err != nil || out != "title:\nAcme: invoice 7 paid\n\nbody:\n\n\nurl:\nhttps://acme.test/logo.png\n\n" {
+		t.Fatalf("preview -tenant acme = %q, %v", out, err)
+	}
+	out, _, err = run(t, "preview", "-config", cfg, "-notifier", "invoice.paid", "-channel", "in_app")
+	if err != nil || !strings.HasPrefix(out, "title:\n: invoice 7 paid\n") {
+		t.Fatalf("preview without a tenant = %q, %v", out, err)
+	}
+	if _, _, err := run(t, "preview", "-config", cfg, "-notifier", "invoice.paid", "-channel", "in_app", "-tenant", "nobody"); err == nil ||
+		!strings.Contains(err.Error(), `no tenant "nobody"`) {
+		t.Fatalf("preview -tenant nobody = %v", err)
+	}
+}

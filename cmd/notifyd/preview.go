@@ -11,24 +11,27 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/server"
 )
 
 // PreviewCommand is `notifyd preview`: what a notifier's message looks like
 // on one channel, rendered with the notifier's example params (or -params)
-// for a sample recipient, without sending anything or touching a database.
+// for a sample recipient, without sending anything or touching a database
+// (but with -tenant, whose branding it reads from database.url).
 type PreviewCommand struct{ main *Main }
 
 // Run prints each part of the rendered message ("subject:", "text:",
 // "html:" for email; "title:", "body:", "url:" for the inbox).
-func (c *PreviewCommand) Run(_ context.Context, args []string) error {
-	var path, notifier, channel, params, locale, name string
+func (c *PreviewCommand) Run(ctx context.Context, args []string) error {
+	var path, notifier, channel, params, locale, name, tenantID string
 	fs := c.main.newFlagSet("preview", &path)
 	fs.StringVar(&notifier, "notifier", "", "notifier name (required)")
 	fs.StringVar(&channel, "channel", "", "channel name (required), e.g. email or in_app")
 	fs.StringVar(&params, "params", "", "params as a JSON object (default: the notifier's example params)")
 	fs.StringVar(&locale, "locale", "", "the recipient's locale (picks email templates)")
 	fs.StringVar(&name, "name", "Ada Lovelace", "the recipient's name ({{recipient.Name}})")
+	fs.StringVar(&tenantID, "tenant", "", "render in this tenant's brand (.Tenant), read from database.url")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +65,19 @@ func (c *PreviewCommand) Run(_ context.Context, args []string) error {
 			p = config.BatchParams(p, 1, nil, []any{p}) // a batch of one
 		}
 	}
+	var tenant *notifytype.Tenant
+	if tenantID != "" {
+		pool, err := server.OpenPool(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("-tenant: %w", err)
+		}
+		tenant, err = server.TemplateTenant(ctx, pool, tenantID)
+		pool.Close()
+		if err != nil {
+			return fmt.Errorf("-tenant: %w", err)
+		}
+	}
+	p = notifytype.TemplateParams(p, tenant)
 	set, err := builtin.MustRegistry().OpenToCheck(cfg)
 	if err != nil {
 		return err

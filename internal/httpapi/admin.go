@@ -68,12 +68,16 @@ func (s *Server) sameOrigin(h http.Handler) http.Handler {
 // listNotifications is GET /v1/notifications: newest first, filtered, in
 // keyset pages.
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error {
-	q, err := strictQuery(r, []string{"notifier", "key", "recipient", "status", "before", "after", "cursor", "limit"}, nil)
+	q, err := strictQuery(r, []string{"notifier", "key", "recipient", "status", "tenant", "before", "after", "cursor", "limit"}, nil)
 	if err != nil {
 		return err
 	}
 	f := stores.NotificationFilter{Notifier: q.Get("notifier"), Key: q.Get("key"), Recipient: q.Get("recipient"),
 		Status: q.Get("status"), Cursor: q.Get("cursor")}
+	// A tenant key lists its own tenant's notifications only.
+	if f.Tenant, err = requestTenant(r, q); err != nil {
+		return err
+	}
 	if f.Status != "" && !slices.Contains(notificationStatuses, notifytype.NotificationStatus(f.Status)) {
 		return fieldError("status", "unknown notification status %s (want scheduled, pending, fanned_out, cancelled or rejected)", quote(f.Status))
 	}
@@ -122,6 +126,9 @@ func (s *Server) getDelivery(w http.ResponseWriter, r *http.Request) error {
 		return notFoundError("no delivery %q (an in-app delivery is its inbox item and has no ledger row)", id)
 	}
 	if err != nil {
+		return err
+	}
+	if err := inTenant(r, d.Tenant, "delivery "+id); err != nil {
 		return err
 	}
 	out := deliveryDetailWire(d)
@@ -249,9 +256,24 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if !channels.Uses(nf, channel) {
 		return notFoundError("notifier %q has no %q channel", notifier, channel)
 	}
-	q, err := strictQuery(r, []string{"params", "locale"}, map[string]int{"params": int(s.maxBody)})
+	q, err := strictQuery(r, []string{"params", "locale", "tenant"}, map[string]int{"params": int(s.maxBody)})
 	if err != nil {
 		return err
+	}
+	// ?tenant= renders in that tenant's brand (.Tenant); without it, for a
+	// notification without a tenant.
+	var tenant *notifytype.Tenant
+	if id := q.Get("tenant"); id != "" {
+		t, err := stores.GetTenant(r.Context(), s.read(), id)
+		if errors.Is(err, stores.ErrNotFound) {
+			return fieldError("tenant", "no tenant %q", id)
+		}
+		if err != nil {
+			return err
+		}
+		if tenant, err = t.Template(); err != nil {
+			return err
+		}
 	}
 	params := nf.ExampleParams()
 	if raw := q.Get("params"); raw != "" {
@@ -270,7 +292,7 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	parts, err := pv.Preview(notifier, params, channels.Recipient{ID: "preview", Name: "Ada Lovelace",
+	parts, err := pv.Preview(notifier, notifytype.TemplateParams(params, tenant), channels.Recipient{ID: "preview", Name: "Ada Lovelace",
 		Email: "ada@example.test", Locale: q.Get("locale")})
 	if err != nil {
 		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)

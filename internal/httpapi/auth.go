@@ -53,6 +53,15 @@ func (s *Server) checkAdmin(r *http.Request) error {
 	if !ok {
 		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "missing admin credentials: send Authorization: Bearer <admin token> (River UI also takes it as the Basic-auth password)")
 	}
+	if strings.HasPrefix(got, TenantKeyPrefix) {
+		// A valid tenant key is a credential of too little right here (403);
+		// anything else shaped like one is no credential at all (401).
+		if _, err := s.tenantKey(r); err != nil {
+			return err
+		}
+		return forbidden("a tenant key may only send and read its own tenant's notifications, ledger and " +
+			"recipients' preferences; this endpoint needs the admin token")
+	}
 	// Compare digests: constant time, and the length of the token does not
 	// leak through an early return.
 	g, wnt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))

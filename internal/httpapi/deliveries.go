@@ -52,7 +52,7 @@ const maxRetryLimit = 10000
 
 // deliveryFilter reads the filter of GET /v1/deliveries and POST
 // /v1/deliveries/retry from q.
-func deliveryFilter(q url.Values) (stores.DeliveryFilter, error) {
+func deliveryFilter(r *http.Request, db stores.DB, q url.Values) (stores.DeliveryFilter, error) {
 	f := stores.DeliveryFilter{Channel: q.Get("channel"), Notifier: q.Get("notifier"), Recipient: q.Get("recipient")}
 	if v := q.Get("status"); v != "" {
 		for _, s := range strings.Split(v, ",") {
@@ -65,12 +65,19 @@ func deliveryFilter(q url.Values) (stores.DeliveryFilter, error) {
 			}
 		}
 	}
-	if _, ok := q["tenant"]; ok {
-		// Tenants are not part of this daemon yet: a filter that would
-		// silently match everything is refused instead.
-		return f, fieldError("tenant", "tenants are not configured on this daemon")
-	}
 	var err error
+	// A tenant key reads its own tenant's ledger only.
+	if f.Tenant, err = requestTenant(r, q); err != nil {
+		return f, err
+	}
+	if confined, _ := confinedTenant(r); f.Tenant != "" && confined == "" {
+		// A filter that would silently match nothing is refused instead.
+		if _, err := stores.GetTenant(r.Context(), db, f.Tenant); errors.Is(err, stores.ErrNotFound) {
+			return f, fieldError("tenant", "no tenant %q (GET /v1/tenants lists them)", f.Tenant)
+		} else if err != nil {
+			return f, err
+		}
+	}
 	if f.Since, err = queryTime(q, "since"); err != nil {
 		return f, err
 	}
@@ -105,7 +112,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, err := deliveryFilter(q)
+	f, err := deliveryFilter(r, s.read(), q)
 	if err != nil {
 		return err
 	}
@@ -185,7 +192,7 @@ func (s *Server) retryDeliveries(w http.ResponseWriter, r *http.Request) error {
 	if err := s.emptyBody(w, r); err != nil {
 		return err
 	}
-	f, err := deliveryFilter(q)
+	f, err := deliveryFilter(r, s.read(), q)
 	if err != nil {
 		return err
 	}
@@ -299,7 +306,19 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		rcpt = channels.Recipient{ID: *m.Recipient, Email: m.Email, Name: m.Name, Locale: m.Locale, Timezone: m.Timezone,
 			WebhookURL: m.Webhook, Phone: m.Phone, Data: data}
 	}
-	parts, err := pv.Preview(m.Notifier, params, rcpt)
+	var tenant *notifytype.Tenant
+	if len(m.Tenant) > 0 {
+		var t struct {
+			ID       string              `json:"id"`
+			Name     string              `json:"name"`
+			Branding notifytype.Branding `json:"branding"`
+		}
+		if err := json.Unmarshal(m.Tenant, &t); err != nil {
+			return fmt.Errorf("tenant of delivery %s: %w", id, err)
+		}
+		tenant = &notifytype.Tenant{ID: t.ID, Name: t.Name, Branding: t.Branding}
+	}
+	parts, err := pv.Preview(m.Notifier, notifytype.TemplateParams(params, tenant), rcpt)
 	if err != nil {
 		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", m.Notifier, m.Channel, err)
 	}

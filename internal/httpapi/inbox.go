@@ -28,8 +28,14 @@ type inboxResponse struct {
 // ?limit=1..200 (default 50), ?cursor= from the previous page's next_cursor,
 // ?filter=all|unread|archived (default all, which leaves archived items out).
 // Items are newest first; ties on created_at are broken by id, ascending.
+// ?tenant= lists only that tenant's items; a token with a tenant claim
+// lists only its tenant's, and asking for another is a 403.
 func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient string) error {
 	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := requestTenant(r, q)
 	if err != nil {
 		return err
 	}
@@ -61,7 +67,7 @@ func (s *Server) listInbox(w http.ResponseWriter, r *http.Request, recipient str
 		}
 		after = c
 	}
-	page, err := stores.ListInbox(r.Context(), s.read(), recipient, filter, after, limit)
+	page, err := stores.ListTenantInbox(r.Context(), s.read(), recipient, tenant, filter, after, limit)
 	if err != nil {
 		return err
 	}
@@ -149,6 +155,10 @@ func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient s
 	if err != nil {
 		return err
 	}
+	tenant, err := requestTenant(r, q)
+	if err != nil {
+		return err
+	}
 	max := stores.DefaultInboxCountsMax
 	if v := q.Get("max"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -157,7 +167,7 @@ func (s *Server) inboxCounts(w http.ResponseWriter, r *http.Request, recipient s
 		}
 		max = n
 	}
-	c, err := stores.CountInbox(r.Context(), s.read(), recipient, max)
+	c, err := stores.CountTenantInbox(r.Context(), s.read(), recipient, tenant, max)
 	if err != nil {
 		return err
 	}
@@ -209,7 +219,17 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 		return err
 	}
 	all := req.All != nil && *req.All
-	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: all, At: s.clock()}
+	// A token with a tenant claim marks only its tenant's items; ?tenant=
+	// does the same for a token without one.
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := requestTenant(r, q)
+	if err != nil {
+		return err
+	}
+	m := stores.InboxMark{Recipient: recipient, Op: op, IDs: req.IDs, All: all, At: s.clock(), Tenant: tenant}
 	switch {
 	case req.All != nil && !allowAll:
 		return fieldError("all", "not supported for %s: give ids", op)
@@ -235,7 +255,7 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 		}
 	}
 	var changed []string
-	err := stores.RetryDeadlock(func() error {
+	err = stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 			var err error
 			changed, err = stores.MarkInbox(r.Context(), tx, m)

@@ -29,6 +29,7 @@ type sendRequest struct {
 	Topics     []string          `json:"topics"`
 	Params     json.RawMessage   `json:"params"`
 	SendAt     *string           `json:"send_at"`
+	Tenant     *string           `json:"tenant"`
 }
 
 type recipientObject struct {
@@ -54,6 +55,14 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 	n, err := req.notification()
 	if err != nil {
 		return err
+	}
+	if confined, _ := confinedTenant(r); confined != "" {
+		// A tenant key sends for its tenant only: no tenant given is its
+		// tenant, another one is refused.
+		if n.Tenant != "" && n.Tenant != confined {
+			return forbidden("this tenant key sends only for tenant %q", confined)
+		}
+		n.Tenant = confined
 	}
 	// One statement in a transaction of its own (Client.Send): no BEGIN and
 	// COMMIT round trips around it.
@@ -119,6 +128,12 @@ func (req *sendRequest) notification() (notifyd.Notification, error) {
 			return n, fieldError(field, `want a recipient id (string) or an object {"id", "reason"}`)
 		}
 	}
+	if req.Tenant != nil {
+		if err := notifyd.CheckTenantID("tenant", *req.Tenant); err != nil {
+			return n, err
+		}
+		n.Tenant = *req.Tenant
+	}
 	params, err := decodeObject("params", req.Params)
 	if err != nil {
 		return n, err
@@ -175,6 +190,9 @@ func (s *Server) getNotification(w http.ResponseWriter, r *http.Request) error {
 		return notFoundError("no notification %q", id)
 	}
 	if err != nil {
+		return err
+	}
+	if err := inTenant(r, n.Tenant, "notification "+id); err != nil {
 		return err
 	}
 	out := notificationWire(n, maxDeliveries)

@@ -1308,6 +1308,39 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "POST", "/v1/notifications", "", send, 401)
 	c.call(t, b, "POST", "/v1/notifications", u2, send, 401)
 
+	// Tenants: created, replaced, read, listed; a key created, used,
+	// refused outside its tenant and revoked; the tenant erased.
+	tenant := map[string]any{"name": "Acme", "branding": map[string]any{"logo_url": "https://acme.test/logo.png",
+		"primary_color": "#ff6600", "email_from": "Acme <no-reply@acme.test>"},
+		"preferences": []any{map[string]any{"scope": "*", "channel": "email", "mode": "digest"}}}
+	c.call(t, b, "PUT", "/v1/tenants/acme", adminToken, tenant, 201)
+	c.call(t, b, "PUT", "/v1/tenants/acme", adminToken, tenant, 200)
+	c.call(t, b, "PUT", "/v1/tenants/acme", adminToken, map[string]any{"branding": map[string]any{"primary_color": "red"}}, 422)
+	c.call(t, b, "PUT", "/v1/tenants/gone", adminToken, map[string]any{"name": "Gone"}, 201)
+	c.call(t, b, "GET", "/v1/tenants?limit=1", adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/tenants/nobody", adminToken, nil, 404)
+	keyed := c.call(t, b, "POST", "/v1/tenants/acme/keys", adminToken, map[string]any{"rate": 10, "burst": 20}, 201)
+	tenantKey := keyed.body["key"].(string)
+	c.call(t, b, "GET", "/v1/tenants/acme", adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/tenants/acme/keys", adminToken, nil, 200)
+	c.call(t, b, "POST", "/v1/notifications", tenantKey, map[string]any{"notifier": "comment.created", "key": "acme-1",
+		"recipients": []string{"u2"}, "params": map[string]any{"post_title": "Hi", "author_name": "Ada"}}, 202)
+	c.call(t, b, "POST", "/v1/notifications", tenantKey, map[string]any{"notifier": "comment.created", "key": "acme-2",
+		"tenant": "gone", "recipients": []string{"u2"}, "params": map[string]any{"post_title": "Hi", "author_name": "Ada"}}, 403)
+	c.call(t, b, "GET", "/v1/notifications/"+id, tenantKey, nil, 403)
+	c.call(t, b, "GET", "/v1/deliveries?tenant=acme", tenantKey, nil, 200)
+	c.call(t, b, "GET", "/v1/recipients/u2/preferences", tenantKey, nil, 200)
+	c.call(t, b, "PUT", "/v1/recipients/u2/preferences", tenantKey, map[string]any{"rules": []any{
+		map[string]any{"scope": "*", "channel": "email", "mode": "immediate"}}}, 200)
+	c.call(t, b, "GET", "/v1/recipients/u2", tenantKey, nil, 403)
+	c.call(t, b, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "t-1",
+		"tenant": "nobody", "recipients": []string{"u2"}, "params": map[string]any{"post_title": "Hi", "author_name": "Ada"}}, 422)
+	c.call(t, b, "DELETE", "/v1/tenants/acme/keys/"+keyed.body["id"].(string), adminToken, nil, 204)
+	c.call(t, b, "DELETE", "/v1/tenants/acme/keys/"+keyed.body["id"].(string)+"0", adminToken, nil, 404)
+	c.call(t, b, "GET", "/v1/deliveries?tenant=acme", tenantKey, nil, 401)
+	c.call(t, b, "DELETE", "/v1/tenants/gone", adminToken, nil, 200)
+	c.call(t, b, "DELETE", "/v1/tenants/gone", adminToken, nil, 404)
+
 	// The fan-out reaches u2's stream and inbox; the email is sent.
 	created := live.next(t, c, "inbox.created")
 	var item struct {
@@ -1356,7 +1389,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 	c.call(t, b, "GET", "/v1/deliveries?status=lost", adminToken, nil, 400)
 	c.call(t, b, "GET", "/v1/deliveries?cursor=bogus", adminToken, nil, 400)
-	c.call(t, b, "GET", "/v1/deliveries?tenant=acme", adminToken, nil, 400)
+	c.call(t, b, "GET", "/v1/deliveries?tenant=nobody", adminToken, nil, 400)
 	c.call(t, b, "POST", "/v1/deliveries/retry?status=refused&channel=email&dry_run=true&since="+since, adminToken, nil, 200)
 	c.call(t, b, "POST", "/v1/deliveries/retry?status=refused&channel=email&since="+since, adminToken, nil, 200)
 	c.call(t, b, "POST", "/v1/deliveries/retry?status=sent&since="+since, adminToken, nil, 400)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -91,10 +92,35 @@ func (s *Server) forRecipient(h recipientFunc) http.Handler {
 	})
 }
 
+// forRecipientOrTenant is forRecipient that a tenant key may call too,
+// confined to its tenant's rules (see tenantOrAdmin).
+func (s *Server) forRecipientOrTenant(h recipientFunc) http.Handler {
+	return s.tenantOrAdmin(func(w http.ResponseWriter, r *http.Request) error {
+		id := r.PathValue("id")
+		if err := checkPathText("id", id); err != nil {
+			return err
+		}
+		return h(w, r, id)
+	})
+}
+
 // getPreferences is GET /v1/preferences (and /v1/recipients/{id}/preferences).
 // A recipient without rules or profile gets no rules and the defaults.
+//
+// ?tenant= (or a request confined to a tenant: a token's claim, a tenant
+// key) resolves the effective map for that tenant's notifications (its
+// default rules and the recipient's rules scoped to it) and lists only the
+// recipient's rules scoped to it.
 func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, recipient string) error {
-	resp, err := s.readPreferences(r, s.read(), recipient)
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := requestTenant(r, q)
+	if err != nil {
+		return err
+	}
+	resp, err := s.readPreferences(r, s.read(), recipient, tenant)
 	if err != nil {
 		return err
 	}
@@ -105,7 +131,21 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, recipien
 // putPreferences is PUT /v1/preferences (and /v1/recipients/{id}/preferences):
 // {"rules":[...]} replaces the whole rule set ([] clears it) and answers like
 // GET. Every rule is checked before anything is written.
+//
+// A rule with "tenant" applies to that tenant's notifications only (the
+// tenant must exist). With ?tenant=, or confined to a tenant (a token's
+// claim, a tenant key), the request replaces only that tenant's scoped
+// rules: a rule without "tenant" is taken as the tenant's, one naming
+// another tenant is a 403, and the global rules are left as they are.
 func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, recipient string) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := requestTenant(r, q)
+	if err != nil {
+		return err
+	}
 	var req preferencesRequest
 	if err := s.DecodeJSON(w, r, &req, false); err != nil {
 		return err
@@ -114,17 +154,50 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, recipien
 	if err != nil {
 		return err
 	}
-	stored := make([]stores.PreferenceRule, len(rules))
+	var global []stores.PreferenceRule
+	var scoped []stores.TenantRule
+	var named []string
 	for i, rule := range rules {
-		stored[i] = stores.PreferenceRule{Scope: rule.Scope, Channel: rule.Channel, Mode: string(rule.Mode)}
+		if tenant != "" {
+			if rule.Tenant != "" && rule.Tenant != tenant {
+				return forbidden("rules[%d].tenant: this request writes only tenant %q's rules", i, tenant)
+			}
+			rule.Tenant = tenant
+		}
+		p := stores.PreferenceRule{Scope: rule.Scope, Channel: rule.Channel, Mode: string(rule.Mode)}
+		if rule.Tenant == "" {
+			global = append(global, p)
+			continue
+		}
+		if err := notifyd.CheckTenantID(fmt.Sprintf("rules[%d].tenant", i), rule.Tenant); err != nil {
+			return unprocessable(fmt.Sprintf("rules[%d].tenant", i), "%s", err.(*notifyd.InputError).Message)
+		}
+		scoped = append(scoped, stores.TenantRule{Tenant: rule.Tenant, PreferenceRule: p})
+		named = append(named, rule.Tenant)
 	}
 	var resp *preferencesResponse
 	err = pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
-		if err := stores.ReplacePreferences(r.Context(), tx, recipient, stored); err != nil {
+		if len(named) > 0 {
+			missing, err := stores.MissingTenants(r.Context(), tx, named)
+			if err != nil {
+				return err
+			}
+			if len(missing) > 0 {
+				return unprocessable("rules", "unknown tenant %q (PUT /v1/tenants/{id} creates it); nothing was written", missing[0])
+			}
+		}
+		if tenant == "" {
+			if err := stores.ReplacePreferences(r.Context(), tx, recipient, global); err != nil {
+				return err
+			}
+		} else if err := stores.LockRecipient(r.Context(), tx, recipient); err != nil {
+			return err
+		}
+		if err := stores.ReplaceTenantPreferences(r.Context(), tx, recipient, tenant, scoped); err != nil {
 			return err
 		}
 		var err error
-		resp, err = s.readPreferences(r, tx, recipient)
+		resp, err = s.readPreferences(r, tx, recipient, tenant)
 		return err
 	})
 	if err != nil {
@@ -150,7 +223,7 @@ func checkRules(reg *channels.Registry, raw *[]json.RawMessage) ([]notifyd.Rule,
 	}
 	rules := make([]notifyd.Rule, len(*raw))
 	var details []any
-	seen := make(map[[2]string]int, len(*raw))
+	seen := make(map[[3]string]int, len(*raw))
 	for i, elem := range *raw {
 		field := fmt.Sprintf("rules[%d]", i)
 		elem = bytes.TrimSpace(elem)
@@ -165,10 +238,10 @@ func checkRules(reg *channels.Registry, raw *[]json.RawMessage) ([]notifyd.Rule,
 			details = append(details, wire.FieldDetail{Field: field + "." + ruleField(reg, rule), Message: err.Error()})
 			continue
 		}
-		key := [2]string{rule.Scope, rule.Channel}
+		key := [3]string{rule.Scope, rule.Channel, rule.Tenant}
 		if j, dup := seen[key]; dup {
 			details = append(details, wire.FieldDetail{Field: field,
-				Message: fmt.Sprintf("same scope and channel as rules[%d]; give each (scope, channel) once", j)})
+				Message: fmt.Sprintf("same scope, channel and tenant as rules[%d]; give each (scope, channel) once per tenant", j)})
 			continue
 		}
 		seen[key] = i
@@ -199,32 +272,66 @@ func ruleField(reg *channels.Registry, rule notifyd.Rule) string {
 }
 
 // readPreferences reads recipient's rules and active mutes and resolves them
-// for every configured notifier.
-func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient string) (*preferencesResponse, error) {
+// for every configured notifier: for tenant's notifications, with its
+// layers, when tenant is set. The rules listed are the recipient's global
+// and tenant-scoped ones, or, for a tenant, only its scoped rules (what a
+// PUT for the tenant replaces).
+func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient, tenant string) (*preferencesResponse, error) {
 	stored, err := stores.ListPreferences(r.Context(), db, recipient)
 	if err != nil {
 		return nil, err
+	}
+	scoped, err := stores.ListTenantPreferences(r.Context(), db, recipient, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var defaults []notifyd.Rule
+	if tenant != "" {
+		t, err := stores.GetTenant(r.Context(), db, tenant)
+		if errors.Is(err, stores.ErrNotFound) {
+			return nil, notFoundError("no tenant %q", tenant)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range t.Preferences {
+			defaults = append(defaults, notifyd.Rule{Scope: p.Scope, Channel: p.Channel, Mode: notifyd.Mode(p.Mode)})
+		}
 	}
 	mutes, err := stores.ListMutes(r.Context(), db, recipient)
 	if err != nil {
 		return nil, err
 	}
-	rules := make([]notifyd.Rule, len(stored))
-	for i, p := range stored {
-		rules[i] = notifyd.Rule{Scope: p.Scope, Channel: p.Channel, Mode: notifyd.Mode(p.Mode)}
+	rules := make([]notifyd.Rule, 0, len(stored)+len(scoped))
+	for _, p := range stored {
+		rules = append(rules, notifyd.Rule{Scope: p.Scope, Channel: p.Channel, Mode: notifyd.Mode(p.Mode)})
+	}
+	for _, p := range scoped {
+		rules = append(rules, notifyd.Rule{Scope: p.Scope, Channel: p.Channel, Mode: notifyd.Mode(p.Mode),
+			Tenant: p.Tenant})
 	}
 	muted := make(map[string]bool, len(mutes))
 	for _, m := range mutes {
 		muted[m.Target] = true
 	}
-	return &preferencesResponse{Rules: rules, Effective: effective(s.cfg, s.reg, rules, muted),
+	shown, resolved := rules, rules
+	if tenant != "" {
+		// What a PUT for the tenant replaces: its scoped rules.
+		shown = rules[len(stored):]
+	}
+	if tenant == "" {
+		// Without a tenant, only the global rules apply.
+		resolved = rules[:len(stored)]
+	}
+	return &preferencesResponse{Rules: shown, Effective: effective(s.cfg, s.reg, resolved, defaults, muted),
 		Channels: channelInfos(s.reg)}, nil
 }
 
 // effective resolves rules for every notifier of cfg and every registered
 // per-recipient channel it uses, with the registry's Resolve: the resolution
 // the fan-out applies. mutedTargets holds the active mute targets.
-func effective(cfg *config.Config, reg *channels.Registry, rules []notifyd.Rule, mutedTargets map[string]bool) map[string]effectiveNotifier {
+func effective(cfg *config.Config, reg *channels.Registry, rules, defaults []notifyd.Rule,
+	mutedTargets map[string]bool) map[string]effectiveNotifier {
 	out := make(map[string]effectiveNotifier, len(cfg.Notifiers))
 	for _, name := range cfg.NotifierNames() {
 		nf, ok := cfg.Notifier(name)
@@ -236,7 +343,7 @@ func effective(cfg *config.Config, reg *channels.Registry, rules []notifyd.Rule,
 			Channels: map[string]notifyd.Mode{}}
 		for _, ch := range reg.PerRecipient() {
 			if channels.Uses(nf, ch) {
-				e.Channels[ch] = reg.Resolve(nf, ch, rules, muted).Mode
+				e.Channels[ch] = reg.ResolveTenant(nf, ch, rules, defaults, muted).Mode
 			}
 		}
 		out[name] = e

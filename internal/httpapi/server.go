@@ -145,7 +145,7 @@ type Server struct {
 	clock   func() time.Time
 	maxBody int64
 	schema  string
-	mux     *http.ServeMux
+	mux     *routeMux
 	handler http.Handler
 	metrics *metrics.Metrics
 	secret  func(recipient string) string // Options.WebhookSecret
@@ -156,6 +156,7 @@ type Server struct {
 
 	recipientRate *buckets // per recipient id; nil is unlimited
 	adminRate     *buckets // one bucket, the admin token's; nil is unlimited
+	tenantRate    tenantLimits
 
 	adminLazy adminState // what the operator's endpoints open on first use (admin.go)
 }
@@ -228,7 +229,7 @@ func New(opts Options) *Server {
 	s.recipientRate = newBuckets(s.cfg.HTTP.Rate.Recipient, s.cfg.HTTP.Rate.RecipientBurst)
 	s.adminRate = newBuckets(s.cfg.HTTP.Rate.Admin, s.cfg.HTTP.Rate.AdminBurst)
 
-	s.mux = http.NewServeMux()
+	s.mux = &routeMux{ServeMux: http.NewServeMux()}
 	s.routes()
 	for pattern, h := range opts.Extra {
 		s.mux.Handle(pattern, h)
@@ -236,9 +237,26 @@ func New(opts Options) *Server {
 	for pattern, h := range opts.AdminExtra {
 		s.mux.Handle(pattern, AdminPage(s.RequireAdmin(s.limitAdmin(h))))
 	}
-	s.handler = s.logRequests(s.recoverPanics(s.cors(s.jsonMux(s.mux))))
+	s.handler = s.logRequests(s.recoverPanics(s.cors(s.jsonMux(s.mux.ServeMux))))
 	return s
 }
+
+// routeMux is the API's ServeMux, recording every pattern mounted on it
+// (Routes lists them: a test walks them all).
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle mounts h at pattern and records the pattern.
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.ServeMux.Handle(pattern, h)
+	m.patterns = append(m.patterns, pattern)
+}
+
+// Routes lists the pattern of every route mounted (built-in, Extra,
+// AdminExtra and Handle's), in the order they were mounted.
+func (s *Server) Routes() []string { return append([]string(nil), s.mux.patterns...) }
 
 func (s *Server) routes() {
 	// Ops.
@@ -247,15 +265,15 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/openapi.json", s.public(s.openAPI))
 
 	// Admin.
-	s.mux.Handle("POST /v1/notifications", s.admin(s.sendNotification))
-	s.mux.Handle("GET /v1/notifications/{id}", s.admin(s.getNotification))
+	s.mux.Handle("POST /v1/notifications", s.tenantOrAdmin(s.sendNotification))
+	s.mux.Handle("GET /v1/notifications/{id}", s.tenantOrAdmin(s.getNotification))
 	s.mux.Handle("DELETE /v1/notifications/{notifier}/{key...}", s.admin(s.cancelNotification))
 	s.mux.Handle("PUT /v1/recipients/{id}", s.admin(s.putRecipient))
 	s.mux.Handle("GET /v1/recipients/{id}", s.admin(s.getRecipient))
 	s.mux.Handle("GET /v1/recipients/{id}/inbox", s.admin(s.recipientInbox))
 	s.mux.Handle("DELETE /v1/recipients/{id}", s.admin(s.eraseRecipient))
-	s.mux.Handle("GET /v1/recipients/{id}/preferences", s.forRecipient(s.getPreferences))
-	s.mux.Handle("PUT /v1/recipients/{id}/preferences", s.forRecipient(s.putPreferences))
+	s.mux.Handle("GET /v1/recipients/{id}/preferences", s.forRecipientOrTenant(s.getPreferences))
+	s.mux.Handle("PUT /v1/recipients/{id}/preferences", s.forRecipientOrTenant(s.putPreferences))
 	s.mux.Handle("GET /v1/recipients/{id}/mutes", s.forRecipient(s.listMutes))
 	s.mux.Handle("PUT /v1/recipients/{id}/mutes", s.forRecipient(s.putMute))
 	s.mux.Handle("DELETE /v1/recipients/{id}/mutes", s.forRecipient(s.deleteMute))
@@ -264,12 +282,22 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/topics/{topic}/subscribers/{recipient}", s.admin(s.subscribe))
 	s.mux.Handle("DELETE /v1/topics/{topic}/subscribers/{recipient}", s.admin(s.unsubscribe))
 
+	// Tenants (tenants.go). A tenant key reaches only the routes above and
+	// below wrapped in tenantOrAdmin, confined to its tenant.
+	s.mux.Handle("GET /v1/tenants", s.admin(s.listTenants))
+	s.mux.Handle("PUT /v1/tenants/{id}", s.admin(s.putTenant))
+	s.mux.Handle("GET /v1/tenants/{id}", s.admin(s.getTenant))
+	s.mux.Handle("DELETE /v1/tenants/{id}", s.admin(s.deleteTenant))
+	s.mux.Handle("POST /v1/tenants/{id}/keys", s.admin(s.createTenantKey))
+	s.mux.Handle("GET /v1/tenants/{id}/keys", s.admin(s.listTenantKeys))
+	s.mux.Handle("DELETE /v1/tenants/{id}/keys/{key_id}", s.admin(s.revokeTenantKey))
+
 	// The operator's console (web/admin) and the endpoints it reads (admin.go).
-	s.mux.Handle("GET /v1/notifications", s.admin(s.listNotifications))
+	s.mux.Handle("GET /v1/notifications", s.tenantOrAdmin(s.listNotifications))
 	s.mux.Handle("DELETE /v1/notifications/{id}", s.admin(s.cancelByID))
-	s.mux.Handle("GET /v1/deliveries", s.admin(s.listDeliveries))
+	s.mux.Handle("GET /v1/deliveries", s.tenantOrAdmin(s.listDeliveries))
 	s.mux.Handle("POST /v1/deliveries/retry", s.admin(s.retryDeliveries))
-	s.mux.Handle("GET /v1/deliveries/{id}", notRetry(s.admin(s.getDelivery)))
+	s.mux.Handle("GET /v1/deliveries/{id}", notRetry(s.tenantOrAdmin(s.getDelivery)))
 	s.mux.Handle("POST /v1/deliveries/{id}/retry", s.admin(s.retryDelivery))
 	s.mux.Handle("GET /v1/deliveries/{id}/preview", s.admin(s.previewDelivery))
 	s.mux.Handle("GET /v1/overview", s.admin(s.overview))
@@ -360,7 +388,8 @@ func (s *Server) recipient(h recipientFunc) http.Handler {
 			err = s.limitRecipient(w, id)
 		}
 		if err == nil {
-			err = h(w, r, id)
+			// A tenant claim confines every read and mark to that tenant.
+			err = h(w, withAccess(r, access{tenant: c.Tenant}), id)
 		}
 		if err != nil {
 			wire.WriteError(w, r, err)

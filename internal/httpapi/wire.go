@@ -26,6 +26,7 @@ type notificationJSON struct {
 	SendAt              *time.Time      `json:"send_at"`
 	CreatedAt           time.Time       `json:"created_at"`
 	UpdatedAt           time.Time       `json:"updated_at"`
+	Tenant              *string         `json:"tenant"`
 	Deliveries          []deliveryJSON  `json:"deliveries"`
 	DeliveriesTruncated bool            `json:"deliveries_truncated"`
 	// Progress is the fan-out's progress and the ledger's counts, with
@@ -64,7 +65,8 @@ func deliveryWire(d stores.Delivery) deliveryJSON {
 func notificationWire(n *stores.Notification, max int) notificationJSON {
 	out := notificationJSON{ID: n.ID, Notifier: n.Notifier, Key: n.Key, Actor: n.Actor, Status: n.Status,
 		Error: n.Error, Params: n.Params, Topics: n.Topics, SendAt: n.SendAt, CreatedAt: n.CreatedAt,
-		UpdatedAt: n.UpdatedAt, Deliveries: make([]deliveryJSON, 0, min(len(n.Deliveries), max))}
+		UpdatedAt: n.UpdatedAt, Tenant: nonEmpty(n.Tenant),
+		Deliveries: make([]deliveryJSON, 0, min(len(n.Deliveries), max))}
 	for i, d := range n.Deliveries {
 		if i == max {
 			out.DeliveriesTruncated = true
@@ -111,6 +113,7 @@ type notificationSummaryJSON struct {
 	Error     *string   `json:"error"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	Tenant    *string   `json:"tenant"`
 	// Channels counts the notification's deliveries per channel and status
 	// (its inbox items as the inbox channel's sent ones), over at most
 	// 10,000 rows of each; {} before the fan-out wrote any.
@@ -127,7 +130,7 @@ func notificationPageWire(p *stores.NotificationPage, counts map[string]*stores.
 	out := notificationPageJSON{Items: make([]notificationSummaryJSON, len(p.Items))}
 	for i, n := range p.Items {
 		out.Items[i] = notificationSummaryJSON{ID: n.ID, Notifier: n.Notifier, Key: n.Key, Actor: n.Actor,
-			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt,
+			Status: n.Status, Error: n.Error, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt, Tenant: nonEmpty(n.Tenant),
 			Channels: map[string]map[string]int{}}
 		if c := counts[n.ID]; c != nil {
 			out.Items[i].Channels = c.ByStatus
@@ -172,6 +175,7 @@ type deliveryDetailJSON struct {
 	NextAttemptAt  *time.Time    `json:"next_attempt_at"`
 	SettledAt      *time.Time    `json:"settled_at"`
 	CreatedAt      time.Time     `json:"created_at"`
+	Tenant         *string       `json:"tenant"`
 	FailedAttempts []attemptJSON `json:"failed_attempts"`
 	// Circuit is the open circuit breaker of the delivery's target (GET
 	// /v1/deliveries/{id} only): a retry would be parked again until it
@@ -189,7 +193,7 @@ type attemptJSON struct {
 func deliveryDetailWire(d *stores.DeliveryDetail) deliveryDetailJSON {
 	out := deliveryDetailJSON{deliveryJSON: deliveryWire(d.Delivery), NotificationID: d.NotificationID,
 		Notifier: d.Notifier, Key: d.Key, NextAttemptAt: d.NextAttemptAt, SettledAt: d.SettledAt,
-		CreatedAt: d.CreatedAt, FailedAttempts: make([]attemptJSON, len(d.FailedAttempts))}
+		CreatedAt: d.CreatedAt, Tenant: nonEmpty(d.Tenant), FailedAttempts: make([]attemptJSON, len(d.FailedAttempts))}
 	for i, a := range d.FailedAttempts {
 		out.FailedAttempts[i] = attemptJSON{Attempt: a.Attempt, At: a.At, Error: a.Error, Provider: a.Provider}
 	}

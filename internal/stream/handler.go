@@ -151,8 +151,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	recipient := claims.Recipient
+	// A token's tenant claim confines the stream; ?tenant= does for a token
+	// without one.
+	tenant := claims.Tenant
+	if asked, ok := query["tenant"]; ok {
+		t := ""
+		if len(asked) > 0 {
+			t = asked[0]
+		}
+		if err := notifyd.CheckTenantID("tenant", t); err != nil {
+			wire.WriteError(w, r, &wire.Error{Status: http.StatusBadRequest, Code: wire.CodeBadRequest,
+				Message: err.Error(), Details: []any{wire.FieldDetail{Field: "tenant", Message: err.(*notifyd.InputError).Message}}})
+			return
+		}
+		if tenant != "" && t != tenant {
+			wire.WriteError(w, r, &wire.Error{Status: http.StatusForbidden, Code: wire.CodeForbidden,
+				Message: "this token reaches only tenant " + strconv.Quote(tenant)})
+			return
+		}
+		tenant = t
+	}
 	lastID, resume := lastEventID(r, query)
-	s := &sse{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout}
+	s := &sse{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout, recipient: recipient,
+		tenant: tenant, pool: h.hub.pool}
 	if r.Method == http.MethodHead {
 		s.start() // the headers a GET would get, and no stream to keep open
 		return
@@ -243,7 +264,7 @@ func (h *handler) atHead(ctx context.Context, s *sse, recipient string, reset bo
 	if err != nil {
 		return 0, err
 	}
-	counts, err := stores.CountInbox(ctx, h.hub.pool, recipient, stores.DefaultInboxCountsMax)
+	counts, err := s.countsNow(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -297,12 +318,16 @@ func (h *handler) replay(ctx context.Context, s *sse, recipient string, pos int6
 			return h.reset(ctx, s, recipient, "a position retention has deleted changes after")
 		}
 		s.start()
-		for _, c := range page.Changes {
+		changes, err := s.confine(ctx, page.Changes)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range changes {
 			s.change(c)
 		}
 		cursor = page.Last
 		if !page.More {
-			counts, err := stores.CountInbox(ctx, h.hub.pool, recipient, stores.DefaultInboxCountsMax)
+			counts, err := s.countsNow(ctx)
 			if err != nil {
 				return 0, err
 			}
@@ -352,7 +377,12 @@ func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int6
 			return
 		case b := <-sub.c:
 			sent := false
-			for _, c := range b.changes {
+			changes, err := s.confine(ctx, b.changes)
+			if err != nil {
+				h.hub.logger.WarnContext(ctx, "stream: ending a stream", "recipient", s.recipient, "err", err)
+				return
+			}
+			for _, c := range changes {
 				if c.Seq <= last {
 					continue // replayed or older than the start already
 				}
@@ -361,6 +391,12 @@ func (h *handler) live(ctx context.Context, s *sse, sub *subscription, last int6
 			}
 			if !sent {
 				continue
+			}
+			if s.tenant != "" {
+				// The Hub's counts are the recipient's, over every tenant.
+				if b.counts, err = s.countsNow(ctx); err != nil {
+					return
+				}
 			}
 			s.counts(last, b.counts)
 			if err := s.flush(); err != nil {
@@ -411,6 +447,11 @@ func lastEventID(r *http.Request, query url.Values) (id string, resume bool) {
 // sse writes one stream. Events are gathered in buf and written and flushed
 // together, so a batch costs one write and no event waits in a buffer.
 type sse struct {
+	recipient string
+	// tenant confines the stream to one tenant's items (the token's tenant
+	// claim); "" for every item.
+	tenant  string
+	pool    stores.DB
 	epoch   string // of the log the event ids are positions in
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -488,6 +529,60 @@ func (s *sse) change(c stores.Change) {
 		return // only an item whose params are not JSON, which jsonb rules out
 	}
 	s.event(c.Seq, name, data)
+}
+
+// countsNow reads the stream's badge counts: its tenant's, when confined.
+func (s *sse) countsNow(ctx context.Context) (stores.InboxCounts, error) {
+	return stores.CountTenantInbox(ctx, s.pool, s.recipient, s.tenant, stores.DefaultInboxCountsMax)
+}
+
+// confine keeps, of changes, what a stream confined to a tenant may show:
+// created items of that tenant, and updates naming only its items (one read
+// for them all). Deletions pass with their ids: the items are gone, and an
+// id tells nothing of another tenant's item but that it existed. A stream
+// not confined keeps every change.
+func (s *sse) confine(ctx context.Context, changes []stores.Change) ([]stores.Change, error) {
+	if s.tenant == "" {
+		return changes, nil
+	}
+	var updated []string
+	for _, c := range changes {
+		if c.Kind == stores.ChangeUpdated {
+			updated = append(updated, c.ItemIDs...)
+		}
+	}
+	mine := map[string]bool{}
+	if len(updated) > 0 {
+		ids, err := stores.TenantItems(ctx, s.pool, s.recipient, s.tenant, updated)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			mine[id] = true
+		}
+	}
+	out := make([]stores.Change, 0, len(changes))
+	for _, c := range changes {
+		switch c.Kind {
+		case stores.ChangeCreated:
+			if c.Item == nil || c.Item.Tenant != s.tenant {
+				continue
+			}
+		case stores.ChangeUpdated:
+			var ids []string
+			for _, id := range c.ItemIDs {
+				if mine[id] {
+					ids = append(ids, id)
+				}
+			}
+			if len(ids) == 0 {
+				continue
+			}
+			c.ItemIDs = ids
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // flush writes what buf holds and pushes it to the client.

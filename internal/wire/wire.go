@@ -25,6 +25,7 @@ const (
 	CodeBadRequest        = "bad_request"         // 400: malformed JSON, wrong type, unknown field, bad query value, bad id
 	CodeBadCursor         = "bad_cursor"          // 400: an inbox cursor that was not issued by this API
 	CodeUnauthorized      = "unauthorized"        // 401: missing, forged, expired or wrong kind of token
+	CodeForbidden         = "forbidden"           // 403: a tenant key or tenant token outside its tenant
 	CodeNotFound          = "not_found"           // 404: unknown route or resource
 	CodeUnknownNotifier   = "unknown_notifier"    // 404: POST /v1/notifications names no configured notifier
 	CodeMethodNotAllowed  = "method_not_allowed"  // 405: the route exists for other methods (see Allow)
@@ -177,13 +178,23 @@ type InboxItem struct {
 	SeenAt     *time.Time      `json:"seen_at"`
 	ReadAt     *time.Time      `json:"read_at"`
 	ArchivedAt *time.Time      `json:"archived_at"`
+	// Tenant is the tenant of the item's notification, null for none.
+	Tenant *string `json:"tenant"`
 }
 
 // InboxItemOf is it as the API shows it.
 func InboxItemOf(it stores.InboxItem) InboxItem {
 	return InboxItem{ID: it.ID, Notifier: it.Notifier, Key: it.Key, Category: it.Category, Reason: it.Reason,
 		Actor: it.Actor, Title: it.Title, Body: it.Body, URL: it.URL, Params: it.Params, CreatedAt: it.CreatedAt,
-		SeenAt: it.SeenAt, ReadAt: it.ReadAt, ArchivedAt: it.ArchivedAt}
+		SeenAt: it.SeenAt, ReadAt: it.ReadAt, ArchivedAt: it.ArchivedAt, Tenant: nonEmpty(it.Tenant)}
+}
+
+// nonEmpty is s, or nil for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Counts is GET /v1/inbox/counts and the data of the stream's counts event.

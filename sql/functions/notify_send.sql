@@ -12,8 +12,13 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog,
 -- Two overloads. The first is the one applications call: recipients is the
 -- HTTP API's JSON list, "u1" or {"id": "u2", "reason": "author"}. The second
 -- takes the ids and their reasons as parallel arrays (SendTx calls it: no
--- JSON to build and parse); it has no defaults, so a call with seven
+-- JSON to build and parse); it has no defaults, so a call with eight
 -- arguments or fewer always means the first.
+--
+-- tenant names the tenant the notification is sent for (NULL or '' for
+-- none): a tenant that is not in notify_tenants raises 22023 naming the
+-- field tenant. Its inbox items and deliveries carry it, and its recipients'
+-- preferences resolve with the tenant's layers.
 --
 -- The checks are the Go API's (SendTx), in its order, with its words: the
 -- notifier, key and actor and the recipients here, then, in
@@ -29,7 +34,7 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog,
 -- nor objects in the caller's own schemas change what a name in them means.
 CREATE OR REPLACE FUNCTION notify_send(notifier text, key text, recipients jsonb DEFAULT '[]', params jsonb DEFAULT '{}',
                                        topics text[] DEFAULT '{}', actor text DEFAULT NULL,
-                                       send_at timestamptz DEFAULT NULL)
+                                       send_at timestamptz DEFAULT NULL, tenant text DEFAULT NULL)
 RETURNS TABLE (id uuid, duplicate boolean)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
@@ -136,7 +141,8 @@ BEGIN
     -- An assignment, not a query: PL/pgSQL evaluates it without starting an
     -- executor.
     v_result := notify_send_write(notify_send.notifier, notify_send.key, notify_send.actor, v_ids, v_reasons, true,
-                                  v_distinct, notify_send.topics, notify_send.params, notify_send.send_at);
+                                  v_distinct, notify_send.topics, notify_send.params, notify_send.send_at,
+                                  notify_send.tenant);
     id := v_result.id;
     duplicate := v_result.duplicate;
     RETURN NEXT;
@@ -144,7 +150,7 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION notify_send(notifier text, key text, recipient_ids text[], reasons text[], params jsonb,
-                                       topics text[], actor text, send_at timestamptz)
+                                       topics text[], actor text, send_at timestamptz, tenant text)
 RETURNS TABLE (id uuid, duplicate boolean)
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
@@ -180,7 +186,7 @@ BEGIN
 
     v_result := notify_send_write(notify_send.notifier, notify_send.key, notify_send.actor, notify_send.recipient_ids,
                                   notify_send.reasons, false, NULL, notify_send.topics, notify_send.params,
-                                  notify_send.send_at);
+                                  notify_send.send_at, notify_send.tenant);
     id := v_result.id;
     duplicate := v_result.duplicate;
     RETURN NEXT;

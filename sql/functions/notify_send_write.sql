@@ -2,7 +2,8 @@
 -- after they checked the notifier, key, actor and audience: it checks the
 -- recipient ids and reasons (unless sorted says the caller already checked
 -- them, sorted them by id in byte order and counted the distinct ones), the
--- topics (then sorted, each once) and the params, looks the notifier up in
+-- topics (then sorted, each once), the params and the tenant (one of
+-- notify_tenants; NULL or '' for none), looks the notifier up in
 -- the catalog, checks the params against the checkable part of its JSON
 -- Schema and max_recipients, and writes through notify_enqueue.
 --
@@ -16,7 +17,7 @@
 -- it runs in notify_send's pinned search_path.
 CREATE OR REPLACE FUNCTION notify_send_write(p_notifier text, p_key text, p_actor text, p_ids text[], p_reasons text[],
                                              p_sorted boolean, p_distinct integer, p_topics text[], p_params jsonb,
-                                             p_send_at timestamptz, OUT id uuid, OUT duplicate boolean)
+                                             p_send_at timestamptz, p_tenant text, OUT id uuid, OUT duplicate boolean)
 LANGUAGE plpgsql
 AS $$
 #variable_conflict use_column
@@ -26,6 +27,7 @@ DECLARE
     v_distinct integer := p_distinct;
     v_topics text[] := coalesce(p_topics, '{}');
     v_params jsonb := coalesce(p_params, '{}');
+    v_tenant text := nullif(p_tenant, '');
     v_ok boolean;
     v_field text;
     v_message text;
@@ -95,6 +97,17 @@ BEGIN
         PERFORM notify_input_error('params', 'want a JSON object');
     END IF;
 
+    IF v_tenant IS NOT NULL THEN
+        IF octet_length(v_tenant) > 255 THEN
+            PERFORM notify_input_error('tenant', 'longer than 255 bytes');
+        ELSIF v_tenant ~ '[[:cntrl:]]' THEN
+            PERFORM notify_input_error('tenant', 'contains a control character');
+        ELSIF NOT EXISTS (SELECT 1 FROM notify_tenants t WHERE t.id = v_tenant) THEN
+            PERFORM notify_input_error('tenant', format('unknown tenant %s (PUT /v1/tenants/{id} creates it)',
+                                                        to_json(v_tenant)));
+        END IF;
+    END IF;
+
     SELECT c.max_recipients, c.params_check INTO v_max, v_check FROM notify_notifiers c WHERE c.name = p_notifier;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'unknown notifier "%"', p_notifier USING
@@ -116,7 +129,7 @@ BEGIN
     -- An assignment, not a query: PL/pgSQL evaluates it without starting an
     -- executor.
     v_result := notify_enqueue(notify_uuidv7(), p_notifier, p_key, p_actor, v_ids, v_reasons, v_topics, v_params,
-                               p_send_at, v_distinct = cardinality(v_ids));
+                               p_send_at, v_distinct = cardinality(v_ids), v_tenant);
     id := v_result.id;
     duplicate := v_result.duplicate;
 END

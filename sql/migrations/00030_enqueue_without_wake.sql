@@ -11,7 +11,8 @@
 -- job in one statement, and reports the id and whether (notifier, key)
 -- already existed, in which case nothing was written. recipients and reasons
 -- are parallel; inline_sorted promises recipients are in byte order with no
--- id twice (the fan-out then keeps the list as written). It is the one
+-- id twice (the fan-out then keeps the list as written); tenant is the
+-- checked tenant or NULL. It is the one
 -- definition of what a send writes: both notify_send overloads (and so
 -- SendTx, which calls one) end in it.
 --
@@ -35,17 +36,18 @@
 CREATE OR REPLACE FUNCTION notify_enqueue(p_id uuid, p_notifier text, p_key text, p_actor text,
                                           p_recipients text[], p_reasons text[], p_topics text[],
                                           p_params jsonb, p_send_at timestamptz, p_inline_sorted boolean,
-                                          OUT id uuid, OUT duplicate boolean)
+                                          p_tenant text, OUT id uuid, OUT duplicate boolean)
 LANGUAGE plpgsql
 AS $$
 #variable_conflict use_column
 BEGIN
     WITH ins AS (
         INSERT INTO notify_notifications AS n (id, notifier, key, actor, recipients, reasons, topics, params,
-                                               send_at, status, inline_sorted)
+                                               send_at, status, inline_sorted, tenant)
         VALUES (p_id, p_notifier, p_key, nullif(p_actor, ''), coalesce(p_recipients, '{}'),
                 coalesce(p_reasons, '{}'), coalesce(p_topics, '{}'), coalesce(p_params, '{}'), p_send_at,
-                CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false))
+                CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false),
+                p_tenant)
         ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
         RETURNING n.id, (n.xmax = 0) AS inserted
     ), job AS (
@@ -72,7 +74,8 @@ $$;
 -- job in one statement, and reports the id and whether (notifier, key)
 -- already existed, in which case nothing was written. recipients and reasons
 -- are parallel; inline_sorted promises recipients are in byte order with no
--- id twice (the fan-out then keeps the list as written). It is the one
+-- id twice (the fan-out then keeps the list as written); tenant is the
+-- checked tenant or NULL. It is the one
 -- definition of what a send writes: both notify_send overloads (and so
 -- SendTx, which calls one) end in it.
 --
@@ -90,7 +93,7 @@ $$;
 CREATE OR REPLACE FUNCTION notify_enqueue(p_id uuid, p_notifier text, p_key text, p_actor text,
                                           p_recipients text[], p_reasons text[], p_topics text[],
                                           p_params jsonb, p_send_at timestamptz, p_inline_sorted boolean,
-                                          OUT id uuid, OUT duplicate boolean)
+                                          p_tenant text, OUT id uuid, OUT duplicate boolean)
 LANGUAGE plpgsql
 AS $$
 #variable_conflict use_column
@@ -99,10 +102,11 @@ DECLARE
 BEGIN
     WITH ins AS (
         INSERT INTO notify_notifications AS n (id, notifier, key, actor, recipients, reasons, topics, params,
-                                               send_at, status, inline_sorted)
+                                               send_at, status, inline_sorted, tenant)
         VALUES (p_id, p_notifier, p_key, nullif(p_actor, ''), coalesce(p_recipients, '{}'),
                 coalesce(p_reasons, '{}'), coalesce(p_topics, '{}'), coalesce(p_params, '{}'), p_send_at,
-                CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false))
+                CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false),
+                p_tenant)
         ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
         RETURNING n.id, (n.xmax = 0) AS inserted
     ), job AS (

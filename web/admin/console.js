@@ -151,6 +151,7 @@ async function viewNotifications(params) {
     notifier: params.get("notifier") || "",
     key: params.get("key") || "",
     recipient: params.get("recipient") || "",
+    tenant: params.get("tenant") || "",
     status: params.get("status") || "",
     after: params.get("after") || "",
     before: params.get("before") || "",
@@ -161,6 +162,7 @@ async function viewNotifications(params) {
       notifiers.notifiers.map((n) => el("option", { value: n.name, selected: n.name === f.notifier }, n.name)))),
     el("label", {}, "Key", el("input", { name: "key", value: f.key })),
     el("label", {}, "Recipient", el("input", { name: "recipient", value: f.recipient })),
+    el("label", {}, "Tenant", tenantSelect("notification-tenant", f.tenant)),
     el("label", {}, "Status", el("select", { name: "status" }, el("option", { value: "" }, "any"),
       NOTIFICATION_STATUSES.map((s) => el("option", { value: s, selected: s === f.status }, s)))),
     el("label", {}, "Created after", el("input", { name: "after", type: "datetime-local", value: localInput(f.after) })),
@@ -236,6 +238,23 @@ async function notifierCatalog() {
   return catalog;
 }
 
+/**
+ * tenantSelect is a tenant filter: "any", then the tenants (the first 200),
+ * filled in when GET /v1/tenants answers so that the view does not wait for
+ * it; a selected tenant is there from the start.
+ */
+function tenantSelect(id, selected) {
+  const sel = el("select", { name: "tenant", id },
+    el("option", { value: "" }, "any"),
+    selected ? el("option", { value: selected, selected: true }, selected) : null);
+  api("GET", "/v1/tenants?limit=200").then((page) => {
+    for (const t of page.items) {
+      if (t.id !== selected) sel.append(el("option", { value: t.id }, t.id));
+    }
+  }).catch(() => {}); // the filter still works with a typed-in hash
+  return sel;
+}
+
 // --- deliveries across notifications ---
 
 // Time ranges of the deliveries view, relative to now when the view loads
@@ -251,7 +270,7 @@ const DELIVERY_STATUS_CHOICES = [["", "any"], ["failed,refused,expired", "failur
 /** deliveryQuery is the API query of the view's filters, with the time range resolved now. */
 function deliveryQuery(f) {
   const q = new URLSearchParams();
-  for (const k of ["status", "channel", "notifier", "recipient"]) if (f[k]) q.set(k, f[k]);
+  for (const k of ["status", "channel", "notifier", "recipient", "tenant"]) if (f[k]) q.set(k, f[k]);
   const r = RANGES.find(([v]) => v === f.range);
   if (r && r[2] > 0) q.set("since", new Date(Date.now() - r[2]).toISOString());
   if (f.range === "custom") {
@@ -264,7 +283,7 @@ function deliveryQuery(f) {
 async function viewDeliveries(params) {
   const here = location.hash;
   const f = {};
-  for (const k of ["status", "channel", "notifier", "recipient", "range", "since", "until"]) f[k] = params.get(k) || "";
+  for (const k of ["status", "channel", "notifier", "recipient", "tenant", "range", "since", "until"]) f[k] = params.get(k) || "";
   if (!params.has("range")) f.range = "1h";
   const cat = await notifierCatalog();
   const rangeSel = el("select", { name: "range" }, RANGES.map(([v, label]) => el("option", { value: v, selected: v === f.range }, label)));
@@ -281,6 +300,7 @@ async function viewDeliveries(params) {
     el("label", {}, "Notifier", el("select", { name: "notifier" }, el("option", { value: "" }, "any"),
       cat.notifiers.map((n) => el("option", { value: n.name, selected: n.name === f.notifier }, n.name)))),
     el("label", {}, "Recipient", el("input", { name: "recipient", value: f.recipient })),
+    el("label", {}, "Tenant", tenantSelect("delivery-tenant", f.tenant)),
     el("label", {}, "Changed", rangeSel), custom,
     el("button", { type: "submit" }, "Filter"),
     el("a", { href: "#/deliveries" }, "clear"));
@@ -539,6 +559,7 @@ async function viewDelivery(id) {
         el("dt", {}, "id"), el("dd", { class: "mono" }, d.id),
         el("dt", {}, "notification"), el("dd", {}, link("#/n/" + enc(d.notification_id), `${d.notifier} / ${d.key}`)),
         el("dt", {}, "recipient"), el("dd", {}, d.recipient ? link("#/r/" + enc(d.recipient), d.recipient) : "(bulk)"),
+        el("dt", {}, "tenant"), el("dd", { id: "delivery-tenant" }, d.tenant ? link("#/deliveries?tenant=" + enc(d.tenant), d.tenant) : "none"),
         el("dt", {}, "status"), el("dd", { id: "delivery-status" }, status(d.status)),
         el("dt", {}, "reason / mode"), el("dd", {}, `${d.reason} / ${d.mode}`),
         el("dt", {}, "attempts"), el("dd", {}, String(d.attempts)),
@@ -809,6 +830,7 @@ async function viewPreview(params) {
     el("label", {}, "Notifier", nfSel), el("label", {}, "Channel", chSel),
     el("label", {}, "Params (example by default)", paramsBox, errors),
     el("label", {}, "Locale", el("input", { name: "locale", id: "preview-locale" })),
+    el("label", {}, "Tenant (its brand)", tenantSelect("preview-tenant", params.get("tenant") || "")),
     el("button", { type: "submit" }, "Render"));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -816,6 +838,8 @@ async function viewPreview(params) {
     const q = new URLSearchParams({ params: paramsBox.value.trim() || "{}" });
     const locale = form.elements.locale.value;
     if (locale) q.set("locale", locale);
+    const tenant = form.elements.tenant.value;
+    if (tenant) q.set("tenant", tenant);
     try {
       const r = await api("GET", `/v1/notifiers/${seg(nfSel.value)}/preview/${seg(chSel.value)}?${q}`);
       out.replaceChildren(...r.parts.map((p) => el("div", { class: "part", dataset: { name: p.name } },
