@@ -97,3 +97,4 @@ notifiers:
 		t.Fatalf("Parse = %v", err)
 	}
 }
+
