@@ -97,4 +97,3 @@ notifiers:
 		t.Fatalf("Parse = %v", err)
 	}
 }
-
