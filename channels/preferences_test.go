@@ -446,3 +446,28 @@ func TestResolveTenant(t *testing.T) {
 		t.Fatalf("a mute silences a tenant default: %+v", got)
 	}
 }
+
+// Templates may name the tenant's fields (.Tenant.Name,
+// .Tenant.Branding.LogoURL): the check renders them with an example tenant
+// and reports a misspelt one like a misspelt param.
+func TestTemplatesSeeTheTenant(t *testing.T) {
+	t.Parallel()
+	reg := builtin.MustRegistry()
+	parseWith(t, reg, `
+notifiers:
+  invoice.paid:
+    params: {type: object, properties: {n: {type: string}}}
+    channels:
+      in_app: {title: "{{.Tenant.Name}} {{.Tenant.Branding.LogoURL}} {{.n}}"}
+`)
+	_, err := config.ParseWith("test.yaml", []byte(`
+notifiers:
+  invoice.paid:
+    params: {type: object, properties: {n: {type: string}}}
+    channels:
+      in_app: {title: "{{.Tenant.Nmae}}"}
+`), reg.Check)
+	if err == nil || !strings.Contains(err.Error(), "Nmae") {
+		t.Fatalf("ParseWith of .Tenant.Nmae = %v, want an error naming it", err)
+	}
+}

@@ -341,6 +341,48 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// 11. API errors show their message.
 	p.eval(ctx, prefs(`(prefs.setAttribute("token", "not-a-token"), true)`), nil)
 	p.waitFor(ctx, wait, "the error message", prefs(`!$(".error").hidden && $(".error .message").textContent.includes("invalid recipient token")`), prefsState)
+
+	// 12. The tenant attribute: the inbox shows (and streams) only that
+	// tenant's items; the preferences resolve with its default rules.
+	if code := api.do("PUT", "/v1/tenants/acme", notifydtest.AdminToken, map[string]any{"name": "Acme"}, nil); code != http.StatusCreated {
+		t.Fatalf("PUT tenant = %d", code)
+	}
+	sendFor := func(key, tenant string) {
+		t.Helper()
+		body := map[string]any{"notifier": "comment.created", "key": key, "actor": "u1", "recipients": []any{"u2"},
+			"params": map[string]any{"post_title": `<b>post</b> & "` + key + `"`, "author_name": "Ada", "url": ""}}
+		if tenant != "" {
+			body["tenant"] = tenant
+		}
+		if code := api.do("POST", "/v1/notifications", notifydtest.AdminToken, body, nil); code != http.StatusAccepted {
+			t.Fatalf("send %s = %d", key, code)
+		}
+	}
+	sendFor("t-1", "acme")
+	notifydtest.Eventually(t, wait, "acme's item in the inbox", func() bool {
+		var page inboxPage
+		api.do("GET", "/v1/inbox?tenant=acme", token, nil, &page)
+		return len(page.Items) == 1
+	})
+	p.eval(ctx, in(`(inbox.setAttribute("tenant", "acme"), inbox.open(), true)`), nil)
+	p.waitFor(ctx, wait, "only acme's item", in(`$$(".item").length === 1 && $(".item .title").textContent === `+jsString(title("t-1"))), inboxState)
+	p.waitFor(ctx, wait, "the stream to open again", in(`inbox.connectionState === "open"`), inboxState)
+	sendFor("c-9", "")
+	sendFor("t-2", "acme")
+	p.waitFor(ctx, wait, "acme's new item live, the other one not", in(`$$(".item").length === 2 &&
+		$$(".item .title").map((e) => e.textContent).join("|") === `+jsString(title("t-2")+"|"+title("t-1"))), inboxState)
+	if code := api.do("PUT", "/v1/tenants/acme", notifydtest.AdminToken, map[string]any{"name": "Acme",
+		"preferences": []any{map[string]any{"scope": "*", "channel": "in_app", "mode": "off"}}}, nil); code != http.StatusOK {
+		t.Fatalf("PUT tenant's defaults = %d", code)
+	}
+	p.eval(ctx, prefs(`(prefs.setAttribute("tenant", "acme"), prefs.setAttribute("token", `+jsString(token)+`), true)`), nil)
+	// comment.created's in_app: acme's default (off) applies; the required
+	// invoice.paid ignores it; mention.created's email keeps the recipient's
+	// own rule (digest).
+	p.waitFor(ctx, wait, "acme's default: in_app off", prefs(`$("select[data-notifier='comment.created'][data-channel='in_app']") !== null &&
+		$("select[data-notifier='comment.created'][data-channel='in_app']").value === "off" &&
+		$("select[data-notifier='invoice.paid'][data-channel='in_app']").value === "immediate" &&
+		$("select[data-notifier='mention.created'][data-channel='email']").value === "digest"`), prefsState)
 }
 
 // TestBrowserInboxBadgeCapped: an inbox with more unread items than the

@@ -38,7 +38,6 @@ export function crossOriginHint(url) {
     ` and add this origin, ${location.origin}, to http.allowed_origins in its config)`;
 }
 
-/** endpoint (a base URL, or "" for the same origin) joined with an API path. */
 /**
  * withTenant adds ?tenant= (or &tenant=) to an API path when tenant is set:
  * the inbox and preference routes then reach only that tenant's items and
@@ -49,6 +48,7 @@ export function withTenant(path, tenant) {
   return path + (path.includes("?") ? "&" : "?") + "tenant=" + encodeURIComponent(tenant);
 }
 
+/** endpoint (a base URL, or "" for the same origin) joined with an API path. */
 export function apiURL(endpoint, path) {
   return String(endpoint || "").replace(/\/+$/, "") + path;
 }
