@@ -149,7 +149,7 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 			return stores.NewNotification{}, err
 		}
 	}
-	if len(n.Recipients) == 0 && len(n.Topics) == 0 {
+	if len(n.Recipients) == 0 && len(n.Topics) == 0 && !c.hasAudience(n.Notifier) {
 		return stores.NewNotification{}, &InputError{Field: "recipients", Message: "give at least one recipient or topic"}
 	}
 	rs := slices.Clone(n.Recipients)
@@ -216,6 +216,17 @@ func (c *Client) prepare(n Notification) (stores.NewNotification, error) {
 		row.Recipients[i], row.Reasons[i] = r.ID, r.Reason
 	}
 	return row, nil
+}
+
+// hasAudience reports whether notifier may be sent without recipients or
+// topics: its config names an audience query. Without a Config, notify_send
+// decides from the published catalog.
+func (c *Client) hasAudience(notifier string) bool {
+	if c.config == nil {
+		return true
+	}
+	nf, ok := c.config.Notifier(notifier)
+	return ok && nf.Audience != nil
 }
 
 // sendError turns what notify_send refused into the Go API's errors.

@@ -10,6 +10,9 @@
 //	         (a) a raw INSERT … SELECT of the same rows into a copy of
 //	         notify_inbox with all its indexes, and (b) a naive design, one
 //	         River job per recipient (-naive-n jobs)
+//	audience in_app fan-out to the -audience-n recipients an audience query
+//	         reads from the application's table vs the raw INSERT … SELECT
+//	         of the same inbox rows from the same query
 //	email    -email-n immediate emails to an in-process SMTP sink vs the email
 //	         channel sending the same messages alone (no database, no queue),
 //	         and PostgreSQL's CPU per delivery vs per River no-op job (River
@@ -35,7 +38,8 @@
 //	footprint  on a cluster with PostgreSQL's default settings: WAL and
 //	         storage per recipient, and peak connections of one replica
 //	rss      peak RSS (VmHWM) of a `notifyd run` subprocess fanning out to a
-//	         topic with -rss-n subscribers and to -rss-inline-n inline recipients
+//	         topic with -rss-n subscribers, to -rss-inline-n inline recipients
+//	         and to an audience query returning -rss-audience-n
 //
 // The daemon under test is assembled by server, as `notifyd run`
 // does, with notifyd's default queue settings. Results go to stdout and to
@@ -70,10 +74,12 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "email", "enqueue", "httpsend", "latency", "maillatency", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
+var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
+	audienceN        int
+	rssAudienceN     int
 	naiveN           int
 	emailN           int
 	enqueueN         int
@@ -116,6 +122,8 @@ func run() int {
 	}
 	var o options
 	flag.IntVar(&o.fanoutN, "fanout-n", 100_000, "recipients of the fan-out scenario (and rows of the raw baseline)")
+	flag.IntVar(&o.audienceN, "audience-n", 100_000, "recipients of the audience scenario (rows its query returns, and of its raw baseline)")
+	flag.IntVar(&o.rssAudienceN, "rss-audience-n", 1_000_000, "recipients an audience query returns in the peak-RSS fan-out; 0 skips it")
 	flag.IntVar(&o.naiveN, "naive-n", 0, "jobs of the naive fan-out baseline (0: -fanout-n)")
 	flag.IntVar(&o.emailN, "email-n", 20_000, "immediate emails (and no-op jobs of the baseline)")
 	flag.IntVar(&o.enqueueN, "enqueue-n", 20_000, "application transactions per enqueue variant")
@@ -228,6 +236,9 @@ func run() int {
 	if section("fanout", fmt.Sprintf("in_app fan-out to %d recipients", o.fanoutN)) {
 		results = append(results, runFanout(ctx, h, o.fanoutN, o.naiveN)...)
 	}
+	if section("audience", fmt.Sprintf("in_app fan-out to an audience query returning %d recipients", o.audienceN)) {
+		results = append(results, runAudience(ctx, h, o.audienceN)...)
+	}
 	var immediate *measurement
 	if section("email", fmt.Sprintf("%d immediate emails to an in-process SMTP sink", o.emailN)) {
 		var rs []Result
@@ -278,7 +289,8 @@ func run() int {
 		if err != nil {
 			results = append(results, errorResult("daemon peak RSS", "MB", "<=", 200, "absolute", err))
 		} else {
-			results = append(results, runRSS(ctx, h, bin, map[string]int{"topic": o.rssN, "inline": o.rssInlineN})...)
+			results = append(results, runRSS(ctx, h, bin, map[string]int{"topic": o.rssN, "inline": o.rssInlineN,
+				"audience": o.rssAudienceN})...)
 		}
 	}
 	if ctx.Err() != nil {

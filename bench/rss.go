@@ -25,11 +25,12 @@ const rssTimeout = 15 * time.Minute
 // a subprocess (`notifyd migrate`, then `notifyd run`) against the bench
 // cluster, fans out one in_app notification to sizes[mode] recipients; its
 // peak RSS is VmHWM from /proc/<pid>/status. The modes are "topic" (a topic
-// with that many subscribers) and "inline" (the list travels in the
-// notification row: the harder case for memory).
+// with that many subscribers), "inline" (the list travels in the
+// notification row: the harder case for memory) and "audience" (an audience
+// query over the application's table returns them).
 func runRSS(ctx context.Context, h *harness, bin string, sizes map[string]int) []Result {
 	var out []Result
-	for _, mode := range []string{"topic", "inline"} {
+	for _, mode := range []string{"topic", "inline", "audience"} {
 		n, ok := sizes[mode]
 		if !ok || n <= 0 {
 			continue
@@ -81,12 +82,18 @@ func measureRSS(ctx context.Context, h *harness, bin, mode string, n int) (measu
 		return measurement{}, err
 	}
 	nf := notifyd.Notification{Notifier: notifierInApp, Key: "rss-" + mode, Params: benchParams}
-	if mode == "topic" {
+	switch mode {
+	case "topic":
 		if err := insertSubscribers(ctx, pool, benchTopic, n); err != nil {
 			return measurement{}, err
 		}
 		nf.Topics = []string{benchTopic}
-	} else {
+	case "audience":
+		if err := insertWatchers(ctx, pool, n); err != nil {
+			return measurement{}, err
+		}
+		nf.Notifier = notifierAudience
+	default:
 		nf.Recipients = inlineRecipients(n)
 	}
 	if err := analyze(ctx, pool); err != nil {

@@ -94,6 +94,7 @@ func configYAML(o configOptions) string {
         subject: "{{.actor}} commented on {{.item}}"
         text: "{{.actor}} commented on {{.item}}."
 `))
+	b.WriteString(strings.Replace(benchNotifier(notifierAudience, inAppYAML), "    channels:\n", audienceYAML+"    channels:\n", 1))
 	b.WriteString(benchNotifier(notifierDelayed, `      in_app:
         title: "{{.actor}} commented on {{.item}}"
       email:

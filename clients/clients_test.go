@@ -1,24 +1,43 @@
-// Package clients_test runs the Node and Python clients' own test suites
-// against a real notifyd: a daemon (workers only) on a fresh database cloned
-// from the migrated template, with the database's URL in
-// NOTIFYD_TEST_DATABASE_URL. `make test` runs it like every Go test. Under
-// CI=true a missing tool (node_modules, python3 with psycopg) fails the test;
-// elsewhere it skips with a message saying what to install.
+// Package clients_test runs the Node, Python and Ruby packages' own test
+// suites against a real notifyd: a daemon (workers and the HTTP API on
+// 127.0.0.1) on a fresh database cloned from the migrated template. Each
+// suite gets, in its environment:
+//
+//   - NOTIFYD_TEST_APP_URL: the database as a LOGIN role whose only right is
+//     membership in notifyd_app (and INSERT/SELECT on the table comments,
+//     the application's own table), which the clients connect as;
+//   - NOTIFYD_TEST_DATABASE_URL: the database as its owner, which the tests
+//     read notifyd's tables with to check what was (not) written;
+//   - NOTIFYD_TEST_API and NOTIFYD_TEST_TOKEN_SECRET: the daemon's HTTP API
+//     and its http.token_secret, to check that a minted token reads the inbox;
+//   - NOTIFYD_TEST_TYPES_DIR: `notifyd gen types` output for the test config
+//     (notifiers.ts, notifiers.py), for the type-checking tests.
+//
+// `make test` runs it like every Go test. Under CI=true a missing tool fails
+// the test; elsewhere it skips with a message saying what to install.
 package clients_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/internal/gentypes"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/stores"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -31,18 +50,46 @@ func TestNodeClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node", "node_modules", "typescript")); err != nil {
 		missing(t, "clients/node/node_modules is missing: run `npm ci` in clients/node")
 	}
-	url := startDaemon(t)
-	run(t, "node", url, "npm", "test")
+	env := startDaemon(t)
+	run(t, "node", env, "npm", "test")
+}
+
+func TestNodeExample(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("npm"); err != nil {
+		missing(t, "npm (Node.js 20 or later) is not installed")
+	}
+	dir := filepath.Join("..", "examples", "node-express")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@notifyd", "client")); err != nil {
+		missing(t, "examples/node-express/node_modules is missing: run `npm ci` in examples/node-express")
+	}
+	env := startDaemon(t)
+	run(t, dir, env, "npm", "test")
 }
 
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
-	python := pythonWithPsycopg()
+	python, why := pythonWithDrivers()
 	if python == "" {
-		missing(t, "no python3 can import psycopg 3: install Debian's python3-psycopg (or set NOTIFYD_PYTHON)")
+		missing(t, why)
 	}
-	url := startDaemon(t)
-	run(t, "python", url, python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
+	env := startDaemon(t)
+	run(t, "python", env, python, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", ".")
+}
+
+func TestRubyClient(t *testing.T) {
+	t.Parallel()
+	ruby, err := exec.LookPath("ruby")
+	if err != nil {
+		missing(t, "ruby is not installed: install Debian's ruby, ruby-pg and ruby-activerecord")
+	}
+	for _, lib := range []string{"pg", "active_record"} {
+		if err := exec.Command(ruby, "-e", "require '"+lib+"'").Run(); err != nil {
+			missing(t, "ruby cannot require "+lib+": install Debian's ruby-pg and ruby-activerecord")
+		}
+	}
+	env := startDaemon(t)
+	run(t, "ruby", env, ruby, "-Ilib", "-Itest", "-e", `Dir["test/*_test.rb"].sort.each { |f| require File.expand_path(f) }`)
 }
 
 // missing fails the test under CI, where .ci/run installs every tool, and
@@ -55,37 +102,72 @@ func missing(t *testing.T, why string) {
 	t.Skip(why)
 }
 
-// pythonWithPsycopg returns the first interpreter that imports psycopg:
-// NOTIFYD_PYTHON, then python3 on PATH, then Debian's /usr/bin/python3 (a
-// python3 earlier on PATH, from pyenv say, does not see Debian's packages).
-func pythonWithPsycopg() string {
-	candidates := []string{"python3", "/usr/bin/python3"}
+// pythonWithDrivers returns the first interpreter that imports psycopg 3,
+// psycopg2, Django, SQLAlchemy and mypy: NOTIFYD_PYTHON, then Debian's
+// /usr/bin/python3, then python3 on PATH (a python3 earlier on PATH, from
+// pyenv say, does not see Debian's packages). When there is none it says
+// what is missing.
+func pythonWithDrivers() (string, string) {
+	candidates := []string{"/usr/bin/python3", "python3"}
 	if p := os.Getenv("NOTIFYD_PYTHON"); p != "" {
 		candidates = []string{p}
 	}
+	why := "no python3 found"
 	for _, p := range candidates {
-		if err := exec.Command(p, "-c", "import psycopg").Run(); err == nil {
-			return p
+		out, err := exec.Command(p, "-c", "import psycopg, psycopg2, django, sqlalchemy, mypy").CombinedOutput()
+		if err == nil {
+			return p, ""
 		}
+		why = fmt.Sprintf("%s: %s (install Debian's python3-psycopg python3-psycopg2 python3-django python3-sqlalchemy mypy, or set NOTIFYD_PYTHON)",
+			p, strings.TrimSpace(lastLine(string(out))))
 	}
-	return ""
+	return "", why
 }
 
-// startDaemon runs notifyd's workers on a new database until the test ends
-// and returns the database's URL. server.New publishes the test config's
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+var roles atomic.Int32
+
+// clientEnv is what a client's test suite is given (see the package comment).
+type clientEnv struct {
+	ownerURL, appURL, api, typesDir string
+}
+
+func (e clientEnv) environ() []string {
+	return append(os.Environ(),
+		"NOTIFYD_TEST_DATABASE_URL="+e.ownerURL,
+		"NOTIFYD_TEST_APP_URL="+e.appURL,
+		"NOTIFYD_TEST_API="+e.api,
+		"NOTIFYD_TEST_TOKEN_SECRET="+notifydtest.TokenSecret,
+		"NOTIFYD_TEST_TYPES_DIR="+e.typesDir,
+	)
+}
+
+// startDaemon runs notifyd (workers and the HTTP API on 127.0.0.1) on a new
+// database until the test ends, creates the application's role and table,
+// and writes the generated types. server.New publishes the test config's
 // notifiers, as a daemon does at start.
-func startDaemon(t *testing.T) string {
+func startDaemon(t *testing.T) clientEnv {
 	t.Helper()
-	_, url := pgtest.NewDBURL(t)
+	ctx := context.Background()
+	owner, dbURL := pgtest.NewDBURL(t)
 	cfg := notifydtest.Config(t, "")
-	cfg.Database.URL = url
-	d, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true, Logger: notifydtest.Logger()})
+	cfg.Database.URL = dbURL
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
+	go func() { done <- d.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
@@ -93,21 +175,63 @@ func startDaemon(t *testing.T) string {
 		}
 		d.Close()
 	})
-	return url
+
+	// The application's role: LOGIN, notifyd_app, and its own table.
+	role := fmt.Sprintf("clients_app_%d_%d", os.Getpid(), roles.Add(1))
+	ident := pgx.Identifier{role}.Sanitize()
+	for _, stmt := range []string{
+		"CREATE ROLE " + ident + " LOGIN PASSWORD 'app-password'",
+		"GRANT " + stores.AppRole + " TO " + ident,
+		"CREATE TABLE comments (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, post_id bigint NOT NULL DEFAULT 0, body text NOT NULL)",
+		"GRANT SELECT, INSERT ON comments TO " + ident,
+	} {
+		if _, err := owner.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		// Registered after the daemon's cleanup, so it runs first: the
+		// clients' connections are closed when their suite has ended.
+		if _, err := owner.Exec(context.Background(), "DROP OWNED BY "+ident+"; DROP ROLE "+ident); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, "app-password")
+
+	types := t.TempDir()
+	var notifiers []gentypes.Notifier
+	for _, name := range cfg.NotifierNames() {
+		nf, _ := cfg.Notifier(name)
+		notifiers = append(notifiers, gentypes.Notifier{Name: name, Schema: nf.Params})
+	}
+	for lang, file := range map[string]string{"ts": "notifiers.ts", "python": "notifiers.py"} {
+		code, err := gentypes.Generate(lang, notifiers, gentypes.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(types, file), code, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return clientEnv{ownerURL: dbURL, appURL: u.String(), api: "http://" + ln.Addr().String(), typesDir: types}
 }
 
 // run runs a client's test command in its directory and fails with its
 // output when it fails; with -v the output is logged either way.
-func run(t *testing.T, dir, url, name string, args ...string) {
+func run(t *testing.T, dir string, env clientEnv, name string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NOTIFYD_TEST_DATABASE_URL="+url)
+	cmd.Env = env.environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s %s in clients/%s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
+		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
 	}
-	t.Logf("%s %s in clients/%s:\n%s", name, strings.Join(args, " "), dir, out)
+	t.Logf("%s %s in %s:\n%s", name, strings.Join(args, " "), dir, out)
 }

@@ -66,4 +66,10 @@ func (c *Config) setDefaults() {
 	}
 }
 
-func (n *Notifier) setDefaults() { n.MaxRecipients = defaultMaxRecips }
+func (n *Notifier) setDefaults() {
+	n.MaxRecipients = defaultMaxRecips
+	n.AudienceTimeout = Duration(defaultAudienceTimeout)
+}
+
+// defaultAudienceTimeout is an audience query's statement timeout.
+const defaultAudienceTimeout = 30 * time.Second

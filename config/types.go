@@ -221,6 +221,14 @@ type Notifier struct {
 	// Batch collapses bursts of this notifier per recipient (nil: none);
 	// see docs/workflows.md.
 	Batch *Batch `yaml:"batch"`
+	// Audience reads recipients from the application's own tables at
+	// fan-out, besides the inline recipients and topics (nil: none); see
+	// docs/audiences.md.
+	Audience *Audience `yaml:"audience"`
+	// AudienceTimeout is the audience query's statement timeout (default
+	// 30s): a query that runs longer fails, and the notification is
+	// rejected with the database's message.
+	AudienceTimeout Duration `yaml:"audience_timeout"`
 
 	// Schema is Params compiled, set by Load (nil when Params is nil).
 	Schema *jsonschema.Schema `yaml:"-"`
@@ -257,6 +265,24 @@ type NotifierChannel struct {
 	Unless string
 	// Throttle is the `throttle` key: nil is unthrottled.
 	Throttle *Throttle
+	// If is the `if` key: a template over the params rendered once per
+	// notification; any result but "true" leaves the channel out for every
+	// recipient (their deliveries `skipped`, last_error "condition false").
+	// "" always sends.
+	If string
+	// IfTmpl is If parsed, set by Load (nil when If is "").
+	IfTmpl *template.Template
+}
+
+// Audience is a notifier's `audience` key: a read-only SQL query over the
+// application's tables that returns a column `id` (any type, read as text)
+// and optionally `reason`, with $1… bound from the params Args names, in
+// order (never interpolated). The fan-out runs it once per notification in a
+// READ ONLY transaction with the notifier's AudienceTimeout, and merges its
+// rows with the inline recipients and topics (strongest reason wins).
+type Audience struct {
+	Query string   `yaml:"query"`
+	Args  []string `yaml:"args"`
 }
 
 // Batch is a notifier's `batch` key: for each recipient, notifications with

@@ -211,11 +211,13 @@ func (n *Notifier) validate(el *errorList, path string) {
 
 	n.example = example
 	n.validateBatch(el, path)
+	n.validateAudience(el, path)
 	for _, nc := range n.Channels {
 		if nc != nil && nc.Section != nil {
 			nc.Section.notifier = n
 		}
 	}
+	n.validateConditions(el, path)
 	for _, name := range sortedKeys(n.Channels) {
 		if !channelNameRE.MatchString(name) {
 			el.add(join(join(path, "channels"), name), "invalid channel name %q (want lower-case letters, digits and _)", name)

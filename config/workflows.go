@@ -13,7 +13,7 @@ const (
 )
 
 // decodeWorkflowKey decodes the workflow keys of a notifier's channel
-// section (delay, unless, throttle) into nc, checking their values, and
+// section (delay, unless, throttle, if) into nc, checking their values, and
 // reports whether p was one of them. Whether the channel may use them is
 // the registry's to say: it knows which channel is the inbox.
 func (d *decoder) decodeWorkflowKey(nc *NotifierChannel, p pair, path string) bool {
@@ -42,6 +42,8 @@ func (d *decoder) decodeWorkflowKey(nc *NotifierChannel, p pair, path string) bo
 			d.errs.add(join(path, "per"), "must be a positive duration, got %s", t.Per)
 		}
 		nc.Throttle = t
+	case "if":
+		d.decode(p.val, path, reflect.ValueOf(&nc.If).Elem())
 	default:
 		return false
 	}

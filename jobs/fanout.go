@@ -175,11 +175,18 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		return false, err
 	}
 	switch notifytype.NotificationStatus(st.Status) {
-	case notifytype.NotificationCancelled, notifytype.NotificationRejected, notifytype.NotificationFannedOut:
+	case notifytype.NotificationCancelled:
+		if nf, ok := d.Config.Notifier(st.Notifier); ok && nf.Audience != nil {
+			if err := stores.DropAudience(ctx, tx, id); err != nil {
+				return false, err
+			}
+		}
+		return true, w.complete(ctx, tx)
+	case notifytype.NotificationRejected, notifytype.NotificationFannedOut:
 		return true, w.complete(ctx, tx)
 	}
 
-	nf, item, reason := w.resolve(st)
+	nf, item, off, reason := w.resolve(st)
 	if reason != "" {
 		return true, w.reject(ctx, tx, job, st, reason)
 	}
@@ -187,7 +194,13 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		if lane != 0 {
 			return false, fmt.Errorf("fan-out lane %d of %s before its normalisation", lane, id)
 		}
-		return w.normalize(ctx, tx, job, st, nf, item, guarded, log)
+		if nf.Audience != nil {
+			if err := tx.Rollback(ctx); err != nil {
+				return false, err
+			}
+			return w.normalizeWithAudience(ctx, job, st, nf, item, off, guarded, log)
+		}
+		return w.normalize(ctx, tx, job, st, nf, item, off, guarded, log)
 	}
 	if st.Lane == nil {
 		// Lanes are created with the normalisation, for every lane a job
@@ -206,38 +219,44 @@ func (w *FanoutWorker) step(ctx context.Context, job *river.Job[FanoutArgs], gua
 		}
 		return true, w.finishAlone(ctx, job)
 	}
-	return w.writeChunk(ctx, tx, job, st, nf, item, guarded, log)
+	return w.writeChunk(ctx, tx, job, st, nf, item, off, guarded, log)
 }
 
 // resolve finds the notification's notifier, checks its params against the
-// notifier's schema and renders its inbox item. A non-empty reason rejects
-// the notification: each is deterministic, so retrying cannot help.
-func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, item channels.InboxItem, reason string) {
+// notifier's schema, renders its inbox item and its channels' `if`
+// conditions (off: the channels whose condition is not true). A non-empty
+// reason rejects the notification: each is deterministic, so retrying cannot
+// help. The conditions depend on the params only, so every chunk of a
+// notification leaves out the same channels.
+func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, item channels.InboxItem, off conditions, reason string) {
 	d := w.Deps
 	nf, ok := d.Config.Notifier(st.Notifier)
 	if !ok {
-		return nil, item, fmt.Sprintf("unknown notifier %q", st.Notifier)
+		return nil, item, nil, fmt.Sprintf("unknown notifier %q", st.Notifier)
 	}
 	params, err := decodeParams(st.Params)
 	if err != nil {
-		return nil, item, "invalid params: " + err.Error()
+		return nil, item, nil, "invalid params: " + err.Error()
 	}
 	if err := nf.ValidateParams(params); err != nil {
-		return nil, item, err.Error() // a *config.ParamsError: "invalid params: /x: …"
+		return nil, item, nil, err.Error() // a *config.ParamsError: "invalid params: /x: …"
 	}
 	if nf.Batch != nil {
 		// The first of a batch renders as a batch of one; see batch.go.
 		if _, err := config.RenderText(nf.Batch.KeyTmpl, params); err != nil {
-			return nil, item, "batch key does not render: " + err.Error()
+			return nil, item, nil, "batch key does not render: " + err.Error()
 		}
 		params = config.BatchParams(params, 1, nonEmpty(st.Actor), []any{params})
 	}
-	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) {
+	if off, err = conditionsOf(nf, params); err != nil {
+		return nil, item, nil, err.Error()
+	}
+	if inbox := d.Registry.Inbox(); d.Inbox != nil && channels.Uses(nf, inbox) && !off[inbox] {
 		if item, err = d.Inbox.RenderInbox(nf.Name, params); err != nil {
-			return nil, item, inbox + " templates do not render: " + err.Error()
+			return nil, item, nil, inbox + " templates do not render: " + err.Error()
 		}
 	}
-	return nf, item, ""
+	return nf, item, off, ""
 }
 
 // writeChunk is one chunk of the lane in tx: the next recipients (inline
@@ -245,7 +264,7 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 // items, delivery rows and send jobs, and the lane's cursor, committed
 // together. It reports whether the job is finished.
 func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs], st *stores.FanoutState,
-	nf *config.Notifier, item channels.InboxItem, guarded bool, log *slog.Logger,
+	nf *config.Notifier, item channels.InboxItem, off conditions, guarded bool, log *slog.Logger,
 ) (done bool, err error) {
 	d := w.Deps
 	chunkSize := d.Config.Queues.FanoutChunk
@@ -254,13 +273,19 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	}
 	profiles := d.needsProfiles(nf)
 	// Mutes are read at the fan-out's clock, as its delays and quiet hours are.
+	// The audience query's members are one more source, after the topics.
+	sources, audienceSource := len(st.Topics), 0
+	if nf.Audience != nil {
+		sources++
+		audienceSource = sources
+	}
 	cands, err := stores.FanoutCandidates(ctx, tx, st.ID, job.Args.Lane, chunkSize, scopesOf(nf), profiles, d.now(),
-		d.registrationsOf(nf))
+		d.registrationsOf(nf), audienceSource)
 	if err != nil {
 		return false, err
 	}
-	m := mergeChunk(cands, chunkSize, len(st.Topics), d.Config.ReasonRank)
-	chunk, err := w.buildChunk(st, nf, m)
+	m := mergeChunk(cands, chunkSize, sources, d.Config.ReasonRank)
+	chunk, err := w.buildChunk(st, nf, m, off)
 	if err != nil {
 		return false, err
 	}
@@ -274,6 +299,12 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	res, err := stores.WriteChunk(ctx, tx, chunk, guarded)
 	if err != nil {
 		return false, err
+	}
+	if audienceSource > 0 && res.Finished {
+		// The notification is fanned out: its staged audience is spent.
+		if err := stores.DropAudience(ctx, tx, st.ID); err != nil {
+			return false, err
+		}
 	}
 	if err := batches.finish(ctx, tx, d); err != nil {
 		return false, err
@@ -318,7 +349,7 @@ const smallAudience = 100
 // (smallAudience) is written in the same transaction (writeChunk). It reports
 // whether the job is finished (the notification was rejected, or written).
 func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[FanoutArgs], st *stores.FanoutState,
-	nf *config.Notifier, item channels.InboxItem, guarded bool, log *slog.Logger) (done bool, err error) {
+	nf *config.Notifier, item channels.InboxItem, off conditions, guarded bool, log *slog.Logger) (done bool, err error) {
 	d := w.Deps
 	// The share lock becomes an update lock: this transaction rewrites the row.
 	if !st.ForUpdate {
@@ -326,8 +357,14 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 			return false, err
 		}
 	}
+	if nf.Audience != nil {
+		// Staged by normalizeWithAudience on this transaction's connection.
+		if _, err := stores.CopyStagedAudience(ctx, tx, st.ID); err != nil {
+			return false, err
+		}
+	}
 	lanes := w.maxLanes()
-	aud, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor, lanes)
+	aud, err := stores.NormalizeAudience(ctx, tx, st.ID, d.Config.Reasons, nf.NotifyActor, lanes, nf.Audience != nil)
 	if err != nil {
 		return false, err
 	}
@@ -357,13 +394,13 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 			return false, fmt.Errorf("enqueue %d fan-out lanes: %w", len(params), err)
 		}
 	}
-	if err := w.writeBulk(ctx, tx, st, nf); err != nil {
+	if err := w.writeBulk(ctx, tx, st, nf, off); err != nil {
 		return false, err
 	}
 	if len(bounds) == 0 && audience <= smallAudience {
 		// The one lane was created above with its cursor at the start.
 		st.Normalized, st.Lane = true, &stores.FanoutLane{}
-		if done, err = w.writeChunk(ctx, tx, job, st, nf, item, guarded, log); err != nil {
+		if done, err = w.writeChunk(ctx, tx, job, st, nf, item, off, guarded, log); err != nil {
 			return false, err
 		}
 		d.metrics().Notification(st.Notifier, "accepted")
@@ -396,8 +433,15 @@ func (w *FanoutWorker) finishAlone(ctx context.Context, job *river.Job[FanoutArg
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID); err != nil {
+	finished, err := stores.FinishFanout(ctx, tx, job.Args.NotificationID)
+	if err != nil {
 		return err
+	}
+	if finished {
+		// What is left of an audience staged for it (none without one).
+		if err := stores.DropAudience(ctx, tx, job.Args.NotificationID); err != nil {
+			return err
+		}
 	}
 	return w.complete(ctx, tx)
 }
@@ -469,7 +513,7 @@ func countTerminal(m Metrics, c *stores.Chunk) {
 
 // writeBulk writes the notification's bulk deliveries (Slack, notifier-level
 // webhook) and their send jobs in the normalisation transaction.
-func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier) error {
+func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.FanoutState, nf *config.Notifier, off conditions) error {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
 		Actor: st.Actor, Lane: -1}
 	add := func(channel, status, why string) {
@@ -488,6 +532,8 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 		}
 		b, ok := w.Deps.Bulk[p.Name]
 		switch {
+		case off[p.Name] && (ok && b.Configured(nf.Name) || !ok && !p.PerRecipient):
+			add(p.Name, string(notifytype.StatusSkipped), config.ConditionFalse)
 		case ok && b.Configured(nf.Name):
 			add(p.Name, string(notifytype.StatusPending), "")
 			wf.apply(c, nf, p, "", nil)
@@ -512,7 +558,7 @@ func (w *FanoutWorker) writeBulk(ctx context.Context, tx pgx.Tx, st *stores.Fano
 
 // buildChunk resolves every merged recipient's mode per channel and lays out
 // the rows to write.
-func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m merged) (*stores.Chunk, error) {
+func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m merged, off conditions) (*stores.Chunk, error) {
 	c := &stores.Chunk{NotificationID: st.ID, Notifier: st.Notifier, Key: st.Key, Category: nf.Category,
 		Actor: st.Actor, Params: st.Params, Lane: st.Lane.Lane, Cursor: m.cursor,
 		InlinePos: st.Lane.InlinePos + m.inlineTaken, Done: m.done}
@@ -556,6 +602,11 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 				if res.Why != "default" {
 					addRow(r, ch, notifytype.ModeOff, notifytype.StatusSkipped, offReason(res.Why))
 				}
+				continue
+			}
+			if off[ch] {
+				// The channel's `if` is not true for this notification.
+				addRow(r, ch, res.Mode, notifytype.StatusSkipped, config.ConditionFalse)
 				continue
 			}
 			if p.Inbox {

@@ -33,7 +33,7 @@ func catalogOf(cfg *config.Config) (stores.Catalog, error) {
 			return stores.Catalog{}, fmt.Errorf("notifier %s: %w", name, err)
 		}
 		c.Notifiers = append(c.Notifiers, stores.CatalogNotifier{Name: name, Category: nf.Category,
-			MaxRecipients: nf.MaxRecipients, Params: check})
+			MaxRecipients: nf.MaxRecipients, Params: check, Audience: nf.Audience != nil})
 	}
 	args := jobs.FanoutArgs{}
 	opts := args.InsertOpts()

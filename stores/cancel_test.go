@@ -88,7 +88,7 @@ func TestNormalizeEmptyAudience(t *testing.T) {
 	if _, err := tx.Exec(t.Context(), `INSERT INTO notify_notifications (id, notifier, key, status) VALUES ($1, 'n', 'empty', 'pending')`, nid); err != nil {
 		t.Fatal(err)
 	}
-	a, err := stores.NormalizeAudience(t.Context(), tx, nid, nil, false, 4)
+	a, err := stores.NormalizeAudience(t.Context(), tx, nid, nil, false, 4, false)
 	if err != nil {
 		t.Fatal(err)
 	}

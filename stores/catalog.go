@@ -16,6 +16,9 @@ type CatalogNotifier struct {
 	Category      string
 	MaxRecipients int
 	Params        ParamsCheck
+	// Audience says the notifier reads recipients from an audience query:
+	// notify_send accepts it without recipients or topics.
+	Audience bool
 }
 
 // FanoutJob is the River job every send inserts beside the notification (see
@@ -40,7 +43,8 @@ type Catalog struct {
 // same order; a row is only rewritten when its attributes changed, so
 // updated_at says when it last changed. With $8 (prune) it also deletes the
 // notifiers absent from this catalog. $9 and $10 are each notifier's params
-// check (ParamsCheck's Schema and Check; NULL: none).
+// check (ParamsCheck's Schema and Check; NULL: none); $11 whether it has an
+// audience.
 const publishCatalogSQL = `
 WITH fanout AS (
     INSERT INTO notify_fanout_job AS f (singleton, kind, queue, max_attempts, priority)
@@ -52,16 +56,18 @@ WITH fanout AS (
           IS DISTINCT FROM (EXCLUDED.kind, EXCLUDED.queue, EXCLUDED.max_attempts, EXCLUDED.priority)
     RETURNING 1
 ), upserted AS (
-    INSERT INTO notify_notifiers AS n (name, category, max_recipients, params_schema, params_check)
-    SELECT u.name, u.category, u.max_recipients, u.params_schema, u.params_check::jsonpath
-    FROM unnest($5::text[], $6::text[], $7::integer[], $9::jsonb[], $10::text[])
-         AS u(name, category, max_recipients, params_schema, params_check)
+    INSERT INTO notify_notifiers AS n (name, category, max_recipients, params_schema, params_check, audience)
+    SELECT u.name, u.category, u.max_recipients, u.params_schema, u.params_check::jsonpath, u.audience
+    FROM unnest($5::text[], $6::text[], $7::integer[], $9::jsonb[], $10::text[], $11::boolean[])
+         AS u(name, category, max_recipients, params_schema, params_check, audience)
     ORDER BY u.name COLLATE "C"
     ON CONFLICT (name) DO UPDATE
     SET category = EXCLUDED.category, max_recipients = EXCLUDED.max_recipients,
-        params_schema = EXCLUDED.params_schema, params_check = EXCLUDED.params_check, updated_at = now()
-    WHERE (n.category, n.max_recipients, n.params_schema, n.params_check::text)
-          IS DISTINCT FROM (EXCLUDED.category, EXCLUDED.max_recipients, EXCLUDED.params_schema, EXCLUDED.params_check::text)
+        params_schema = EXCLUDED.params_schema, params_check = EXCLUDED.params_check,
+        audience = EXCLUDED.audience, updated_at = now()
+    WHERE (n.category, n.max_recipients, n.params_schema, n.params_check::text, n.audience)
+          IS DISTINCT FROM (EXCLUDED.category, EXCLUDED.max_recipients, EXCLUDED.params_schema,
+                            EXCLUDED.params_check::text, EXCLUDED.audience)
     RETURNING 1
 ), removed AS (
     DELETE FROM notify_notifiers
@@ -88,6 +94,7 @@ func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed 
 	maxRecipients := make([]int32, len(ns))
 	schemas := make([]*string, len(ns))
 	checks := make([]*string, len(ns))
+	audiences := make([]bool, len(ns))
 	for i, n := range ns {
 		if n.Name == "" || n.MaxRecipients <= 0 {
 			return 0, nil, fmt.Errorf("publish catalog: notifier %q: a name and a positive max_recipients are required", n.Name)
@@ -96,6 +103,7 @@ func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed 
 			return 0, nil, fmt.Errorf("publish catalog: notifier %q listed twice", n.Name)
 		}
 		names[i], categories[i], maxRecipients[i] = n.Name, n.Category, int32(n.MaxRecipients)
+		audiences[i] = n.Audience
 		if n.Params.Check != "" {
 			schema, check := string(n.Params.Schema), n.Params.Check
 			schemas[i], checks[i] = &schema, &check
@@ -103,7 +111,7 @@ func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed 
 	}
 	var n int64
 	err = db.QueryRow(ctx, publishCatalogSQL, f.Kind, f.Queue, f.MaxAttempts, f.Priority, names, categories,
-		maxRecipients, prune, schemas, checks).Scan(&n, &removed)
+		maxRecipients, prune, schemas, checks, audiences).Scan(&n, &removed)
 	if err != nil {
 		return 0, nil, fmt.Errorf("publish catalog: %w", err)
 	}
@@ -116,7 +124,8 @@ SELECT f.kind, f.queue, f.max_attempts, f.priority,
        coalesce(array_agg(n.category ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
        coalesce(array_agg(n.max_recipients ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
        coalesce(array_agg(n.params_schema::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
-       coalesce(array_agg(n.params_check::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}')
+       coalesce(array_agg(n.params_check::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
+       coalesce(array_agg(n.audience ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}')
 FROM notify_fanout_job f
 LEFT JOIN notify_notifiers n ON true
 GROUP BY f.kind, f.queue, f.max_attempts, f.priority`
@@ -127,14 +136,16 @@ func ReadCatalog(ctx context.Context, db DB) (Catalog, error) {
 	var names, categories []string
 	var maxRecipients []int32
 	var schemas, checks []*string
+	var audiences []bool
 	err := db.QueryRow(ctx, catalogSQL).Scan(&c.Fanout.Kind, &c.Fanout.Queue, &c.Fanout.MaxAttempts,
-		&c.Fanout.Priority, &names, &categories, &maxRecipients, &schemas, &checks)
+		&c.Fanout.Priority, &names, &categories, &maxRecipients, &schemas, &checks, &audiences)
 	if err != nil {
 		return Catalog{}, fmt.Errorf("read catalog: %w", notFound(err))
 	}
 	c.Notifiers = make([]CatalogNotifier, len(names))
 	for i := range names {
-		c.Notifiers[i] = CatalogNotifier{Name: names[i], Category: categories[i], MaxRecipients: int(maxRecipients[i])}
+		c.Notifiers[i] = CatalogNotifier{Name: names[i], Category: categories[i], MaxRecipients: int(maxRecipients[i]),
+			Audience: audiences[i]}
 		if schemas[i] != nil && checks[i] != nil {
 			c.Notifiers[i].Params = ParamsCheck{Schema: *schemas[i], Check: *checks[i]}
 		}

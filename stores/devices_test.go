@@ -165,7 +165,7 @@ func TestFanoutCandidatesRegistrations(t *testing.T) {
 	}
 	read := func(registrations []string) map[string][]string {
 		t.Helper()
-		cands, err := stores.FanoutCandidates(ctx, tx, id, 0, 100, []string{"*"}, true, time.Now(), registrations)
+		cands, err := stores.FanoutCandidates(ctx, tx, id, 0, 100, []string{"*"}, true, time.Now(), registrations, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

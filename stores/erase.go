@@ -130,6 +130,10 @@ WITH nt AS (
     RETURNING 1
 ), subs AS (
     DELETE FROM notify_subscriptions WHERE recipient = $1 RETURNING 1
+), audience AS (
+    -- A fan-out under way does not reach an erased recipient its audience
+    -- query returned. The staging holds only fan-outs under way: no index.
+    DELETE FROM notify_audience_members WHERE recipient = $1 RETURNING 1
 ), push AS (
     -- Executed though not read: a data-modifying WITH always runs.
     DELETE FROM notify_push_subscriptions WHERE recipient = $1 RETURNING 1

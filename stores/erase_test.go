@@ -43,6 +43,8 @@ func eraseFixture(t *testing.T, tx pgx.Tx, id string) {
 	if _, err := stores.PutMute(ctx, tx, id, "topic:erase-topic-2", nil, 0); err != nil {
 		t.Fatal(err)
 	}
+	exec(t, tx, `INSERT INTO notify_audience_members (notification_id, recipient, reason) VALUES ($1, $2, 'watching')`,
+		"0190b8a4-0000-7000-8000-0000000a0d1e", id)
 	for i, platform := range []string{"ios", "android"} {
 		if _, _, err := stores.PutDevice(ctx, tx, id, platform, fmt.Sprintf("%s-token-%d", id, i), "com.acme.app"); err != nil {
 			t.Fatal(err)
@@ -128,7 +130,7 @@ func TestEraseRecipient(t *testing.T) {
 	}
 
 	for _, table := range []string{"notify_inbox", "notify_inbox_changes", "notify_preferences", "notify_subscriptions",
-		"notify_mutes", "notify_devices", "notify_deliveries"} {
+		"notify_mutes", "notify_devices", "notify_deliveries", "notify_audience_members"} {
 		if n := countRows(t, tx, `SELECT count(*) FROM `+table+` WHERE recipient = $1`, x); n != 0 {
 			t.Errorf("%s: %d rows of the erased recipient left", table, n)
 		}

@@ -121,7 +121,10 @@ func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
 // that sort, unless the actor must be taken out of it.
 // Without topics the audience is the inline list itself: counted and split by
 // position, with no union to hash and no second sort; a single topic without
-// inline recipients is counted and split along its subscription index. Only
+// inline recipients is counted and split along its subscription index. With
+// $5 the notification has an audience, staged in notify_audience_members
+// (CopyStagedAudience, already without the actor): alone, it is counted and
+// split along its primary key like a single topic. Only
 // a mix of sources is deduplicated (a hashed union) and sorted for the split.
 // A list that was sorted and deduplicated already keeps its stored value: the
 // new row version points at the same TOAST data instead of writing a copy.
@@ -145,7 +148,7 @@ WITH n AS (
     SELECT cardinality(agg.rids)::bigint AS audience,
            ARRAY(SELECT agg.rids[floor(q * cardinality(agg.rids))::int + 1] FROM unnest($4::float8[]) AS q) AS bounds
     FROM n, agg
-    WHERE cardinality(n.topics) = 0
+    WHERE cardinality(n.topics) = 0 AND NOT $5
     UNION ALL
     SELECT t.audience,
            ARRAY(SELECT (SELECT s.recipient FROM notify_subscriptions s
@@ -156,7 +159,17 @@ WITH n AS (
         SELECT count(*) AS audience FROM notify_subscriptions s
         WHERE s.topic = n.topics[1] AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
     ) t
-    WHERE cardinality(n.topics) = 1 AND cardinality(agg.rids) = 0
+    WHERE cardinality(n.topics) = 1 AND cardinality(agg.rids) = 0 AND NOT $5
+    UNION ALL
+    SELECT t.audience,
+           ARRAY(SELECT (SELECT m.recipient FROM notify_audience_members m
+                         WHERE m.notification_id = $1
+                         ORDER BY m.recipient OFFSET floor(q * t.audience)::bigint LIMIT 1)
+                 FROM unnest($4::float8[]) AS q)
+    FROM n, agg, LATERAL (
+        SELECT count(*) AS audience FROM notify_audience_members m WHERE m.notification_id = $1
+    ) t
+    WHERE $5 AND cardinality(n.topics) = 0 AND cardinality(agg.rids) = 0
     UNION ALL
     SELECT u.audience, u.bounds
     FROM (
@@ -167,11 +180,15 @@ WITH n AS (
             UNION
             SELECT s.recipient FROM notify_subscriptions s
             WHERE s.topic = ANY(n.topics) AND ($3 OR n.actor IS NULL OR s.recipient <> n.actor)
+            UNION
+            SELECT m.recipient FROM notify_audience_members m WHERE $5 AND m.notification_id = $1
         ) a
         -- Repeated here so that the union is not even read when not needed.
         WHERE cardinality(n.topics) > 1 OR (cardinality(n.topics) = 1 AND cardinality(agg.rids) > 0)
+           OR ($5 AND cardinality(n.topics) + cardinality(agg.rids) > 0)
     ) u, n, agg
     WHERE cardinality(n.topics) > 1 OR (cardinality(n.topics) = 1 AND cardinality(agg.rids) > 0)
+       OR ($5 AND cardinality(n.topics) + cardinality(agg.rids) > 0)
 )
 UPDATE notify_notifications nn
 SET recipients = CASE WHEN n.kept OR nn.recipients = agg.rids THEN nn.recipients ELSE agg.rids END,
@@ -198,7 +215,10 @@ type Audience struct {
 // NormalizeAudience prepares notification id for chunked fan-out and returns
 // its audience, with the recipient ids that cut it into lanes ranges of about
 // equal size (none for one lane).
-func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool, lanes int) (*Audience, error) {
+//
+// With audience, the members CopyStagedAudience wrote in tx are part of it.
+func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool, lanes int,
+	audience bool) (*Audience, error) {
 	q := make([]float64, max(lanes-1, 0))
 	for i := range q {
 		q[i] = float64(i+1) / float64(lanes)
@@ -212,7 +232,7 @@ func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, 
 	// One round trip for all of it.
 	b := genericBatch()
 	b.Queue(setNormalizeWorkMemSQL)
-	b.Queue(normalizeAudienceSQL, id, reasons, notifyActor, q).QueryRow(func(row pgx.Row) error {
+	b.Queue(normalizeAudienceSQL, id, reasons, notifyActor, q, audience).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&size, &a.Topics, &a.Bounds)
 	})
 	if err := sendGeneric(ctx, tx, b); err != nil {
@@ -226,10 +246,13 @@ func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, 
 const rejectNotificationSQL = `
 UPDATE notify_notifications SET status = 'rejected', error = $2, updated_at = now() WHERE id = $1`
 
-// RejectNotification marks id rejected with reason; nothing of it is delivered.
+// RejectNotification marks id rejected with reason; nothing of it is
+// delivered, and what is left of its audience members is deleted.
 func RejectNotification(ctx context.Context, tx DB, id, reason string) error {
-	_, err := tx.Exec(ctx, rejectNotificationSQL, id, reason)
-	return err
+	b := &pgx.Batch{}
+	b.Queue(rejectNotificationSQL, id, reason)
+	b.Queue(dropAudienceSQL, id)
+	return tx.SendBatch(ctx, b).Close()
 }
 
 const deleteLanesSQL = `DELETE FROM notify_fanout_lanes WHERE notification_id = $1`
@@ -291,7 +314,8 @@ func FinishFanout(ctx context.Context, tx DB, id string) (bool, error) {
 }
 
 // Candidate is one recipient the next fan-out chunk may reach, with what mode
-// resolution needs. Source is 0 for the inline list and i for the i-th topic.
+// resolution needs. Source is 0 for the inline list, i for the i-th topic and
+// one past the topics for the audience query's members.
 type Candidate struct {
 	Source     int
 	Recipient  string
@@ -324,7 +348,9 @@ const (
 // fanoutCandidatesSQL reads the next window of each audience source within
 // lane $4: up to $2 inline entries past the lane's inline position (not past
 // its end), and up to $2 subscribers of each topic past the lane's cursor and
-// below its upper bound (an index range scan per topic). The caller merges the
+// below its upper bound (an index range scan per topic), and as many of the
+// notification's audience members the same way, as source $8 (0: it has no
+// audience). The caller merges the
 // windows and takes what is complete (see jobs.mergeChunk). The inline window
 // is an array slice, so a chunk costs the same at the end of a million-entry
 // list as at its start; the LIMIT 1 in the profile lookup keeps the planner
@@ -357,6 +383,14 @@ WITH n AS (
                 AND sub.recipient >= coalesce(n.lo, '') AND (n.hi IS NULL OR sub.recipient < n.hi)
               ORDER BY sub.recipient
               LIMIT $2) s)
+    UNION ALL
+    (SELECT $8::int AS source, m.recipient, m.reason
+     FROM n, LATERAL (SELECT am.recipient, am.reason FROM notify_audience_members am
+                      WHERE am.notification_id = $1 AND am.recipient > coalesce(n.cursor, '')
+                        AND am.recipient >= coalesce(n.lo, '') AND (n.hi IS NULL OR am.recipient < n.hi)
+                      ORDER BY am.recipient
+                      LIMIT $2) m
+     WHERE $8 > 0)
 )
 SELECT c.source, c.recipient, c.reason,
        coalesce(p.email, ''), CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
@@ -380,14 +414,16 @@ LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE $5 AND p.id = c.recip
 // audience; with profiles, each candidate's profile fields too (left empty
 // otherwise). Each candidate's Mutes are those active at now; its
 // Registrations are which of registrations (RegistrationPushSubscription,
-// RegistrationDevice+platform; none: nothing is read) it has.
+// RegistrationDevice+platform; none: nothing is read) it has. A positive
+// audienceSource reads the notification's audience members too, as that
+// source (one past its topics).
 func FanoutCandidates(ctx context.Context, tx DB, id string, lane, window int, scopes []string, profiles bool,
-	now time.Time, registrations []string) ([]Candidate, error) {
+	now time.Time, registrations []string, audienceSource int) ([]Candidate, error) {
 	// On its generic plan (see genericBatch): made for each notification,
 	// the plan took 0.5 ms to make and 0.06 ms to run for a small audience.
 	var out []Candidate
 	b := genericBatch()
-	b.Queue(fanoutCandidatesSQL, id, window, scopes, lane, profiles, now, nonNil(registrations)).Query(func(rows pgx.Rows) error {
+	b.Queue(fanoutCandidatesSQL, id, window, scopes, lane, profiles, now, nonNil(registrations), audienceSource).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var c Candidate
 			if err := rows.Scan(&c.Source, &c.Recipient, &c.Reason, &c.Email, &c.WebhookURL, &c.Name, &c.Locale,

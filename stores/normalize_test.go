@@ -73,7 +73,7 @@ SELECT 't', r, 'subscribed' FROM unnest($1::text[]) r`, append([]string{"u0001"}
 					t.Fatal(err)
 				}
 			}
-			a, err := stores.NormalizeAudience(ctx, tx, nid, reasons, c.notifyActor, 4)
+			a, err := stores.NormalizeAudience(ctx, tx, nid, reasons, c.notifyActor, 4, false)
 			if err != nil {
 				t.Fatal(err)
 			}

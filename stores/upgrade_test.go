@@ -161,10 +161,12 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 	}
 
 	after := tableRows(t, pool)
-	// The columns migrations after the previous release add to its tables.
-	newColumns := map[string][]string{
-		"notify_notifiers":  {"params_schema", "params_check"}, // NULL until the catalog is next published
-		"notify_deliveries": {"claimed_by"},                    // set by the next claim
+	// The columns migrations after the previous release add to its tables,
+	// and the value every existing row has.
+	newColumns := map[string]map[string]any{
+		// NULL until the catalog is next published; audience false until then.
+		"notify_notifiers":  {"params_schema": nil, "params_check": nil, "audience": false},
+		"notify_deliveries": {"claimed_by": nil}, // set by the next claim
 	}
 	for table, rows := range after {
 		// A table a later migration adds starts empty.
@@ -179,15 +181,15 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 			continue
 		}
 		if cols := newColumns[table]; len(cols) > 0 {
-			// Columns later migrations add: NULL in every existing row.
+			// Columns later migrations add: their value in every existing row.
 			var rs []map[string]any
 			if err := json.Unmarshal([]byte(got), &rs); err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
-				for _, c := range cols {
-					if r[c] != nil {
-						t.Errorf("%s: new column %s is %v in %v", table, c, r[c], r)
+				for c, want := range cols {
+					if r[c] != want {
+						t.Errorf("%s: new column %s is %v in %v, want %v", table, c, r[c], r, want)
 					}
 					delete(r, c)
 				}

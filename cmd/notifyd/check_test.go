@@ -220,3 +220,71 @@ notifiers:
 		t.Fatalf("check of a typo inside range .Items = %v", err)
 	}
 }
+
+// TestCheckDBPreparesAudiences: `notifyd check -db` prepares every audience
+// query against the database and names, with the notifier's key and line, a
+// missing table, a missing id column, an id or reason of the wrong type, a
+// param of a type the query cannot read and a placeholder without an arg;
+// a query that would run passes, and nothing is run.
+func TestCheckDBPreparesAudiences(t *testing.T) {
+	pool, dbURL := pgtest.NewDBURL(t)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE watchers (ticket_id bigint, user_id text, since timestamptz, tags text[]);
+		CREATE TABLE audit (at timestamptz DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NOTIFYD_CHECK_DB", dbURL)
+	const head = "database: {url: ${NOTIFYD_CHECK_DB}}\nnotifiers:\n"
+	good := head + `  ticket.updated:
+    params: {type: object, properties: {ticket_id: {type: integer}}}
+    audience:
+      query: SELECT user_id AS id, 'watching' AS reason FROM watchers WHERE ticket_id = $1
+      args: [ticket_id]
+    channels: {in_app: {title: x}}
+`
+	path := writeConfig(t, good)
+	if out, _, err := run(t, "check", "-db", "-config", path); err != nil || !strings.Contains(out, "ok") {
+		t.Fatalf("check -db of a good audience: %q, %v", out, err)
+	}
+	bad := head + `  missing.table:
+    audience: {query: "SELECT user_id AS id FROM watcherz"}
+    channels: {in_app: {title: x}}
+  no.id:
+    audience:
+      query: SELECT user_id FROM watchers
+    channels: {in_app: {title: x}}
+  wrong.types:
+    audience:
+      query: SELECT since AS id, tags AS reason FROM watchers
+    channels: {in_app: {title: x}}
+  wrong.param:
+    params: {type: object, properties: {ticket: {type: boolean}}}
+    audience:
+      query: SELECT user_id AS id FROM watchers WHERE ticket_id = $1
+      args: [ticket]
+    channels: {in_app: {title: x}}
+  a.write:
+    audience: {query: "INSERT INTO audit DEFAULT VALUES RETURNING 'x' AS id"}
+    channels: {in_app: {title: x}}
+`
+	path = writeConfig(t, bad)
+	_, _, err := run(t, "check", "-db", "-config", path)
+	if err == nil {
+		t.Fatal("check -db accepted broken audience queries")
+	}
+	for _, want := range []string{
+		`config.yaml:4: notifiers.missing.table.audience.query: the database refuses the query: ERROR: relation "watcherz" does not exist (SQLSTATE 42P01)`,
+		`config.yaml:8: notifiers.no.id.audience.query: the query returns no column id (its columns: user_id text)`,
+		`config.yaml:12: notifiers.wrong.types.audience.query: column id is timestamp with time zone`,
+		`config.yaml:12: notifiers.wrong.types.audience.query: column reason is text[]: want text`,
+		`config.yaml:18: notifiers.wrong.param.audience.args[0]: param ticket is a JSON boolean, but the query reads $1 as bigint`,
+		`config.yaml:21: notifiers.a.write.audience.query: the database refuses the query: ERROR: syntax error at or near "INTO" (SQLSTATE 42601)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("check -db does not say\n%s\nin\n%v", want, err)
+		}
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM audit`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("check -db ran a query: %d rows in audit, %v", n, err)
+	}
+}

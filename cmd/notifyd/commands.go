@@ -93,12 +93,15 @@ type CheckCommand struct{ main *Main }
 // Run validates the config and prints every problem with its line: every
 // rule `notifyd run` applies (server.LoadRunConfig), or, with -dev, the
 // rules of `notifyd dev`, which provides the database and the secrets a dev
-// run needs.
-func (c *CheckCommand) Run(_ context.Context, args []string) error {
+// run needs. With -db it also prepares every audience query against
+// database.url as the daemon's role (server.CheckAudiences).
+func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 	var path string
-	var dev bool
+	var dev, db bool
 	fs := c.main.newFlagSet("check", &path)
 	fs.BoolVar(&dev, "dev", false, "check as `notifyd dev` runs the file: the database and the secrets it fills in may be left unset")
+	fs.BoolVar(&db, "db", false, "also prepare every notifier's audience query against database.url (not run): a missing table, "+
+		"wrong columns or types are reported with the notifier and line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,6 +112,17 @@ func (c *CheckCommand) Run(_ context.Context, args []string) error {
 	cfg, err := load(path)
 	if err != nil {
 		return err
+	}
+	if db {
+		pool, err := server.OpenPool(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		err = server.CheckAudiences(ctx, pool, cfg)
+		pool.Close()
+		if err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(c.main.Stdout, "%s: ok (%d notifiers)\n", path, len(cfg.Notifiers))
 	// What the config asks of the operator outside notifyd (a channel's

@@ -2,6 +2,9 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog,
 -- notify_send enqueues a notification inside the caller's transaction: it
 -- exists if and only if that transaction commits, and (notifier, key) is one
 -- notification forever (a second send returns the first id with duplicate).
+-- A notifier with an audience (notify_notifiers.audience: the daemon reads
+-- its recipients from the application's tables at fan-out) may be sent with
+-- no recipients and no topics; any other needs at least one of them.
 -- Malformed input, a notifier the daemon has not published and params that
 -- break the checkable part of the notifier's JSON Schema raise SQLSTATE 22023
 -- naming the field, and write nothing.
@@ -61,7 +64,8 @@ BEGIN
     ELSIF jsonb_typeof(v_recipients) <> 'array' THEN
         PERFORM notify_input_error('recipients', 'want a JSON array, got JSON ' || jsonb_typeof(v_recipients));
     END IF;
-    IF jsonb_array_length(v_recipients) = 0 AND coalesce(cardinality(notify_send.topics), 0) = 0 THEN
+    IF jsonb_array_length(v_recipients) = 0 AND coalesce(cardinality(notify_send.topics), 0) = 0
+       AND NOT EXISTS (SELECT 1 FROM notify_notifiers c WHERE c.name = notify_send.notifier AND c.audience) THEN
         PERFORM notify_input_error('recipients', 'give at least one recipient or topic');
     END IF;
 
@@ -162,7 +166,8 @@ BEGIN
     IF octet_length(notify_send.actor) > 255 THEN
         PERFORM notify_input_error('actor', 'longer than 255 bytes');
     END IF;
-    IF coalesce(cardinality(notify_send.recipient_ids), 0) = 0 AND coalesce(cardinality(notify_send.topics), 0) = 0 THEN
+    IF coalesce(cardinality(notify_send.recipient_ids), 0) = 0 AND coalesce(cardinality(notify_send.topics), 0) = 0
+       AND NOT EXISTS (SELECT 1 FROM notify_notifiers c WHERE c.name = notify_send.notifier AND c.audience) THEN
         PERFORM notify_input_error('recipients', 'give at least one recipient or topic');
     END IF;
     IF array_ndims(notify_send.recipient_ids) > 1 OR array_ndims(notify_send.reasons) > 1 THEN

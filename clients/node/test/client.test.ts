@@ -1,69 +1,36 @@
-// These tests run against a real notifyd: clients/clients_test.go starts a
-// daemon on a fresh database and runs them with its URL in
-// NOTIFYD_TEST_DATABASE_URL (`make test` does this).
-import { test, before, after } from "node:test";
+// The client against a real notifyd, connected as a role that holds only
+// notifyd_app: clients/clients_test.go starts the daemon and runs `npm test`
+// with the URLs in the environment (see env.ts).
+import { test, after } from "node:test";
 import assert from "node:assert/strict";
-import { Pool, PoolClient } from "pg";
-import { send, cancel, subscribe, unsubscribe, InputError, UnknownNotifierError } from "../src";
+import {
+  send,
+  cancel,
+  subscribe,
+  unsubscribe,
+  putRecipient,
+  recipientToken,
+  InputError,
+  UnknownNotifierError,
+  NotInTransactionError,
+} from "@notifyd/client";
+import { app, owner, inTx, count, waitFor, api, tokenSecret } from "./env";
 
-const url = process.env.NOTIFYD_TEST_DATABASE_URL;
-if (!url) {
-  throw new Error("NOTIFYD_TEST_DATABASE_URL is not set: run these tests through `go test ./clients/`");
-}
-const pool = new Pool({ connectionString: url, max: 4 });
 const params = { post_title: "Hello", author_name: "Ada" };
 
-before(async () => {
-  await pool.query("SELECT 1");
-});
 after(async () => {
-  await pool.end();
+  await app.end();
+  await owner.end();
 });
 
-async function inTx<T>(fn: (c: PoolClient) => Promise<T>, commit = true): Promise<T> {
-  const c = await pool.connect();
-  try {
-    await c.query("BEGIN");
-    const res = await fn(c);
-    await c.query(commit ? "COMMIT" : "ROLLBACK");
-    return res;
-  } catch (err) {
-    await c.query("ROLLBACK");
-    throw err;
-  } finally {
-    c.release();
-  }
-}
-
-async function count(sql: string, values: unknown[]): Promise<number> {
-  const res = await pool.query(`SELECT count(*)::int AS n FROM (${sql}) q`, values);
-  return res.rows[0].n;
-}
-
-// waitFor polls until sql returns a row, for at most 30 s (a fan-out on a
-// loaded machine), and returns it.
-async function waitFor(sql: string, values: unknown[]): Promise<any> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await pool.query(sql, values);
-    if (res.rows.length > 0) {
-      return res.rows[0];
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`no row after 30 s: ${sql} ${JSON.stringify(values)}`);
-    }
-    await new Promise((r) => setTimeout(r, 50)); // polling interval
-  }
-}
-
-test("rolled back: nothing is sent", async () => {
+test("the app's row and the send roll back together", async () => {
   const res = await inTx(async (c) => {
+    await c.query("INSERT INTO comments (id, body) VALUES ($1, $2)", [1001, "rolled back"]);
     const res = await send(c, { notifier: "comment.created", key: "node-rollback", recipients: ["node-u1"], params });
     assert.equal(res.duplicate, false);
-    // Inside the transaction the notification and its fan-out job exist.
-    assert.equal((await c.query("SELECT 1 FROM river_job WHERE args->>'notification_id' = $1", [res.id])).rows.length, 1);
     return res;
   }, false);
+  assert.equal(await count("SELECT 1 FROM comments WHERE id = $1", [1001]), 0);
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE id = $1", [res.id]), 0);
   assert.equal(await count("SELECT 1 FROM river_job WHERE args->>'notification_id' = $1", [res.id]), 0);
   // A later send of the same pair is new: the rolled-back one never existed.
@@ -72,36 +39,77 @@ test("rolled back: nothing is sent", async () => {
   assert.notEqual(again.id, res.id);
 });
 
-test("committed: the inbox item appears", async () => {
-  const res = await inTx((c) =>
-    send(c, {
+test("the app's row and the send commit together, and the inbox item appears", async () => {
+  const res = await inTx(async (c) => {
+    await c.query("INSERT INTO comments (id, body) VALUES ($1, $2)", [1002, "committed"]);
+    return send(c, {
       notifier: "comment.created",
       key: "node-commit",
       recipients: [{ id: "node-u2", reason: "author" }, "node-u3"],
       actor: "node-u9",
       params,
-    }),
-  );
+    });
+  });
   assert.match(res.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+  assert.equal(await count("SELECT 1 FROM comments WHERE id = $1", [1002]), 1);
   const item = await waitFor("SELECT title, reason FROM notify_inbox WHERE recipient = $1 AND key = $2", ["node-u2", "node-commit"]);
   assert.equal(item.title, "Ada commented on Hello");
   assert.equal(item.reason, "author");
   await waitFor("SELECT 1 FROM notify_inbox WHERE recipient = $1 AND key = $2", ["node-u3", "node-commit"]);
 });
 
-test("duplicates return the first id", async () => {
+test("a duplicate returns the first id", async () => {
   const first = await inTx((c) => send(c, { notifier: "comment.created", key: "node-dup", recipients: ["node-u4"], params }));
   const again = await inTx((c) => send(c, { notifier: "comment.created", key: "node-dup", recipients: ["node-u5"], params }));
   assert.deepEqual(again, { id: first.id, duplicate: true });
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-dup"]), 1);
 });
 
-test("an unknown notifier is refused at once", async () => {
+test("send refuses a pg.Pool, and a client outside a transaction, and writes nothing", async () => {
+  await assert.rejects(
+    // The types refuse a pool too (typecheck.test.ts); this is the run-time check.
+    send(app as any, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params }),
+    (err: unknown) => {
+      assert.ok(err instanceof NotInTransactionError, String(err));
+      assert.match(err.message, /pg\.Pool, which cannot hold your transaction/);
+      return true;
+    },
+  );
+  const c = await app.connect();
+  try {
+    await assert.rejects(
+      send(c, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params }),
+      (err: unknown) => {
+        assert.ok(err instanceof NotInTransactionError, String(err));
+        assert.match(err.message, /not in a transaction/);
+        return true;
+      },
+    );
+    assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-pool"]), 0);
+    // An un-awaited BEGIN is queued ahead of the send: that is a transaction.
+    const begin = c.query("BEGIN");
+    const res = send(c, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params });
+    await begin;
+    await res;
+    await c.query("ROLLBACK");
+    // Opting in sends on its own.
+    const alone = await send(c, { notifier: "comment.created", key: "node-pool", recipients: ["node-u1"], params }, { allowAutocommit: true });
+    assert.equal(alone.duplicate, false);
+  } finally {
+    c.release();
+  }
+  assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-pool"]), 1);
+});
+
+test("an unknown notifier is an UnknownNotifierError", async () => {
   await assert.rejects(
     inTx((c) => send(c, { notifier: "no.such", key: "node-unknown", recipients: ["node-u1"] })),
     (err: unknown) => {
       assert.ok(err instanceof UnknownNotifierError, String(err));
+      assert.ok(err instanceof InputError);
+      assert.equal(err.name, "UnknownNotifierError");
       assert.equal(err.field, "notifier");
+      assert.equal(err.sqlstate, "22023");
       assert.match(err.message, /unknown notifier "no.such"/);
       assert.equal((err.cause as { code: string }).code, "22023");
       return true;
@@ -110,17 +118,43 @@ test("an unknown notifier is refused at once", async () => {
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-unknown"]), 0);
 });
 
-test("malformed input names the field", async () => {
-  await assert.rejects(
-    inTx((c) => send(c, { notifier: "comment.created", key: "node-bad", recipients: ["node-u1", { id: "" }] })),
-    (err: unknown) => {
+test("malformed input is an InputError naming the field", async () => {
+  const cases: Array<[() => Promise<unknown>, string, RegExp, string?]> = [
+    [() => inTx((c) => send(c, { notifier: "comment.created", key: "node-bad", recipients: ["node-u1", { id: "" }], params })),
+      "recipients[1].id", /^recipients\[1\]\.id: is required$/],
+    [() => inTx((c) => send(c, { notifier: "comment.created", key: "node-bad", recipients: ["node-u1"], params: { post_title: "x" } })),
+      "params", /^comment\.created: params \/author_name: missing required property$/, "/author_name"],
+    [() => inTx((c) => send(c, { notifier: "comment.created", key: "", recipients: ["node-u1"], params })),
+      "key", /^key: is required$/],
+    [() => inTx((c) => send(c, { notifier: "comment.created", key: "node-bad", params })),
+      "recipients", /^recipients: give at least one recipient or topic$/],
+    [() => inTx((c) => subscribe(c, "node-topic", "node-u1", "two words")), "reason", /^reason: want one word/],
+    [() => inTx((c) => putRecipient(c, "node-p1", { email: "not an address" })), "email", /^email: /],
+    [() => inTx((c) => putRecipient(c, "node-p1", { nickname: "x" } as any)), "nickname", /^nickname: unknown field$/],
+  ];
+  for (const [call, field, message, detail] of cases) {
+    await assert.rejects(call(), (err: unknown) => {
       assert.ok(err instanceof InputError && !(err instanceof UnknownNotifierError), String(err));
-      assert.equal(err.field, "recipients[1].id");
-      assert.equal(err.message, "recipients[1].id: is required");
+      assert.equal(err.field, field);
+      assert.match(err.message, message);
+      assert.equal(err.sqlstate, "22023");
+      if (detail !== undefined) {
+        assert.equal(err.detail, detail);
+      }
       return true;
-    },
-  );
+    });
+  }
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-bad"]), 0);
+  assert.equal(await count("SELECT 1 FROM notify_recipients WHERE id = $1", ["node-p1"]), 0);
+});
+
+test("putRecipient writes the profile in the transaction", async () => {
+  await inTx((c) => putRecipient(c, "node-p2", { email: "ada@example.com", timezone: "Europe/Paris", data: { plan: "pro" } }), false);
+  assert.equal(await count("SELECT 1 FROM notify_recipients WHERE id = $1", ["node-p2"]), 0);
+  await inTx((c) => putRecipient(c, "node-p2", { email: "ada@example.com", timezone: "Europe/Paris", data: { plan: "pro" } }));
+  await inTx((c) => putRecipient(c, "node-p2", { name: "Ada", timezone: null }));
+  const row = (await owner.query("SELECT email, name, timezone, data FROM notify_recipients WHERE id = $1", ["node-p2"])).rows[0];
+  assert.deepEqual(row, { email: "ada@example.com", name: "Ada", timezone: null, data: { plan: "pro" } });
 });
 
 test("subscribe, send to the topic, unsubscribe, cancel", async () => {
@@ -136,4 +170,40 @@ test("subscribe, send to the topic, unsubscribe, cancel", async () => {
   const withdrawn = await inTx((c) => cancel(c, "comment.created", "node-topic-1"));
   assert.equal(withdrawn, 1); // the inbox item
   assert.equal(await count("SELECT 1 FROM notify_inbox WHERE key = $1", ["node-topic-1"]), 0);
+  assert.equal(await inTx((c) => cancel(c, "comment.created", "node-topic-1")), 0);
+});
+
+test("a minted recipient token reads the inbox", async () => {
+  await inTx((c) => send(c, { notifier: "comment.created", key: "node-token", recipients: ["node-u7"], params }));
+  await waitFor("SELECT 1 FROM notify_inbox WHERE recipient = $1 AND key = $2", ["node-u7", "node-token"]);
+  const token = recipientToken(tokenSecret, "node-u7", 600);
+  const res = await fetch(`${api}/v1/inbox`, { headers: { Authorization: `Bearer ${token}` } });
+  const body = (await res.json()) as { items: Array<{ key: string; title: string }> };
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.deepEqual(body.items.map((i) => [i.key, i.title]), [["node-token", "Ada commented on Hello"]]);
+
+  const claims = JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString());
+  assert.equal(claims.sub, "node-u7");
+  assert.equal(claims.exp - claims.iat, 600);
+
+  // The signature is checked: another secret, or an expired token, is refused.
+  for (const bad of [
+    recipientToken(tokenSecret + "x", "node-u7", 600),
+    recipientToken(tokenSecret, "node-u7", 60, new Date(Date.now() - 3600_000)),
+  ]) {
+    const r = await fetch(`${api}/v1/inbox`, { headers: { Authorization: `Bearer ${bad}` } });
+    assert.equal(r.status, 401);
+    await r.body?.cancel();
+  }
+});
+
+test("recipientToken refuses what the daemon would", () => {
+  for (const [call, field] of [
+    [() => recipientToken("", "u1", 60), "secret"],
+    [() => recipientToken("s", "", 60), "recipient"],
+    [() => recipientToken("s", "x".repeat(256), 60), "recipient"],
+    [() => recipientToken("s", "u1", 0), "ttl"],
+  ] as Array<[() => string, string]>) {
+    assert.throws(call, (err: unknown) => err instanceof InputError && err.field === field && err.sqlstate === "");
+  }
 });

@@ -1,10 +1,10 @@
 """notifyd's Python client: enqueue notifications inside your own PostgreSQL
-transaction with psycopg 3.
+transaction.
 
 Each function is one statement calling a SQL function that ``notifyd migrate``
-installs (notify_send, notify_cancel, notify_subscribe, notify_unsubscribe), so
-it commits or rolls back with the rest of your transaction: a notification
-exists if and only if your transaction commits::
+installs (notify_send, notify_cancel, notify_subscribe, notify_unsubscribe,
+notify_put_recipient), so it commits or rolls back with the rest of your
+transaction: a notification exists if and only if your transaction commits::
 
     with psycopg.connect(url) as conn:          # one transaction
         conn.execute("INSERT INTO comments ...")
@@ -13,29 +13,40 @@ exists if and only if your transaction commits::
             recipients=["u2", notifyd.Recipient("u3", reason="author")],
             params={"post_title": "Hello", "author_name": "Ada"}))
 
-The functions take a psycopg ``Connection`` or ``Cursor`` (or any DB-API
-cursor whose ``execute`` takes ``%s`` placeholders, such as Django's
-``connection.cursor()``). ``notifyd.aio`` has the same functions for
-psycopg's ``AsyncConnection`` and ``AsyncCursor``.
+The functions take a psycopg 3 ``Connection`` or ``Cursor``, a psycopg2
+connection or cursor, or any DB-API cursor whose ``execute`` takes ``%s``
+placeholders. ``notifyd.aio`` has them for psycopg's ``AsyncConnection``;
+``notifyd.django`` and ``notifyd.sqlalchemy`` for those frameworks.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
+import hmac
 import json
+import math
+import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+
+__version__ = "0.1.0"
 
 __all__ = [
     "Notification",
     "Recipient",
     "SendResult",
+    "NotifydError",
+    "NotInTransactionError",
     "InputError",
     "UnknownNotifierError",
     "send",
     "cancel",
     "subscribe",
     "unsubscribe",
+    "put_recipient",
+    "recipient_token",
 ]
 
 
@@ -51,7 +62,8 @@ class Recipient:
 @dataclass(frozen=True)
 class Notification:
     """One occurrence of a notifier declared in notifyd's config.
-    (notifier, key) is one notification forever."""
+    (notifier, key) is one notification forever. Give at least one recipient
+    or topic."""
 
     notifier: str
     key: str
@@ -71,23 +83,39 @@ class SendResult:
     duplicate: bool
 
 
-class InputError(ValueError):
+class NotifydError(Exception):
+    """The base of notifyd's errors."""
+
+
+class NotInTransactionError(NotifydError, RuntimeError):
+    """send was given a connection outside a transaction (autocommit, or
+    Django outside transaction.atomic), where the notification would commit
+    on its own whatever happens to the rest of the caller's work."""
+
+
+class InputError(NotifydError, ValueError):
     """notifyd refused malformed input (SQLSTATE 22023). Nothing was written,
     but PostgreSQL has aborted the transaction: roll it back, or wrap the call
-    in a savepoint (``conn.transaction()``) to go on. ``field`` names the
-    offending field ("key", "recipients[2].id"); ``__cause__`` is the
-    database error."""
+    in a savepoint to go on.
 
-    def __init__(self, message: str, field: str):
+    ``field`` names the offending field ("key", "recipients[2].id", "params",
+    "email"); ``sqlstate`` is "22023" ("" when the client refused the input
+    before any query); ``detail`` is PostgreSQL's DETAIL (for params, the
+    JSON pointer of the value); ``__cause__`` is the driver's error."""
+
+    def __init__(self, message: str, field: str, sqlstate: str = "22023", detail: str = ""):
         super().__init__(message)
+        self.message = message
         self.field = field
+        self.sqlstate = sqlstate
+        self.detail = detail
 
 
 class UnknownNotifierError(InputError):
     """The notifier is not in the catalog notifyd publishes from its config."""
 
-    def __init__(self, message: str):
-        super().__init__(message, "notifier")
+    def __init__(self, message: str, sqlstate: str = "22023", detail: str = ""):
+        super().__init__(message, "notifier", sqlstate, detail)
 
 
 def _fn(name: str, schema: Optional[str]) -> str:
@@ -104,7 +132,9 @@ def _send_sql(schema: Optional[str]) -> str:
     )
 
 
-def _send_args(n: Notification) -> list:
+def _send_args(n: Notification) -> List[Any]:
+    if not isinstance(n, Notification):
+        raise TypeError("notifyd.send: want a notifyd.Notification, got " + type(n).__name__)
     recipients = [
         r if isinstance(r, str) else ({"id": r.id, "reason": r.reason} if r.reason else {"id": r.id})
         for r in n.recipients
@@ -120,28 +150,87 @@ def _send_args(n: Notification) -> list:
     ]
 
 
+def _put_args(recipient_id: str, profile: Mapping[str, Any]) -> List[Any]:
+    body = {}
+    for k, v in profile.items():
+        if isinstance(v, datetime.datetime):
+            if v.tzinfo is None:
+                raise InputError(k + ": want a timezone-aware datetime", k, sqlstate="")
+            v = v.isoformat()
+        body[k] = v
+    return [recipient_id, json.dumps(body)]
+
+
+def _outside_transaction(db: Any) -> bool:
+    """Whether db (a psycopg or psycopg2 connection or cursor) is in
+    autocommit with no transaction open: a statement would commit on its
+    own. False when that cannot be told."""
+    conn = db if hasattr(db, "autocommit") else getattr(db, "connection", None)
+    if conn is None or getattr(conn, "autocommit", False) is not True:
+        return False
+    status = getattr(getattr(conn, "info", None), "transaction_status", None)
+    return status is not None and int(status) == 0  # IDLE in psycopg and psycopg2
+
+
+def _check_transaction(db: Any, allow_autocommit: bool) -> None:
+    if not allow_autocommit and _outside_transaction(db):
+        raise NotInTransactionError(
+            "notifyd.send: the connection is in autocommit outside a transaction, so the notification would "
+            "commit on its own: use `with conn.transaction():` (or pass allow_autocommit=True to send on its own)")
+
+
+def _sqlstate(e: BaseException) -> Optional[str]:
+    # psycopg 3: sqlstate; psycopg2: pgcode.
+    return getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
+
+
 def _map_error(err: BaseException) -> Optional[InputError]:
     """The InputError for a 22023 raised by notifyd's functions, found on err
-    or on what it wraps (Django wraps psycopg's errors)."""
-    e: Optional[BaseException] = err
-    while e is not None:
-        if getattr(e, "sqlstate", None) == "22023":
+    or on what it wraps (Django and SQLAlchemy wrap the driver's errors)."""
+    seen = set()
+    todo: List[BaseException] = [err]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if _sqlstate(e) == "22023":
             diag = getattr(e, "diag", None)
-            message = getattr(diag, "message_primary", None) or str(e)
+            message = getattr(diag, "message_primary", None) or str(e).split("\n")[0]
             column = getattr(diag, "column_name", None) or ""
+            detail = getattr(diag, "message_detail", None) or ""
             if column == "notifier" and message.startswith("unknown notifier"):
-                return UnknownNotifierError(message)
-            return InputError(message, column)
-        e = e.__cause__
+                return UnknownNotifierError(message, detail=detail)
+            return InputError(message, column, detail=detail)
+        for nxt in (e.__cause__, getattr(e, "orig", None)):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
     return None
 
 
-def _run(db: Any, sql: str, args: list) -> tuple:
+def _cursor_run(cur: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
+    res = cur.execute(sql, args)
+    if res is None:  # a DB-API cursor's execute returns nothing
+        res = cur
+    row: Tuple[Any, ...] = res.fetchone()
+    return row
+
+
+def _run(db: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
     try:
-        cur = db.execute(sql, args)
-        if cur is None:  # a DB-API cursor's execute returns nothing
-            cur = db
-        return cur.fetchone()
+        if not hasattr(db, "execute") and hasattr(db, "cursor"):
+            # A DB-API connection (psycopg2): one cursor for the call.
+            cur = db.cursor()
+            try:
+                return _cursor_run(cur, sql, args)
+            finally:
+                cur.close()
+        if not hasattr(db, "execute"):
+            raise TypeError(
+                "notifyd: want a psycopg or psycopg2 connection or cursor (for Django and SQLAlchemy, "
+                "use notifyd.django and notifyd.sqlalchemy), got " + type(db).__name__
+            )
+        return _cursor_run(db, sql, args)
     except Exception as err:
         mapped = _map_error(err)
         if mapped is None:
@@ -149,12 +238,14 @@ def _run(db: Any, sql: str, args: list) -> tuple:
         raise mapped from err
 
 
-def send(db: Any, n: Notification, *, schema: Optional[str] = None) -> SendResult:
+def send(db: Any, n: Notification, *, schema: Optional[str] = None, allow_autocommit: bool = False) -> SendResult:
     """Enqueue n in the transaction db is in. Sending the same (notifier, key)
     again returns the first id with duplicate=True and changes nothing.
     Raises InputError (UnknownNotifierError for a notifier notifyd does not
-    declare). schema names notifyd's schema when it is not on the
-    search_path."""
+    declare), and NotInTransactionError for a connection in autocommit
+    outside a transaction unless allow_autocommit. schema names notifyd's
+    schema when it is not on the search_path."""
+    _check_transaction(db, allow_autocommit)
     row = _run(db, _send_sql(schema), _send_args(n))
     return SendResult(id=row[0], duplicate=row[1])
 
@@ -164,16 +255,53 @@ def cancel(db: Any, notifier: str, key: str, *, schema: Optional[str] = None) ->
     are removed. Returns how many were withdrawn (0 when already cancelled),
     or None when the notification was never sent. Call it last in the
     transaction: it serialises with other inbox writers until commit."""
-    return _run(db, "SELECT " + _fn("notify_cancel", schema) + "(%s, %s)", [notifier, key])[0]
+    n: Optional[int] = _run(db, "SELECT " + _fn("notify_cancel", schema) + "(%s, %s)", [notifier, key])[0]
+    return n
 
 
 def subscribe(db: Any, topic: str, recipient: str, reason: str = "subscribed", *,
               schema: Optional[str] = None) -> bool:
     """Subscribe recipient to topic (subscribing again changes the reason).
     Returns True when the subscription is new."""
-    return _run(db, "SELECT " + _fn("notify_subscribe", schema) + "(%s, %s, %s)", [topic, recipient, reason])[0]
+    return bool(_run(db, "SELECT " + _fn("notify_subscribe", schema) + "(%s, %s, %s)", [topic, recipient, reason])[0])
 
 
 def unsubscribe(db: Any, topic: str, recipient: str, *, schema: Optional[str] = None) -> bool:
     """Remove recipient's subscription to topic; returns whether there was one."""
-    return _run(db, "SELECT " + _fn("notify_unsubscribe", schema) + "(%s, %s)", [topic, recipient])[0]
+    return bool(_run(db, "SELECT " + _fn("notify_unsubscribe", schema) + "(%s, %s)", [topic, recipient])[0])
+
+
+def put_recipient(db: Any, recipient_id: str, profile: Mapping[str, Any], *, schema: Optional[str] = None) -> None:
+    """Create or change the recipient's profile in db's transaction: keys
+    absent from profile are kept, None clears. Fields: email, name, locale,
+    timezone, webhook_url, phone, data, quiet_hours ({"start": "22:00",
+    "end": "07:00"}), tokens_valid_after (an aware datetime). An invalid
+    field raises InputError naming it."""
+    _run(db, "SELECT 1 FROM " + _fn("notify_put_recipient", schema) + "(%s, %s::jsonb)",
+         _put_args(recipient_id, profile))
+
+
+def _b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode("ascii")
+
+
+def recipient_token(secret: str, recipient: str, ttl: Union[int, float, datetime.timedelta], *,
+                    now: Optional[datetime.datetime] = None) -> str:
+    """Mint the token a recipient's browser presents to GET /v1/inbox (and
+    the stream and preferences): an HS256 JWT signed with notifyd's
+    http.token_secret, subject the recipient id, iat now and exp now + ttl
+    (seconds or a timedelta), which must not exceed notifyd's
+    http.max_token_ttl (24 hours by default)."""
+    if not isinstance(secret, str) or not secret:
+        raise InputError("secret: is required (notifyd's http.token_secret)", "secret", sqlstate="")
+    if not isinstance(recipient, str) or not recipient or len(recipient.encode()) > 255:
+        raise InputError("recipient: want a recipient id of 1 to 255 bytes", "recipient", sqlstate="")
+    seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else ttl
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        raise InputError("ttl: want a positive number of seconds", "ttl", sqlstate="")
+    iat = int(now.timestamp()) if now is not None else int(time.time())
+    header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    claims = _b64(json.dumps({"sub": recipient, "iat": iat, "exp": iat + math.ceil(seconds)},
+                             separators=(",", ":")).encode())
+    mac = hmac.new(secret.encode(), (header + "." + claims).encode(), hashlib.sha256).digest()
+    return header + "." + claims + "." + _b64(mac)

@@ -1,0 +1,291 @@
+package stores
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// An audience (a notifier's `audience` query over the application's tables,
+// docs/audiences.md) reaches the fan-out in three steps, none of which moves
+// a recipient through the daemon's memory:
+//
+//  1. StageAudience runs the query in a READ ONLY transaction of its own,
+//     under a statement timeout, as INSERT … SELECT into a temporary table of
+//     the session (a read-only transaction may write only those): the rows
+//     deduplicated (strongest reason), the actor left out.
+//  2. The normalisation transaction, on the same connection, moves them into
+//     notify_audience_members (CopyStagedAudience) and counts and splits them
+//     with the rest of the audience (NormalizeAudience).
+//  3. Each chunk reads its lane's next window of members along the primary
+//     key from the lane's cursor, like a topic's subscribers
+//     (FanoutCandidates); the members are deleted in one statement when the
+//     notification is fanned out, rejected or cancelled (DropAudience).
+
+// AudienceQuery is an audience query as StageAudience runs it.
+type AudienceQuery struct {
+	// Query is the operator's SELECT, returning id and optionally reason.
+	Query string
+	// Args are the values of $1…, JSON-shaped (as decoded with UseNumber):
+	// each is sent as text and PostgreSQL reads it as the type the query
+	// gives its placeholder (AudienceArg).
+	Args []any
+	// Timeout is the statement timeout (zero: none).
+	Timeout time.Duration
+	// Actor is left out of the audience unless NotifyActor.
+	Actor       string
+	NotifyActor bool
+	// Reasons is the reason precedence, strongest first: of an id the query
+	// returns twice, the strongest reason is kept.
+	Reasons []string
+	// DefaultReason is the reason of rows without one (no reason column, or
+	// NULL or "").
+	DefaultReason string
+}
+
+// AudienceShape is what PostgreSQL says about an audience query without
+// running it (DescribeAudience).
+type AudienceShape struct {
+	// Columns are the names and type names of the result's columns.
+	Columns []AudienceColumn
+	// Params are the type names PostgreSQL gave $1….
+	Params []string
+}
+
+// AudienceColumn is one column of an audience query's result.
+type AudienceColumn struct {
+	Name string
+	Type string
+}
+
+// Has reports whether the result has a column named name.
+func (s *AudienceShape) Has(name string) bool {
+	for _, c := range s.Columns {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// DescribeAudience prepares query (unnamed, on conn's session) as the
+// fan-out runs it, a subquery, and returns its result columns and parameter
+// types: a missing table or column, a syntax error, or a statement that is
+// not a query (INSERT … RETURNING, a data-modifying WITH) is the
+// *pgconn.PgError PostgreSQL answers with.
+func DescribeAudience(ctx context.Context, conn *pgx.Conn, query string) (*AudienceShape, error) {
+	sd, err := conn.PgConn().Prepare(ctx, "", "SELECT * FROM (\n"+query+"\n) q", nil)
+	if err != nil {
+		return nil, err
+	}
+	oids := make([]uint32, 0, len(sd.Fields)+len(sd.ParamOIDs))
+	for _, f := range sd.Fields {
+		oids = append(oids, f.DataTypeOID)
+	}
+	oids = append(oids, sd.ParamOIDs...)
+	var names []string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(format_type(o, NULL) ORDER BY i), '{}')
+		FROM unnest($1::oid[]) WITH ORDINALITY AS u(o, i)`, oids).Scan(&names); err != nil {
+		return nil, fmt.Errorf("describe audience query types: %w", err)
+	}
+	s := &AudienceShape{}
+	for i, f := range sd.Fields {
+		s.Columns = append(s.Columns, AudienceColumn{Name: f.Name, Type: names[i]})
+	}
+	s.Params = names[len(sd.Fields):]
+	return s, nil
+}
+
+const (
+	createAudienceBufSQL = `CREATE TEMP TABLE IF NOT EXISTS notify_audience_buf (
+    recipient text COLLATE "C" NOT NULL,
+    reason    text NOT NULL
+)`
+	truncateAudienceBufSQL = `TRUNCATE pg_temp.notify_audience_buf`
+)
+
+// stageAudienceSQL wraps the operator's query (%[1]s, its reason expression
+// %[2]s) so that its rows land deduplicated in the session's buffer: one row
+// per id, the strongest reason by precedence $%[3]d, the actor $%[4]d left
+// out unless $%[5]d. Ids are read as text; an empty or NULL id, or one
+// longer than a recipient id may be (255 bytes), is not a recipient.
+const stageAudienceSQL = `
+INSERT INTO pg_temp.notify_audience_buf (recipient, reason)
+SELECT DISTINCT ON (a.id) a.id, a.reason
+FROM (SELECT q.id::text COLLATE "C" AS id, left(%[2]s, 64) AS reason
+      FROM (
+%[1]s
+      ) q) a
+WHERE octet_length(a.id) BETWEEN 1 AND 255 AND ($%[5]d OR a.id <> $%[4]d)
+ORDER BY a.id, coalesce(array_position($%[3]d::text[], a.reason), 2147483647), a.reason`
+
+// ErrAudienceShape is returned (wrapped) by StageAudience for a query that
+// does not return a column id.
+var ErrAudienceShape = errors.New("the audience query returns no column id")
+
+// StageAudience runs q on conn, in a READ ONLY transaction with q's
+// statement timeout, into the session's audience buffer (a temporary table,
+// emptied first), and returns how many recipients it holds. conn must be
+// the connection the normalisation that calls CopyStagedAudience runs on,
+// and must not be in a transaction. An error from the query itself (a
+// missing table, a timeout, a write the read-only transaction refused) is a
+// *pgconn.PgError, or wraps ErrAudienceShape.
+func StageAudience(ctx context.Context, conn *pgx.Conn, q AudienceQuery) (int64, error) {
+	b := &pgx.Batch{}
+	b.Queue(createAudienceBufSQL)
+	b.Queue(truncateAudienceBufSQL)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("audience buffer: %w", err)
+	}
+	shape, err := DescribeAudience(ctx, conn, q.Query)
+	if err != nil {
+		return 0, err
+	}
+	if !shape.Has("id") {
+		return 0, fmt.Errorf("%w (its columns: %s)", ErrAudienceShape, columnNames(shape))
+	}
+	reason := "$" + strconv.Itoa(len(shape.Params)+4)
+	if shape.Has("reason") {
+		reason = fmt.Sprintf("coalesce(nullif(q.reason::text, ''), %s)", reason)
+	}
+	n := len(shape.Params)
+	sql := fmt.Sprintf(stageAudienceSQL, q.Query, reason, n+1, n+2, n+3)
+	args := make([]any, 0, n+4)
+	for i := range n {
+		var v any
+		if i < len(q.Args) {
+			v = q.Args[i]
+		}
+		a, err := AudienceArg(v)
+		if err != nil {
+			return 0, fmt.Errorf("audience argument $%d: %w", i+1, err)
+		}
+		args = append(args, a)
+	}
+	args = append(args, nonNil(q.Reasons), q.Actor, q.NotifyActor || q.Actor == "", q.DefaultReason)
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var tag pgconn.CommandTag
+	b = &pgx.Batch{}
+	if q.Timeout > 0 {
+		b.Queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", q.Timeout.Milliseconds()))
+	}
+	b.Queue(sql, args...).Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func columnNames(s *AudienceShape) string {
+	if len(s.Columns) == 0 {
+		return "none"
+	}
+	names := make([]string, len(s.Columns))
+	for i, c := range s.Columns {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// AudienceArg is the text a JSON-shaped param value is bound as: a string
+// as it is, a number as written, a boolean as true or false, an array as a
+// PostgreSQL array literal of its elements (for = ANY($1)), an object as
+// JSON (for a jsonb placeholder); nil is NULL. PostgreSQL parses the text as
+// the type the query gives the placeholder, so the value is never part of
+// the statement's text.
+func AudienceArg(v any) (any, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return v, nil
+	case json.Number:
+		return v.String(), nil
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64), nil
+	case int:
+		return strconv.Itoa(v), nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case []any:
+		var sb strings.Builder
+		sb.WriteByte('{')
+		for i, e := range v {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			if e == nil {
+				sb.WriteString("NULL")
+				continue
+			}
+			if _, nested := e.([]any); nested {
+				return nil, errors.New("an array of arrays is not supported")
+			}
+			s, err := AudienceArg(e)
+			if err != nil {
+				return nil, err
+			}
+			sb.WriteByte('"')
+			sb.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s.(string)))
+			sb.WriteByte('"')
+		}
+		sb.WriteByte('}')
+		return sb.String(), nil
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	}
+}
+
+// copyStagedAudienceSQL moves the session's buffer into the staging of
+// notification $1 (replacing what a normalisation that did not commit
+// could not have left, but a re-normalisation could).
+const copyStagedAudienceSQL = `
+INSERT INTO notify_audience_members (notification_id, recipient, reason)
+SELECT $1, recipient, reason FROM pg_temp.notify_audience_buf`
+
+const dropAudienceSQL = `DELETE FROM notify_audience_members WHERE notification_id = $1`
+
+// CopyStagedAudience writes what StageAudience left in the session's buffer
+// as notification id's audience members, in tx (on the same connection),
+// and empties the buffer. It returns how many members it wrote.
+func CopyStagedAudience(ctx context.Context, tx DB, id string) (int64, error) {
+	var n int64
+	b := &pgx.Batch{}
+	b.Queue(dropAudienceSQL, id)
+	b.Queue(copyStagedAudienceSQL, id).Exec(func(ct pgconn.CommandTag) error { n = ct.RowsAffected(); return nil })
+	b.Queue(truncateAudienceBufSQL)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("stage audience of %s: %w", id, err)
+	}
+	return n, nil
+}
+
+// DropAudience deletes notification id's audience members: it is fanned
+// out, rejected or cancelled. (One statement at the end costs a twentieth
+// of deleting each chunk's members as it is written.)
+func DropAudience(ctx context.Context, tx DB, id string) error {
+	if _, err := tx.Exec(ctx, dropAudienceSQL, id); err != nil {
+		return fmt.Errorf("drop audience of %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package stores_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/stores"
+)
+
+func TestAudienceArg(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   any
+		want any
+	}{
+		{nil, nil},
+		{"a'b", "a'b"},
+		{json.Number("42"), "42"},
+		{1.5, "1.5"},
+		{true, "true"},
+		{[]any{json.Number("1"), "x\"y", nil}, `{"1","x\"y",NULL}`},
+		{map[string]any{"a": 1.0}, `{"a":1}`},
+	} {
+		got, err := stores.AudienceArg(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("AudienceArg(%#v) = %#v, %v; want %#v", c.in, got, err, c.want)
+		}
+	}
+	if _, err := stores.AudienceArg([]any{[]any{"x"}}); err == nil {
+		t.Error("an array of arrays was accepted")
+	}
+}
+
+// StageAudience binds the args as the query's placeholders read them (an
+// integer, an array for = ANY), keeps one row per id with the strongest
+// reason (the default reason where the query gives none), leaves out the
+// actor, empty and NULL ids, and writes nothing but the session's buffer:
+// the transaction is READ ONLY and has the statement timeout.
+func TestStageAudience(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `CREATE TABLE members (org bigint, person text, role text);
+		INSERT INTO members VALUES (7, 'ada', 'admin'), (7, 'ada', 'member'), (7, 'bob', NULL), (7, 'cy', 'member'),
+		                           (7, '', 'member'), (7, NULL, 'member'), (8, 'dan', 'admin'), (7, 'actor', 'admin');
+		CREATE SEQUENCE members_seq`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	read := func() []string {
+		rows, err := conn.Query(ctx, `SELECT recipient || ':' || reason FROM pg_temp.notify_audience_buf ORDER BY recipient`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	q := stores.AudienceQuery{
+		Query:   `SELECT person AS id, role AS reason FROM members WHERE org = $1 AND (role IS NULL OR role <> ALL($2))`,
+		Args:    []any{json.Number("7"), []any{"guest"}},
+		Timeout: time.Second, Actor: "actor", Reasons: []string{"admin", "member"}, DefaultReason: "direct",
+	}
+	n, err := stores.StageAudience(ctx, conn.Conn(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ada:admin", "bob:direct", "cy:member"}
+	if got := read(); n != 3 || !slices.Equal(got, want) {
+		t.Fatalf("staged %d: %v, want %v", n, got, want)
+	}
+	// Staged again: the buffer is emptied first; with notify_actor the actor
+	// is in.
+	q.NotifyActor = true
+	if _, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !slices.Equal(got, []string{"actor:admin", "ada:admin", "bob:direct", "cy:member"}) {
+		t.Fatalf("with notify_actor: %v", got)
+	}
+	// A write is refused by the READ ONLY transaction.
+	_, err = stores.StageAudience(ctx, conn.Conn(), stores.AudienceQuery{
+		Query: `SELECT person AS id FROM members, LATERAL (SELECT nextval('members_seq')) s`})
+	if err == nil || !strings.Contains(err.Error(), "cannot execute nextval() in a read-only transaction") {
+		t.Fatalf("a query calling nextval: %v", err)
+	}
+}
