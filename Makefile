@@ -55,8 +55,11 @@ run:
 bench:
 	$(GO) run ./bench
 
+# SOAK is how long the soak scenario sends (at most 10m).
+SOAK ?= 4m
+
 chaos:
-	$(GO) run ./bench/chaos
+	$(GO) run ./bench/chaos -soak $(SOAK)
 
 build:
 	$(GO) build -o bin/notifyd ./cmd/notifyd

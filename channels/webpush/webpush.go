@@ -60,7 +60,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -99,6 +101,9 @@ type Options struct {
 	// Client replaces the SSRF-guarded client (safehttp with the timeout and
 	// allow_private of the config).
 	Client *http.Client
+	// Lookup resolves an endpoint's host when a subscription is registered
+	// (CheckEndpoint). Nil is the system resolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Sender delivers web push notifications. It is safe for concurrent use.
@@ -110,6 +115,7 @@ type Sender struct {
 	client    *http.Client
 	logger    *slog.Logger
 	clock     func() time.Time
+	lookup    func(ctx context.Context, host string) ([]netip.Addr, error)
 	ttl       string
 
 	mu   sync.Mutex
@@ -138,6 +144,11 @@ func New(cfg *Config, notifiers map[string]*Templates, store channels.PushSubscr
 	s := &Sender{cfg: cfg, key: key, notifiers: map[string]*Templates{}, store: store, client: opts.Client,
 		logger: opts.Logger, clock: opts.Clock, jwts: map[string]vapidToken{},
 		ttl: strconv.Itoa(int(cfg.TTL.D() / time.Second))}
+	if s.lookup = opts.Lookup; s.lookup == nil {
+		s.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
 	if s.client == nil {
 		s.client = safehttp.New(cfg.Timeout.D(), cfg.AllowPrivate)
 	}
@@ -181,15 +192,47 @@ func (s *Sender) CheckKeys(p256dh, auth string) (field string, err error) {
 	return CheckKeys(p256dh, auth)
 }
 
+// endpointLookupTimeout bounds the resolution of an endpoint's host at
+// registration.
+const endpointLookupTimeout = 2 * time.Second
+
 // CheckEndpoint returns why endpoint cannot be a push endpoint: not an
 // absolute https URL (http too with allow_private), credentials in it, a
 // host that is not a plain DNS name (an IP literal in any spelling, "127.1",
 // "2130706433", "0x7f.0.0.1", a trailing dot, localhost) or a port other than
 // 443 (both allowed with allow_private, which a development push service on
 // loopback needs), or, when channels.web_push.allowed_hosts is set, a host it
-// does not list. A host name is resolved, and its addresses checked, when a
-// message is sent.
+// does not list. Then the host is resolved (for at most 2 s): a name that
+// resolves to a special-purpose address is refused too. A name that does not
+// resolve now is accepted; whatever it resolves to is checked again when a
+// message is sent, by the client's connect-time guard.
 func (s *Sender) CheckEndpoint(endpoint string) error {
+	if err := s.checkEndpoint(endpoint); err != nil {
+		return err
+	}
+	if s.cfg.AllowPrivate {
+		return nil
+	}
+	u, _ := url.Parse(endpoint)
+	ctx, cancel := context.WithTimeout(context.Background(), endpointLookupTimeout)
+	defer cancel()
+	addrs, err := s.lookup(ctx, u.Hostname())
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		var ae *safehttp.AddressError
+		if err := safehttp.Forbidden(a.Unmap()); errors.As(err, &ae) {
+			return fmt.Errorf("push endpoint: host %q resolves to %s, %s: %w", u.Hostname(), ae.Addr, ae.Reason,
+				safehttp.ErrForbiddenAddress)
+		}
+	}
+	return nil
+}
+
+// checkEndpoint is CheckEndpoint without the resolution: what a send checks
+// again before it connects (the connection checks the addresses).
+func (s *Sender) checkEndpoint(endpoint string) error {
 	if err := safehttp.CheckURL(endpoint); err != nil {
 		return err
 	}
@@ -471,7 +514,7 @@ func (s *Sender) push(ctx context.Context, sub channels.PushSubscription, body [
 	// (an IP literal, a port other than 443, a host allowed_hosts leaves
 	// out, or allow_private turned off since) is refused unsent. It is not
 	// removed: a config change may make it valid again.
-	if err := s.CheckEndpoint(sub.Endpoint); err != nil {
+	if err := s.checkEndpoint(sub.Endpoint); err != nil {
 		return channels.Permanent(fmt.Errorf("%s: endpoint refused: %w", dest, err))
 	}
 	auth, err := s.vapid(u.Scheme + "://" + u.Host)

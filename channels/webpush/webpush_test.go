@@ -3,8 +3,10 @@ package webpush_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -494,6 +496,49 @@ func TestAllowedHosts(t *testing.T) {
 	} {
 		if err := b.sender.CheckEndpoint(tc.endpoint); (err == nil) != tc.ok {
 			t.Errorf("CheckEndpoint(%q) = %v, want ok %v", tc.endpoint, err, tc.ok)
+		}
+	}
+}
+
+// At registration the endpoint's host is resolved: a name that resolves to a
+// special-purpose address is refused, one that resolves to a public address
+// or does not resolve now is accepted (the connect-time guard checks it at
+// every send).
+func TestEndpointHostIsResolvedAtRegistration(t *testing.T) {
+	t.Parallel()
+	pub, priv, err := webpush.GenerateVAPIDKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &webpush.Config{VAPIDPublicKey: pub, VAPIDPrivateKey: priv, Subject: "mailto:ops@acme.test",
+		TTL: config.Duration(time.Hour), Timeout: config.Duration(5 * time.Second)}
+	dns := map[string][]netip.Addr{
+		"rebind.example.test":   {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("127.0.0.1")},
+		"metadata.example.test": {netip.MustParseAddr("169.254.169.254")},
+		"mapped.example.test":   {netip.MustParseAddr("::ffff:10.0.0.1")},
+		"push.example.test":     {netip.MustParseAddr("93.184.216.34")},
+	}
+	s, err := webpush.New(cfg, nil, &subscriptions{}, webpush.Options{Lookup: func(_ context.Context, host string) ([]netip.Addr, error) {
+		if a, ok := dns[host]; ok {
+			return a, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		endpoint, want string // want "" is accepted
+	}{
+		{"https://rebind.example.test/x", "resolves to 127.0.0.1, a loopback address"},
+		{"https://metadata.example.test/x", "resolves to 169.254.169.254"},
+		{"https://mapped.example.test/x", "resolves to 10.0.0.1"},
+		{"https://push.example.test/x", ""},
+		{"https://unknown.example.test/x", ""},
+	} {
+		err := s.CheckEndpoint(tc.endpoint)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckEndpoint(%s) = %v, want %q", tc.endpoint, err, tc.want)
 		}
 	}
 }

@@ -259,5 +259,7 @@
 // confirm page and never writes (link scanners follow GETs). Both forbid
 // framing and caching, and a bad token is the same 404 whatever is wrong
 // with it. The suppression list (GET/PUT/DELETE /v1/suppressions) and POST
-// /v1/bounces are admin endpoints; see docs/deliverability.md.
+// /v1/bounces are admin endpoints; POST /v1/bounces also takes
+// http.bounce_token, which authorises nothing else. See
+// docs/deliverability.md.
 package httpapi
