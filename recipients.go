@@ -110,8 +110,8 @@ type QuietHours = notifytype.QuietHours
 // function notify_put_recipient, which holds the rules of every field (the
 // same for PUT /v1/recipients/{id} and for applications calling it from SQL),
 // so tx's role needs no more than notifyd_app. A field that breaks a rule is
-// refused with an *InputError naming it (Field is the JSON name: "email",
-// "webhook_url", ...), and nothing is written.
+// refused with an *InputError naming it (Field is the JSON name: `email`,
+// `webhook_url`, ...), and nothing is written.
 func (c *Client) PutRecipientTx(ctx context.Context, tx pgx.Tx, id string, p Profile) error {
 	return putRecipient(ctx, tx, id, p)
 }

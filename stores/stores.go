@@ -66,7 +66,7 @@ func notFound(err error) error {
 }
 
 // SQLInputError is what a notifyd SQL function refused (SQLSTATE 22023,
-// invalid_parameter_value): Field is the error's COLUMN ("email",
+// invalid_parameter_value): Field is the error's COLUMN (`email`,
 // "recipients[2].id", "params", "notifier"), Message the rest of the message
 // after "<field>: " when it starts so, else the whole message. For params
 // that fail the notifier's schema ("<notifier>: params <pointer>: <message>"),

@@ -190,7 +190,7 @@ func TestBrowserConsole(t *testing.T) {
 
 	// 8. The dev page (captured email, delivery log), for the README.
 	p.navigate(ctx, api.base+"/dev/")
-	p.waitFor(ctx, wait, "the dev page", `document.querySelector("#email") !== null`, "document.body.innerText.slice(0, 300)")
+	p.waitFor(ctx, wait, "the dev page", `document.querySelector("#mail") !== null`, "document.body.innerText.slice(0, 300)")
 	shot("dev-page.png")
 
 	// 9. The demo: clicking an item stays on the page (its url points at the

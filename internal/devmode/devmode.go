@@ -209,8 +209,8 @@ var devTemplate = template.Must(template.New("dev").Funcs(template.FuncMap{"unsu
 <html><head><meta charset="utf-8"><title>notifyd dev: captured email</title>
 <style>body{font:14px system-ui,sans-serif;margin:2em;max-width:60em}article{border:1px solid #ccc;border-radius:6px;margin:1em 0;padding:1em}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}iframe{width:100%;height:14em;border:1px solid #eee}small{color:#666}table{border-collapse:collapse}td,th{border-bottom:1px solid #eee;padding:.2em .5em;text-align:left}</style></head>
-<body><p><a href="/dev/demo">inbox demo</a> · <a href="/admin/">console</a> · <a href="#email">captured email</a> · <a href="#hooks">captured webhooks and chat</a> · <a href="#ledger">delivery log</a></p>
-<h1 id="email">Captured email ({{len .Messages}})</h1>
+<body><p><a href="/dev/demo">inbox demo</a> · <a href="/admin/">console</a> · <a href="#mail">captured email</a> · <a href="#hooks">captured webhooks and chat</a> · <a href="#ledger">delivery log</a></p>
+<h1 id="mail">Captured email ({{len .Messages}})</h1>
 <p><small>Every message notifyd sent through the dev SMTP server. Reload to refresh.</small></p>
 {{range .Messages}}<article><h2>{{.Subject}}</h2>
 <p><small>To {{range .To}}{{.}} {{end}}· Message-ID {{.MessageID}}</small></p>
