@@ -403,3 +403,38 @@ func TestChannelConditionSkipsEveryRecipient(t *testing.T) {
 		t.Fatalf("%d emails, want the large payment's two", got)
 	}
 }
+
+// An audience notification of a tenant carries the tenant onto every item
+// and delivery and resolves each audience member's preferences with the
+// tenant's layers, as for listed recipients: the tenant's default turns
+// email off, one member's rule scoped to the tenant turns it back on.
+func TestAudienceWithATenant(t *testing.T) {
+	t.Parallel()
+	b := setupAudience(t)
+	ctx := context.Background()
+	b.exec(t, `INSERT INTO people VALUES ('p1', 'blue'), ('p2', 'blue'), ('p3', 'green')`)
+	b.exec(t, `INSERT INTO notify_tenants (id, preferences) VALUES ('acme', '[{"scope": "*", "channel": "email", "mode": "off"}]')`)
+	b.exec(t, `INSERT INTO notify_tenant_preferences (recipient, tenant, scope, channel, mode) VALUES ('p2', 'acme', '*', 'email', 'immediate')`)
+	b.profile(t, "p1", "p1@example.test")
+	b.profile(t, "p2", "p2@example.test")
+	res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "alert.audience", Key: "tenant-1", Tenant: "acme",
+		Params: map[string]any{"team": "blue"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	waitStatus(t, b.bundle, res.ID, "fanned_out")
+	if got := b.inboxOf(t, res.ID); !slices.Equal(got, []string{"p1:direct", "p2:direct"}) {
+		t.Fatalf("inbox = %v, want p1 and p2", got)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1 AND tenant IS DISTINCT FROM 'acme'`, res.ID); n != 0 {
+		t.Fatalf("%d inbox items without the tenant", n)
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND tenant IS DISTINCT FROM 'acme'`, res.ID); n != 0 {
+		t.Fatalf("%d deliveries without the tenant", n)
+	}
+	if d := b.delivery(t, res.ID, "p1"); d.status != "skipped" {
+		t.Fatalf("p1's email is %s (%s), want skipped by the tenant's default", d.status, d.lastError)
+	}
+	b.waitDelivery(t, res.ID, "p2", "sent")
+}
