@@ -61,6 +61,8 @@ interface NotificationFields {
   actor?: string | null;
   /** Fan out at this time instead of at once. */
   sendAt?: Date | null;
+  /** The tenant (an existing one) the notification belongs to: its branding and preference defaults apply, and its items are seen through its tokens. */
+  tenant?: string | null;
 }
 
 type ParamsField<P> = {} extends P ? { params?: P } : { params: P };

@@ -124,7 +124,7 @@ async function send(db, n, opts) {
   }
   const rows = await run(
     db,
-    `SELECT id::text AS id, duplicate FROM ${fn("notify_send", opts)}($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6, $7::timestamptz)`,
+    `SELECT id::text AS id, duplicate FROM ${fn("notify_send", opts)}($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6, $7::timestamptz, $8)`,
     [
       n.notifier ?? null,
       n.key ?? null,
@@ -133,6 +133,7 @@ async function send(db, n, opts) {
       n.topics ?? [],
       n.actor ?? null,
       sendAt,
+      n.tenant ?? null,
     ],
   );
   return { id: rows[0].id, duplicate: rows[0].duplicate };

@@ -118,6 +118,21 @@ test("an unknown notifier is an UnknownNotifierError", async () => {
   assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-unknown"]), 0);
 });
 
+test("a notification of a tenant carries it; an unknown tenant is an InputError on tenant", async () => {
+  await inTx((c) => send(c, { notifier: "comment.created", key: "node-tenant", recipients: ["node-u1"], params, tenant: "acme" }));
+  assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1 AND tenant = 'acme'", ["node-tenant"]), 1);
+  await assert.rejects(
+    inTx((c) => send(c, { notifier: "comment.created", key: "node-tenant-2", recipients: ["node-u1"], params, tenant: "nope" })),
+    (err: unknown) => {
+      assert.ok(err instanceof InputError && !(err instanceof UnknownNotifierError), String(err));
+      assert.equal(err.field, "tenant");
+      assert.equal(err.sqlstate, "22023");
+      return true;
+    },
+  );
+  assert.equal(await count("SELECT 1 FROM notify_notifications WHERE key = $1", ["node-tenant-2"]), 0);
+});
+
 test("malformed input is an InputError naming the field", async () => {
   const cases: Array<[() => Promise<unknown>, string, RegExp, string?]> = [
     [() => inTx((c) => send(c, { notifier: "comment.created", key: "node-bad", recipients: ["node-u1", { id: "" }], params })),

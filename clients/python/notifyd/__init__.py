@@ -72,6 +72,7 @@ class Notification:
     params: Mapping[str, Any] = field(default_factory=dict)
     actor: Optional[str] = None
     send_at: Optional[datetime.datetime] = None
+    tenant: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _send_sql(schema: Optional[str]) -> str:
     return (
         "SELECT id::text, duplicate FROM "
         + _fn("notify_send", schema)
-        + "(%s, %s, %s::jsonb, %s::jsonb, %s::text[], %s, %s::timestamptz)"
+        + "(%s, %s, %s::jsonb, %s::jsonb, %s::text[], %s, %s::timestamptz, %s)"
     )
 
 
@@ -147,6 +148,7 @@ def _send_args(n: Notification) -> List[Any]:
         list(n.topics),
         n.actor,
         n.send_at,
+        n.tenant,
     ]
 
 

@@ -54,6 +54,17 @@ class Psycopg3Test(unittest.TestCase):
         self.assertEqual(again, notifyd.SendResult(id=first.id, duplicate=True))
         self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-dup'"), 1)
 
+    def test_tenant(self) -> None:
+        with psycopg.connect(APP_URL) as conn:
+            notifyd.send(conn, comment("py-tenant", recipients=["py-u1"], tenant="acme"))
+        self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-tenant' AND tenant = 'acme'"), 1)
+        with psycopg.connect(APP_URL) as conn:
+            with self.assertRaises(notifyd.InputError) as cm:
+                notifyd.send(conn, comment("py-tenant-2", recipients=["py-u1"], tenant="nope"))
+        self.assertNotIsInstance(cm.exception, notifyd.UnknownNotifierError)
+        self.assertEqual((cm.exception.field, cm.exception.sqlstate), ("tenant", "22023"))
+        self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-tenant-2'"), 0)
+
     def test_errors(self) -> None:
         with psycopg.connect(APP_URL) as conn:
             with self.assertRaises(notifyd.UnknownNotifierError) as cm:

@@ -74,7 +74,7 @@ module Notifyd
   # allow_autocommit). Sending the same notifier and key again returns the
   # first id with duplicate true and changes nothing. Raises InputError
   # (UnknownNotifierError for a notifier notifyd does not declare).
-  def notify(conn, notifier:, key:, recipients: [], topics: [], params: {}, actor: nil, send_at: nil, schema: nil,
+  def notify(conn, notifier:, key:, recipients: [], topics: [], params: {}, actor: nil, send_at: nil, tenant: nil, schema: nil,
              allow_autocommit: false)
     recipients = recipients.map do |r|
       next r if r.is_a?(String)
@@ -84,9 +84,9 @@ module Notifyd
       r
     end
     row = run(conn, "SELECT id::text, duplicate FROM #{fn("notify_send", schema)}" \
-                    "($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6, $7::timestamptz)",
+                    "($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6, $7::timestamptz, $8)",
               [notifier, key, JSON.generate(recipients), JSON.generate(params || {}),
-               ARRAY_ENCODER.encode(Array(topics)), actor, send_at&.iso8601(6)],
+               ARRAY_ENCODER.encode(Array(topics)), actor, send_at&.iso8601(6), tenant],
               need_transaction: !allow_autocommit)
     Result.new(id: row[0], duplicate: bool(row[1]))
   end

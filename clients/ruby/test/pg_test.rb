@@ -86,6 +86,17 @@ class PGTest < Minitest::Test
     @conn.transaction(&block)
   end
 
+  def test_tenant
+    in_tx { |c| Notifyd.notify(c, **comment("rb-tenant", recipients: ["rb-u1"], tenant: "acme")) }
+    assert_equal "1", TestEnv.scalar("SELECT count(*) FROM notify_notifications WHERE key = 'rb-tenant' AND tenant = 'acme'")
+    err = assert_raises(Notifyd::InputError) do
+      in_tx { |c| Notifyd.notify(c, **comment("rb-tenant-2", recipients: ["rb-u1"], tenant: "nope")) }
+    end
+    refute_kind_of Notifyd::UnknownNotifierError, err
+    assert_equal ["tenant", "22023"], [err.field, err.sqlstate]
+    assert_equal "0", TestEnv.scalar("SELECT count(*) FROM notify_notifications WHERE key = 'rb-tenant-2'")
+  end
+
   def test_errors
     err = assert_raises(Notifyd::UnknownNotifierError) do
       in_tx { |c| Notifyd.notify(c, notifier: "no.such", key: "rb-bad", recipients: ["x"]) }
