@@ -9,9 +9,10 @@ FUZZ ?= ./internal/httpapi:FuzzSendParams ./config:FuzzValidateParams ./channels
 # FUZZTIME is an execution count (Nx), not a duration: with a duration Go
 # 1.26's fuzz coordinator can report a spurious "context deadline exceeded"
 # failure when the deadline fires while a worker is mid-input (go.dev/issue/75804,
-# fixed in Go 1.27). A count has no deadline to race. 50000 inputs take 5-15 s
-# per target on 2 cores; override with e.g. FUZZTIME=30s for a longer local run.
-FUZZTIME ?= 50000x
+# fixed in Go 1.27). A count has no deadline to race. 25000 inputs take 5-40 s
+# per target on 2 cores with a cold cache (a fresh clone: the whole fuzz step took
+# 6 minutes at 50000); override with e.g. FUZZTIME=30s for a longer local run.
+FUZZTIME ?= 25000x
 # FUZZMINIMIZE bounds the minimisation of each input that finds new coverage
 # (and of a failing one) by executions too: at Go's default of 60 s, every new
 # input stalled a target for up to a minute (one CI run spent 88 s on one
