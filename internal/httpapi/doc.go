@@ -134,7 +134,7 @@
 //
 //	"effective": {
 //	  "comment.created": {"category": "comments", "required": false, "muted": false,
-//	                      "channels": {"in_app": "immediate", "email": "digest", "webhook": "off"}},
+//	                      "channels": {"in_app": "immediate", "teams": "off"}},
 //	  ...
 //	}
 //
