@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,11 +82,11 @@ func functionFiles(t *testing.T) map[string]string {
 	return files
 }
 
-// Every function and view the migrations install has one file,
+// Every function and view a migrated database has comes from one file,
 // sql/functions/<name>.sql, holding its current definition: running the file
-// on a freshly migrated database changes nothing. A migration that changes a
-// function restates its file whole, so the file and the migrations cannot
-// drift apart without this test failing, naming the file.
+// on a freshly migrated database changes nothing (the migrate step applies
+// the files after the versioned migrations), and no function is installed
+// without a file.
 func TestFunctionFilesAreTheInstalledDefinitions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -191,4 +193,38 @@ func lineDiff(want, got string) string {
 	}
 	b.WriteString("    (- installed by the migrations, + after running the file)")
 	return b.String()
+}
+
+// lastRestatingMigration is the last versioned migration that created or
+// replaced a function itself. Since function files became repeatable
+// migrations, a versioned migration changes tables only.
+const lastRestatingMigration = 30
+
+func TestNewMigrationsChangeTablesOnly(t *testing.T) {
+	t.Parallel()
+	createFunction := regexp.MustCompile(`(?i)\bcreate\s+(or\s+replace\s+)?(function|procedure)\b`)
+	err := fs.WalkDir(notifysql.MigrationsDir(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		v, err := strconv.Atoi(strings.SplitN(path, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("sql/migrations/%s: no version number: %w", path, err)
+		}
+		if v <= lastRestatingMigration {
+			return nil
+		}
+		b, err := fs.ReadFile(notifysql.MigrationsDir(), path)
+		if err != nil {
+			return err
+		}
+		if loc := createFunction.FindIndex(b); loc != nil {
+			t.Errorf("sql/migrations/%s creates a function (%q): change sql/functions/<name>.sql instead; the migrate step applies it",
+				path, b[loc[0]:loc[1]])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -26,10 +26,11 @@ func MigrationsDir() fs.FS {
 
 // FunctionsDir returns the current definitions of notifyd's SQL functions as
 // a file system whose root holds one <name>.sql file per function name: the
-// CREATE OR REPLACE statement (every overload of the name) that the
-// migrations, replayed in order, leave installed. A migration that changes a
-// function restates its file whole; a test compares each file with what the
-// migrations installed.
+// CREATE OR REPLACE statement (every overload of the name). They are
+// repeatable migrations: stores.Migrate runs, after the versioned migrations,
+// every file whose text the database has not run yet. A change to a function
+// changes its file only; versioned migrations change tables. Migrations up to
+// 00030 restated functions as they went (history, left as it was).
 func FunctionsDir() fs.FS {
 	sub, err := fs.Sub(functions, "functions")
 	if err != nil {

@@ -79,3 +79,10 @@ const (
 func LedgerViewSQLs() (list, redrive, hours, counts string) {
 	return listDeliveriesAcrossSQL, redriveMatchingSQL, ledgerHoursSQL, notificationCountsSQL
 }
+
+// ApplyFunctions and PendingFunctions expose the repeatable function step to
+// its test, on a file system the test makes.
+var (
+	ApplyFunctions   = applyFunctions
+	PendingFunctions = pendingFunctions
+)

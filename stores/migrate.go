@@ -31,9 +31,11 @@ const gooseTable = "notify_schema_migrations"
 var ErrPendingMigrations = errors.New("database has pending migrations")
 
 // Migrate applies notifyd's and River's migrations to the pool's database, in
-// the given schema ("" means the connection's search_path, normally public). It
-// is idempotent and safe to run from several processes at once: it holds a
-// session advisory lock for the whole run.
+// the given schema ("" means the connection's search_path, normally public),
+// then every function file whose text the database has not run yet (see
+// functionsTable), then secures the privileges. It is idempotent and safe to
+// run from several processes at once: it holds a session advisory lock for
+// the whole run.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -80,6 +82,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, logger *slo
 	for _, v := range res.Versions {
 		logger.InfoContext(ctx, "applied migration", "source", "river", "version", v.Version, "duration", v.Duration)
 	}
+	applied, err := applyFunctions(ctx, conn, notifysql.FunctionsDir())
+	if err != nil {
+		return err
+	}
+	logAppliedFunctions(ctx, logger, applied)
 	return grantAppRole(ctx, conn, logger)
 }
 
@@ -220,6 +227,13 @@ func CheckMigrations(ctx context.Context, pool *pgxpool.Pool, schema string) err
 	}
 	if current < target {
 		return fmt.Errorf("%w: notifyd schema at version %d of %d", ErrPendingMigrations, current, target)
+	}
+	pending, err := pendingFunctions(ctx, pool, notifysql.FunctionsDir())
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("%w: notifyd functions not yet applied: %s", ErrPendingMigrations, strings.Join(pending, ", "))
 	}
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema})
 	if err != nil {

@@ -67,7 +67,7 @@ func tableRows(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-  AND c.relname LIKE 'notify\_%' AND c.relname <> 'notify_schema_migrations'`)
+  AND c.relname LIKE 'notify\_%' AND c.relname NOT IN ('notify_schema_migrations', 'notify_function_files')`)
 	if err != nil {
 		t.Fatal(err)
 	}

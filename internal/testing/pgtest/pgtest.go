@@ -387,13 +387,15 @@ func buildTemplate(ctx context.Context, admin *pgxpool.Pool, serverURL, name, ha
 func migrationsHash() (string, error) {
 	h := sha256.New()
 	// Bump the version when stores.Migrate changes what it does beside the
-	// migrations (v2: it grants the SQL API to notifyd_app).
-	io.WriteString(h, "notifyd pgtest template v2\n")
+	// migrations (v2: it grants the SQL API to notifyd_app; v3: it applies
+	// the function files).
+	io.WriteString(h, "notifyd pgtest template v3\n")
 	sources := []struct {
 		name string
 		fsys fs.FS
 	}{
 		{"notifyd", notifysql.MigrationsDir()},
+		{"notifyd-functions", notifysql.FunctionsDir()},
 		{"river", riverpgxv5.New(nil).GetMigrationFS("main")},
 	}
 	for _, src := range sources {
