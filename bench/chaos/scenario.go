@@ -104,7 +104,10 @@ func (s *stage) addSlot(ctx context.Context, name string, c daemonConfig) (*slot
 	if err != nil {
 		return nil, err
 	}
-	c.dbURL, c.listen, c.smtpPort = s.db.url, addr, s.mail.Port()
+	if c.dbURL == "" { // a scenario may put something between daemon and database
+		c.dbURL = s.db.url
+	}
+	c.listen, c.smtpPort = addr, s.mail.Port()
 	path, err := s.e.writeConfig(s.name, "notifyd-"+name, c)
 	if err != nil {
 		return nil, err

@@ -27,6 +27,8 @@ var scenarios = []scenario{
 		what: "slow targets: three webhook URLs that never answer in a 1k-recipient email + webhook notification"},
 	{name: "workflows", base: 5 * time.Minute, run: runWorkflows,
 		what: "two daemons SIGKILLed alternately while batches and delayed emails are open"},
+	{name: "flaky", base: 5 * time.Minute, run: runFlaky,
+		what: "the network to PostgreSQL through a TCP proxy: 5 ms a read, every connection reset twice, a 10 s pause"},
 	{name: "soak", base: maxSoak + 4*time.Minute, run: runSoak,
 		what: "steady sends, marks and streams on two daemons (-soak long), one SIGKILLed every 40 s, PostgreSQL restarted once"},
 }
