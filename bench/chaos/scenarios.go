@@ -29,6 +29,8 @@ var scenarios = []scenario{
 		what: "two daemons SIGKILLed alternately while batches and delayed emails are open"},
 	{name: "flaky", base: 5 * time.Minute, run: runFlaky,
 		what: "the network to PostgreSQL through a TCP proxy: 5 ms a read, every connection reset twice, a 10 s pause"},
+	{name: "failover", base: 5 * time.Minute, run: runFailover,
+		what: "primary stopped and its synchronous standby promoted mid-run; the daemon goes on through a multi-host URL"},
 	{name: "soak", base: maxSoak + 4*time.Minute, run: runSoak,
 		what: "steady sends, marks and streams on two daemons (-soak long), one SIGKILLed every 40 s, PostgreSQL restarted once"},
 }
