@@ -31,6 +31,8 @@ var scenarios = []scenario{
 		what: "the network to PostgreSQL through a TCP proxy: 5 ms a read, every connection reset twice, a 10 s pause"},
 	{name: "failover", base: 5 * time.Minute, run: runFailover,
 		what: "primary stopped and its synchronous standby promoted mid-run; the daemon goes on through a multi-host URL"},
+	{name: "upgrade", base: 6 * time.Minute, run: runUpgrade,
+		what: "rolling upgrade under load: the previous release migrated by this one, restarted, side by side with it, then drained"},
 	{name: "soak", base: maxSoak + 4*time.Minute, run: runSoak,
 		what: "steady sends, marks and streams on two daemons (-soak long), one SIGKILLed every 40 s, PostgreSQL restarted once"},
 }
