@@ -33,6 +33,8 @@ var scenarios = []scenario{
 		what: "primary stopped and its synchronous standby promoted mid-run; the daemon goes on through a multi-host URL"},
 	{name: "upgrade", base: 6 * time.Minute, run: runUpgrade,
 		what: "rolling upgrade under load: the previous release migrated by this one, restarted, side by side with it, then drained"},
+	{name: "headofline", base: 6 * time.Minute, run: runHeadOfLine,
+		what: "one-recipient notifications at 50/s beside a 1M-recipient in_app + email fan-out: commit → email p99 ≤ 1 s"},
 	{name: "soak", base: maxSoak + 4*time.Minute, run: runSoak,
 		what: "steady sends, marks and streams on two daemons (-soak long), one SIGKILLed every 40 s, PostgreSQL restarted once"},
 }
