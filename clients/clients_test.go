@@ -50,6 +50,10 @@ func TestNodeClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node", "node_modules", "typescript")); err != nil {
 		missing(t, "clients/node/node_modules is missing: run `npm ci` in clients/node")
 	}
+	// The drivers the transaction guard is tested with (test/drivers.test.mjs).
+	if _, err := os.Stat(filepath.Join("node", "testdata", "drivers", "node_modules", "pg-oldest")); err != nil {
+		missing(t, "clients/node/testdata/drivers/node_modules is missing: run `npm ci` in clients/node/testdata/drivers")
+	}
 	env := startDaemon(t)
 	run(t, "node", env, "npm", "test")
 }
