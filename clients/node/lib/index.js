@@ -102,7 +102,7 @@ function isPool(db) {
 const GUARD_SQL = "SAVEPOINT notifyd_in_transaction; RELEASE SAVEPOINT notifyd_in_transaction";
 
 // inTransaction tells whether db is inside a transaction block. The driver
-// answers when it can: node-postgres' getTransactionStatus() (pg 8.12 and
+// answers when it can: node-postgres' getTransactionStatus() (pg 8.21 and
 // later) says "T" or "E" inside one and "I" outside, and "I" is believed only
 // with nothing queued (an un-awaited BEGIN may be queued ahead of the send).
 // When it cannot tell (older pg, pg-native, a query in flight), the server is

@@ -1,7 +1,7 @@
 // The transaction guard with each node-postgres the package supports: the
 // newest pg (the one package-lock.json pins), the oldest pg 8 minor the peer
 // range allows, and pg-native. They come from testdata/drivers, whose lock
-// file pins them (`npm ci` there; make test runs it). pg before 8.12 has no
+// file pins them (`npm ci` there; make test runs it). pg before 8.21 has no
 // getTransactionStatus() and pg-native's answers null, so there the guard
 // asks the server; every case must refuse a send outside a transaction and
 // commit nothing.

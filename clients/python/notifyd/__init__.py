@@ -30,7 +30,7 @@ import math
 import time
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 __version__ = "0.1.0"
 
@@ -60,13 +60,22 @@ class Recipient:
     reason: str = ""
 
 
+NotifierT = TypeVar("NotifierT", bound=str)
+"""The type of a Notification's notifier name: str, or the Literal of the
+names `notifyd gen types -lang python` writes (NotifierName)."""
+
+
 @dataclass(frozen=True)
-class Notification:
+class Notification(Generic[NotifierT]):
     """One occurrence of a notifier declared in notifyd's config.
     (notifier, key) is one notification forever. Give at least one recipient
-    or topic."""
+    or topic.
 
-    notifier: str
+    It is generic over the notifier name: ``Notification[NotifierName]``,
+    with the NotifierName of ``notifyd gen types -lang python``, makes a type
+    checker refuse a name that is not a notifier of the config."""
+
+    notifier: NotifierT
     key: str
     recipients: Sequence[Union[str, Recipient]] = ()
     topics: Sequence[str] = ()
@@ -134,7 +143,7 @@ def _send_sql(schema: Optional[str]) -> str:
     )
 
 
-def _send_args(n: Notification) -> List[Any]:
+def _send_args(n: "Notification[Any]") -> List[Any]:
     if not isinstance(n, Notification):
         raise TypeError("notifyd.send: want a notifyd.Notification, got " + type(n).__name__)
     recipients = [
@@ -325,7 +334,7 @@ def _run(db: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
         raise mapped from err
 
 
-def send(db: Any, n: Notification, *, schema: Optional[str] = None, allow_autocommit: bool = False) -> SendResult:
+def send(db: Any, n: "Notification[Any]", *, schema: Optional[str] = None, allow_autocommit: bool = False) -> SendResult:
     """Enqueue n in the transaction db is in. Sending the same (notifier, key)
     again returns the first id with duplicate=True and changes nothing.
     Raises InputError (UnknownNotifierError for a notifier notifyd does not

@@ -47,7 +47,7 @@ async def _check_transaction(db: Any, allow_autocommit: bool) -> None:
             "its own)")
 
 
-async def send(db: Any, n: Notification, *, schema: Optional[str] = None,
+async def send(db: Any, n: "Notification[Any]", *, schema: Optional[str] = None,
                allow_autocommit: bool = False) -> SendResult:
     """notifyd.send, awaited."""
     await _check_transaction(db, allow_autocommit)
