@@ -108,7 +108,12 @@ const GUARD_SQL = "SAVEPOINT notifyd_in_transaction; RELEASE SAVEPOINT notifyd_i
 // When it cannot tell (older pg, pg-native, a query in flight), the server is
 // asked; queries run in order, so that answer includes a queued BEGIN.
 async function inTransaction(db) {
-  const status = typeof db.getTransactionStatus === "function" ? db.getTransactionStatus() : null;
+  let status = null;
+  try {
+    status = typeof db.getTransactionStatus === "function" ? db.getTransactionStatus() : null;
+  } catch {
+    // pg's native client calls pg-native's, which older pg-native lacks.
+  }
   if (status === "T" || status === "E") {
     return true;
   }

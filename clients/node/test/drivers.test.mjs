@@ -28,14 +28,18 @@ const app = parse(process.env.NOTIFYD_TEST_APP_URL);
 const owner = new pg.Pool({ ...parse(process.env.NOTIFYD_TEST_DATABASE_URL), max: 1 });
 after(() => owner.end());
 
-let native = null;
-let nativeWhy = "";
-try {
-  native = pg.native && pg.native.Client;
-  nativeWhy = native ? "" : "pg.native is null";
-} catch (err) {
-  nativeWhy = String(err);
+// pg.native loads pg-native (the fixture's, for both pg versions): null when
+// it could not be built.
+function nativeOf(mod) {
+  try {
+    return mod.native ? [mod.native.Client, ""] : [null, "pg.native is null"];
+  } catch (err) {
+    return [null, String(err)];
+  }
 }
+const pgOldest = need("pg-oldest");
+const [native, nativeWhy] = nativeOf(pg);
+const [oldNative, oldNativeWhy] = nativeOf(pgOldest);
 
 const params = { post_title: "Hello", author_name: "Ada" };
 
@@ -51,8 +55,10 @@ test("the peer range says what these tests run: its floor is the oldest pg teste
 
 const drivers = [
   [`pg ${newest}`, pg.Client, ""],
-  [`pg ${oldest}`, need("pg-oldest").Client, ""],
-  ["pg-native", native, nativeWhy],
+  [`pg ${oldest}`, pgOldest.Client, ""],
+  [`pg ${newest} with pg-native`, native, nativeWhy],
+  // pg 8.0's native client has no getTransactionStatus: the server is asked.
+  [`pg ${oldest} with pg-native`, oldNative, oldNativeWhy],
 ];
 
 for (const [name, Client, why] of drivers) {
