@@ -116,10 +116,16 @@ func (d *Deps) ResumeFanouts(ctx context.Context, client *river.Client[pgx.Tx]) 
 			if err != nil {
 				return err
 			}
+			type key struct {
+				id   string
+				lane int
+			}
+			seen := make(map[key]bool, len(lanes))
+			for _, l := range lanes {
+				seen[key{l.NotificationID, l.Lane}] = true
+			}
 			for _, o := range orphans {
-				if !slices.ContainsFunc(lanes, func(l stores.ResumeLane) bool {
-					return l.NotificationID == o.NotificationID && l.Lane == o.Lane
-				}) {
+				if !seen[key{o.NotificationID, o.Lane}] {
 					lanes = append(lanes, o)
 				}
 			}
