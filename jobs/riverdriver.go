@@ -32,10 +32,11 @@ import (
 // running fan-out. This driver tells River it cannot listen, which puts the
 // client in River's poll-only mode: queue pauses and job cancellations are
 // read from River's tables, which only notifyd's own role writes (every
-// producer reads them every 2 seconds; an operator's pause or cancel through
-// this very client, as `notifyd` and River UI in the daemon do, takes effect
-// here at once and on the other replicas within 2 seconds), and leadership
-// is re-elected from the river_leader table.
+// producer reads them every 2 seconds, so an operator's pause or cancel in
+// River UI takes effect everywhere within 2 seconds; this client's own
+// non-transactional QueuePause, QueueResume and JobCancel reach its own
+// producers at once), and leadership is re-elected from the river_leader
+// table (within River's 5 s election interval).
 //
 // What a NOTIFY is still good for is a wake: it can only make a queue fetch
 // sooner. The driver runs a listener of its own on `<schema>.river_insert`
