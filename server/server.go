@@ -96,6 +96,10 @@ type Server struct {
 	push     *pushSubscriptions
 	devices  *devices
 
+	// claimer fans out small notifications while Run runs (nil before);
+	// its Wake starts an idle claim at once.
+	claimer *jobs.FanoutClaimer
+
 	opts     Options
 	logger   *slog.Logger
 	closers  []func() error
@@ -374,6 +378,14 @@ func (s *Server) Run(ctx context.Context) error {
 		stopLiveness()
 		<-livenessDone
 	}()
+	// The fan-out claimer takes small notifications (they have no River job
+	// of their own), many per transaction, until the workers stop.
+	claimer, stopClaimer, err := jobs.StartFanoutClaimer(ctx, s.deps, s.river)
+	if err != nil {
+		return err
+	}
+	s.claimer = claimer
+	defer stopClaimer()
 	if s.reads != nil {
 		// Where the API's reads go, checked until the daemon stops.
 		readsCtx, stopReads := context.WithCancel(ctx)
