@@ -25,6 +25,11 @@
 //	         -latency-rate per second: p50 and p99
 //	maillatency  commit → email accepted by the SMTP sink, -maillatency-n
 //	         sends (one recipient each) at -maillatency-rate per second
+//	small    one-recipient notifications (in_app + email) by SendTx from 8
+//	         connections at 100 → 3,200/s, 10 s a step: the highest rate with
+//	         commit → email accepted p99 ≤ 250 ms and nothing queued 1 s
+//	         after the step, vs the same ladder for River alone (InsertTx of a
+//	         no-op job, commit → completed)
 //	marks    inbox marks: -marks-conc connections each marking items of its
 //	         own recipients read (stores.MarkInbox, -marks-n transactions) vs
 //	         the same UPDATEs with no change log; with -marks-durable also on
@@ -74,7 +79,7 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
+var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "small", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -256,6 +261,9 @@ func run() int {
 	}
 	if section("maillatency", fmt.Sprintf("commit → email accepted, %d sends at %.0f/s", o.mailLatencyN, o.mailLatencyRate)) {
 		results = append(results, runMailLatency(ctx, h, o.mailLatencyN, o.mailLatencyRate)...)
+	}
+	if section("small", "small notifications (one recipient, in_app + email) at rising rates, and River alone") {
+		results = append(results, runSmall(ctx, h)...)
 	}
 	if section("marks", fmt.Sprintf("inbox marks from %d connections, %d transactions", o.marksConc, o.marksN)) {
 		results = append(results, runMarks(ctx, h, o.marksN, o.marksConc, o.marksDurable)...)

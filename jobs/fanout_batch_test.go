@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -15,23 +14,14 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
-	notifysql "github.com/notifyd/notifyd/sql"
 )
 
-// setupClaimer is an email bundle whose database has the current
-// notify_enqueue (small notifications without a River job of their own) and
-// an insert-only River client for the claimer; no worker runs unless the
-// test starts them.
+// setupClaimer is an email bundle with a profile (and an address) for each
+// of recipients r000, r001, ... and a claimer with an insert-only River
+// client; no worker runs unless the test starts them.
 func setupClaimer(t *testing.T, recipients int) (*emailBundle, *jobs.FanoutClaimer) {
 	t.Helper()
 	b := setupEmail(t, "")
-	text, err := fs.ReadFile(notifysql.FunctionsDir(), "notify_enqueue.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.pool.Exec(context.Background(), string(text)); err != nil {
-		t.Fatalf("apply notify_enqueue: %v", err)
-	}
 	for i := range recipients {
 		b.profile(t, fmt.Sprintf("r%03d", i), fmt.Sprintf("r%03d@example.test", i))
 	}
