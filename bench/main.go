@@ -137,6 +137,19 @@ func run() int {
 	flag.Float64Var(&o.latencyRate, "latency-rate", 50, "sends per second in the latency scenario")
 	flag.IntVar(&o.mailLatencyN, "maillatency-n", 2000, "notifications sent in the commit → email scenario")
 	flag.Float64Var(&o.mailLatencyRate, "maillatency-rate", 200, "sends per second in the commit → email scenario")
+	flag.Func("small-rates", "the small notifications ladder's rates per second, comma-separated (default 100,200,400,800,1600,3200)",
+		func(v string) error {
+			var rates []float64
+			for _, f := range strings.Split(v, ",") {
+				r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil || r <= 0 {
+					return fmt.Errorf("rate %q", f)
+				}
+				rates = append(rates, r)
+			}
+			smallRates = rates
+			return nil
+		})
 	flag.IntVar(&o.footprintN, "footprint-n", 20_000, "recipients of the footprint scenario's notifications")
 	flag.IntVar(&o.inbox.items, "inbox-items", 2_000_000, "inbox items over the inbox scenario's normal recipients")
 	flag.IntVar(&o.inbox.recipients, "inbox-recipients", 20_000, "normal recipients of the inbox scenario")
