@@ -296,3 +296,38 @@ func TestFanoutClaimerRejectsAnUnknownNotifier(t *testing.T) {
 		t.Fatal("the notification of an unknown notifier is not rejected")
 	}
 }
+
+// A notification the batch does not fan out itself (here: its email has a
+// throttle, which counts per recipient across notifications) is handed to a
+// notify.fanout job in the claim's transaction; the job fans it out and the
+// throttle admits what it should.
+func TestFanoutClaimerHandsOffAThrottledNotification(t *testing.T) {
+	t.Parallel()
+	b := setupWorkflow(t)
+	b.profile(t, "u1", "u1@example.test")
+	c := newClaimer(t, b)
+	const n = 4
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = b.sendTo(t, "login.alert", fmt.Sprintf("l-%d", i), map[string]any{"n": fmt.Sprint(i)}, "u1")
+	}
+	if got := claimOnce(t, c); got != n {
+		t.Fatalf("claimed %d, want %d", got, n)
+	}
+	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = ANY($1::uuid[]) AND status = 'pending' AND NOT batch_fanout`, ids); got != n {
+		t.Fatalf("%d of %d handed off", got, n)
+	}
+	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND args->>'notification_id' = ANY($1)`, ids); got != n {
+		t.Fatalf("%d fan-out jobs for %d handed-off notifications", got, n)
+	}
+	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); got != 0 {
+		t.Fatalf("the claim wrote %d deliveries of handed-off notifications", got)
+	}
+	notifydtest.StartWorkers(t, b.deps)
+	notifydtest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
+		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == n
+	})
+	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'sent'`); got != 3 {
+		t.Fatalf("%d sent, want 3 (the throttle's limit)", got)
+	}
+}
