@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -42,6 +43,7 @@ type ladderStep struct {
 	p50, p99 time.Duration
 	late     int // not arrived smallDrain after the last commit
 	cpu      cpuTimes
+	wal      int64 // WAL bytes the step wrote (the whole cluster's)
 	err      error
 }
 
@@ -51,8 +53,8 @@ func (s ladderStep) String() string {
 	if s.err != nil {
 		return fmt.Sprintf("%.0f/s: %v", s.rate, s.err)
 	}
-	return fmt.Sprintf("%.0f/s: p50 %.1f ms, p99 %.1f ms, %d late, PostgreSQL %.0f µs and Go %.0f µs CPU a unit, others %.2f cores",
-		s.rate, ms(s.p50), ms(s.p99), s.late, perUnit(s.cpu.PG, s.n), perUnit(s.cpu.Go, s.n),
+	return fmt.Sprintf("%.0f/s: p50 %.1f ms, p99 %.1f ms, %d late, PostgreSQL %.0f µs and Go %.0f µs CPU and %d B of WAL a unit, others %.2f cores",
+		s.rate, ms(s.p50), ms(s.p99), s.late, perUnit(s.cpu.PG, s.n), perUnit(s.cpu.Go, s.n), s.wal/int64(max(s.n, 1)),
 		s.cpu.others().Seconds()/smallStep.Seconds())
 }
 
@@ -179,6 +181,7 @@ func measureSmallLadder(ctx context.Context, h *harness) ([]ladderStep, ladderMe
 		n := int(rate * smallStep.Seconds())
 		s := ladderStep{rate: rate, n: n}
 		key := func(i int) string { return fmt.Sprintf("user%d@bench.test", base+i+1) }
+		wal0 := walPosition(ctx, sc.pool)
 		cpu0 := h.cpu()
 		_, err := paced(ctx, n, rate, func(i int) error {
 			_, committed, err := sendCommitted(ctx, senders, sc.client, notifyd.Notification{Notifier: notifierBoth,
@@ -195,6 +198,7 @@ func measureSmallLadder(ctx context.Context, h *harness) ([]ladderStep, ladderMe
 		}
 		s.late, s.p50, s.p99 = settle(ctx, arrivals, n, key)
 		s.cpu = h.cpu().sub(cpu0)
+		s.wal = walPosition(ctx, sc.pool) - wal0
 		return s
 	})
 	return steps, summarize(steps), nil
@@ -333,6 +337,7 @@ func measureRiverLadder(ctx context.Context, h *harness) ([]ladderStep, ladderMe
 		n := int(rate * smallStep.Seconds())
 		s := ladderStep{rate: rate, n: n}
 		key := func(i int) string { return fmt.Sprint(base + i) }
+		wal0 := walPosition(ctx, pool)
 		cpu0 := h.cpu()
 		_, err := paced(ctx, n, rate, func(i int) error {
 			committed, err := insert(base + i)
@@ -347,7 +352,18 @@ func measureRiverLadder(ctx context.Context, h *harness) ([]ladderStep, ladderMe
 		}
 		s.late, s.p50, s.p99 = settle(ctx, m, n, key)
 		s.cpu = h.cpu().sub(cpu0)
+		s.wal = walPosition(ctx, pool) - wal0
 		return s
 	})
 	return steps, summarize(steps), nil
+}
+
+// walPosition is the cluster's current WAL position in bytes (0 when it
+// cannot be read).
+func walPosition(ctx context.Context, pool *pgxpool.Pool) int64 {
+	var lsn int64
+	if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&lsn); err != nil {
+		return 0
+	}
+	return lsn
 }
