@@ -66,9 +66,22 @@ type FanoutClaimer struct {
 }
 
 // NewFanoutClaimer returns a claimer that writes with deps and inserts jobs
-// through client (which needs no workers of its own).
+// through client (which needs no workers of its own), with one loop per two
+// fan-out workers (queues.fanout; at least one).
 func NewFanoutClaimer(deps *Deps, client *river.Client[pgx.Tx]) *FanoutClaimer {
-	return &FanoutClaimer{deps: deps, client: client}
+	return &FanoutClaimer{deps: deps, client: client, Loops: max(deps.Config.Queues.Fanout/2, 1)}
+}
+
+// Start runs the claimer until ctx ends or stop is called; stop waits for
+// its loops to end.
+func (c *FanoutClaimer) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Wake makes every idle loop claim at once instead of at its next poll. It
@@ -430,20 +443,12 @@ func audienceOf(st *stores.ClaimedNotification, nf *config.Notifier) int {
 // errNoClaimer is returned by StartFanoutClaimer without a River client.
 var errNoClaimer = errors.New("fan-out claimer: no River client")
 
-// StartFanoutClaimer runs a claimer for deps and client until ctx ends, with
-// one loop per two fan-out workers (at least one); stop waits for it. The
-// daemon runs one beside its River client.
+// StartFanoutClaimer builds a claimer for deps and client and starts it (see
+// Start). A test harness runs one beside its River client, as the daemon does.
 func StartFanoutClaimer(ctx context.Context, deps *Deps, client *river.Client[pgx.Tx]) (claimer *FanoutClaimer, stop func(), err error) {
 	if client == nil {
 		return nil, nil, errNoClaimer
 	}
 	c := NewFanoutClaimer(deps, client)
-	c.Loops = max(deps.Config.Queues.Fanout/2, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx)
-	}()
-	return c, func() { cancel(); <-done }, nil
+	return c, c.Start(ctx), nil
 }
