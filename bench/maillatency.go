@@ -96,7 +96,9 @@ func measureMailLatency(ctx context.Context, h *harness, n int, rate float64) ([
 }
 
 // mailTraceSQL reads, for each notification of the commit → email scenario,
-// when River started its fan-out job, when the fan-out inserted the send job
+// when River started its fan-out job (for a small notification, which the
+// fan-out claimer takes with others and has no job: when the claim's
+// transaction started, the time it marked the notification fanned out), when the fan-out inserted the send job
 // of its delivery (in the fan-out's transaction), and when River started
 // that send job. The send job's args pack its delivery ids 16 bytes each
 // (jobs.SendArgs), unpacked here to find the job of each delivery.
@@ -108,9 +110,9 @@ WITH sends AS (
          generate_series(0, length(decode(j.args->>'ids', 'base64')) / 16 - 1) AS g
     WHERE j.kind = 'notify.send' AND j.args ? 'ids'
 )
-SELECT n.key, f.attempted_at, s.created_at, s.attempted_at
+SELECT n.key, coalesce(f.attempted_at, n.updated_at), s.created_at, s.attempted_at
 FROM notify_notifications n
-JOIN river_job f ON f.kind = 'notify.fanout' AND f.args->>'notification_id' = n.id::text
+LEFT JOIN river_job f ON f.kind = 'notify.fanout' AND f.args->>'notification_id' = n.id::text
 JOIN notify_deliveries d ON d.notification_id = n.id
 JOIN sends s ON s.delivery_id = d.id
 WHERE n.key LIKE 'mail-latency-%'`

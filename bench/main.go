@@ -25,6 +25,11 @@
 //	         -latency-rate per second: p50 and p99
 //	maillatency  commit → email accepted by the SMTP sink, -maillatency-n
 //	         sends (one recipient each) at -maillatency-rate per second
+//	small    one-recipient notifications (in_app + email) by SendTx from 8
+//	         connections at 100 → 3,200/s, 10 s a step: the highest rate with
+//	         commit → email accepted p99 ≤ 250 ms and nothing queued 1 s
+//	         after the step, vs the same ladder for River alone (InsertTx of a
+//	         no-op job, commit → completed)
 //	marks    inbox marks: -marks-conc connections each marking items of its
 //	         own recipients read (stores.MarkInbox, -marks-n transactions) vs
 //	         the same UPDATEs with no change log; with -marks-durable also on
@@ -74,7 +79,7 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
+var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "small", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -132,6 +137,19 @@ func run() int {
 	flag.Float64Var(&o.latencyRate, "latency-rate", 50, "sends per second in the latency scenario")
 	flag.IntVar(&o.mailLatencyN, "maillatency-n", 2000, "notifications sent in the commit → email scenario")
 	flag.Float64Var(&o.mailLatencyRate, "maillatency-rate", 200, "sends per second in the commit → email scenario")
+	flag.Func("small-rates", "the small notifications ladder's rates per second, comma-separated (default 100,200,400,800,1600,3200)",
+		func(v string) error {
+			var rates []float64
+			for _, f := range strings.Split(v, ",") {
+				r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil || r <= 0 {
+					return fmt.Errorf("rate %q", f)
+				}
+				rates = append(rates, r)
+			}
+			smallRates = rates
+			return nil
+		})
 	flag.IntVar(&o.footprintN, "footprint-n", 20_000, "recipients of the footprint scenario's notifications")
 	flag.IntVar(&o.inbox.items, "inbox-items", 2_000_000, "inbox items over the inbox scenario's normal recipients")
 	flag.IntVar(&o.inbox.recipients, "inbox-recipients", 20_000, "normal recipients of the inbox scenario")
@@ -256,6 +274,9 @@ func run() int {
 	}
 	if section("maillatency", fmt.Sprintf("commit → email accepted, %d sends at %.0f/s", o.mailLatencyN, o.mailLatencyRate)) {
 		results = append(results, runMailLatency(ctx, h, o.mailLatencyN, o.mailLatencyRate)...)
+	}
+	if section("small", "small notifications (one recipient, in_app + email) at rising rates, and River alone") {
+		results = append(results, runSmall(ctx, h)...)
 	}
 	if section("marks", fmt.Sprintf("inbox marks from %d connections, %d transactions", o.marksConc, o.marksN)) {
 		results = append(results, runMarks(ctx, h, o.marksN, o.marksConc, o.marksDurable)...)

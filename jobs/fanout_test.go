@@ -284,6 +284,23 @@ func TestScheduledFanoutWaitsForSendAt(t *testing.T) {
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'scheduled'`, res.ID); n != 1 {
 		t.Fatal("a notification with send_at in the future is not scheduled")
 	}
+	// A small notification has no fan-out job: the claimers take it when
+	// send_at is due (TestFanoutClaimerTakesScheduledWhenDue), not before.
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND batch_fanout AND send_at > now() + interval '59 minutes'`, res.ID); n != 1 {
+		t.Fatal("the notification is not left to the claimers until send_at")
+	}
+	client, err := jobs.NewRiverClient(b.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := jobs.NewFanoutClaimer(b.deps, client).ClaimOnce(context.Background()); err != nil || n != 0 {
+		t.Fatalf("a claim took %d (%v) an hour before send_at", n, err)
+	}
+	// A large one keeps its fan-out job, scheduled for send_at.
+	if _, err := b.client.Send(context.Background(), notifyd.Notification{Notifier: "comment.created", Key: "later-large",
+		Recipients: recipients(101, "author"), Params: commentParams, SendAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled' AND scheduled_at > now() + interval '59 minutes'`); n != 1 {
 		t.Fatal("the fan-out job is not scheduled for send_at")
 	}

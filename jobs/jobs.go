@@ -6,6 +6,7 @@
 package jobs
 
 import (
+	"slices"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,9 @@ type Deps struct {
 
 	orphansScanned atomic.Int64 // Unix nanoseconds of the last scan for orphaned fan-outs (sweeps.go)
 
+	fanoutWakeMu sync.Mutex
+	fanoutWakes  []func() // the fan-out claimers' Wake, called by this process's wake listener
+
 	targetsOnce sync.Once
 	targets     *targets // every target's gate and breaker, for this process (send_circuits.go)
 }
@@ -131,4 +135,28 @@ func (d *Deps) logger() *slog.Logger {
 		return d.Logger
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// onFanoutWake registers a fan-out claimer's wake: a small notification has
+// no River job, so the wake notify_enqueue sends under the fan-out queue's
+// name reaches the claimers through this, beside the queue's fetch.
+func (d *Deps) onFanoutWake(wake func()) {
+	d.fanoutWakeMu.Lock()
+	defer d.fanoutWakeMu.Unlock()
+	d.fanoutWakes = append(d.fanoutWakes, wake)
+}
+
+// WakeQueue is what a wake naming queue does beyond River's fetch: for the
+// fan-out queue, it wakes this process's claimers. NewRiverClient's driver
+// calls it for every wake it hears.
+func (d *Deps) WakeQueue(queue string) {
+	if queue != QueueFanout {
+		return
+	}
+	d.fanoutWakeMu.Lock()
+	wakes := slices.Clone(d.fanoutWakes)
+	d.fanoutWakeMu.Unlock()
+	for _, wake := range wakes {
+		wake()
+	}
 }

@@ -48,13 +48,15 @@ import (
 // Anything else on that channel is ignored.
 //
 // Each River client needs a driver of its own (the driver holds the client's
-// wake). cfg's Schema and Queues name the channel and the queues to wake.
-func NewRiverDriver(pool *pgxpool.Pool, cfg *river.Config) riverdriver.Driver[pgx.Tx] {
+// wake). cfg's Schema and Queues name the channel and the queues to wake;
+// onWake, when not nil, hears every queue name woken too (Deps.WakeQueue:
+// the fan-out claimers take small notifications, which have no job).
+func NewRiverDriver(pool *pgxpool.Pool, cfg *river.Config, onWake func(queue string)) riverdriver.Driver[pgx.Tx] {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := &waker{pool: pool, schema: cfg.Schema, logger: logger, queues: map[string][]*rivertype.JobInsertResult{}}
+	w := &waker{pool: pool, schema: cfg.Schema, logger: logger, onWake: onWake, queues: map[string][]*rivertype.JobInsertResult{}}
 	for q := range cfg.Queues {
 		w.queues[q] = []*rivertype.JobInsertResult{{Job: &rivertype.JobRow{Queue: q}}}
 	}
@@ -118,6 +120,7 @@ type waker struct {
 	schema  string
 	logger  *slog.Logger
 	trigger func(context.Context, []*rivertype.JobInsertResult)
+	onWake  func(queue string) // see NewRiverDriver
 	// queues are the client's queues, each with the one-job "insert result"
 	// the trigger takes (only its queue is read), made once.
 	queues map[string][]*rivertype.JobInsertResult
@@ -227,6 +230,9 @@ func (w *waker) listen(ctx context.Context) (listened bool, err error) {
 // fetch comes, this one takes them, within about 25 ms rather than at the
 // next poll.
 func (w *waker) wake(ctx context.Context, queue string) {
+	if w.onWake != nil {
+		w.onWake(queue)
+	}
 	res, ok := w.queues[queue]
 	if !ok || w.trigger == nil {
 		return

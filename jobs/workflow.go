@@ -125,6 +125,16 @@ func insertScheduledSendJobs(ctx context.Context, tx pgx.Tx, ids []string, due [
 	if err != nil {
 		return fmt.Errorf("enqueue scheduled sends: %w", err)
 	}
+	return insertScheduledSendJobsWith(ctx, tx, client, ids, due, batch)
+}
+
+// insertScheduledSendJobsWith is insertScheduledSendJobs through a given
+// River client (the fan-out claimer runs outside a worker).
+func insertScheduledSendJobsWith(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string,
+	due []time.Time, batch int) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	if batch <= 0 {
 		batch = DefaultSendBatch
 	}

@@ -60,7 +60,10 @@ func TestHandWrittenFanoutJobIsRiversInsert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := client.Send(ctx, notifyd.Notification{Notifier: "team.joined", Key: "k", Recipients: []notifyd.Recipient{{ID: "u1"}}})
+	// With a topic: a small notification (inline recipients only) gets no
+	// job (the fan-out claimers take it).
+	res, err := client.Send(ctx, notifyd.Notification{Notifier: "team.joined", Key: "k", Recipients: []notifyd.Recipient{{ID: "u1"}},
+		Topics: []string{"team-1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

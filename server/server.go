@@ -96,6 +96,10 @@ type Server struct {
 	push     *pushSubscriptions
 	devices  *devices
 
+	// claimer fans out small notifications while Run runs (nil for a
+	// Server from Open); its Wake starts an idle claim at once.
+	claimer *jobs.FanoutClaimer
+
 	opts     Options
 	logger   *slog.Logger
 	closers  []func() error
@@ -173,6 +177,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	if s.river, err = jobs.NewRiverClient(s.deps); err != nil {
 		return nil, err
 	}
+	s.claimer = jobs.NewFanoutClaimer(s.deps, s.river)
 	s.client, _ = notifyd.NewClient(s.pool, notifyd.ClientConfig{Config: cfg, Logger: logger})
 	if opts.NoHTTP {
 		return s, nil
@@ -374,6 +379,9 @@ func (s *Server) Run(ctx context.Context) error {
 		stopLiveness()
 		<-livenessDone
 	}()
+	// The fan-out claimer takes small notifications (they have no River job
+	// of their own), many per transaction, until the workers stop.
+	defer s.claimer.Start(ctx)()
 	if s.reads != nil {
 		// Where the API's reads go, checked until the daemon stops.
 		readsCtx, stopReads := context.WithCancel(ctx)

@@ -1,6 +1,10 @@
--- notify_enqueue writes a validated notification and its notify.fanout River
--- job in one statement, and reports the id and whether (notifier, key)
--- already existed, in which case nothing was written. recipients and reasons
+-- notify_enqueue writes a validated notification and, unless the fan-out
+-- claimers take it, its notify.fanout River job in one statement, and reports
+-- the id and whether (notifier, key) already existed, in which case nothing
+-- was written. A small notification (1 to 100 inline recipients, no topics)
+-- gets no job: it is written with batch_fanout set, and the daemon's fan-out
+-- claimers take it with others in one transaction (jobs.FanoutClaimer); a
+-- scheduled one when send_at is due. recipients and reasons
 -- are parallel; inline_sorted promises recipients are in byte order with no
 -- id twice (the fan-out then keeps the list as written); tenant is the
 -- checked tenant or NULL. It is the one
@@ -46,13 +50,14 @@ DECLARE
 BEGIN
     WITH ins AS (
         INSERT INTO notify_notifications AS n (id, notifier, key, actor, recipients, reasons, topics, params,
-                                               send_at, status, inline_sorted, tenant)
+                                               send_at, status, inline_sorted, tenant, batch_fanout)
         VALUES (p_id, p_notifier, p_key, nullif(p_actor, ''), coalesce(p_recipients, '{}'),
                 coalesce(p_reasons, '{}'), coalesce(p_topics, '{}'), coalesce(p_params, '{}'), p_send_at,
                 CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false),
-                p_tenant)
+                p_tenant,
+                coalesce(cardinality(p_recipients), 0) BETWEEN 1 AND 100 AND coalesce(cardinality(p_topics), 0) = 0)
         ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
-        RETURNING n.id, (n.xmax = 0) AS inserted
+        RETURNING n.id, (n.xmax = 0) AS inserted, n.batch_fanout
     ), job AS (
         INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
         SELECT jsonb_build_object('notification_id', ins.id), f.kind, f.max_attempts, f.priority, f.queue,
@@ -60,10 +65,15 @@ BEGIN
                coalesce(p_send_at, now()), '{}'::varchar(255)[], '{}'::jsonb
         FROM ins
         CROSS JOIN notify_fanout_job f
-        WHERE ins.inserted
+        WHERE ins.inserted AND NOT ins.batch_fanout
         RETURNING river_job.queue, river_job.state
     )
-    SELECT ins.id, NOT ins.inserted, (SELECT job.queue FROM job WHERE job.state = 'available')
+    -- A due job wakes its queue; a due small notification, which has no
+    -- job, wakes the fan-out queue's name, which the claimers listen for too.
+    SELECT ins.id, NOT ins.inserted,
+           coalesce((SELECT job.queue FROM job WHERE job.state = 'available'),
+                    (SELECT f.queue FROM notify_fanout_job f
+                     WHERE ins.inserted AND ins.batch_fanout AND coalesce(p_send_at <= now(), true)))
     INTO id, duplicate, wake_queue
     FROM ins;
     IF wake_queue IS NOT NULL THEN

@@ -145,14 +145,21 @@ func StartWorkers(t testing.TB, deps *jobs.Deps) *river.Client[pgx.Tx] {
 	rc := jobs.RiverConfig(deps, jobs.NewWorkers(deps))
 	rc.RetryPolicy = fastRetry{}
 	rc.TestOnly = true
-	client, err := river.NewClient(jobs.NewRiverDriver(deps.Pool, rc), rc)
+	client, err := river.NewClient(jobs.NewRiverDriver(deps.Pool, rc, deps.WakeQueue), rc)
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
 	if err := client.Start(context.Background()); err != nil {
 		t.Fatalf("start river: %v", err)
 	}
+	// The daemon's fan-out claimer runs beside its River client (small
+	// notifications have no fan-out job of their own).
+	_, stopClaimer, err := jobs.StartFanoutClaimer(context.Background(), deps, client)
+	if err != nil {
+		t.Fatalf("start fan-out claimer: %v", err)
+	}
 	t.Cleanup(func() {
+		stopClaimer()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := client.Stop(ctx); err != nil {
