@@ -242,7 +242,11 @@ func (s *Sender) failover(ctx context.Context, o *outgoing) error {
 	if len(failures) == 1 {
 		return last
 	}
-	err := fmt.Errorf("every email provider failed: %s: %w", strings.Join(failures, "; "), last)
+	what := "every email provider failed"
+	if len(s.cfg.Providers) == 0 {
+		what = "every smtp server failed" // channels.email.smtp's list
+	}
+	err := fmt.Errorf("%s: %s: %w", what, strings.Join(failures, "; "), last)
 	if limited {
 		return channels.RateLimited(err, wait)
 	}
@@ -275,6 +279,11 @@ func (s *Sender) sendVia(ctx context.Context, p *provider, o *outgoing) (string,
 		return "", channels.Temporary(fmt.Errorf("wait for a lane to %s: %w", p.name, context.Cause(ctx)), 0)
 	}
 	defer func() { <-p.lanes }()
+	if len(s.providers) > 1 && !p.breaker.allows(s.clock()) {
+		// Its breaker opened while this message waited for a lane: the
+		// provider is not answering, so the message does not wait on it too.
+		return "", channels.Temporary(fmt.Errorf("%s is skipped: it failed %d messages in a row", p.name, breakerThreshold), 0)
+	}
 	return s.sendAPI(ctx, p, o)
 }
 
