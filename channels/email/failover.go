@@ -211,13 +211,11 @@ func (s *Sender) failover(ctx context.Context, o *outgoing) error {
 		id, err := s.sendVia(ctx, p, o)
 		channels.SetProvider(ctx, p.name)
 		if err == nil {
-			p.breaker.succeeded()
 			channels.SetProviderMessageID(ctx, id)
 			return nil
 		}
 		last = err
 		if final(err) {
-			p.breaker.succeeded() // it answered: the message is at fault, not the provider
 			return err
 		}
 		if kind, after := channels.Classify(err); kind == channels.KindRateLimited {
@@ -226,10 +224,6 @@ func (s *Sender) failover(ctx context.Context, o *outgoing) error {
 			}
 		} else {
 			limited = false
-			if p.breaker.failed(s.clock()) && len(s.providers) > 1 {
-				s.log.Warn("email provider keeps failing, skipping it for a while", "channel", Name,
-					"provider", p.name, "cooldown", breakerCooldown, "err", err)
-			}
 		}
 		failures = append(failures, p.name+": "+err.Error())
 		if ctx.Err() != nil {
@@ -254,8 +248,10 @@ func (s *Sender) failover(ctx context.Context, o *outgoing) error {
 }
 
 // sendVia sends o through p within p's timeout, after p's rate limit, and
-// returns the provider's message id. Its errors are classified.
-func (s *Sender) sendVia(ctx context.Context, p *provider, o *outgoing) (string, error) {
+// returns the provider's message id. Its errors are classified. It keeps
+// p's breaker (see account) before it gives its lane back, so a message
+// that was waiting for the lane sees the breaker a failure opened.
+func (s *Sender) sendVia(ctx context.Context, p *provider, o *outgoing) (id string, err error) {
 	if p.limiter != nil {
 		now := s.clock()
 		res := p.limiter.ReserveN(now, 1)
@@ -269,14 +265,19 @@ func (s *Sender) sendVia(ctx context.Context, p *provider, o *outgoing) (string,
 	defer cancel()
 	if p.pool != nil {
 		if err := s.sendSMTP(ctx, p, o); err != nil {
-			return "", classify(err)
+			err = classify(err)
+			s.account(p, err)
+			return "", err
 		}
+		s.account(p, nil)
 		return o.messageID(), nil
 	}
 	select {
 	case p.lanes <- struct{}{}:
 	case <-ctx.Done():
-		return "", channels.Temporary(fmt.Errorf("wait for a lane to %s: %w", p.name, context.Cause(ctx)), 0)
+		err := channels.Temporary(fmt.Errorf("wait for a lane to %s: %w", p.name, context.Cause(ctx)), 0)
+		s.account(p, err)
+		return "", err
 	}
 	defer func() { <-p.lanes }()
 	if len(s.providers) > 1 && !p.breaker.allows(s.clock()) {
@@ -284,7 +285,25 @@ func (s *Sender) sendVia(ctx context.Context, p *provider, o *outgoing) (string,
 		// provider is not answering, so the message does not wait on it too.
 		return "", channels.Temporary(fmt.Errorf("%s is skipped: it failed %d messages in a row", p.name, breakerThreshold), 0)
 	}
-	return s.sendAPI(ctx, p, o)
+	id, err = s.sendAPI(ctx, p, o)
+	s.account(p, err)
+	return id, err
+}
+
+// account keeps p's breaker: an answer (a success, or a refusal of the
+// message) closes it; a rate limit says nothing; any other failure counts.
+func (s *Sender) account(p *provider, err error) {
+	if err == nil || final(err) {
+		p.breaker.succeeded()
+		return
+	}
+	if kind, _ := channels.Classify(err); kind == channels.KindRateLimited {
+		return
+	}
+	if p.breaker.failed(s.clock()) && len(s.providers) > 1 {
+		s.log.Warn("email provider keeps failing, skipping it for a while", "channel", Name,
+			"provider", p.name, "cooldown", breakerCooldown, "err", err)
+	}
 }
 
 // sendSMTP sends o on a connection to p's server.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
-
 )
 
 // A provider that failed breakerThreshold messages in a row (it could not be
