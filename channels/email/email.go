@@ -95,6 +95,15 @@
 // as the delivery's provider ("smtp-b.example.test:587") through
 // channels.SetProvider.
 //
+// channels.email.providers replaces smtp with a list of providers (Provider):
+// SMTP servers and the email APIs of Amazon SES, SendGrid, Postmark, Mailgun
+// and Resend, tried in the same way, each with its own lanes, rate limit,
+// timeout and breaker. SES and Mailgun take notifyd's MIME message as it is;
+// SendGrid, Postmark and Resend get its parts and headers as JSON. The
+// provider's message id is recorded through channels.SetProviderMessageID
+// (for SMTP, the message's Message-ID). An API's refusal of the message or
+// the address is final, any other error moves on (see api.go).
+//
 // # Errors
 //
 // A 4xx reply, a refused or dropped connection and a timeout are temporary
