@@ -42,7 +42,7 @@ type fakeAPI struct {
 
 	mu       sync.Mutex
 	script   []answer
-	requests []recorded
+	latest   *recorded // the last request
 	problems []string
 	count    atomic.Int64
 }
@@ -52,7 +52,7 @@ type recorded struct {
 	body []byte
 }
 
-func startFake(t *testing.T, check func(r *http.Request, body []byte) string, ok answer) *fakeAPI {
+func startFake(t testing.TB, check func(r *http.Request, body []byte) string, ok answer) *fakeAPI {
 	t.Helper()
 	f := &fakeAPI{check: check, ok: ok}
 	stop := make(chan struct{})
@@ -60,7 +60,7 @@ func startFake(t *testing.T, check func(r *http.Request, body []byte) string, ok
 		f.count.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
-		f.requests = append(f.requests, recorded{r, body})
+		f.latest = &recorded{r, body}
 		if p := f.check(r, body); p != "" {
 			f.problems = append(f.problems, p)
 		}
@@ -103,10 +103,10 @@ func (f *fakeAPI) last(t *testing.T) recorded {
 	if len(f.problems) > 0 {
 		t.Fatalf("the fake refused requests: %q", f.problems)
 	}
-	if len(f.requests) == 0 {
+	if f.latest == nil {
 		t.Fatal("the fake got no request")
 	}
-	return f.requests[len(f.requests)-1]
+	return *f.latest
 }
 
 // kindCase is one provider kind: its config entry pointing at its fake, the
@@ -693,5 +693,38 @@ func TestParseRate(t *testing.T) {
 		if _, err := email.ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) did not fail", in)
 		}
+	}
+}
+
+// BenchmarkSendSES is BenchmarkSend through the ses provider's fake, which
+// checks every request's signature: compare the two at the same lanes (8).
+func BenchmarkSendSES(b *testing.B) {
+	c := kindCases()[0]
+	f := startFake(b, c.check, c.ok)
+	entry := c.entry(f.srv.URL)
+	entry.Lanes = 8
+	s, err := email.New(&email.Config{From: "Acme <notify@acme.test>", Providers: []*email.Provider{entry},
+		Timeout: config.Duration(30 * time.Second)}, nil, testNotifiers(), email.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			r := &channels.Recipient{ID: fmt.Sprint(i), Email: fmt.Sprintf("r%d@example.test", i), Name: "R"}
+			if err := s.Send(context.Background(), msg(fmt.Sprintf("d-%d", i), r)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.StopTimer()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.problems) > 0 {
+		b.Fatalf("the fake refused requests: %q", f.problems[0])
 	}
 }
