@@ -78,7 +78,7 @@ func (s *Sender) sendAPI(ctx context.Context, p *provider, o *outgoing) (string,
 	res, err := c.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error the send job reads
 		}
 		return "", channels.Temporary(fmt.Errorf("%s: %w", p.name, err), 0)
 	}
@@ -86,7 +86,7 @@ func (s *Sender) sendAPI(ctx context.Context, p *provider, o *outgoing) (string,
 	res.Body.Close()
 	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error the send job reads
 		}
 		return "", channels.Temporary(fmt.Errorf("%s: read its answer: %w", p.name, err), 0)
 	}
