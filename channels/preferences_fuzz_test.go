@@ -32,6 +32,7 @@ var canDo = map[string][]notifytype.Mode{
 	"apns":     {notifytype.ModeImmediate, notifytype.ModeOff},
 	"discord":  {notifytype.ModeImmediate, notifytype.ModeOff},
 	"teams":    {notifytype.ModeImmediate, notifytype.ModeOff},
+	"telegram": {notifytype.ModeImmediate, notifytype.ModeOff},
 }
 
 // fuzzShape is the part of a fuzz notifier's shape that its config holds:

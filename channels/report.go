@@ -11,6 +11,11 @@ type Report struct {
 	// "smtp-b.example.test:587" or "twilio". Empty: the channel has one
 	// provider and does not say.
 	Provider string
+	// ProviderMessageID is the id the provider gave the message it accepted
+	// (an SES MessageId, a SendGrid X-Message-Id), the key its delivery
+	// events name the message by. Empty: nothing was accepted, or the
+	// provider gives no id.
+	ProviderMessageID string
 }
 
 type reportKey struct{}
@@ -27,5 +32,14 @@ func WithReport(ctx context.Context) (context.Context, *Report) {
 func SetProvider(ctx context.Context, provider string) {
 	if r, ok := ctx.Value(reportKey{}).(*Report); ok {
 		r.Provider = provider
+	}
+}
+
+// SetProviderMessageID records on ctx's Report (if any) the id the provider
+// gave the message it accepted. A channel calls it with SetProvider when a
+// send succeeds.
+func SetProviderMessageID(ctx context.Context, id string) {
+	if r, ok := ctx.Value(reportKey{}).(*Report); ok {
+		r.ProviderMessageID = id
 	}
 }

@@ -74,13 +74,22 @@ func TestSuccessfulSendWritesNoAttemptRow(t *testing.T) {
 	notifydtest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "sent")
 	var n int
-	var provider string
+	var provider, messageID string
 	if err := b.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM notify_delivery_attempts WHERE delivery_id = $1),
-		(SELECT provider FROM notify_deliveries WHERE id = $1)`, d.id).Scan(&n, &provider); err != nil {
+		(SELECT provider FROM notify_deliveries WHERE id = $1), (SELECT provider_message_id FROM notify_deliveries WHERE id = $1)`,
+		d.id).Scan(&n, &provider, &messageID); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 || provider != b.smtp.Addr() {
 		t.Fatalf("after a first-time send: %d attempt rows, provider %q; want 0 and %s", n, provider, b.smtp.Addr())
+	}
+	// The provider's message id: over SMTP, the message's own Message-ID.
+	if !strings.HasPrefix(messageID, d.id+"@") {
+		t.Fatalf("provider_message_id = %q, want the Message-ID %s@…", messageID, d.id)
+	}
+	got, err := stores.GetDelivery(context.Background(), b.pool, d.id)
+	if err != nil || got.ProviderMessageID == nil || *got.ProviderMessageID != messageID {
+		t.Fatalf("GetDelivery: %v, provider message id %v", err, got)
 	}
 }
 

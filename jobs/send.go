@@ -238,7 +238,7 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 		}
 		started := time.Now()
 		stuck := time.AfterFunc(stuckAfter, func() { r.w.stuck.Add(1) })
-		provider, sendErr := r.sendWaiting(ctx, c)
+		report, sendErr := r.sendWaiting(ctx, c)
 		if !stuck.Stop() {
 			r.w.stuck.Add(-1)
 		}
@@ -255,7 +255,7 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 		}
 		d.metrics().Send(c.Channel, outcome, time.Since(started))
 
-		req, limited := r.outcome(ctx, c, sendErr, provider)
+		req, limited := r.outcome(ctx, c, sendErr, report)
 		if !r.settle(ctx, req) {
 			return
 		}
@@ -317,16 +317,18 @@ func (r *sendRun) admitCapped(ctx context.Context, c *stores.Claimed) (send, sto
 }
 
 // outcome turns a send's result into its settle request, logging it. A rate
-// limit also returns how long the target asked to wait. provider (the
-// channel's Report) goes on the row whatever the outcome, and a provider call
+// limit also returns how long the target asked to wait. The provider of
+// the channel's Report goes on the row whatever the outcome (with its
+// message id when sent), and a provider call
 // that failed is also kept as a failed attempt (see stores.Settlement.Failed).
-func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error, provider string) (settleReq, time.Duration) {
+func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error, report *channels.Report) (settleReq, time.Duration) {
 	d := r.w.Deps
+	provider := report.Provider
 	req := settleReq{client: r.client}
 	log := d.logger()
 	if sendErr == nil {
 		req.settled = []stores.Settlement{{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusSent), Terminal: true,
-			Provider: provider}}
+			Provider: provider, ProviderMessageID: report.ProviderMessageID}}
 		if log.Enabled(ctx, slog.LevelDebug) { // the common case: no attributes built for nothing
 			r.deliveryLog(c).DebugContext(ctx, "delivery sent", "attempts", c.Attempts)
 		}
@@ -524,24 +526,25 @@ func (r *sendRun) prepare(ctx context.Context) {
 const maxRateWait = 2 * time.Second
 
 // sendWaiting is send, waiting out short rate limits (without spending an
-// attempt) as long as the job's budget allows. It also returns the provider
-// the channel reported (channels.Report) for its last call.
-func (r *sendRun) sendWaiting(ctx context.Context, c *stores.Claimed) (string, error) {
+// attempt) as long as the job's budget allows. It also returns what the
+// channel reported (channels.Report) for its last call: the provider and
+// the message id.
+func (r *sendRun) sendWaiting(ctx context.Context, c *stores.Claimed) (*channels.Report, error) {
 	for {
 		rctx, report := channels.WithReport(ctx)
 		err := r.send(rctx, c)
 		if err == nil {
-			return report.Provider, nil
+			return report, nil
 		}
 		kind, after := channels.Classify(err)
 		if kind != channels.KindRateLimited || after <= 0 || after > maxRateWait || time.Now().Add(after).After(r.budget) {
-			return report.Provider, err
+			return report, err
 		}
 		t := time.NewTimer(after)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return report.Provider, err
+			return report, err
 		case <-t.C:
 		}
 	}

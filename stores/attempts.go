@@ -32,6 +32,9 @@ type DeliveryDetail struct {
 	CreatedAt      time.Time
 	// Tenant is the tenant of the delivery's notification, "" for none.
 	Tenant string
+	// ProviderMessageID is the id the provider gave the message it
+	// accepted; nil when it was not sent or the channel gives none.
+	ProviderMessageID *string
 	// FailedAttempts are the failed attempts, oldest first; empty when every
 	// attempt so far went through (or none was made).
 	FailedAttempts []Attempt
@@ -39,7 +42,8 @@ type DeliveryDetail struct {
 
 const getDeliverySQL = `
 SELECT id::text, recipient, channel, reason, mode, status, attempts, last_error, updated_at, provider,
-       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, coalesce(tenant, '')
+       notification_id::text, notifier, key, next_attempt_at, settled_at, created_at, coalesce(tenant, ''),
+       provider_message_id
 FROM notify_deliveries
 WHERE id = $1`
 
@@ -66,7 +70,7 @@ func GetDelivery(ctx context.Context, db DB, id string) (*DeliveryDetail, error)
 	b.Queue(getDeliverySQL, id).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&d.ID, &d.Recipient, &d.Channel, &d.Reason, &d.Mode, &d.Status, &d.Attempts, &d.LastError,
 			&d.UpdatedAt, &d.Provider, &d.NotificationID, &d.Notifier, &d.Key, &d.NextAttemptAt, &d.SettledAt, &d.CreatedAt,
-			&d.Tenant)
+			&d.Tenant, &d.ProviderMessageID)
 	})
 	d.FailedAttempts = []Attempt{}
 	b.Queue(listAttemptsSQL, id, maxAttempts).Query(func(rows pgx.Rows) error {

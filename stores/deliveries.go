@@ -178,6 +178,9 @@ type Settlement struct {
 	// Provider is who answered the attempt (channels.Report): recorded on
 	// the row; "" keeps what it had.
 	Provider string
+	// ProviderMessageID is the id the provider gave the message it
+	// accepted (channels.Report): recorded on the row; "" keeps what it had.
+	ProviderMessageID string
 	// Failed records the outcome as a failed attempt (time, Error, Provider)
 	// in notify_delivery_attempts: set for a provider call that failed, not
 	// for a delivery given back, parked or rate-limited without an attempt.
@@ -244,14 +247,15 @@ SET status = CASE WHEN u.status IN ('failed', 'rate_limited') AND n.status = 'ca
                   THEN 'cancelled' ELSE u.status END,
     last_error = CASE WHEN u.err = '' THEN d.last_error ELSE u.err END,
     provider = CASE WHEN u.provider = '' THEN d.provider ELSE u.provider END,
+    provider_message_id = CASE WHEN u.message_id = '' THEN d.provider_message_id ELSE u.message_id END,
     attempts = d.attempts - CASE WHEN u.refund THEN 1 ELSE 0 END,
     next_attempt_at = u.next_at,
     settled_at = CASE WHEN u.terminal OR (n.status = 'cancelled' AND d.batch_id IS NULL) THEN $7::timestamptz END,
     claimed_at = NULL,
     updated_at = $7
 FROM unnest($1::text[]::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::timestamptz[], $6::boolean[], $8::boolean[],
-            $9::text[], $10::boolean[])
-     AS u(id, claimed_at, status, err, next_at, refund, terminal, provider, failed),`
+            $9::text[], $10::boolean[], $11::text[])
+     AS u(id, claimed_at, status, err, next_at, refund, terminal, provider, failed, message_id),`
 
 const settleWhereSQL = `
 WHERE d.id = ANY($1::text[]::uuid[]) -- the only index condition: see above
@@ -285,14 +289,16 @@ func SettleDeliveries(ctx context.Context, db DB, s []Settlement, now time.Time)
 	terminal := make([]bool, len(s))
 	providers := make([]string, len(s))
 	failed := make([]bool, len(s))
+	messageIDs := make([]string, len(s))
 	retry, attempts := false, false
 	for i, x := range s {
 		ids[i], claimed[i], statuses[i], errs[i], next[i], refund[i], terminal[i], providers[i], failed[i] =
 			x.ID, x.ClaimedAt, x.Status, x.Error, x.NextAttemptAt, x.Refund, x.Terminal, x.Provider, x.Failed
+		messageIDs[i] = x.ProviderMessageID
 		retry = retry || !x.Terminal
 		attempts = attempts || x.Failed
 	}
-	args := []any{ids, claimed, statuses, errs, next, refund, now, terminal, providers, failed}
+	args := []any{ids, claimed, statuses, errs, next, refund, now, terminal, providers, failed, messageIDs}
 	var sql string
 	switch {
 	case attempts && retry:

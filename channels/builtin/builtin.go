@@ -14,6 +14,7 @@ import (
 	"github.com/notifyd/notifyd/channels/slack"
 	"github.com/notifyd/notifyd/channels/sms"
 	"github.com/notifyd/notifyd/channels/teams"
+	"github.com/notifyd/notifyd/channels/telegram"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/channels/webpush"
 )
@@ -32,6 +33,7 @@ func Plugins() []channels.Plugin {
 		apns.Plugin,
 		discord.Plugin,
 		teams.Plugin,
+		telegram.Plugin,
 	}
 }
 

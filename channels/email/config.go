@@ -49,6 +49,13 @@ type Config struct {
 	// channels.email.smtp is either one server or a list of them: the list's
 	// first entry is SMTP and the rest are Failover. Empty: one server.
 	Failover []SMTP `yaml:"-"`
+	// Providers, when set, replace SMTP: mail servers and email APIs tried
+	// in order for each message, each with its own rate, lanes and circuit
+	// breaker (see Provider). Set either smtp or providers.
+	Providers []*Provider `yaml:"providers"`
+	// SMTPSet and ProvidersSet say which of the keys the file wrote
+	// (decodeConfig sets them).
+	SMTPSet, ProvidersSet bool `yaml:"-"`
 	// Rate is messages per second per replica; 0 is unlimited.
 	Rate float64 `yaml:"rate"`
 	// Timeout bounds one SMTP conversation (waiting for a connection to the
@@ -114,6 +121,21 @@ func (sm SMTP) Addr() string {
 // Servers returns the SMTP servers in the order each message tries them:
 // SMTP, then Failover.
 func (c *Config) Servers() []SMTP { return append([]SMTP{c.SMTP}, c.Failover...) }
+
+// ProviderList returns the providers each message tries, in order:
+// Providers when set, else each of Servers as a provider of kind smtp
+// named host:port.
+func (c *Config) ProviderList() []*Provider {
+	if len(c.Providers) > 0 {
+		return c.Providers
+	}
+	var out []*Provider
+	for _, sm := range c.Servers() {
+		out = append(out, &Provider{Kind: KindSMTP, Name: sm.Addr(), Host: sm.Host, Port: sm.Port,
+			Username: sm.Username, Password: sm.Password, TLS: sm.TLS})
+	}
+	return out
+}
 
 // Templates are a notifier's email section: subject and text are
 // text/template, html is html/template, over the params. Locales maps a
@@ -203,7 +225,11 @@ func open(s *channels.Setup) (any, error) {
 	} else if at := strings.LastIndexByte(a.Address, '@'); at < 0 || at == len(a.Address)-1 {
 		p.Add(sec, "from", "address %q has no domain (Message-IDs are made from it)", cfg.From)
 	}
-	checkServers(p, sec, cfg)
+	if cfg.ProvidersSet {
+		checkProviders(p, sec, cfg, s.Checking)
+	} else {
+		checkServers(p, sec, cfg)
+	}
 	if cfg.Rate < 0 {
 		p.Add(sec, "rate", "must not be negative (0 is unlimited), got %v", cfg.Rate)
 	}

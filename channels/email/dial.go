@@ -27,9 +27,12 @@ func decodeConfig(s *channels.Setup, cfg *Config) bool {
 	// Which shape smtp has, read without reporting anything: the decodes
 	// below report the problems once.
 	var probe struct {
-		SMTP any `yaml:"smtp"`
+		SMTP      any `yaml:"smtp"`
+		Providers any `yaml:"providers"`
 	}
 	s.Config.NewProblems().Decode(sec, &probe)
+	cfg.SMTPSet = probe.SMTP != nil
+	_, cfg.ProvidersSet = probe.Providers.([]any)
 	list, isList := probe.SMTP.([]any)
 	if !isList {
 		return p.Decode(sec, cfg)
@@ -88,26 +91,32 @@ func checkServers(p *config.Problems, sec *config.Section, cfg *Config) {
 		if len(servers) > 1 {
 			key = fmt.Sprintf("smtp[%d].", i)
 		}
-		if sm.Host == "" {
-			p.Add(sec, key+"host", "must be set")
-		}
-		switch port := sm.Port; {
-		case port == 0:
-			p.Add(sec, key+"port", "must be set")
-		case port < 1 || port > 65535:
-			p.Add(sec, key+"port", "must be between 1 and 65535, got %d", port)
-		}
-		switch sm.TLS {
-		case "none", "starttls", "tls":
-		default:
-			p.Add(sec, key+"tls", "unknown tls mode %q (want none, starttls or tls)", sm.TLS)
-		}
+		checkSMTP(p, sec, key, sm)
 		if sm.Host != "" && sm.Port != 0 {
 			if j, dup := seen[sm.Addr()]; dup {
 				p.Add(sec, strings.TrimSuffix(key, "."), "%s is listed twice (also smtp[%d])", sm.Addr(), j)
 			}
 			seen[sm.Addr()] = i
 		}
+	}
+}
+
+// checkSMTP reports what is wrong with one SMTP server, at keys starting
+// with key ("smtp.", "providers[0].").
+func checkSMTP(p *config.Problems, sec *config.Section, key string, sm SMTP) {
+	if sm.Host == "" {
+		p.Add(sec, key+"host", "must be set")
+	}
+	switch port := sm.Port; {
+	case port == 0:
+		p.Add(sec, key+"port", "must be set")
+	case port < 1 || port > 65535:
+		p.Add(sec, key+"port", "must be between 1 and 65535, got %d", port)
+	}
+	switch sm.TLS {
+	case "none", "starttls", "tls":
+	default:
+		p.Add(sec, key+"tls", "unknown tls mode %q (want none, starttls or tls)", sm.TLS)
 	}
 }
 

@@ -44,7 +44,7 @@ func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 		return channels.Permanent(fmt.Errorf("digest email to recipient %s: %w", r.ID, err))
 	}
 	m.SetGenHeader("X-Notifyd-Digest", strconv.Itoa(data.Count))
-	if err := s.deliver(ctx, m); err != nil {
+	if err := s.deliver(ctx, m, d.ID, subject, text, html); err != nil {
 		return fmt.Errorf("send digest email to recipient %s: %w", r.ID, err)
 	}
 	return nil

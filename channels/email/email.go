@@ -95,6 +95,15 @@
 // as the delivery's provider ("smtp-b.example.test:587") through
 // channels.SetProvider.
 //
+// channels.email.providers replaces smtp with a list of providers (Provider):
+// SMTP servers and the email APIs of Amazon SES, SendGrid, Postmark, Mailgun
+// and Resend, tried in the same way, each with its own lanes, rate limit,
+// timeout and breaker. SES and Mailgun take notifyd's MIME message as it is;
+// SendGrid, Postmark and Resend get its parts and headers as JSON. The
+// provider's message id is recorded through channels.SetProviderMessageID
+// (for SMTP, the message's Message-ID). An API's refusal of the message or
+// the address is final, any other error moves on (see api.go).
+//
 // # Errors
 //
 // A 4xx reply, a refused or dropped connection and a timeout are temporary
@@ -120,6 +129,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	netmail "net/mail"
 	"net/textproto"
 	"regexp"
@@ -157,6 +167,10 @@ type Options struct {
 	// TokenSecret is http.token_secret: unsubscribe links are signed with a
 	// key derived from it. Required when channels.email.unsubscribe_url is set.
 	TokenSecret string
+	// HTTPClient sends to the email APIs of channels.email.providers. Nil:
+	// each API provider gets a client of its own, keeping up to its lanes
+	// connections.
+	HTTPClient *http.Client
 	// Notifier returns a notifier's category and whether it is required (no
 	// unsubscribe link); ok false for a notifier it does not know. Nil: every
 	// notifier is optional, with the message's category.
@@ -175,7 +189,7 @@ type Sender struct {
 	unsub     *unsubscriber // nil: no List-Unsubscribe
 	dkim      *dkimSigner   // nil: unsigned
 	limiter   *rate.Limiter // nil: unlimited
-	servers   []*server     // channels.email.smtp in order (see failover)
+	providers []*provider   // in order (see failover)
 	log       *slog.Logger
 	clock     func() time.Time
 }
@@ -273,7 +287,13 @@ func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, op
 	if size <= 0 {
 		size = DefaultPoolSize
 	}
-	if s.servers, err = s.newServers(opts.TLSConfig, size); err != nil {
+	client := func(lanes int) *http.Client {
+		if opts.HTTPClient != nil {
+			return opts.HTTPClient
+		}
+		return newHTTPClient(lanes)
+	}
+	if s.providers, err = s.newProviders(opts.TLSConfig, size, client); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -348,7 +368,7 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 		m.FromMailAddress(from)
 	}
 	m.SetGenHeader("X-Notifyd-Notifier", msg.Notifier)
-	if err := s.deliver(ctx, m); err != nil {
+	if err := s.deliver(ctx, m, msg.DeliveryID, subject, text, html); err != nil {
 		return fmt.Errorf("send email %s to recipient %s: %w", msg.Notifier, r.ID, err)
 	}
 	return nil
@@ -397,10 +417,10 @@ func (s *Sender) message(deliveryID string, to *netmail.Address, subject, text, 
 	return m, nil
 }
 
-// deliver sends m to the recipients in its headers over a pooled connection
-// to the first server that takes it (see failover), each server within the
-// configured timeout, after checking the rate limit.
-func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
+// deliver sends m (whose rendered parts are subject, text and html) to
+// the recipients in its headers through the first provider that takes it
+// (see failover), after checking channels.email.rate.
+func (s *Sender) deliver(ctx context.Context, m *mail.Msg, delivery, subject, text, html string) error {
 	from, err := m.GetSender(false)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("envelope sender: %w", err))
@@ -409,7 +429,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("envelope recipients: %w", err))
 	}
-	var body io.WriterTo = m
+	o := &outgoing{m: m, from: from, rcpts: rcpts, smtpBody: m, subject: subject, text: text, html: html, delivery: delivery}
 	if s.dkim != nil {
 		var raw bytes.Buffer
 		if _, err := m.WriteTo(&raw); err != nil {
@@ -419,7 +439,8 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 		if err != nil {
 			return channels.Permanent(err)
 		}
-		body = bytesMessage(signed)
+		o.smtpBody = bytesMessage(signed)
+		o.raw = raw.Bytes() // API providers sign with their own verified domain
 	}
 	if s.limiter != nil {
 		now := s.clock()
@@ -430,7 +451,7 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg) error {
 			return channels.RateLimited(fmt.Errorf("channels.email.rate (%g/s) reached", s.cfg.Rate), d)
 		}
 	}
-	return s.failover(ctx, from, rcpts, body)
+	return s.failover(ctx, o)
 }
 
 // sendOn sends m from the envelope sender from to rcpts on c, as one mail
@@ -640,8 +661,10 @@ var _ channels.Advisor = (*Sender)(nil)
 // Close closes the pooled connections. Sends in flight finish (or time out)
 // and close their connection; sends after Close fail.
 func (s *Sender) Close() error {
-	for _, srv := range s.servers {
-		srv.pool.close()
+	for _, p := range s.providers {
+		if p.pool != nil {
+			p.pool.close()
+		}
 	}
 	return nil
 }

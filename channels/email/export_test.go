@@ -6,5 +6,5 @@ import "context"
 // to rcpts as deliver does after rendering: the multi-recipient transaction
 // no notification makes, for the conversation tests.
 func (s *Sender) DeliverRaw(ctx context.Context, from string, rcpts []string, body []byte) error {
-	return s.failover(ctx, from, rcpts, bytesMessage(body))
+	return s.failover(ctx, &outgoing{from: from, rcpts: rcpts, smtpBody: bytesMessage(body)})
 }

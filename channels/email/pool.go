@@ -2,55 +2,28 @@ package email
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
-
-	"github.com/notifyd/notifyd/channels"
 )
 
-// A server that failed breakerThreshold messages in a row (it could not be
-// reached, timed out or answered 4xx) is skipped for breakerCooldown: the
-// messages after it go straight to the next server instead of each waiting
-// for a dead primary first. When the cool-down is over the next message tries
-// it again; one more failure skips it for another cool-down, a success closes
-// the breaker. With every server skipped they are all tried anyway.
+// A provider that failed breakerThreshold messages in a row (it could not be
+// reached, timed out or answered with a temporary error) is skipped for
+// breakerCooldown: the messages after it go straight to the next provider
+// instead of each waiting for a dead primary first. When the cool-down is
+// over the next message tries it again; one more failure skips it for
+// another cool-down, a success closes the breaker. With every provider
+// skipped they are all tried anyway.
 const (
 	breakerThreshold = 3
 	breakerCooldown  = 30 * time.Second
 )
-
-// server is one SMTP server of channels.email.smtp with its own connection
-// pool and circuit breaker.
-type server struct {
-	addr    string // host:port, the provider recorded for a delivery it took
-	pool    *pool
-	breaker breaker
-}
-
-// newServers builds a server, with a pool of size connections, for each entry
-// of cfg.Servers(), in order.
-func (s *Sender) newServers(tlsConfig *tls.Config, size int) ([]*server, error) {
-	var out []*server
-	for _, sm := range s.cfg.Servers() {
-		dial, err := s.dialer(sm, tlsConfig)
-		if err != nil {
-			return nil, err
-		}
-		// Idle expiry is about real sockets, not Options.Clock.
-		out = append(out, &server{addr: sm.Addr(), pool: newPool(size, dial, time.Now)})
-	}
-	return out, nil
-}
 
 // breaker counts a server's consecutive failed messages.
 type breaker struct {
@@ -82,94 +55,6 @@ func (b *breaker) failed(now time.Time) bool {
 		return true
 	}
 	return false
-}
-
-// order returns the servers a message tries, in config order, leaving out
-// those whose breaker is open unless that leaves none.
-func (s *Sender) order(now time.Time) []*server {
-	if len(s.servers) == 1 {
-		return s.servers
-	}
-	out := make([]*server, 0, len(s.servers))
-	for _, srv := range s.servers {
-		if srv.breaker.allows(now) {
-			out = append(out, srv)
-		}
-	}
-	if len(out) == 0 {
-		return s.servers
-	}
-	return out
-}
-
-// failover sends m to the servers in order until one takes it. A refused or
-// dropped connection, a timeout or a 4xx reply moves on to the next server
-// within the same attempt; a 5xx reply is final (the message is refused, not
-// a server fault). Every server tried is recorded with channels.SetProvider,
-// so the provider of the delivery is the server that accepted it, or the last
-// one that was tried. When every server failed the error is temporary and
-// names each server's failure.
-func (s *Sender) failover(ctx context.Context, from string, rcpts []string, m io.WriterTo) error {
-	servers := s.order(s.clock())
-	var failures []string
-	var last error
-	for i, srv := range servers {
-		err := s.sendVia(ctx, srv, from, rcpts, m)
-		channels.SetProvider(ctx, srv.addr)
-		if err == nil {
-			srv.breaker.succeeded()
-			return nil
-		}
-		last = err
-		var te *txError
-		if errors.As(err, &te) && te.code >= 500 {
-			srv.breaker.succeeded() // it answered: the message is at fault, not the server
-			return classify(err)
-		}
-		if srv.breaker.failed(s.clock()) && len(s.servers) > 1 {
-			s.log.Warn("smtp server keeps failing, skipping it for a while", "channel", Name,
-				"server", srv.addr, "cooldown", breakerCooldown, "err", err)
-		}
-		failures = append(failures, srv.addr+": "+err.Error())
-		if ctx.Err() != nil {
-			break // the send itself was cancelled: no time left for another server
-		}
-		if i < len(servers)-1 {
-			s.log.Debug("smtp server failed, trying the next", "channel", Name, "server", srv.addr, "err", err)
-		}
-	}
-	if len(failures) == 1 {
-		return classify(last)
-	}
-	return channels.Temporary(fmt.Errorf("every smtp server failed: %s: %w", strings.Join(failures, "; "), last), 0)
-}
-
-// sendVia sends m on a connection to srv within channels.email.timeout.
-func (s *Sender) sendVia(ctx context.Context, srv *server, from string, rcpts []string, m io.WriterTo) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout,
-		fmt.Errorf("smtp send timed out after %s (channels.email.timeout)", s.timeout))
-	defer cancel()
-	for attempt := 1; ; attempt++ {
-		c, err := srv.pool.acquire(ctx)
-		if err != nil {
-			return err
-		}
-		err = s.sendOn(ctx, c, from, rcpts, m)
-		if err == nil {
-			return nil
-		}
-		// A connection that sat in the pool may have been closed by the server.
-		// If it failed before the server saw any of the message, the message is
-		// safe to send again on a new connection, once.
-		if attempt == 1 && c.reused && beforeData(err) && ctx.Err() == nil {
-			// The server most likely dropped its other idle connections too
-			// (a restart, an idle timeout): dial afresh rather than try them.
-			s.log.Debug("smtp connection was dead, redialling", "channel", Name, "server", srv.addr, "err", err)
-			srv.pool.dropIdle()
-			continue
-		}
-		return err
-	}
 }
 
 // maxIdle is how long a pooled connection may sit unused before it is closed

@@ -122,7 +122,9 @@ func Configure(cfg *config.Config, mailbox *smtpcapture.Server) error {
 	if mailbox == nil {
 		return nil
 	}
-	smtp := map[string]any{"smtp.host": mailbox.Host(), "smtp.port": mailbox.Port(), "smtp.tls": "none"}
+	// providers (email APIs, other relays) are dropped: every message goes
+	// to the mailbox.
+	smtp := map[string]any{"smtp.host": mailbox.Host(), "smtp.port": mailbox.Port(), "smtp.tls": "none", "providers": nil}
 	if _, ok := cfg.Channels[email.Name].Value("from"); !ok {
 		smtp["from"] = "notifyd dev <dev@notifyd.test>"
 	}
