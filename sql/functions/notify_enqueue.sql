@@ -1,6 +1,7 @@
 -- notify_enqueue writes a validated notification and its notify.fanout River
--- job in one statement, and reports the id and whether (notifier, key)
--- already existed, in which case nothing was written. recipients and reasons
+-- job in one statement, and reports the id and whether (tenant, notifier,
+-- key) already existed (no tenant is a space of its own), in which case
+-- nothing was written. recipients and reasons
 -- are parallel; inline_sorted promises recipients are in byte order with no
 -- id twice (the fan-out then keeps the list as written); tenant is the
 -- checked tenant or NULL. It is the one
@@ -39,7 +40,7 @@ BEGIN
                 coalesce(p_reasons, '{}'), coalesce(p_topics, '{}'), coalesce(p_params, '{}'), p_send_at,
                 CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false),
                 p_tenant)
-        ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
+        ON CONFLICT ((coalesce(tenant, '')), notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
         RETURNING n.id, (n.xmax = 0) AS inserted
     ), job AS (
         INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
