@@ -130,7 +130,7 @@ func (req *sendRequest) notification() (notifyd.Notification, error) {
 	}
 	if req.Tenant != nil {
 		if err := notifyd.CheckTenantID("tenant", *req.Tenant); err != nil {
-			return n, err
+			return n, fieldError("tenant", "%s", err.(*notifyd.InputError).Message)
 		}
 		n.Tenant = *req.Tenant
 	}
@@ -228,7 +228,7 @@ func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 	tenant := q.Get("tenant")
 	if tenant != "" {
 		if err := notifyd.CheckTenantID("tenant", tenant); err != nil {
-			return err
+			return fieldError("tenant", "%s", err.(*notifyd.InputError).Message)
 		}
 	}
 	return s.cancel(w, r, tenant, notifier, key)
