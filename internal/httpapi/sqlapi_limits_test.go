@@ -13,6 +13,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/internal/wire"
 )
 
 // The SQL API refuses what the HTTP API refuses, with the same limits: the
@@ -185,5 +186,53 @@ func TestSQLAPIEnforcesTheHTTPLimits(t *testing.T) {
 		if r := b.do(t, "POST", "/v1/notifications", adminToken, body); r.status != http.StatusAccepted {
 			t.Errorf("a send at the limits (send_at %q) = %d %s, want 202", at, r.status, r.raw)
 		}
+	}
+}
+
+// Keys are per tenant over HTTP too: the same key sent for two tenants is
+// two notifications, and DELETE /v1/notifications/{notifier}/{key}?tenant=
+// cancels that tenant's only; without ?tenant= it is the notification sent
+// with no tenant.
+func TestCancelByKeyIsPerTenant(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.pool.Exec(t.Context(), `INSERT INTO notify_tenants (id) VALUES ('acme'), ('globex')`); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, tenant := range []string{"acme", "globex", "acme"} {
+		r := b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "comment.created", "key": "k-1",
+			"tenant": tenant, "recipients": []string{"u1"}, "params": map[string]any{"post_title": "Hi"}})
+		id, _ := r.body["id"].(string)
+		switch {
+		case ids[tenant] == "" && r.status == http.StatusAccepted:
+			ids[tenant] = id
+		case ids[tenant] == id && r.status == http.StatusOK && r.body["duplicate"] == true:
+		default:
+			t.Fatalf("send k-1 for %s = %d %s (sent before: %v)", tenant, r.status, r.raw, ids)
+		}
+	}
+	if ids["acme"] == ids["globex"] {
+		t.Fatalf("acme and globex share notification %s", ids["acme"])
+	}
+	expect(t, b.do(t, "DELETE", "/v1/notifications/comment.created/k-1", adminToken, nil), 404, wire.CodeNotFound)
+	expect(t, b.do(t, "DELETE", "/v1/notifications/comment.created/k-1?tenant=acme", adminToken, nil), 200, "")
+	status := func(id string) string {
+		var s string
+		if err := b.pool.QueryRow(t.Context(), `SELECT status FROM notify_notifications WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := status(ids["acme"]); got != "cancelled" {
+		t.Fatalf("acme's k-1 is %s, want cancelled", got)
+	}
+	if got := status(ids["globex"]); got == "cancelled" {
+		t.Fatal("acme's cancel cancelled globex's k-1")
+	}
+	// By id: the notification's own tenant.
+	expect(t, b.do(t, "DELETE", "/v1/notifications/"+ids["globex"]+"?notifier=comment.created&key=k-1", adminToken, nil), 200, "")
+	if got := status(ids["globex"]); got != "cancelled" {
+		t.Fatalf("globex's k-1 is %s after DELETE by id, want cancelled", got)
 	}
 }
