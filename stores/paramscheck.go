@@ -15,7 +15,8 @@ import (
 //
 // Schema is that part as a JSON Schema: the keywords type, enum, const,
 // minLength, maxLength, minimum, maximum, required, properties,
-// additionalProperties (false) and items, pruned of everything else. Check is
+// additionalProperties (false) and items, and format (with formatPattern,
+// see formatPatterns), pruned of everything else. Check is
 // the same checks as an SQL/JSON path predicate over the params object, true
 // when they pass: notify_send evaluates it (one expression, in C), and only
 // when it fails walks Schema (notify_params_violation) to name the first
@@ -87,6 +88,25 @@ type checkNode struct {
 	Properties           map[string]*checkNode `json:"properties,omitempty"`
 	AdditionalProperties *bool                 `json:"additionalProperties,omitempty"`
 	Items                *checkNode            `json:"items,omitempty"`
+	// Format is a format the daemon asserts and FormatPattern a regular
+	// expression every string of that format matches (formatPatterns).
+	Format        string `json:"format,omitempty"`
+	FormatPattern string `json:"formatPattern,omitempty"`
+}
+
+// formatPatterns are, for the formats the params validator asserts, a
+// regular expression that every string the validator accepts matches, in the
+// dialect both SQL/JSON path's like_regex and PostgreSQL's ~ read: a
+// necessary condition, so SQL refuses only what the fan-out would refuse
+// (uuid's is the whole rule; uri's is a scheme, as an absolute URI has;
+// date's and date-time's the digits and their ranges; email's an @ with a
+// domain after it). The rest of each format is checked at fan-out.
+var formatPatterns = map[string]string{
+	"uri":       `^[A-Za-z][A-Za-z0-9+.-]*:`,
+	"uuid":      `^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`,
+	"date":      `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`,
+	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]..:..:...`,
+	"email":     `^.*@.+$`,
 }
 
 // constValue holds a const, which may be JSON null.
@@ -97,7 +117,7 @@ func (c *constValue) MarshalJSON() ([]byte, error) { return json.Marshal(c.v) }
 func (n *checkNode) empty() bool {
 	return len(n.Type) == 0 && n.Enum == nil && n.Const == nil && n.MinLength == nil && n.MaxLength == nil &&
 		n.Minimum == nil && n.Maximum == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
-		n.AdditionalProperties == nil && n.Items == nil
+		n.AdditionalProperties == nil && n.Items == nil && n.Format == ""
 }
 
 var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
@@ -134,6 +154,9 @@ func (c paramsCompiler) node(v any) *checkNode {
 	}
 	if cv, ok := s["const"]; ok && !c.draft4 && allScalars([]any{cv}) {
 		n.Const = &constValue{cv}
+	}
+	if f, ok := s["format"].(string); ok && formatPatterns[f] != "" {
+		n.Format, n.FormatPattern = f, formatPatterns[f]
 	}
 	n.MinLength = count(s["minLength"])
 	n.MaxLength = count(s["maxLength"])
@@ -297,6 +320,9 @@ func (n *checkNode) predicate(base, mode string) string {
 	}
 	if n.MaxLength != nil {
 		str = append(str, "!("+base+" like_regex "+pathString(atLeast(*n.MaxLength+1))+` flag "s")`)
+	}
+	if n.FormatPattern != "" {
+		str = append(str, base+" like_regex "+pathString(n.FormatPattern)+` flag "s"`)
 	}
 	guarded("string", str)
 	var num []string

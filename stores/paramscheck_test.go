@@ -34,15 +34,16 @@ func TestCompileParamsCheckKeepsOnlyWhatTheSchemaImplies(t *testing.T) {
 		name, schema, want string
 	}{
 		{"nil", `null`, ``},
-		{"nothing checkable", `{"description": "x", "format": "email"}`, ``},
+		{"nothing checkable", `{"description": "x", "format": "hostname"}`, ``},
+		{"format", `{"format": "uri"}`, `{"format":"uri","formatPattern":"^[A-Za-z][A-Za-z0-9+.-]*:"}`},
 		{"object", `{"type": "object", "required": ["b", "a", "a"], "properties": {"a": {"type": "string", "minLength": 1}, "b": {}}}`,
 			`{"type":["object"],"required":["a","b"],"properties":{"a":{"type":["string"],"minLength":1},"b":{}}}`},
-		{"additionalProperties false", `{"properties": {"a": {"format": "date"}}, "additionalProperties": false}`,
+		{"additionalProperties false", `{"properties": {"a": {"format": "hostname"}}, "additionalProperties": false}`,
 			`{"properties":{"a":{}},"additionalProperties":false}`},
 		{"additionalProperties beside patternProperties", `{"patternProperties": {"^x": {}}, "additionalProperties": false, "required": ["a"]}`,
 			`{"required":["a"]}`},
 		{"additionalProperties a schema", `{"additionalProperties": {"type": "string"}, "required": ["a"]}`, `{"required":["a"]}`},
-		{"unchecked properties only", `{"properties": {"a": {"format": "date"}}}`, ``},
+		{"unchecked properties only", `{"properties": {"a": {"format": "hostname"}}}`, ``},
 		{"$ref hides the node", `{"properties": {"a": {"$ref": "#/$defs/x", "type": "string"}}, "required": ["a"], "$defs": {"x": {"type": "string"}}}`,
 			`{"required":["a"]}`},
 		{"boolean subschema", `{"properties": {"a": false}, "additionalProperties": false}`,
@@ -118,6 +119,19 @@ var paramsCases = []paramsCase{
 			`{"deep": [[1, 2], [2]]}`, `{"deep": [[1, 3]]}`, `{"deep": [1, 2]}`, `{"deep": [[1], "x"]}`}},
 	{`{"type": "object", "properties": {"q": {"type": "string", "enum": ["say \"hi\"", "back\\slash", "new\nline"]}}}`,
 		[]string{`{"q": "say \"hi\""}`, `{"q": "back\\slash"}`, `{"q": "new\nline"}`, `{"q": "say hi"}`}},
+	// Formats: SQL checks a necessary condition of each (formatPatterns).
+	{`{"type": "object", "properties": {"link": {"type": "string", "format": "uri"}, "id": {"format": "uuid"},
+	   "day": {"format": "date"}, "at": {"format": "date-time"}, "mail": {"type": ["string", "null"], "format": "email"},
+	   "links": {"type": "array", "items": {"format": "uri"}}}}`,
+		[]string{`{"link": "https://example.com/a?b#c"}`, `{"link": "mailto:ada@example.com"}`, `{"link": "example.com/a"}`,
+			`{"link": "/relative"}`, `{"link": ""}`, `{"link": "a#b:c"}`, `{"link": "1http://x"}`, `{"link": 7}`,
+			`{"id": "0190c6b2-7a3c-7def-8a12-3456789abcde"}`, `{"id": "0190C6B2-7A3C-7DEF-8A12-3456789ABCDE"}`,
+			`{"id": "0190c6b2-7a3c-7def-8a12-3456789abcdx"}`, `{"id": "0190c6b27a3c7def8a123456789abcde"}`, `{"id": 5}`,
+			`{"day": "2026-12-07"}`, `{"day": "2026-13-07"}`, `{"day": "2026-12-7"}`, `{"day": "2026-02-30"}`,
+			`{"at": "2026-12-07T20:00:00Z"}`, `{"at": "2026-12-07t20:00:00.5+01:00"}`, `{"at": "2026-12-07 20:00:00Z"}`,
+			`{"at": "2026-12-07T20:00Z"}`, `{"at": "2026-12-07"}`,
+			`{"mail": "ada@example.com"}`, `{"mail": null}`, `{"mail": "ada"}`, `{"mail": "ada@"}`, `{"mail": "@example.com"}`,
+			`{"links": ["https://a.example", "b"]}`, `{"links": []}`}},
 }
 
 // notify_send's check (the compiled SQL/JSON path) and the walk that

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/wire"
 )
@@ -234,5 +235,71 @@ func TestCancelByKeyIsPerTenant(t *testing.T) {
 	expect(t, b.do(t, "DELETE", "/v1/notifications/"+ids["globex"]+"?notifier=comment.created&key=k-1", adminToken, nil), 200, "")
 	if got := status(ids["globex"]); got != "cancelled" {
 		t.Fatalf("globex's k-1 is %s after DELETE by id, want cancelled", got)
+	}
+}
+
+// Params the HTTP API refuses for a format (format: uri, uuid, date,
+// date-time, email) are refused by notify_send and the Go API too, before
+// anything is written, at the same pointer; what the format allows passes
+// all three.
+func TestSQLAPIChecksParamFormatsAsHTTPDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{yaml: `
+http: {admin_token: ` + adminToken + `, token_secret: ` + tokenSecret + `}
+notifiers:
+  link.shared:
+    params:
+      type: object
+      properties:
+        link: {type: string, format: uri}
+        id: {type: string, format: uuid}
+        day: {type: string, format: date}
+        at: {type: string, format: date-time}
+        mail: {type: string, format: email}
+    channels:
+      in_app: {title: "{{.link}}"}
+`})
+	ctx := t.Context()
+	client, err := notifyd.NewClient(b.pool, notifyd.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]string{"/link": "example.com/a", "/id": "0190c6b2-7a3c-7def-8a12-3456789abcdx",
+		"/day": "2026-13-01", "/at": "2026-12-07 20:00:00Z", "/mail": "ada.example.com"}
+	for pointer, v := range bad {
+		params := map[string]any{pointer[1:]: v}
+		r := b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "link.shared", "key": "k",
+			"recipients": []string{"u1"}, "params": params})
+		if r.status != http.StatusUnprocessableEntity || r.errCode() != wire.CodeInvalidParams {
+			t.Errorf("%s %q: POST /v1/notifications = %d %s, want 422 invalid_params", pointer, v, r.status, r.raw)
+		}
+		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SELECT * FROM notify_send('link.shared', 'k', '["u1"]', jsonb_build_object($1::text, $2::text))`,
+				pointer[1:], v)
+			return err
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.ColumnName != "params" || pgErr.Detail != pointer {
+			t.Errorf("%s %q: notify_send = %v, want SQLSTATE 22023 on params at %s", pointer, v, err, pointer)
+		}
+		_, err = client.Send(ctx, notifyd.Notification{Notifier: "link.shared", Key: "k",
+			Recipients: []notifyd.Recipient{{ID: "u1"}}, Params: params})
+		var pe *config.ParamsError
+		if !errors.As(err, &pe) || pe.Details[0].Pointer != pointer {
+			t.Errorf("%s %q: Send = %v, want a ParamsError at %s", pointer, v, err, pointer)
+		}
+	}
+	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
+		t.Fatalf("refused sends wrote %d notifications", n)
+	}
+	good := map[string]any{"link": "https://example.com/a", "id": "0190c6b2-7a3c-7def-8a12-3456789abcde",
+		"day": "2026-12-01", "at": "2026-12-07T20:00:00Z", "mail": "ada@example.com"}
+	if r := b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "link.shared", "key": "ok-http",
+		"recipients": []string{"u1"}, "params": good}); r.status != http.StatusAccepted {
+		t.Errorf("good params over HTTP = %d %s", r.status, r.raw)
+	}
+	if _, err := client.Send(ctx, notifyd.Notification{Notifier: "link.shared", Key: "ok-go",
+		Recipients: []notifyd.Recipient{{ID: "u1"}}, Params: good}); err != nil {
+		t.Errorf("good params through the Go API: %v", err)
 	}
 }

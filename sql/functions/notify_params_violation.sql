@@ -3,8 +3,9 @@
 -- params, '' for the params object itself), or NULL when none does. schema is
 -- a notifier's params_schema: the part of its JSON Schema SQL checks, made of
 -- the keywords type, enum, const, minLength, maxLength, minimum, maximum,
--- required, properties, additionalProperties (false only) and items (one
--- schema for every item). The catalog's publisher compiles it, with the same
+-- required, properties, additionalProperties (false only), items (one
+-- schema for every item) and format, with formatPattern: a regular
+-- expression every string of that format matches. The catalog's publisher compiles it, with the same
 -- checks as an SQL/JSON path predicate (params_check) that notify_send_write
 -- evaluates first; this walk runs only to explain a failure.
 --
@@ -40,6 +41,8 @@ BEGIN
             RETURN ARRAY[pointer, format('minLength: got %s, want %s', length(value #>> '{}'), schema ->> 'minLength')];
         ELSIF length(value #>> '{}') > (schema ->> 'maxLength')::numeric THEN
             RETURN ARRAY[pointer, format('maxLength: got %s, want %s', length(value #>> '{}'), schema ->> 'maxLength')];
+        ELSIF (value #>> '{}') !~ (schema ->> 'formatPattern') THEN
+            RETURN ARRAY[pointer, format('''%s'' is not valid %s', value #>> '{}', schema ->> 'format')];
         END IF;
     ELSIF t = 'number' THEN
         IF value::text::numeric < (schema ->> 'minimum')::numeric THEN
