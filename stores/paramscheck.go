@@ -14,9 +14,10 @@ import (
 // stores (notify_notifiers.params_schema and params_check).
 //
 // Schema is that part as a JSON Schema: the keywords type, enum, const,
-// minLength, maxLength, minimum, maximum, required, properties,
-// additionalProperties (false) and items, and format (with formatPattern,
-// see formatPatterns), pruned of everything else. Check is
+// minLength, maxLength, minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum (numbers; not draft-04's booleans), minItems, maxItems,
+// required, properties, additionalProperties (false) and items, and format
+// (with formatPattern, see formatPatterns), pruned of everything else. Check is
 // the same checks as an SQL/JSON path predicate over the params object, true
 // when they pass: notify_send evaluates it (one expression, in C), and only
 // when it fails walks Schema (notify_params_violation) to name the first
@@ -84,6 +85,10 @@ type checkNode struct {
 	MaxLength            *int64                `json:"maxLength,omitempty"`
 	Minimum              *json.Number          `json:"minimum,omitempty"`
 	Maximum              *json.Number          `json:"maximum,omitempty"`
+	ExclusiveMinimum     *json.Number          `json:"exclusiveMinimum,omitempty"`
+	ExclusiveMaximum     *json.Number          `json:"exclusiveMaximum,omitempty"`
+	MinItems             *int64                `json:"minItems,omitempty"`
+	MaxItems             *int64                `json:"maxItems,omitempty"`
 	Required             []string              `json:"required,omitempty"`
 	Properties           map[string]*checkNode `json:"properties,omitempty"`
 	AdditionalProperties *bool                 `json:"additionalProperties,omitempty"`
@@ -116,7 +121,8 @@ func (c *constValue) MarshalJSON() ([]byte, error) { return json.Marshal(c.v) }
 
 func (n *checkNode) empty() bool {
 	return len(n.Type) == 0 && n.Enum == nil && n.Const == nil && n.MinLength == nil && n.MaxLength == nil &&
-		n.Minimum == nil && n.Maximum == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
+		n.Minimum == nil && n.Maximum == nil && n.ExclusiveMinimum == nil && n.ExclusiveMaximum == nil &&
+		n.MinItems == nil && n.MaxItems == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
 		n.AdditionalProperties == nil && n.Items == nil && n.Format == ""
 }
 
@@ -162,6 +168,12 @@ func (c paramsCompiler) node(v any) *checkNode {
 	n.MaxLength = count(s["maxLength"])
 	n.Minimum = number(s["minimum"])
 	n.Maximum = number(s["maximum"])
+	if !c.draft4 { // draft-04's are booleans that change minimum and maximum
+		n.ExclusiveMinimum = number(s["exclusiveMinimum"])
+		n.ExclusiveMaximum = number(s["exclusiveMaximum"])
+	}
+	n.MinItems = count(s["minItems"])
+	n.MaxItems = count(s["maxItems"])
 	if req, ok := s["required"].([]any); ok {
 		for _, r := range req {
 			if name, ok := r.(string); ok && !slices.Contains(n.Required, name) {
@@ -332,6 +344,12 @@ func (n *checkNode) predicate(base, mode string) string {
 	if n.Maximum != nil {
 		num = append(num, base+" <= "+string(*n.Maximum))
 	}
+	if n.ExclusiveMinimum != nil {
+		num = append(num, base+" > "+string(*n.ExclusiveMinimum))
+	}
+	if n.ExclusiveMaximum != nil {
+		num = append(num, base+" < "+string(*n.ExclusiveMaximum))
+	}
 	guarded("number", num)
 	var obj []string
 	for _, name := range n.Required {
@@ -364,11 +382,19 @@ func (n *checkNode) predicate(base, mode string) string {
 		}
 	}
 	guarded("object", obj)
+	var arr []string
+	if n.MinItems != nil && *n.MinItems > 0 {
+		arr = append(arr, base+".size() >= "+strconv.FormatInt(*n.MinItems, 10))
+	}
+	if n.MaxItems != nil {
+		arr = append(arr, base+".size() <= "+strconv.FormatInt(*n.MaxItems, 10))
+	}
 	if n.Items != nil {
 		if p := n.Items.predicate("@", mode); p != "" {
-			guarded("array", []string{"!(exists(" + base + "[*] ? (!(" + p + "))))"})
+			arr = append(arr, "!(exists("+base+"[*] ? (!("+p+"))))")
 		}
 	}
+	guarded("array", arr)
 	return strings.Join(and, " && ")
 }
 

@@ -58,6 +58,10 @@ func TestCompileParamsCheckKeepsOnlyWhatTheSchemaImplies(t *testing.T) {
 		{"const null", `{"const": null}`, `{"const":null}`},
 		{"draft-04 has no const", `{"$schema": "http://json-schema.org/draft-04/schema#", "const": "a", "maxLength": 3}`, `{"maxLength":3}`},
 		{"type list", `{"type": ["string", "null"], "maxLength": 3}`, `{"type":["string","null"],"maxLength":3}`},
+		{"exclusive bounds and item counts", `{"exclusiveMinimum": 0, "exclusiveMaximum": 2, "minItems": 1, "maxItems": 3}`,
+			`{"exclusiveMinimum":0,"exclusiveMaximum":2,"minItems":1,"maxItems":3}`},
+		{"draft-04's exclusive bounds are booleans", `{"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 1, "exclusiveMinimum": true}`,
+			`{"minimum":1}`},
 	}
 	for _, tt := range tests {
 		var schema map[string]any
@@ -119,6 +123,11 @@ var paramsCases = []paramsCase{
 			`{"deep": [[1, 2], [2]]}`, `{"deep": [[1, 3]]}`, `{"deep": [1, 2]}`, `{"deep": [[1], "x"]}`}},
 	{`{"type": "object", "properties": {"q": {"type": "string", "enum": ["say \"hi\"", "back\\slash", "new\nline"]}}}`,
 		[]string{`{"q": "say \"hi\""}`, `{"q": "back\\slash"}`, `{"q": "new\nline"}`, `{"q": "say hi"}`}},
+	{`{"type": "object", "properties": {"p": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1.5},
+	   "list": {"type": ["array", "string"], "minItems": 1, "maxItems": 2}, "any": {"minItems": 2}}}`,
+		[]string{`{"p": 0.5}`, `{"p": 0}`, `{"p": 1.5}`, `{"p": 1.49}`, `{"p": -1}`, `{"p": "0"}`,
+			`{"list": ["a"]}`, `{"list": ["a", "b"]}`, `{"list": []}`, `{"list": ["a", "b", "c"]}`, `{"list": "abc"}`,
+			`{"any": 5}`, `{"any": [1]}`, `{"any": [1, 2]}`, `{"any": {"a": 1}}`}},
 	// Formats: SQL checks a necessary condition of each (formatPatterns).
 	{`{"type": "object", "properties": {"link": {"type": "string", "format": "uri"}, "id": {"format": "uuid"},
 	   "day": {"format": "date"}, "at": {"format": "date-time"}, "mail": {"type": ["string", "null"], "format": "email"},

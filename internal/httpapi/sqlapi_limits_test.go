@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -239,7 +240,7 @@ func TestCancelByKeyIsPerTenant(t *testing.T) {
 }
 
 // Params the HTTP API refuses for a format (format: uri, uuid, date,
-// date-time, email) are refused by notify_send and the Go API too, before
+// date-time, email), an exclusive bound or an item count are refused by notify_send and the Go API too, before
 // anything is written, at the same pointer; what the format allows passes
 // all three.
 func TestSQLAPIChecksParamFormatsAsHTTPDoes(t *testing.T) {
@@ -256,6 +257,8 @@ notifiers:
         day: {type: string, format: date}
         at: {type: string, format: date-time}
         mail: {type: string, format: email}
+        share: {type: number, exclusiveMinimum: 0, exclusiveMaximum: 1}
+        tags: {type: array, minItems: 1, maxItems: 2}
     channels:
       in_app: {title: "{{.link}}"}
 `})
@@ -264,8 +267,9 @@ notifiers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := map[string]string{"/link": "example.com/a", "/id": "0190c6b2-7a3c-7def-8a12-3456789abcdx",
-		"/day": "2026-13-01", "/at": "2026-12-07 20:00:00Z", "/mail": "ada.example.com"}
+	bad := map[string]any{"/link": "example.com/a", "/id": "0190c6b2-7a3c-7def-8a12-3456789abcdx",
+		"/day": "2026-13-01", "/at": "2026-12-07 20:00:00Z", "/mail": "ada.example.com", "/share": 1,
+		"/tags": []string{"a", "b", "c"}}
 	for pointer, v := range bad {
 		params := map[string]any{pointer[1:]: v}
 		r := b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "link.shared", "key": "k",
@@ -274,8 +278,9 @@ notifiers:
 			t.Errorf("%s %q: POST /v1/notifications = %d %s, want 422 invalid_params", pointer, v, r.status, r.raw)
 		}
 		err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `SELECT * FROM notify_send('link.shared', 'k', '["u1"]', jsonb_build_object($1::text, $2::text))`,
-				pointer[1:], v)
+			raw, _ := json.Marshal(v)
+			_, err := tx.Exec(ctx, `SELECT * FROM notify_send('link.shared', 'k', '["u1"]', jsonb_build_object($1::text, $2::jsonb))`,
+				pointer[1:], string(raw))
 			return err
 		})
 		var pgErr *pgconn.PgError
@@ -293,7 +298,7 @@ notifiers:
 		t.Fatalf("refused sends wrote %d notifications", n)
 	}
 	good := map[string]any{"link": "https://example.com/a", "id": "0190c6b2-7a3c-7def-8a12-3456789abcde",
-		"day": "2026-12-01", "at": "2026-12-07T20:00:00Z", "mail": "ada@example.com"}
+		"day": "2026-12-01", "at": "2026-12-07T20:00:00Z", "mail": "ada@example.com", "share": 0.5, "tags": []string{"a"}}
 	if r := b.do(t, "POST", "/v1/notifications", adminToken, map[string]any{"notifier": "link.shared", "key": "ok-http",
 		"recipients": []string{"u1"}, "params": good}); r.status != http.StatusAccepted {
 		t.Errorf("good params over HTTP = %d %s", r.status, r.raw)
