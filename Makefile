@@ -25,6 +25,8 @@ test:
 	@# The Node client's and example's tests (clients/clients_test.go) need their packages.
 	@if command -v npm >/dev/null 2>&1 && [ ! -d clients/node/node_modules ]; then \
 		echo "npm ci in clients/node"; (cd clients/node && npm ci --no-audit --no-fund); fi
+	@if command -v npm >/dev/null 2>&1 && [ ! -d clients/node/testdata/drivers/node_modules ]; then \
+		echo "npm ci in clients/node/testdata/drivers"; (cd clients/node/testdata/drivers && npm ci --no-audit --no-fund); fi
 	@if command -v npm >/dev/null 2>&1 && [ ! -d examples/node-express/node_modules ]; then \
 		echo "npm ci in examples/node-express"; (cd examples/node-express && npm ci --no-audit --no-fund); fi
 	@# The OpenAPI tools test (internal/httpapi/openapi_tools_test.go) runs the

@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -162,6 +163,49 @@ func TestEngineDoesNotImportTheAPI(t *testing.T) {
 					t.Errorf("%s imports the root package notifyd", name)
 				}
 			}
+		}
+	}
+}
+
+// TestFuzzCorporaSitBesideTheirTargets: go test reads a fuzz target's corpus
+// from testdata/fuzz/<Target> in the target's own package directory, and
+// nowhere else. A corpus anywhere else is never run; this fails naming it.
+func TestFuzzCorporaSitBesideTheirTargets(t *testing.T) {
+	t.Parallel()
+	dirs, err := filepath.Glob("*/testdata/fuzz/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pattern := range []string{"testdata/fuzz/*", "*/*/testdata/fuzz/*", "*/*/*/testdata/fuzz/*"} {
+		more, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, more...)
+	}
+	for _, dir := range dirs {
+		if strings.Contains(dir, "node_modules") {
+			continue
+		}
+		target := filepath.Base(dir)
+		pkg := filepath.Dir(filepath.Dir(filepath.Dir(dir)))
+		tests, err := filepath.Glob(filepath.Join(pkg, "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, name := range tests {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "func "+target+"(") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s: package %s has no fuzz target %s, so go test never reads this corpus; move it beside its target", dir, pkg, target)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -50,6 +51,10 @@ func TestNodeClient(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node", "node_modules", "typescript")); err != nil {
 		missing(t, "clients/node/node_modules is missing: run `npm ci` in clients/node")
 	}
+	// The drivers the transaction guard is tested with (test/drivers.test.mjs).
+	if _, err := os.Stat(filepath.Join("node", "testdata", "drivers", "node_modules", "pg-oldest")); err != nil {
+		missing(t, "clients/node/testdata/drivers/node_modules is missing: run `npm ci` in clients/node/testdata/drivers")
+	}
 	env := startDaemon(t)
 	run(t, "node", env, "npm", "test")
 }
@@ -65,6 +70,24 @@ func TestNodeExample(t *testing.T) {
 	}
 	env := startDaemon(t)
 	run(t, dir, env, "npm", "test")
+
+	// The example copied outside the repository, as its README says: the
+	// client from its npm pack tarball in place of the file: dependency,
+	// express and pg from npm's cache, then its tests.
+	out := t.TempDir()
+	app := filepath.Join(out, "node-express")
+	copyDir(t, dir, app)
+	abs, err := filepath.Abs("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, out, env, "npm", "pack", abs, "--pack-destination", out, "--loglevel=error")
+	tarballs, _ := filepath.Glob(filepath.Join(out, "notifyd-client-*.tgz"))
+	if len(tarballs) != 1 {
+		t.Fatalf("npm pack wrote %v", tarballs)
+	}
+	run(t, app, env, "npm", "install", tarballs[0], "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
+	run(t, app, startDaemon(t), "npm", "test") // a database of its own: the suite expects an empty inbox
 }
 
 func TestPythonClient(t *testing.T) {
@@ -90,6 +113,34 @@ func TestRubyClient(t *testing.T) {
 	}
 	env := startDaemon(t)
 	run(t, "ruby", env, ruby, "-Ilib", "-Itest", "-e", `Dir["test/*_test.rb"].sort.each { |f| require File.expand_path(f) }`)
+}
+
+// copyDir copies the files of src to dst, leaving out node_modules.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == "node_modules" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // missing fails the test under CI, where .ci/run installs every tool, and

@@ -156,6 +156,9 @@ type daemonConfig struct {
 	// workflows adds the workflow notifiers (delayedNotifier,
 	// batchedNotifier; see workflows.go).
 	workflows bool
+	// bin is the notifyd binary the slot runs and migrates with; empty:
+	// the one built from this tree (e.bin).
+	bin string
 }
 
 func (c daemonConfig) yaml() string {
@@ -226,7 +229,12 @@ func (e *env) writeConfig(scenario, name string, c daemonConfig) (string, error)
 
 // migrate runs `notifyd migrate` with the config at path.
 func (e *env) migrate(ctx context.Context, cfgPath string) error {
-	out, err := exec.CommandContext(ctx, e.bin, "migrate", "-config", cfgPath).CombinedOutput()
+	return e.migrateWith(ctx, e.bin, cfgPath)
+}
+
+// migrateWith runs `bin migrate` on cfgPath's database.
+func (e *env) migrateWith(ctx context.Context, bin, cfgPath string) error {
+	out, err := exec.CommandContext(ctx, bin, "migrate", "-config", cfgPath).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("notifyd migrate: %w\n%s", err, out)
 	}
@@ -257,12 +265,17 @@ type proc struct {
 // startDaemon starts `notifyd run -config cfgPath` whose API listens on addr.
 // Its output is appended to logPath. It dies with this process (Pdeathsig).
 func (e *env) startDaemon(cfgPath, addr, name, logPath string) (*proc, error) {
+	return e.startDaemonBin(e.bin, cfgPath, addr, name, logPath)
+}
+
+// startDaemonBin is startDaemon with another notifyd binary.
+func (e *env) startDaemonBin(bin, cfgPath, addr, name, logPath string) (*proc, error) {
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(lf, "=== %s started %s\n", name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(e.bin, "run", "-config", cfgPath, "-log-level", "info")
+	cmd := exec.Command(bin, "run", "-config", cfgPath, "-log-level", "info")
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.SysProcAttr = sysProcAttr()
 	p := &proc{name: name, addr: addr, cmd: cmd, done: make(chan struct{}), logFile: lf}

@@ -59,6 +59,7 @@ type stage struct {
 
 // slot is one replica: its config and its current process.
 type slot struct {
+	bin     string // the notifyd binary; empty: this tree's
 	name    string
 	cfgPath string
 	addr    string
@@ -104,18 +105,25 @@ func (s *stage) addSlot(ctx context.Context, name string, c daemonConfig) (*slot
 	if err != nil {
 		return nil, err
 	}
-	c.dbURL, c.listen, c.smtpPort = s.db.url, addr, s.mail.Port()
+	if c.dbURL == "" { // a scenario may put something between daemon and database
+		c.dbURL = s.db.url
+	}
+	c.listen, c.smtpPort = addr, s.mail.Port()
 	path, err := s.e.writeConfig(s.name, "notifyd-"+name, c)
 	if err != nil {
 		return nil, err
 	}
-	sl := &slot{name: name, cfgPath: path, addr: addr}
+	sl := &slot{bin: c.bin, name: name, cfgPath: path, addr: addr}
 	s.mu.Lock()
 	first := len(s.slots) == 0
 	s.slots[name] = sl
 	s.mu.Unlock()
 	if first {
-		if err := s.e.migrate(ctx, path); err != nil {
+		bin := c.bin
+		if bin == "" {
+			bin = s.e.bin
+		}
+		if err := s.e.migrateWith(ctx, bin, path); err != nil {
 			return nil, err
 		}
 	}
@@ -144,7 +152,11 @@ func (s *stage) start(ctx context.Context, sl *slot) error {
 	s.started++
 	n := s.started
 	s.mu.Unlock()
-	p, err := s.e.startDaemon(sl.cfgPath, sl.addr, fmt.Sprintf("%s#%d", sl.name, n), filepath.Join(s.dir, "daemon-"+sl.name+".log"))
+	bin := sl.bin
+	if bin == "" {
+		bin = s.e.bin
+	}
+	p, err := s.e.startDaemonBin(bin, sl.cfgPath, sl.addr, fmt.Sprintf("%s#%d", sl.name, n), filepath.Join(s.dir, "daemon-"+sl.name+".log"))
 	if err != nil {
 		return err
 	}

@@ -12,11 +12,11 @@ import (
 )
 
 // GenCommand is `notifyd gen types`: the params type of every notifier of
-// the config, in TypeScript, Python or Go, for the application's type
+// the config, in TypeScript, Python, Go or RBS (Ruby), for the application's type
 // checker or compiler (docs/sql-enqueue.md).
 type GenCommand struct{ main *Main }
 
-const genUsage = "usage: notifyd gen types -lang ts|python|go [-o FILE] [-package NAME] [-config FILE]"
+const genUsage = "usage: notifyd gen types -lang ts|python|go|rb [-o FILE] [-package NAME] [-config FILE]"
 
 // Run writes the types to -o, or to standard output. It reads only the
 // config.

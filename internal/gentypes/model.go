@@ -1,7 +1,7 @@
 // Package gentypes writes the params type of every notifier of a config in
-// TypeScript, Python and Go, from the notifiers' JSON Schemas, so that an
-// application's type checker or compiler refuses a misspelt notifier name or
-// a param of the wrong type (`notifyd gen types`).
+// TypeScript, Python, Go and RBS (Ruby), from the notifiers' JSON Schemas,
+// so that an application's type checker or compiler refuses a misspelt
+// notifier name or a param of the wrong type (`notifyd gen types`).
 //
 // The types follow the schema where a type system can: required properties
 // are required and the others optional; enum and const are literal types;
@@ -32,7 +32,7 @@ type Notifier struct {
 }
 
 // Languages are the values Generate's lang takes.
-var Languages = []string{"ts", "python", "go"}
+var Languages = []string{"ts", "python", "go", "rb"}
 
 // Options tune the output.
 type Options struct {
@@ -42,8 +42,9 @@ type Options struct {
 	GoPackage string
 }
 
-// Generate writes the params types of notifiers in lang ("ts", "python" or
-// "go"), notifiers in the order given.
+// Generate writes the params types of notifiers in lang ("ts", "python",
+// "go", or "rb" for RBS, Ruby's type signatures), notifiers in the order
+// given.
 func Generate(lang string, notifiers []Notifier, opts Options) ([]byte, error) {
 	names := map[string]bool{}
 	var ns []namedType
@@ -68,6 +69,8 @@ func Generate(lang string, notifiers []Notifier, opts Options) ([]byte, error) {
 		return writePython(ns, opts), nil
 	case "go":
 		return writeGo(ns, opts)
+	case "rb":
+		return writeRBS(ns, opts), nil
 	}
 	return nil, fmt.Errorf("gentypes: unknown language %q (want one of %s)", lang, strings.Join(Languages, ", "))
 }

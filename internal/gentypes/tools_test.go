@@ -123,3 +123,30 @@ params("comment.craeted", {"post_title": "Hi", "author_name": "Ada"})
 		t.Fatalf("mypy accepted a notifier that is not in the config: %v\n%s", err, out)
 	}
 }
+
+// The generated RBS is valid for rbs (Ruby 3.1's, which Debian's ruby ships
+// as rbs3.1): every type it names resolves; and rbs refuses a reference to a
+// notifier's params type that is not there, so the check is real.
+func TestRBSUnderRbs(t *testing.T) {
+	t.Parallel()
+	rbs := ""
+	for _, name := range []string{"rbs", "rbs3.1"} {
+		if p, err := exec.LookPath(name); err == nil {
+			rbs = p
+			break
+		}
+	}
+	if rbs == "" {
+		rbs = tool(t, "rbs", "install Debian's ruby, which ships rbs")
+	}
+	dir := t.TempDir()
+	write(t, dir, "notifiers.rbs", generate(t, "rb"))
+	write(t, dir, "use.rbs", "module Use\n  type a = ::Notifiers::invoice_paid_params\n  type b = ::Notifiers::notifier_name\nend\n")
+	if out, err := run(t, dir, rbs, "-I", ".", "validate"); err != nil {
+		t.Fatalf("rbs validate: %v\n%s", err, out)
+	}
+	write(t, dir, "use.rbs", "module Use\n  type a = ::Notifiers::invoice_payed_params\nend\n")
+	if out, err := run(t, dir, rbs, "-I", ".", "validate"); err == nil {
+		t.Fatalf("rbs accepted a params type that is not generated:\n%s", out)
+	}
+}

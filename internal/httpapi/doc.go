@@ -3,63 +3,12 @@
 //
 // # Routes
 //
-//	GET    /healthz                               none       200 {"status":"ok"}
-//	GET    /readyz                                none       200 {"status":"ready"} | 503 not_ready
-//	POST   /v1/notifications                      admin      202 {"id","duplicate":false} | 200 {"id","duplicate":true}
-//	GET    /v1/notifications/{id}                 admin      200 the notification and its ledger
-//	DELETE /v1/notifications/{notifier}/{key...}  admin      200 {"cancelled":n}
-//	DELETE /v1/notifications/{id}?notifier=&key=  admin      200 {"cancelled":n} | 409 confirm_mismatch (deliveries.go)
-//	PUT    /v1/recipients/{id}                    admin      200 the stored profile, with webhook_secret
-//	GET    /v1/recipients/{id}                    admin      200 the profile, with webhook_secret | 404
-//	GET    /v1/recipients/{id}/inbox              admin      200 as /v1/inbox, for that recipient
-//	DELETE /v1/recipients/{id}                    admin      200 {"erased":true,"inbox":n,"deliveries":n,...} | 404
-//	GET    /v1/recipients/{id}/preferences        admin      200 as GET /v1/preferences, for that recipient
-//	PUT    /v1/recipients/{id}/preferences        admin      200 as PUT /v1/preferences, for that recipient
-//	GET    /v1/recipients/{id}/mutes              admin      200 as GET /v1/mutes, for that recipient
-//	PUT    /v1/recipients/{id}/mutes              admin      200 as PUT /v1/mutes, for that recipient
-//	DELETE /v1/recipients/{id}/mutes              admin      200 as DELETE /v1/mutes, for that recipient
-//	GET    /v1/recipients/{id}/subscriptions      admin      200 as GET /v1/subscriptions, for that recipient
-//	GET    /v1/topics/{topic}/subscribers         admin      200 {"subscribers":[{"recipient","reason","created_at"}],"next_cursor":"..."|null}
-//	PUT    /v1/topics/{topic}/subscribers/{r}     admin      200 {"topic","recipient","reason","created_at"}
-//	DELETE /v1/topics/{topic}/subscribers/{r}     admin      200 {"deleted":true|false}
-//	GET    /v1/notifications?notifier=&key=&...    admin      200 {"items":[...],"next_cursor":"..."|null} (admin.go)
-//	GET    /v1/deliveries?status=&channel=&...     admin      200 {"items":[...],"next_cursor":"..."|null} (deliveries.go)
-//	POST   /v1/deliveries/retry?<filter>          admin      200 {"matched":n,"retried":n}
-//	GET    /v1/deliveries/{id}                    admin      200 the delivery with its failed_attempts (and circuit) | 404
-//	POST   /v1/deliveries/{id}/retry              admin      202 the delivery, due now | 409 not_retryable, circuit_open | 404
-//	GET    /v1/deliveries/{id}/preview            admin      200 {"id","notifier","channel","recipient","locale","params","batch_count","parts"}
-//	GET    /v1/overview                           admin      200 {"since","until","hours","deliveries","failure_rate","queues"}
-//	GET    /v1/recipients/{id}/deliveries         admin      200 {"deliveries":[...]}
-//	GET    /v1/notifiers                          admin      200 {"notifiers":[...],"channels":[...]}
-//	GET    /v1/notifiers/{n}/preview/{channel}    admin      200 {"notifier","channel","params","parts":[...]}
-//	GET    /admin/{file...}                       none       the operator's console (web.Admin)
-//	GET    /v1/inbox                              recipient  200 {"items":[...],"next_cursor":"..."|null}
-//	GET    /v1/inbox/counts?max=                  recipient  200 {"unread":n,"unseen":n,"unread_capped":b,"unseen_capped":b}
-//	POST   /v1/inbox/read                         recipient  200 {"marked":n}
-//	POST   /v1/inbox/unread                       recipient  200 {"marked":n}
-//	POST   /v1/inbox/seen                         recipient  200 {"marked":n}
-//	POST   /v1/inbox/archive                      recipient  200 {"marked":n}
-//	GET    /v1/preferences                        recipient  200 {"rules":[...],"effective":{...}}
-//	PUT    /v1/preferences                        recipient  200 as GET | 422 invalid_preferences
-//	GET    /v1/mutes                              recipient  200 {"mutes":[{"target","until"}]}
-//	PUT    /v1/mutes                              recipient  200 {"target","until"}
-//	DELETE /v1/mutes?target=...                   recipient  200 {"deleted":true|false}
-//	GET    /v1/subscriptions                      recipient  200 {"subscriptions":[{"topic","reason","created_at"}],"next_cursor":"..."|null}
-//	GET    /v1/webhook-secret                     recipient  200 {"secret":"whsec_..."} | 404 without a webhook channel
-//	GET    /v1/unsubscribe/{token}                token      200 the confirm page (text/html; changes nothing) | 404
-//	POST   /v1/unsubscribe/{token}                token      200 {"unsubscribed":true,"channel","scopes"} | 404
-//	GET    /v1/suppressions                       admin      200 {"suppressions":[...],"next_cursor":"..."|null}
-//	PUT    /v1/suppressions/{channel}/{address}   admin      200 {"channel","address","reason","created_at","updated_at"}
-//	DELETE /v1/suppressions/{channel}/{address}   admin      200 {"deleted":true|false}
-//	POST   /v1/bounces                            admin      200 {"kind","suppressed",...}
-//	GET    /v1/push-subscriptions/vapid-key       recipient  200 {"public_key"} | 404 without a web push channel
-//	POST   /v1/push-subscriptions                 recipient  201 {"id"} | 200 {"id"} (endpoint known: keys replaced) | 422
-//	GET    /v1/push-subscriptions                 recipient  200 {"subscriptions":[{"id","endpoint","created_at","last_success_at","failures"}]}
-//	DELETE /v1/push-subscriptions/{id}            recipient  204 | 404
-//	POST   /v1/devices                            recipient  201 {"id"} | 200 {"id"} (token known: platform and app replaced) | 422
-//	GET    /v1/devices                            recipient  200 {"devices":[{"id","platform","token","app","created_at","last_success_at","failures"}]}
-//	DELETE /v1/devices/{id}                       recipient  204 | 404
-//	GET    /v1/recipients/{id}/devices            admin      200 as GET /v1/devices, for that recipient
+// The routes, who may call each, and every request and response shape are in
+// openapi.json, served at GET /v1/openapi.json and described for users in
+// docs/http-api.md. TestOpenAPIRoutes fails when a mounted route is missing
+// from the document or the document names one that is not mounted, and
+// TestOpenAPIResponses checks the shapes against the handlers, so the
+// document is the route table; this comment does not restate it.
 //
 // More routes are mounted through Options.Extra, Options.AdminExtra and
 // Server.Handle (the stream, metrics, River UI).

@@ -363,6 +363,18 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Promote ends a standby's recovery and makes it a primary that accepts
+// writes (pg_ctl promote, waiting for it); URL stays valid.
+func (c *Cluster) Promote(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, err := c.command(ctx, "pg_ctl", "promote", "-w", "-t", "60", "-D", c.dataDir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("promote PostgreSQL in %s: %w: %s", c.dir, err, out)
+	}
+	return nil
+}
+
 // osUser is the account the server programs run as when we are root.
 type osUser struct {
 	uid, gid int

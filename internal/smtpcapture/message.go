@@ -11,6 +11,7 @@ import (
 	"net/mail"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Message is one accepted message. The parsed fields are filled from Data when
@@ -41,6 +42,9 @@ type Message struct {
 	// ParseErr says why the message could not be parsed; the fields above may
 	// then be partly empty.
 	ParseErr error
+	// Accepted is when the server accepted the message (answered 250 to
+	// the end of its DATA).
+	Accepted time.Time
 }
 
 // received is a recorded message, parsed on first read.

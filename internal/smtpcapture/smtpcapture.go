@@ -539,7 +539,7 @@ func (ss *session) Data(r io.Reader) error {
 		ss.s.record(nil)
 		return nil
 	}
-	ss.s.record(&received{msg: Message{From: ss.from, To: append([]string(nil), ss.to...), Data: data}})
+	ss.s.record(&received{msg: Message{From: ss.from, To: append([]string(nil), ss.to...), Data: data, Accepted: time.Now()}})
 	return nil
 }
 

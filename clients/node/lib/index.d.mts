@@ -189,11 +189,24 @@ export declare function unsubscribe(db: Queryable, topic: string, recipient: str
  */
 export declare function putRecipient(db: Queryable, id: string, profile: Profile, opts?: Options): Promise<void>;
 
+/** The options of recipientToken. */
+export interface TokenOptions {
+  /**
+   * The tenant claim: the token reads, marks and streams only that tenant's
+   * inbox items and preferences (1 to 255 bytes without control characters;
+   * an empty string is refused). Absent: no claim.
+   */
+  tenant?: string;
+  /** When the token is issued (iat); now when absent. */
+  now?: Date;
+}
+
 /**
  * recipientToken mints the token a recipient's browser presents to
  * GET /v1/inbox (and the stream and preferences): an HS256 JWT signed with
  * the daemon's http.token_secret, subject the recipient id, iat now and exp
  * now + ttlSeconds, which must not exceed the daemon's http.max_token_ttl
- * (24 hours by default).
+ * (24 hours by default). With opts.tenant it carries the tenant claim. A Date
+ * in place of opts is the issue time.
  */
-export declare function recipientToken(secret: string, recipient: string, ttlSeconds: number, now?: Date): string;
+export declare function recipientToken(secret: string, recipient: string, ttlSeconds: number, opts?: TokenOptions | Date): string;

@@ -90,15 +90,45 @@ function isPool(db) {
   );
 }
 
-// idleOutsideTransaction is true for a node-postgres client that is
-// outside a transaction block with nothing queued (an un-awaited BEGIN may be
-// queued: then, or when the client's state cannot be read, it is false).
-function idleOutsideTransaction(db) {
-  if (typeof db.getTransactionStatus !== "function" || db.getTransactionStatus() !== "I") {
+// GUARD_SQL asks the server whether the session is inside an explicit
+// transaction block: SAVEPOINT is refused with SQLSTATE 25P01 outside one
+// (also inside the implicit block of a multi-statement query, which commits on
+// its own), and is released at once inside one, leaving nothing behind. It is
+// one simple-protocol round trip (no parameters) in pg and pg-native alike.
+// It is used instead of now() <> statement_timestamp(), which is false for
+// the first statement after a BEGIN sent in the same round trip (and for every
+// statement of a multi-statement query), and of txid_current_if_assigned(),
+// which is null in a transaction that has not written yet.
+const GUARD_SQL = "SAVEPOINT notifyd_in_transaction; RELEASE SAVEPOINT notifyd_in_transaction";
+
+// inTransaction tells whether db is inside a transaction block. The driver
+// answers when it can: node-postgres' getTransactionStatus() (pg 8.21 and
+// later) says "T" or "E" inside one and "I" outside, and "I" is believed only
+// with nothing queued (an un-awaited BEGIN may be queued ahead of the send).
+// When it cannot tell (older pg, pg-native, a query in flight), the server is
+// asked; queries run in order, so that answer includes a queued BEGIN.
+async function inTransaction(db) {
+  let status = null;
+  try {
+    status = typeof db.getTransactionStatus === "function" ? db.getTransactionStatus() : null;
+  } catch {
+    // pg's native client calls pg-native's, which older pg-native lacks.
+  }
+  if (status === "T" || status === "E") {
+    return true;
+  }
+  if (status === "I" && Array.isArray(db._queryQueue) && db._queryQueue.length === 0 && !db._activeQuery) {
     return false;
   }
-  const queued = Array.isArray(db._queryQueue) ? db._queryQueue.length : 1;
-  return queued === 0 && !db._activeQuery;
+  try {
+    await db.query(GUARD_SQL);
+    return true;
+  } catch (err) {
+    if (err && err.code === "25P01") {
+      return false;
+    }
+    throw err;
+  }
 }
 
 async function send(db, n, opts) {
@@ -109,18 +139,18 @@ async function send(db, n, opts) {
         "const client = await pool.connect(); await client.query('BEGIN'); ... await send(client, n)",
     );
   }
-  if (db && idleOutsideTransaction(db) && !(opts && opts.allowAutocommit)) {
-    throw new NotInTransactionError(
-      "notifyd.send: the client is not in a transaction, so the notification would commit on its own: " +
-        "run client.query('BEGIN') first (or pass { allowAutocommit: true } to send on its own)",
-    );
-  }
   if (n === null || typeof n !== "object") {
     throw new TypeError("notifyd.send: the notification must be an object");
   }
   const sendAt = n.sendAt ?? null;
   if (sendAt !== null && !(sendAt instanceof Date && !Number.isNaN(sendAt.getTime()))) {
     throw new InputError("sendAt: want a valid Date", "sendAt", { sqlstate: "" });
+  }
+  if (db && typeof db.query === "function" && !(opts && opts.allowAutocommit) && !(await inTransaction(db))) {
+    throw new NotInTransactionError(
+      "notifyd.send: the client is not in a transaction, so the notification would commit on its own: " +
+        "run client.query('BEGIN') first (or pass { allowAutocommit: true } to send on its own)",
+    );
   }
   const rows = await run(
     db,
@@ -181,8 +211,11 @@ function base64url(buf) {
  * GET /v1/inbox and the other recipient endpoints: an HS256 JWT signed with
  * the daemon's http.token_secret, subject the recipient id, iat now and exp
  * now + ttlSeconds (at most the daemon's http.max_token_ttl, 24 h by default).
+ * opts is { tenant, now } (or, as before, the Date to issue it at): with a
+ * tenant the token carries the tenant claim and reaches only that tenant's
+ * inbox items and preferences; without one it has no claim.
  */
-function recipientToken(secret, recipient, ttlSeconds, now) {
+function recipientToken(secret, recipient, ttlSeconds, opts) {
   if (typeof secret !== "string" || secret === "") {
     throw new InputError("secret: is required (the daemon's http.token_secret)", "secret", { sqlstate: "" });
   }
@@ -192,15 +225,31 @@ function recipientToken(secret, recipient, ttlSeconds, now) {
   if (typeof ttlSeconds !== "number" || !Number.isFinite(ttlSeconds) || ttlSeconds <= 0) {
     throw new InputError("ttl: want a positive number of seconds", "ttl", { sqlstate: "" });
   }
-  const at = now === undefined ? new Date() : now;
-  const iat = Math.floor(at.getTime() / 1000);
+  const o = opts instanceof Date ? { now: opts } : (opts ?? {});
+  const tenant = o.tenant ?? null;
+  // The daemon's rule for a tenant id: 1 to 255 bytes of text without
+  // control characters. An empty string is refused rather than read as "no
+  // claim": a token meant for one tenant must never reach them all.
+  if (
+    tenant !== null &&
+    (typeof tenant !== "string" || tenant === "" || Buffer.byteLength(tenant) > 255 || /\p{Cc}/u.test(tenant) ||
+      !tenant.isWellFormed())
+  ) {
+    throw new InputError("tenant: want a tenant id of 1 to 255 bytes without control characters", "tenant", { sqlstate: "" });
+  }
+  const at = o.now === undefined ? new Date() : o.now;
+  const iat = at instanceof Date ? Math.floor(at.getTime() / 1000) : NaN;
   if (!Number.isFinite(iat)) {
     throw new InputError("now: want a valid Date", "now", { sqlstate: "" });
   }
   const header = base64url(JSON.stringify({ alg: "HS256", typ: "JWT" }));
-  const claims = base64url(JSON.stringify({ sub: recipient, iat, exp: iat + Math.ceil(ttlSeconds) }));
-  const mac = crypto.createHmac("sha256", secret).update(`${header}.${claims}`).digest();
-  return `${header}.${claims}.${base64url(mac)}`;
+  const claims = { sub: recipient, iat, exp: iat + Math.ceil(ttlSeconds) };
+  if (tenant !== null) {
+    claims.tenant = tenant;
+  }
+  const body = base64url(JSON.stringify(claims));
+  const mac = crypto.createHmac("sha256", secret).update(`${header}.${body}`).digest();
+  return `${header}.${body}.${base64url(mac)}`;
 }
 
 module.exports = {

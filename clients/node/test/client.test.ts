@@ -212,12 +212,37 @@ test("a minted recipient token reads the inbox", async () => {
   }
 });
 
+test("a tenant token reads only its tenant", async () => {
+  await owner.query("INSERT INTO notify_tenants (id, name) VALUES ('globex', 'Globex') ON CONFLICT (id) DO NOTHING");
+  await inTx(async (c) => {
+    await send(c, { notifier: "comment.created", key: "node-tt-acme", recipients: ["node-tt"], params, tenant: "acme" });
+    await send(c, { notifier: "comment.created", key: "node-tt-globex", recipients: ["node-tt"], params, tenant: "globex" });
+  });
+  for (const key of ["node-tt-acme", "node-tt-globex"]) {
+    await waitFor("SELECT 1 FROM notify_inbox WHERE recipient = $1 AND key = $2", ["node-tt", key]);
+  }
+  const keys = async (token: string, query = ""): Promise<[number, string[]]> => {
+    const res = await fetch(`${api}/v1/inbox${query}`, { headers: { Authorization: `Bearer ${token}` } });
+    const body = (await res.json()) as { items?: Array<{ key: string }> };
+    return [res.status, (body.items ?? []).map((i) => i.key).sort()];
+  };
+  const token = recipientToken(tokenSecret, "node-tt", 600, { tenant: "acme" });
+  assert.equal(JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).tenant, "acme");
+  assert.deepEqual(await keys(token), [200, ["node-tt-acme"]]);
+  assert.equal((await keys(token, "?tenant=globex"))[0], 403);
+  // Without the claim the token reads every tenant's items.
+  assert.deepEqual(await keys(recipientToken(tokenSecret, "node-tt", 600)), [200, ["node-tt-acme", "node-tt-globex"]]);
+});
+
 test("recipientToken refuses what the daemon would", () => {
   for (const [call, field] of [
     [() => recipientToken("", "u1", 60), "secret"],
     [() => recipientToken("s", "", 60), "recipient"],
     [() => recipientToken("s", "x".repeat(256), 60), "recipient"],
     [() => recipientToken("s", "u1", 0), "ttl"],
+    [() => recipientToken("s", "u1", 60, { tenant: "" }), "tenant"],
+    [() => recipientToken("s", "u1", 60, { tenant: "a\nb" }), "tenant"],
+    [() => recipientToken("s", "u1", 60, { tenant: "x".repeat(256) }), "tenant"],
   ] as Array<[() => string, string]>) {
     assert.throws(call, (err: unknown) => err instanceof InputError && err.field === field && err.sqlstate === "");
   }

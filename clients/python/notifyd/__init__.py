@@ -28,8 +28,9 @@ import hmac
 import json
 import math
 import time
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 __version__ = "0.1.0"
 
@@ -59,13 +60,22 @@ class Recipient:
     reason: str = ""
 
 
+NotifierT = TypeVar("NotifierT", bound=str)
+"""The type of a Notification's notifier name: str, or the Literal of the
+names `notifyd gen types -lang python` writes (NotifierName)."""
+
+
 @dataclass(frozen=True)
-class Notification:
+class Notification(Generic[NotifierT]):
     """One occurrence of a notifier declared in notifyd's config.
     (notifier, key) is one notification forever. Give at least one recipient
-    or topic."""
+    or topic.
 
-    notifier: str
+    It is generic over the notifier name: ``Notification[NotifierName]``,
+    with the NotifierName of ``notifyd gen types -lang python``, makes a type
+    checker refuse a name that is not a notifier of the config."""
+
+    notifier: NotifierT
     key: str
     recipients: Sequence[Union[str, Recipient]] = ()
     topics: Sequence[str] = ()
@@ -133,7 +143,7 @@ def _send_sql(schema: Optional[str]) -> str:
     )
 
 
-def _send_args(n: Notification) -> List[Any]:
+def _send_args(n: "Notification[Any]") -> List[Any]:
     if not isinstance(n, Notification):
         raise TypeError("notifyd.send: want a notifyd.Notification, got " + type(n).__name__)
     recipients = [
@@ -163,21 +173,105 @@ def _put_args(recipient_id: str, profile: Mapping[str, Any]) -> List[Any]:
     return [recipient_id, json.dumps(body)]
 
 
-def _outside_transaction(db: Any) -> bool:
-    """Whether db (a psycopg or psycopg2 connection or cursor) is in
-    autocommit with no transaction open: a statement would commit on its
-    own. False when that cannot be told."""
-    conn = db if hasattr(db, "autocommit") else getattr(db, "connection", None)
-    if conn is None or getattr(conn, "autocommit", False) is not True:
+# GUARD_SQL asks the server whether the session is inside an explicit
+# transaction block: SAVEPOINT is refused with SQLSTATE 25P01 outside one
+# (also in the implicit block of a multi-statement query, which commits on its
+# own) and is released at once inside one, leaving nothing behind. One
+# round trip, without parameters. Not now() <> statement_timestamp(): that is
+# false for the first statement after a BEGIN sent in the same round trip. Not
+# txid_current_if_assigned(): that is null in a transaction that has not
+# written yet.
+GUARD_SQL = "SAVEPOINT notifyd_in_transaction; RELEASE SAVEPOINT notifyd_in_transaction"
+
+
+def _driver_connection(db: Any) -> Any:
+    """The DB-API connection under db: db itself, a cursor's connection,
+    SQLAlchemy's pooled connection's dbapi_connection (whose own ``info`` is
+    a dict of SQLAlchemy's), Django's cursor wrapper's driver connection."""
+    for _ in range(4):
+        inner = getattr(db, "dbapi_connection", None)  # SQLAlchemy's pool proxy
+        if inner is not None and inner is not db:
+            db = inner
+            continue
+        if hasattr(db, "autocommit"):
+            return db
+        inner = getattr(db, "connection", None)  # a cursor
+        if inner is None or callable(inner) or inner is db:
+            return db
+        db = inner
+    return db
+
+
+def _driver_in_transaction(db: Any) -> Optional[bool]:
+    """Whether db's psycopg 3 or psycopg2 connection is in a transaction, as
+    the driver tells it, or None when it cannot tell. Outside autocommit the
+    driver begins one before the statement, so it is in one."""
+    conn = _driver_connection(db)
+    autocommit = getattr(conn, "autocommit", None)
+    if autocommit is False:
+        return True
+    if autocommit is not True:
+        return None
+    info = getattr(conn, "info", None)
+    status = getattr(info, "transaction_status", None) if not isinstance(info, dict) else None
+    if status is None and callable(getattr(conn, "get_transaction_status", None)):
+        status = conn.get_transaction_status()  # psycopg2 before 2.8
+    try:
+        status = int(status) if status is not None else None
+    except (TypeError, ValueError):
+        return None
+    # libpq's PGTransactionStatusType, the same in psycopg 3 and psycopg2:
+    # 0 IDLE, 1 ACTIVE (a command in progress), 2 INTRANS, 3 INERROR, 4 UNKNOWN.
+    if status == 0:
         return False
-    status = getattr(getattr(conn, "info", None), "transaction_status", None)
-    return status is not None and int(status) == 0  # IDLE in psycopg and psycopg2
+    if status in (2, 3):
+        return True
+    return None
+
+
+def _has_sqlstate(err: BaseException, code: str) -> bool:
+    seen = set()
+    todo: List[BaseException] = [err]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if _sqlstate(e) == code:
+            return True
+        for nxt in (e.__cause__, e.__context__, getattr(e, "orig", None)):
+            if isinstance(nxt, BaseException):
+                todo.append(nxt)
+    return False
+
+
+def _server_in_transaction(db: Any) -> bool:
+    """Asks the server (GUARD_SQL) whether db is in a transaction block."""
+    try:
+        if not hasattr(db, "execute") and hasattr(db, "cursor"):
+            cur = db.cursor()
+            try:
+                cur.execute(GUARD_SQL)
+            finally:
+                cur.close()
+        else:
+            db.execute(GUARD_SQL)
+    except Exception as err:
+        if _has_sqlstate(err, "25P01"):
+            return False
+        raise
+    return True
 
 
 def _check_transaction(db: Any, allow_autocommit: bool) -> None:
-    if not allow_autocommit and _outside_transaction(db):
+    if allow_autocommit:
+        return
+    inside = _driver_in_transaction(db)
+    if inside is None:
+        inside = _server_in_transaction(db)
+    if not inside:
         raise NotInTransactionError(
-            "notifyd.send: the connection is in autocommit outside a transaction, so the notification would "
+            "notifyd.send: the connection is not in a transaction (autocommit), so the notification would "
             "commit on its own: use `with conn.transaction():` (or pass allow_autocommit=True to send on its own)")
 
 
@@ -240,7 +334,7 @@ def _run(db: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
         raise mapped from err
 
 
-def send(db: Any, n: Notification, *, schema: Optional[str] = None, allow_autocommit: bool = False) -> SendResult:
+def send(db: Any, n: "Notification[Any]", *, schema: Optional[str] = None, allow_autocommit: bool = False) -> SendResult:
     """Enqueue n in the transaction db is in. Sending the same (notifier, key)
     again returns the first id with duplicate=True and changes nothing.
     Raises InputError (UnknownNotifierError for a notifier notifyd does not
@@ -287,13 +381,24 @@ def _b64(b: bytes) -> str:
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode("ascii")
 
 
+def _check_tenant(tenant: Any) -> None:
+    # The daemon's rule for a tenant id: 1 to 255 bytes of text without
+    # control characters. An empty string is refused rather than read as "no
+    # claim": a token meant for one tenant must never reach them all.
+    if (not isinstance(tenant, str) or not tenant or len(tenant.encode("utf-8", "surrogatepass")) > 255
+            or any(unicodedata.category(c) in ("Cc", "Cs") for c in tenant)):
+        raise InputError("tenant: want a tenant id of 1 to 255 bytes without control characters", "tenant", sqlstate="")
+
+
 def recipient_token(secret: str, recipient: str, ttl: Union[int, float, datetime.timedelta], *,
-                    now: Optional[datetime.datetime] = None) -> str:
+                    now: Optional[datetime.datetime] = None, tenant: Optional[str] = None) -> str:
     """Mint the token a recipient's browser presents to GET /v1/inbox (and
     the stream and preferences): an HS256 JWT signed with notifyd's
     http.token_secret, subject the recipient id, iat now and exp now + ttl
     (seconds or a timedelta), which must not exceed notifyd's
-    http.max_token_ttl (24 hours by default)."""
+    http.max_token_ttl (24 hours by default). With tenant, the token carries
+    the tenant claim and reads, marks and streams only that tenant's inbox
+    items and preferences; without it, it has no claim."""
     if not isinstance(secret, str) or not secret:
         raise InputError("secret: is required (notifyd's http.token_secret)", "secret", sqlstate="")
     if not isinstance(recipient, str) or not recipient or len(recipient.encode()) > 255:
@@ -301,9 +406,13 @@ def recipient_token(secret: str, recipient: str, ttl: Union[int, float, datetime
     seconds = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else ttl
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
         raise InputError("ttl: want a positive number of seconds", "ttl", sqlstate="")
+    if tenant is not None:
+        _check_tenant(tenant)
     iat = int(now.timestamp()) if now is not None else int(time.time())
+    claims: Dict[str, Any] = {"sub": recipient, "iat": iat, "exp": iat + math.ceil(seconds)}
+    if tenant is not None:
+        claims["tenant"] = tenant
     header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
-    claims = _b64(json.dumps({"sub": recipient, "iat": iat, "exp": iat + math.ceil(seconds)},
-                             separators=(",", ":")).encode())
-    mac = hmac.new(secret.encode(), (header + "." + claims).encode(), hashlib.sha256).digest()
-    return header + "." + claims + "." + _b64(mac)
+    body = _b64(json.dumps(claims, separators=(",", ":"), ensure_ascii=False).encode())
+    mac = hmac.new(secret.encode(), (header + "." + body).encode(), hashlib.sha256).digest()
+    return header + "." + body + "." + _b64(mac)

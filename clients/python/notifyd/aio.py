@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Tuple
 
-from . import Notification, SendResult, _check_transaction, _fn, _map_error, _put_args, _send_args, _send_sql
+from . import (GUARD_SQL, NotInTransactionError, Notification, SendResult, _driver_in_transaction, _fn, _has_sqlstate,
+               _map_error, _put_args, _send_args, _send_sql)
 
 __all__ = ["send", "cancel", "subscribe", "unsubscribe", "put_recipient"]
 
@@ -27,10 +28,29 @@ async def _run(db: Any, sql: str, args: List[Any]) -> Tuple[Any, ...]:
         raise mapped from err
 
 
-async def send(db: Any, n: Notification, *, schema: Optional[str] = None,
+async def _check_transaction(db: Any, allow_autocommit: bool) -> None:
+    if allow_autocommit:
+        return
+    inside = _driver_in_transaction(db)
+    if inside is None:
+        try:
+            await db.execute(GUARD_SQL)
+            inside = True
+        except Exception as err:
+            if not _has_sqlstate(err, "25P01"):
+                raise
+            inside = False
+    if not inside:
+        raise NotInTransactionError(
+            "notifyd.aio.send: the connection is not in a transaction (autocommit), so the notification would "
+            "commit on its own: use `async with conn.transaction():` (or pass allow_autocommit=True to send on "
+            "its own)")
+
+
+async def send(db: Any, n: "Notification[Any]", *, schema: Optional[str] = None,
                allow_autocommit: bool = False) -> SendResult:
     """notifyd.send, awaited."""
-    _check_transaction(db, allow_autocommit)
+    await _check_transaction(db, allow_autocommit)
     row = await _run(db, _send_sql(schema), _send_args(n))
     return SendResult(id=row[0], duplicate=row[1])
 

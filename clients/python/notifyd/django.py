@@ -32,7 +32,7 @@ def _cursor(using: Optional[str]) -> Any:
     return connections[using or "default"].cursor()
 
 
-def send(n: Notification, *, using: Optional[str] = None, schema: Optional[str] = None) -> SendResult:
+def send(n: "Notification[Any]", *, using: Optional[str] = None, schema: Optional[str] = None) -> SendResult:
     """notifyd.send on Django's connection; raises NotInTransactionError
     outside transaction.atomic."""
     conn = connections[using or "default"]

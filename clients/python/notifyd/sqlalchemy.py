@@ -37,7 +37,7 @@ def _dbapi(bind: Any) -> Any:
     return bind.connection
 
 
-def send(bind: Any, n: Notification, *, schema: Optional[str] = None) -> SendResult:
+def send(bind: Any, n: "Notification[Any]", *, schema: Optional[str] = None) -> SendResult:
     """notifyd.send in the transaction of bind (a Session or Connection)."""
     return notifyd.send(_dbapi(bind), n, schema=schema)
 

@@ -49,9 +49,9 @@ def wait_for(sql: str, *args: Any, timeout: float = 30.0) -> Tuple[Any, ...]:
             time.sleep(0.05)  # polling interval
 
 
-def inbox(token: str) -> Tuple[int, Optional[Dict[str, Any]]]:
-    """GET /v1/inbox with token: the status and the JSON body."""
-    req = urllib.request.Request(API + "/v1/inbox", headers={"Authorization": "Bearer " + token})
+def inbox(token: str, query: str = "") -> Tuple[int, Optional[Dict[str, Any]]]:
+    """GET /v1/inbox (with ?query when given) with token: the status and the JSON body."""
+    req = urllib.request.Request(API + "/v1/inbox" + ("?" + query if query else ""), headers={"Authorization": "Bearer " + token})
     try:
         with urllib.request.urlopen(req, timeout=30) as res:
             return res.status, json.load(res)

@@ -65,6 +65,11 @@ class DjangoTest(unittest.TestCase):
         with self.assertRaises(notifyd.NotInTransactionError) as cm:
             notifyd.django.send(comment("dj-autocommit"))
         self.assertIn("transaction.atomic", str(cm.exception))
+        # notifyd.send on a Django cursor outside atomic: the driver's
+        # connection is in autocommit, so it is refused too.
+        with connection.cursor() as cur:
+            with self.assertRaises(notifyd.NotInTransactionError):
+                notifyd.send(cur, comment("dj-autocommit"))
         self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'dj-autocommit'"), 0)
 
     def test_errors_through_django_wrappers(self) -> None:

@@ -1,7 +1,7 @@
-"""The package as a user installs it: `pip install --no-build-isolation` of
-the path into a fresh virtual environment, offline (Debian's setuptools
-builds it); then py.typed makes mypy check a program that sends with the
-generated notifier types."""
+"""The package as a user installs it: `pip install` of the path into a fresh
+virtual environment, offline (its in-tree build backend needs only the
+standard library), also in a plain venv without wheel; then py.typed makes
+mypy check a program that sends with the generated notifier types."""
 
 import os
 import pathlib
@@ -19,10 +19,10 @@ USE = '''
 from typing import Any
 import psycopg
 import notifyd
-from notifiers import params
+from notifiers import NotifierName, params
 
 def f(conn: "psycopg.Connection[Any]") -> str:
-    res = notifyd.send(conn, notifyd.Notification(
+    res = notifyd.send(conn, notifyd.Notification[NotifierName](
         notifier="comment.created", key="k", recipients=["u1", notifyd.Recipient("u2", reason="author")],
         params=params("comment.created", {"post_title": "Hi", "author_name": "Ada"})))
     token: str = notifyd.recipient_token("secret", "u1", 600)
@@ -36,11 +36,12 @@ def f(conn: "psycopg.Connection[Any]") -> str:
 
 WRONG = '''
 import notifyd
-from notifiers import params
+from notifiers import NotifierName, params
 
 notifyd.send(None, notifyd.Notification(notifier="comment.created", key="k",
              params=params("comment.created", {"post_titel": "Hi", "author_name": "Ada"})))
 r: int = notifyd.send(None, notifyd.Notification(notifier="a", key="k")).id
+notifyd.send(None, notifyd.Notification[NotifierName](notifier="comment.craeted", key="k"))
 '''
 
 
@@ -77,7 +78,7 @@ class PackageTest(unittest.TestCase):
         r = self.run_in(py, "-c", "import importlib.metadata as m; print(*m.requires('notifyd'), sep='\\n')", cwd=self.dir)
         # psycopg is an extra, not a dependency.
         self.assertEqual(sorted(r.stdout.replace("'", '"').splitlines()),
-                         ['psycopg (>=3.1) ; extra == "psycopg"', 'psycopg2 (>=2.8) ; extra == "psycopg2"'])
+                         ['psycopg2>=2.8; extra == "psycopg2"', 'psycopg>=3.1; extra == "psycopg"'])
 
         # mypy --strict, with the installed package found through py.typed.
         shutil.copy(pathlib.Path(TYPES_DIR) / "notifiers.py", self.dir / "notifiers.py")
@@ -90,6 +91,38 @@ class PackageTest(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0, "mypy accepted wrong.py")
         self.assertIn("wrong.py:6: error: No overload variant of \"params\"", r.stdout)  # the misspelt param
         self.assertIn("wrong.py:7", r.stdout)  # str is not int: the package's types are used
+        # A misspelt notifier in a Notification[NotifierName].
+        self.assertIn('wrong.py:8: error: Argument "notifier" to "Notification" has incompatible type', r.stdout)
+
+
+class CleanInstallTest(unittest.TestCase):
+    """The README's offline install in a plain virtual environment: no
+    system packages, no wheel, no index; pip's build isolation on."""
+
+    def test_installs_without_wheel_or_network(self) -> None:
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix="notifyd-py-clean-"))
+        self.addCleanup(shutil.rmtree, tmp, True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PIP_"))}
+
+        def run(*args: str) -> "subprocess.CompletedProcess[str]":
+            return subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, timeout=240)
+
+        src = tmp / "src"
+        shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns("tests", "__pycache__", "*.egg-info"))
+        r = run(sys.executable, "-m", "venv", str(tmp / "venv"))
+        if r.returncode != 0 and "ensurepip" in r.stdout + r.stderr and os.environ.get("CI") != "true":
+            self.skipTest("python3 -m venv cannot make a venv with pip here (install Debian's python3-venv)")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        py = str(tmp / "venv" / "bin" / "python")
+        self.assertNotEqual(run(py, "-c", "import wheel").returncode, 0, "the clean venv has wheel")
+        r = run(py, "-m", "pip", "install", "--no-index", "--disable-pip-version-check", str(src))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = run(py, "-c", "import notifyd, notifyd.aio, pathlib; "
+                "print(pathlib.Path(notifyd.__file__).parent.joinpath('py.typed').exists(), notifyd.__file__)")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        typed, where = r.stdout.split()
+        self.assertEqual(typed, "True")
+        self.assertTrue(where.startswith(str(tmp / "venv")), where)
 
 
 class ReadmeTest(unittest.TestCase):

@@ -146,12 +146,57 @@ class Psycopg3Test(unittest.TestCase):
             self.assertEqual(notifyd.cancel(conn, "comment.created", "py-topic-1"), 0)
         self.assertEqual(scalar("SELECT count(*) FROM notify_inbox WHERE key = 'py-topic-1'"), 0)
 
+    def test_a_tenant_token_reads_only_its_tenant(self) -> None:
+        scalar("INSERT INTO notify_tenants (id, name) VALUES ('globex', 'Globex') ON CONFLICT (id) DO NOTHING RETURNING 1")
+        with psycopg.connect(APP_URL) as conn:
+            notifyd.send(conn, comment("py-tt-acme", recipients=["py-tt"], tenant="acme"))
+            notifyd.send(conn, comment("py-tt-globex", recipients=["py-tt"], tenant="globex"))
+        for key in ("py-tt-acme", "py-tt-globex"):
+            wait_for("SELECT 1 FROM notify_inbox WHERE recipient = 'py-tt' AND key = %s", key)
+        token = notifyd.recipient_token(TOKEN_SECRET, "py-tt", 600, tenant="acme")
+        status, body = inbox(token)
+        self.assertEqual(status, 200)
+        assert body is not None
+        self.assertEqual([i["key"] for i in body["items"]], ["py-tt-acme"])
+        self.assertEqual(inbox(token, "tenant=globex")[0], 403)
+        # Without the claim the token reads every tenant's items.
+        status, body = inbox(notifyd.recipient_token(TOKEN_SECRET, "py-tt", 600))
+        assert body is not None
+        self.assertEqual(sorted(i["key"] for i in body["items"]), ["py-tt-acme", "py-tt-globex"])
+
+    def test_a_connection_the_driver_cannot_read_is_asked_of_the_server(self) -> None:
+        class Opaque:
+            """A DB-API cursor that tells nothing about its transaction."""
+
+            def __init__(self, cur: psycopg.Cursor) -> None:  # type: ignore[type-arg]
+                self._cur = cur
+
+            def execute(self, sql: str, args: object = None) -> None:
+                self._cur.execute(sql, args)  # type: ignore[arg-type]
+
+            def fetchone(self) -> object:
+                return self._cur.fetchone()
+
+        with psycopg.connect(APP_URL, autocommit=True) as conn:
+            with self.assertRaises(notifyd.NotInTransactionError):
+                notifyd.send(Opaque(conn.cursor()), comment("py-opaque", recipients=["py-u1"]))
+            self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-opaque'"), 0)
+            with conn.transaction():
+                notifyd.send(Opaque(conn.cursor()), comment("py-opaque", recipients=["py-u1"]))
+                conn.execute("SAVEPOINT s")  # the check left no savepoint of its own behind
+                conn.execute("RELEASE SAVEPOINT s")
+        self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py-opaque'"), 1)
+
     def test_recipient_token_refuses_what_notifyd_would(self) -> None:
         for args, field in [(("", "u1", 60), "secret"), (("s", "", 60), "recipient"), (("s", "x" * 256, 60), "recipient"),
                             (("s", "u1", 0), "ttl"), (("s", "u1", datetime.timedelta(0)), "ttl")]:
             with self.assertRaises(notifyd.InputError) as cm:
                 notifyd.recipient_token(*args)  # type: ignore[arg-type]
             self.assertEqual((cm.exception.field, cm.exception.sqlstate), (field, ""))
+        for tenant in ("", "a\nb", "x" * 256, 7):
+            with self.assertRaises(notifyd.InputError) as cm:
+                notifyd.recipient_token("s", "u1", 60, tenant=tenant)  # type: ignore[arg-type]
+            self.assertEqual(cm.exception.field, "tenant")
 
 
 if __name__ == "__main__":

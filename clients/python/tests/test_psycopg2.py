@@ -40,6 +40,24 @@ class Psycopg2Test(unittest.TestCase):
         finally:
             conn.close()
 
+    def test_autocommit_is_refused_and_commits_nothing(self) -> None:
+        conn = psycopg2.connect(APP_URL)
+        conn.autocommit = True
+        try:
+            for db in (conn, conn.cursor()):
+                with self.assertRaises(notifyd.NotInTransactionError):
+                    notifyd.send(db, notifyd.Notification(notifier="comment.created", key="py2-autocommit",
+                                                          recipients=["py2-u1"], params=PARAMS))
+            self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py2-autocommit'"), 0)
+            with conn.cursor() as cur:  # an explicit BEGIN is a transaction
+                cur.execute("BEGIN")
+                notifyd.send(cur, notifyd.Notification(notifier="comment.created", key="py2-autocommit",
+                                                       recipients=["py2-u1"], params=PARAMS))
+                cur.execute("ROLLBACK")
+        finally:
+            conn.close()
+        self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'py2-autocommit'"), 0)
+
     def test_errors(self) -> None:
         conn = psycopg2.connect(APP_URL)
         try:

@@ -50,6 +50,24 @@ class SQLAlchemyTest(unittest.TestCase):
             self.assertEqual(notifyd.sqlalchemy.cancel(conn, "comment.created", "sa-send"), 1)
         self.assertEqual(scalar("SELECT count(*) FROM notify_recipients WHERE id = 'sa-p1'"), 1)
 
+    def test_autocommit_engine_begin_is_refused_and_commits_nothing(self) -> None:
+        # isolation_level="AUTOCOMMIT": engine.begin() sends no BEGIN, so the
+        # block is no transaction and a send in it would commit on its own
+        # even when the block then raises.
+        url = APP_URL.replace("postgres://", "postgresql+psycopg2://", 1)
+        engine = sqlalchemy.create_engine(url, future=True, isolation_level="AUTOCOMMIT")
+        try:
+            with self.assertRaises(notifyd.NotInTransactionError):
+                with engine.begin() as conn:
+                    notifyd.sqlalchemy.send(conn, comment("sa-autocommit"))
+                    raise RuntimeError("the block fails after the send")
+            with self.assertRaises(notifyd.NotInTransactionError):
+                with Session(engine) as session, session.begin():
+                    notifyd.sqlalchemy.send(session, comment("sa-autocommit"))
+        finally:
+            engine.dispose()
+        self.assertEqual(scalar("SELECT count(*) FROM notify_notifications WHERE key = 'sa-autocommit'"), 0)
+
     def test_errors(self) -> None:
         with Session(self.engine) as session:
             with self.assertRaises(notifyd.UnknownNotifierError):

@@ -125,18 +125,36 @@ module Notifyd
   # GET /v1/inbox (and the stream and preferences): an HS256 JWT signed with
   # notifyd's http.token_secret, subject the recipient id, iat now and exp
   # now + ttl seconds, which must not exceed notifyd's http.max_token_ttl
-  # (24 hours by default).
-  def recipient_token(secret, recipient, ttl, now: Time.now)
+  # (24 hours by default). With tenant, the token carries the tenant claim
+  # and reads, marks and streams only that tenant's inbox items and
+  # preferences; without it, it has no claim.
+  def recipient_token(secret, recipient, ttl, now: Time.now, tenant: nil)
     raise InputError.new("secret: is required (notifyd's http.token_secret)", field: "secret", sqlstate: "") if !secret.is_a?(String) || secret.empty?
     if !recipient.is_a?(String) || recipient.empty? || recipient.bytesize > 255
       raise InputError.new("recipient: want a recipient id of 1 to 255 bytes", field: "recipient", sqlstate: "")
     end
     raise InputError.new("ttl: want a positive number of seconds", field: "ttl", sqlstate: "") if !ttl.is_a?(Numeric) || !ttl.positive?
 
+    check_tenant(tenant) unless tenant.nil?
     iat = now.to_i
+    claims = { sub: recipient, iat: iat, exp: iat + ttl.ceil }
+    claims[:tenant] = tenant unless tenant.nil?
     header = b64(JSON.generate({ alg: "HS256", typ: "JWT" }))
-    claims = b64(JSON.generate({ sub: recipient, iat: iat, exp: iat + ttl.ceil }))
-    "#{header}.#{claims}.#{b64(OpenSSL::HMAC.digest("SHA256", secret, "#{header}.#{claims}"))}"
+    body = b64(JSON.generate(claims))
+    "#{header}.#{body}.#{b64(OpenSSL::HMAC.digest("SHA256", secret, "#{header}.#{body}"))}"
+  end
+
+  # check_tenant applies the daemon's rule for a tenant id: 1 to 255 bytes
+  # of UTF-8 text without control characters. An empty string is refused
+  # rather than read as "no claim": a token meant for one tenant must never
+  # reach them all.
+  def check_tenant(tenant)
+    ok = tenant.is_a?(String) && !tenant.empty? && tenant.bytesize <= 255 &&
+         tenant.dup.force_encoding(Encoding::UTF_8).valid_encoding? &&
+         !tenant.dup.force_encoding(Encoding::UTF_8).match?(/\p{Cc}/)
+    return if ok
+
+    raise InputError.new("tenant: want a tenant id of 1 to 255 bytes without control characters", field: "tenant", sqlstate: "")
   end
 
   # bool reads a boolean column: "t"/"f" from a plain PG::Connection, true
@@ -155,30 +173,57 @@ module Notifyd
     "\"#{schema.gsub('"', '""')}\".#{name}"
   end
 
+  # GUARD_SQL asks the server whether the session is inside an explicit
+  # transaction block: SAVEPOINT is refused with SQLSTATE 25P01 outside one
+  # (also in the implicit block of a multi-statement query, which commits on
+  # its own) and is released at once inside one, leaving nothing behind. Not
+  # now() <> statement_timestamp(): that is false for the first statement
+  # after a BEGIN sent in the same round trip. Not txid_current_if_assigned():
+  # that is null in a transaction that has not written yet.
+  GUARD_SQL = "SAVEPOINT notifyd_in_transaction; RELEASE SAVEPOINT notifyd_in_transaction"
+
+  NOT_IN_TRANSACTION = "Notifyd.notify: the connection is not in a transaction, so the notification would commit " \
+                       "on its own: call it inside conn.transaction do ... end (ActiveRecord::Base.transaction do ... end), " \
+                       "or pass allow_autocommit: true to send on its own"
+  private_constant :GUARD_SQL, :NOT_IN_TRANSACTION
+
+  # in_transaction? tells whether raw (a PG::Connection) is inside a
+  # transaction block: libpq's status when it knows, the server (GUARD_SQL)
+  # when it does not (a command in progress, a broken connection).
+  def in_transaction?(raw)
+    case raw.transaction_status
+    when PG::PQTRANS_INTRANS, PG::PQTRANS_INERROR then true
+    when PG::PQTRANS_IDLE then false
+    else
+      begin
+        raw.exec(GUARD_SQL)
+        true
+      rescue PG::NoActiveSqlTransaction
+        false
+      end
+    end
+  end
+
   # pg returns the PG::Connection for conn: conn itself, or an
   # ActiveRecord connection's raw connection after its (lazily begun)
-  # transaction has been sent, so the call is part of it.
+  # transaction has been sent, so the call is part of it. With
+  # need_transaction it raises NotInTransactionError outside a transaction.
   def pg(conn, need_transaction)
+    raw = nil
     if conn.is_a?(PG::Connection)
-      if need_transaction && conn.transaction_status == PG::PQTRANS_IDLE
-        raise NotInTransactionError, "Notifyd.notify: the connection is not in a transaction, so the notification " \
-                                     "would commit on its own: call it inside conn.transaction do ... end " \
-                                     "(or pass allow_autocommit: true to send on its own)"
-      end
-      return conn
-    end
+      raw = conn
+    elsif conn.respond_to?(:raw_connection) && conn.respond_to?(:transaction_open?)
+      raise NotInTransactionError, NOT_IN_TRANSACTION if need_transaction && !conn.transaction_open?
 
-    if conn.respond_to?(:raw_connection) && conn.respond_to?(:transaction_open?)
-      if need_transaction && !conn.transaction_open?
-        raise NotInTransactionError, "Notifyd.notify: the ActiveRecord connection is not in a transaction, so the " \
-                                     "notification would commit on its own: call it inside transaction do ... end " \
-                                     "(or pass allow_autocommit: true to send on its own)"
-      end
       conn.materialize_transactions if conn.respond_to?(:materialize_transactions)
       raw = conn.raw_connection
-      return raw if raw.is_a?(PG::Connection)
     end
-    raise ArgumentError, "Notifyd: want a PG::Connection or an ActiveRecord PostgreSQL connection, got #{conn.class}"
+    unless raw.is_a?(PG::Connection)
+      raise ArgumentError, "Notifyd: want a PG::Connection or an ActiveRecord PostgreSQL connection, got #{conn.class}"
+    end
+    raise NotInTransactionError, NOT_IN_TRANSACTION if need_transaction && !in_transaction?(raw)
+
+    raw
   end
 
   def run(conn, sql, args, need_transaction: false)
@@ -204,5 +249,5 @@ module Notifyd
     end
   end
 
-  private_class_method :bool, :b64, :fn, :pg, :run, :map_error
+  private_class_method :bool, :b64, :fn, :pg, :run, :map_error, :in_transaction?, :check_tenant
 end

@@ -7,7 +7,8 @@ require "rubygems/package"
 require "tmpdir"
 
 # The gem as a user installs it: `gem build`, then `gem install` of the .gem
-# into an empty directory, offline, and required from there.
+# into an empty directory, offline, its pg dependency met by the system's,
+# and required from there.
 class GemTest < Minitest::Test
   ROOT = File.expand_path("..", __dir__)
 
@@ -21,11 +22,13 @@ class GemTest < Minitest::Test
       assert_equal ["README.md", "lib/notifyd.rb", "lib/notifyd/version.rb"], spec.files.sort
       assert_equal "MIT", spec.license
       assert spec.metadata["source_code_uri"]
-      out, status = Open3.capture2e("gem", "install", "--local", "--ignore-dependencies", "--no-document",
-                                    "--install-dir", File.join(dir, "gems"), gem, chdir: dir)
+      # The README's route into a directory of its own, with the system's pg
+      # (Debian's) satisfying the dependency: GEM_HOME, not --install-dir,
+      # with which RubyGems ignores gems installed elsewhere.
+      env = { "GEM_HOME" => File.join(dir, "gems"), "GEM_PATH" => nil, "RUBYLIB" => nil, "RUBYOPT" => nil }
+      out, status = Open3.capture2e(env, "gem", "install", "--local", "--no-document", gem, chdir: dir)
       assert status.success?, out
-      # The installed gem first, then the system's gems (Debian's pg).
-      env = { "GEM_PATH" => [File.join(dir, "gems"), *Gem.path].join(File::PATH_SEPARATOR), "RUBYLIB" => nil, "RUBYOPT" => nil }
+      assert_equal ["notifyd-#{Notifyd::VERSION}"], Dir.children(File.join(dir, "gems", "gems")), "pg was installed again"
       out, status = Open3.capture2e(env, "ruby", "-e", 'gem "notifyd"; require "notifyd"; print $LOADED_FEATURES.grep(/notifyd\.rb/).first, " ", Notifyd::InputError.ancestors.include?(Notifyd::Error)', chdir: dir)
       assert status.success?, out
       where, ok = out.split

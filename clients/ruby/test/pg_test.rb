@@ -123,10 +123,31 @@ class PGTest < Minitest::Test
     assert_equal "0", TestEnv.scalar("SELECT count(*) FROM notify_recipients WHERE id = 'rb-p2'")
   end
 
+  def test_a_tenant_token_reads_only_its_tenant
+    TestEnv.scalar("INSERT INTO notify_tenants (id, name) VALUES ('globex', 'Globex') ON CONFLICT (id) DO NOTHING")
+    in_tx do |c|
+      Notifyd.notify(c, **comment("rb-tt-acme", recipients: ["rb-tt"], tenant: "acme"))
+      Notifyd.notify(c, **comment("rb-tt-globex", recipients: ["rb-tt"], tenant: "globex"))
+    end
+    %w[rb-tt-acme rb-tt-globex].each { |k| TestEnv.wait_for("SELECT 1 FROM notify_inbox WHERE recipient = 'rb-tt' AND key = $1", k) }
+    token = Notifyd.recipient_token(TestEnv::TOKEN_SECRET, "rb-tt", 600, tenant: "acme")
+    status, body = TestEnv.inbox(token)
+    assert_equal 200, status
+    assert_equal ["rb-tt-acme"], body["items"].map { |i| i["key"] }
+    assert_equal 403, TestEnv.inbox(token, "tenant=globex")[0]
+    # Without the claim the token reads every tenant's items.
+    _, body = TestEnv.inbox(Notifyd.recipient_token(TestEnv::TOKEN_SECRET, "rb-tt", 600))
+    assert_equal %w[rb-tt-acme rb-tt-globex], body["items"].map { |i| i["key"] }.sort
+  end
+
   def test_recipient_token_refuses_what_notifyd_would
     [[["", "u1", 60], "secret"], [["s", "", 60], "recipient"], [["s", "x" * 256, 60], "recipient"], [["s", "u1", 0], "ttl"]].each do |args, field|
       e = assert_raises(Notifyd::InputError) { Notifyd.recipient_token(*args) }
       assert_equal [field, ""], [e.field, e.sqlstate]
+    end
+    ["", "a\nb", "x" * 256, 7].each do |tenant|
+      e = assert_raises(Notifyd::InputError) { Notifyd.recipient_token("s", "u1", 60, tenant: tenant) }
+      assert_equal "tenant", e.field
     end
     claims = JSON.parse(Base64.urlsafe_decode64(Notifyd.recipient_token("s", "u1", 90).split(".")[1]))
     assert_equal ["u1", 90], [claims["sub"], claims["exp"] - claims["iat"]]

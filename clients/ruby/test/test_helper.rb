@@ -53,11 +53,12 @@ module TestEnv
     end
   end
 
-  # inbox is GET /v1/inbox with token: the status and the parsed body.
-  def self.inbox(token)
+  # inbox is GET /v1/inbox (?query when given) with token: the status and
+  # the parsed body.
+  def self.inbox(token, query = nil)
     uri = URI("#{API}/v1/inbox")
     res = Net::HTTP.start(uri.host, uri.port) do |http|
-      http.get(uri.path, "Authorization" => "Bearer #{token}")
+      http.get(query ? "#{uri.path}?#{query}" : uri.path, "Authorization" => "Bearer #{token}")
     end
     [res.code.to_i, res.code == "200" ? JSON.parse(res.body) : nil]
   end
