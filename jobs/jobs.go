@@ -8,6 +8,7 @@ package jobs
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,6 +68,8 @@ type Deps struct {
 	digest     *digestGroups
 
 	live livenessState // RunLiveness's view of this and other processes
+
+	orphansScanned atomic.Int64 // Unix nanoseconds of the last scan for orphaned fan-outs (sweeps.go)
 
 	targetsOnce sync.Once
 	targets     *targets // every target's gate and breaker, for this process (send_circuits.go)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 )
 
@@ -28,7 +27,7 @@ func NewWorkers(deps *Deps) *river.Workers {
 // from config (queues:, database.schema). River's defaults poll each queue once
 // a second and cool down 100 ms between fetches, which caps a queue near 1,000
 // jobs/s; notifyd's defaults (50 ms poll, 5 ms cooldown) remove that cap, and
-// insert notifications wake idle queues at once.
+// insert notifications wake idle queues at once (NewRiverDriver).
 func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	q := deps.Config.Queues
 	fetchCooldown := q.FetchCooldown.D()
@@ -65,9 +64,12 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 	}
 }
 
-// NewRiverClient builds the River client for deps.Pool with every worker.
+// NewRiverClient builds the River client for deps.Pool with every worker, on
+// NewRiverDriver: it takes no control from NOTIFY, and wakes its queues on
+// insert notifications.
 func NewRiverClient(deps *Deps) (*river.Client[pgx.Tx], error) {
-	client, err := river.NewClient(riverpgxv5.New(deps.Pool), RiverConfig(deps, NewWorkers(deps)))
+	cfg := RiverConfig(deps, NewWorkers(deps))
+	client, err := river.NewClient(NewRiverDriver(deps.Pool, cfg), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}

@@ -70,7 +70,90 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 		d.metrics().Redriven(n)
 		d.logger().InfoContext(ctx, "retry sweep re-drove deliveries", "count", n)
 	}
+	if client, _ := river.ClientFromContextSafely[pgx.Tx](ctx); client != nil {
+		if _, err := d.ResumeFanouts(ctx, client); err != nil {
+			return n, err
+		}
+	}
 	return n, nil
+}
+
+// Bounds of ResumeFanouts: the lanes one run resumes (a larger backlog is
+// taken by the next runs), how far back it looks for ended fan-out jobs
+// (River keeps discarded jobs 7 days, cancelled ones a day), how often it
+// scans every pending notification for one whose job is gone, and how old
+// such a notification must be.
+const (
+	resumeFanoutBatch  = 1000
+	resumeEndedWindow  = 7 * 24 * time.Hour
+	orphanScanInterval = 10 * time.Minute
+	orphanGrace        = time.Minute
+)
+
+// ResumeFanouts gives a new fan-out job, through client in one transaction,
+// to every lane of a pending or scheduled notification whose fan-out job
+// ended other than by its own success: cancelled (River's JobCancel, River
+// UI) or discarded, at every run; deleted, by a scan of every pending and
+// scheduled notification at most every 10 minutes per process (the first
+// run of a process included). It returns how many lanes it resumed. The new
+// job resumes from the lane's cursor (a scheduled notification's waits for
+// its send_at), so a notification is never left pending for good, and a
+// resume that races a live job duplicates no item. The retry sweep runs it.
+func (d *Deps) ResumeFanouts(ctx context.Context, client *river.Client[pgx.Tx]) (int, error) {
+	now := d.now()
+	scan := false
+	if last := d.orphansScanned.Load(); last == 0 || time.Since(time.Unix(0, last)) >= orphanScanInterval {
+		scan = d.orphansScanned.CompareAndSwap(last, time.Now().UnixNano())
+	}
+	var lanes []stores.ResumeLane
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+		var err error
+		if lanes, err = stores.EndedFanouts(ctx, tx, now.Add(-resumeEndedWindow), resumeFanoutBatch); err != nil {
+			return err
+		}
+		if scan {
+			orphans, err := stores.OrphanedFanouts(ctx, tx, now.Add(-orphanGrace), resumeFanoutBatch)
+			if err != nil {
+				return err
+			}
+			type key struct {
+				id   string
+				lane int
+			}
+			seen := make(map[key]bool, len(lanes))
+			for _, l := range lanes {
+				seen[key{l.NotificationID, l.Lane}] = true
+			}
+			for _, o := range orphans {
+				if !seen[key{o.NotificationID, o.Lane}] {
+					lanes = append(lanes, o)
+				}
+			}
+		}
+		if len(lanes) == 0 {
+			return nil
+		}
+		params := make([]river.InsertManyParams, len(lanes))
+		for i, l := range lanes {
+			opts := &river.InsertOpts{}
+			if l.SendAt != nil && l.SendAt.After(now) {
+				opts.ScheduledAt = *l.SendAt
+			}
+			params[i] = river.InsertManyParams{Args: FanoutArgs{NotificationID: l.NotificationID, Lane: l.Lane}, InsertOpts: opts}
+		}
+		return insertJobs(ctx, tx, client, params)
+	})
+	if err != nil {
+		if scan {
+			d.orphansScanned.Store(0) // the next run scans again
+		}
+		return 0, fmt.Errorf("resume fan-outs: %w", err)
+	}
+	if len(lanes) > 0 {
+		d.logger().WarnContext(ctx, "resumed fan-outs whose job ended before the notification was fanned out",
+			"lanes", len(lanes), "scan", scan)
+	}
+	return len(lanes), nil
 }
 
 // PeriodicJobs returns the sweeps, each on its configured cron schedule (the

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/notifyd/notifyd"
@@ -146,7 +145,7 @@ func StartWorkers(t testing.TB, deps *jobs.Deps) *river.Client[pgx.Tx] {
 	rc := jobs.RiverConfig(deps, jobs.NewWorkers(deps))
 	rc.RetryPolicy = fastRetry{}
 	rc.TestOnly = true
-	client, err := river.NewClient(riverpgxv5.New(deps.Pool), rc)
+	client, err := river.NewClient(jobs.NewRiverDriver(deps.Pool, rc), rc)
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
