@@ -49,9 +49,14 @@ func NewClient(pool *pgxpool.Pool, cfg ClientConfig) (*Client, error) {
 }
 
 // SendTx enqueues n inside tx: the notification exists if and only if tx
-// commits. It adds exactly one round trip to tx. Sending the same (Notifier,
-// Key) again returns the first notification's id with Duplicate set, and
-// changes nothing, however long after the first send.
+// commits. It adds exactly one round trip to tx. Sending the same (Tenant,
+// Notifier, Key) again returns the first notification's id with Duplicate
+// set, and changes nothing, however long after the first send. Keys are per
+// tenant: another tenant's notification of the same key is not a duplicate,
+// and a notification with no Tenant is in a space of its own.
+//
+// n.SendAt, when set, must be within 10 years of now (an *InputError on
+// send_at otherwise).
 //
 // It writes through the SQL function notify_send, the SQL API's, so tx's role
 // needs no more than the role notifyd_app (docs/sql-enqueue.md): notify_send
@@ -98,7 +103,8 @@ func (c *Client) Send(ctx context.Context, n Notification) (SendResult, error) {
 	return SendResult{ID: id, Duplicate: dup}, nil
 }
 
-// CancelTx cancels (notifier, key) inside tx: deliveries not yet sent become
+// CancelTx cancels (notifier, key), sent with no tenant, inside tx (see
+// CancelTenantTx for a tenant's): deliveries not yet sent become
 // cancelled (digest rows digest_dropped), the inbox items are removed, and a
 // fan-out still in progress stops at its next chunk. A send already handed to
 // a provider finishes and is recorded as it went. A notification of a
@@ -112,22 +118,38 @@ func (c *Client) Send(ctx context.Context, n Notification) (SendResult, error) {
 // ends (as a fan-out chunk of the notification, or a join of its batches,
 // would): keep the transaction short after it.
 func (c *Client) CancelTx(ctx context.Context, tx pgx.Tx, notifier, key string) (int, error) {
-	n, err := stores.CancelNotification(ctx, tx, notifier, key)
+	return c.CancelTenantTx(ctx, tx, "", notifier, key)
+}
+
+// CancelTenantTx is CancelTx for the notification (notifier, key) that was
+// sent for tenant ("" for none). Keys are per tenant: another tenant's
+// notification of the same key is never touched, and ErrNotFound means that
+// tenant sent no such notification.
+func (c *Client) CancelTenantTx(ctx context.Context, tx pgx.Tx, tenant, notifier, key string) (int, error) {
+	n, err := stores.CancelNotification(ctx, tx, tenant, notifier, key)
 	if errors.Is(err, stores.ErrNotFound) {
 		return 0, ErrNotFound
 	}
-	return n, err
+	if err != nil {
+		return 0, sendError(err)
+	}
+	return n, nil
 }
 
 // Cancel is CancelTx in a transaction of its own.
 func (c *Client) Cancel(ctx context.Context, notifier, key string) (int, error) {
+	return c.CancelTenant(ctx, "", notifier, key)
+}
+
+// CancelTenant is CancelTenantTx in a transaction of its own.
+func (c *Client) CancelTenant(ctx context.Context, tenant, notifier, key string) (int, error) {
 	if c.pool == nil {
 		return 0, errors.New("notifyd: Cancel needs a client created with a pool")
 	}
 	var n int
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = c.CancelTx(ctx, tx, notifier, key)
+		n, err = c.CancelTenantTx(ctx, tx, tenant, notifier, key)
 		return err
 	})
 	return n, err

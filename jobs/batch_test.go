@@ -384,7 +384,7 @@ func TestCancelEnqueuesJobsAsTheirKindsDeclare(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var src string
-	if err := b.pool.QueryRow(context.Background(), `SELECT prosrc FROM pg_proc WHERE proname = 'notify_cancel'`).Scan(&src); err != nil {
+	if err := b.pool.QueryRow(context.Background(), `SELECT string_agg(prosrc, ' ') FROM pg_proc WHERE proname = 'notify_cancel'`).Scan(&src); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range []interface {

@@ -1,7 +1,7 @@
 package server
 
-// The notifier catalog: the notifiers of a config and the fan-out job's
-// definition, which the SQL functions (notify_send and the others,
+// The notifier catalog: the notifiers of a config, the fan-out job's
+// definition and the HTTP API's size limits, which the SQL functions (notify_send and the others,
 // docs/sql-enqueue.md) read. `notifyd migrate` and every daemon start
 // publish it.
 
@@ -35,6 +35,8 @@ func catalogOf(cfg *config.Config) (stores.Catalog, error) {
 		c.Notifiers = append(c.Notifiers, stores.CatalogNotifier{Name: name, Category: nf.Category,
 			MaxRecipients: nf.MaxRecipients, Params: check, Audience: nf.Audience != nil})
 	}
+	// The HTTP API's size limits, which the SQL API enforces too.
+	c.Limits = stores.Limits{MaxTopics: cfg.HTTP.MaxTopics, MaxBody: cfg.HTTP.MaxBody}
 	args := jobs.FanoutArgs{}
 	opts := args.InsertOpts()
 	c.Fanout = stores.FanoutJob{Kind: args.Kind(), Queue: opts.Queue, MaxAttempts: opts.MaxAttempts,

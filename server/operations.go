@@ -243,18 +243,19 @@ func (s *Server) Ledger(ctx context.Context, id string, limit int) (*Ledger, err
 	return l, nil
 }
 
-// NotificationID returns the id of the notification (notifier, key), or
-// ErrNotFound.
-func (s *Server) NotificationID(ctx context.Context, notifier, key string) (string, error) {
-	id, err := stores.NotificationID(ctx, s.pool, notifier, key)
+// NotificationID returns the id of the notification (notifier, key) sent
+// for tenant ("" for none: keys are per tenant), or ErrNotFound.
+func (s *Server) NotificationID(ctx context.Context, tenant, notifier, key string) (string, error) {
+	id, err := stores.NotificationID(ctx, s.pool, tenant, notifier, key)
 	return id, operationError(fmt.Sprintf("notification %s/%s", notifier, key), err)
 }
 
-// Cancel cancels the notification (notifier, key) as notify_cancel does and
-// returns how many deliveries and inbox items it withdrew; a notification
-// that was never sent is ErrNotFound.
-func (s *Server) Cancel(ctx context.Context, notifier, key string) (int, error) {
-	n, err := s.client.Cancel(ctx, notifier, key)
+// Cancel cancels the notification (notifier, key) sent for tenant ("" for
+// none: keys are per tenant) as notify_cancel does and returns how many
+// deliveries and inbox items it withdrew; a notification that was never sent
+// is ErrNotFound.
+func (s *Server) Cancel(ctx context.Context, tenant, notifier, key string) (int, error) {
+	n, err := s.client.CancelTenant(ctx, tenant, notifier, key)
 	if errors.Is(err, notifyd.ErrNotFound) {
 		return 0, fmt.Errorf("notification %s/%s: %w", notifier, key, ErrNotFound)
 	}

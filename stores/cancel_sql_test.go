@@ -35,7 +35,7 @@ func TestCancelLeavesExactlyTheProtectedStatuses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	withdrawn, err := stores.CancelNotification(ctx, pool, "n", "k")
+	withdrawn, err := stores.CancelNotification(ctx, pool, "", "n", "k")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestCancelWithdrawsAChunkThatCommitsWhileItWaits(t *testing.T) {
 	var withdrawn int
 	done := make(chan error, 1)
 	go func() {
-		n, err := stores.CancelNotification(ctx, tx, "n", "k")
+		n, err := stores.CancelNotification(ctx, tx, "", "n", "k")
 		if err == nil {
 			withdrawn = n
 			err = tx.Commit(ctx)
@@ -129,7 +129,7 @@ func TestCancelKeepsALockOnARowItSkipped(t *testing.T) {
 	pid := backendPID(t, cancel)
 	done := make(chan error, 1)
 	go func() {
-		_, err := stores.CancelNotification(ctx, cancel, "n", "k2")
+		_, err := stores.CancelNotification(ctx, cancel, "", "n", "k2")
 		done <- err
 	}()
 	waitForLock(t, pool, pid, "the cancel", done)
@@ -178,7 +178,7 @@ func TestSettleDuringACancelSeesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel.Rollback(ctx)
-	if _, err := stores.CancelNotification(ctx, cancel, "n", "k3"); err != nil {
+	if _, err := stores.CancelNotification(ctx, cancel, "", "n", "k3"); err != nil {
 		t.Fatal(err)
 	}
 	// The send failed temporarily; its settle starts now.

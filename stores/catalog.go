@@ -3,6 +3,7 @@ package stores
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -31,11 +32,23 @@ type FanoutJob struct {
 	Priority    int
 }
 
+// Limits are the HTTP API's size limits that the SQL functions enforce too
+// (notify_send: topics and params; notify_put_recipient: data).
+type Limits struct {
+	// MaxTopics is http.max_topics: the most topics one send names.
+	MaxTopics int
+	// MaxBody is http.max_body: the most bytes of a send's params, or of a
+	// profile's data, as JSON text.
+	MaxBody int64
+}
+
 // Catalog is what a daemon publishes for the SQL functions: its config's
-// notifiers and the fan-out job's definition.
+// notifiers, the fan-out job's definition and the API's limits. A zero
+// Limits leaves the published limits as they are.
 type Catalog struct {
 	Notifiers []CatalogNotifier
 	Fanout    FanoutJob
+	Limits    Limits
 }
 
 // publishCatalogSQL writes the catalog in one statement. The notifiers are
@@ -44,9 +57,14 @@ type Catalog struct {
 // updated_at says when it last changed. With $8 (prune) it also deletes the
 // notifiers absent from this catalog. $9 and $10 are each notifier's params
 // check (ParamsCheck's Schema and Check; NULL: none); $11 whether it has an
-// audience.
+// audience. $12 and $13 are the limits (NULL: unchanged).
 const publishCatalogSQL = `
-WITH fanout AS (
+WITH limits AS (
+    UPDATE notify_api_limits AS l
+    SET max_topics = $12, max_body = $13, updated_at = now()
+    WHERE $12::integer IS NOT NULL AND (l.max_topics, l.max_body) IS DISTINCT FROM ($12::integer, $13::bigint)
+    RETURNING 1
+), fanout AS (
     INSERT INTO notify_fanout_job AS f (singleton, kind, queue, max_attempts, priority)
     VALUES (true, $1, $2, $3, $4)
     ON CONFLICT (singleton) DO UPDATE
@@ -109,9 +127,19 @@ func PublishCatalog(ctx context.Context, db DB, c Catalog, prune bool) (changed 
 			schemas[i], checks[i] = &schema, &check
 		}
 	}
+	var maxTopics *int32
+	var maxBody *int64
+	switch l := c.Limits; {
+	case l == Limits{}:
+	case l.MaxTopics <= 0 || l.MaxBody <= 0:
+		return 0, nil, fmt.Errorf("publish catalog: limits %+v: both must be positive", l)
+	default:
+		t := int32(min(l.MaxTopics, math.MaxInt32))
+		maxTopics, maxBody = &t, &l.MaxBody
+	}
 	var n int64
 	err = db.QueryRow(ctx, publishCatalogSQL, f.Kind, f.Queue, f.MaxAttempts, f.Priority, names, categories,
-		maxRecipients, prune, schemas, checks, audiences).Scan(&n, &removed)
+		maxRecipients, prune, schemas, checks, audiences, maxTopics, maxBody).Scan(&n, &removed)
 	if err != nil {
 		return 0, nil, fmt.Errorf("publish catalog: %w", err)
 	}
@@ -125,7 +153,8 @@ SELECT f.kind, f.queue, f.max_attempts, f.priority,
        coalesce(array_agg(n.max_recipients ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
        coalesce(array_agg(n.params_schema::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
        coalesce(array_agg(n.params_check::text ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
-       coalesce(array_agg(n.audience ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}')
+       coalesce(array_agg(n.audience ORDER BY n.name) FILTER (WHERE n.name IS NOT NULL), '{}'),
+       (SELECT l.max_topics FROM notify_api_limits l), (SELECT l.max_body FROM notify_api_limits l)
 FROM notify_fanout_job f
 LEFT JOIN notify_notifiers n ON true
 GROUP BY f.kind, f.queue, f.max_attempts, f.priority`
@@ -138,7 +167,8 @@ func ReadCatalog(ctx context.Context, db DB) (Catalog, error) {
 	var schemas, checks []*string
 	var audiences []bool
 	err := db.QueryRow(ctx, catalogSQL).Scan(&c.Fanout.Kind, &c.Fanout.Queue, &c.Fanout.MaxAttempts,
-		&c.Fanout.Priority, &names, &categories, &maxRecipients, &schemas, &checks, &audiences)
+		&c.Fanout.Priority, &names, &categories, &maxRecipients, &schemas, &checks, &audiences, &c.Limits.MaxTopics,
+		&c.Limits.MaxBody)
 	if err != nil {
 		return Catalog{}, fmt.Errorf("read catalog: %w", notFound(err))
 	}

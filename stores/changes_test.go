@@ -74,7 +74,7 @@ func TestChangesAfterPagesThroughOneRecipient(t *testing.T) {
 	if err := tx.QueryRow(ctx, `SELECT key FROM notify_inbox WHERE id = $1`, cancelled).Scan(&key); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stores.CancelNotification(ctx, tx, "chg", key); err != nil {
+	if _, err := stores.CancelNotification(ctx, tx, "", "chg", key); err != nil {
 		t.Fatal(err)
 	}
 

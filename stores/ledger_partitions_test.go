@@ -441,7 +441,7 @@ func TestInboxItemsAreFoundByTheirNotification(t *testing.T) {
 	if pr.Audience != 3 || pr.ByStatus["inbox"]["sent"] != 3 {
 		t.Fatalf("progress: audience %d, inbox %v; want 3 and 3 sent", pr.Audience, pr.ByStatus["inbox"])
 	}
-	withdrawn, err := stores.CancelNotification(ctx, pool, "part", old)
+	withdrawn, err := stores.CancelNotification(ctx, pool, "", "part", old)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,8 @@ SELECT id::text, duplicate
 FROM notify_send($1, $2, $3::text[], $4::text[], $5::jsonb, $6::text[], $7, $8, $9)`
 
 // InsertNotification writes n and enqueues its fan-out, in one round trip. It
-// reports the id and whether (notifier, key) already existed, in which case
-// nothing was written. What notify_send refuses is a *pgconn.PgError with
+// reports the id and whether (tenant, notifier, key) already existed, in
+// which case nothing was written. What notify_send refuses is a *pgconn.PgError with
 // SQLSTATE 22023 (see InputErrorOf).
 func InsertNotification(ctx context.Context, db DB, n NewNotification) (id string, duplicate bool, err error) {
 	var sendAt *time.Time
@@ -83,15 +83,18 @@ func InsertNotification(ctx context.Context, db DB, n NewNotification) (id strin
 // deliveries not yet claimed become cancelled (digest rows digest_dropped),
 // inbox items are deleted and their deletion logged — in a statement with a
 // fresh snapshot that sees that chunk's rows. It returns NULL when the
-// notification does not exist.
-const cancelSQL = `SELECT notify_cancel($1, $2)`
+// notification does not exist. Keys are per tenant: $3 is the tenant (NULL
+// for none).
+const cancelSQL = `SELECT notify_cancel($1, $2, $3)`
 
-// CancelNotification cancels (notifier, key). It returns ErrNotFound when no
-// such notification exists, and withdrawn = 0 when it was already cancelled or
+// CancelNotification cancels (notifier, key) of tenant ("" for the
+// notification sent with no tenant; another tenant's notification of the
+// same key is never touched). It returns ErrNotFound when no such
+// notification exists, and withdrawn = 0 when it was already cancelled or
 // rejected. withdrawn counts cancelled deliveries plus removed inbox items.
-func CancelNotification(ctx context.Context, db DB, notifier, key string) (withdrawn int, err error) {
+func CancelNotification(ctx context.Context, db DB, tenant, notifier, key string) (withdrawn int, err error) {
 	var n *int
-	if err := db.QueryRow(ctx, cancelSQL, notifier, key).Scan(&n); err != nil {
+	if err := db.QueryRow(ctx, cancelSQL, notifier, key, nullIfEmpty(tenant)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("cancel %s/%s: %w", notifier, key, err)
 	}
 	if n == nil {
@@ -191,12 +194,14 @@ func GetNotification(ctx context.Context, db DB, id string, maxDeliveries int, i
 	return &n, rows.Err()
 }
 
-const getNotificationIDSQL = `SELECT id::text FROM notify_notifications WHERE notifier = $1 AND key = $2`
+const getNotificationIDSQL = `
+SELECT id::text FROM notify_notifications WHERE coalesce(tenant, '') = $1 AND notifier = $2 AND key = $3`
 
-// NotificationID looks up the id of (notifier, key).
-func NotificationID(ctx context.Context, db DB, notifier, key string) (string, error) {
+// NotificationID looks up the id of (notifier, key) of tenant ("" for the
+// notification sent with no tenant): keys are per tenant.
+func NotificationID(ctx context.Context, db DB, tenant, notifier, key string) (string, error) {
 	var id string
-	if err := db.QueryRow(ctx, getNotificationIDSQL, notifier, key).Scan(&id); err != nil {
+	if err := db.QueryRow(ctx, getNotificationIDSQL, tenant, notifier, key).Scan(&id); err != nil {
 		return "", notFound(err)
 	}
 	return id, nil

@@ -14,8 +14,10 @@ import (
 // stores (notify_notifiers.params_schema and params_check).
 //
 // Schema is that part as a JSON Schema: the keywords type, enum, const,
-// minLength, maxLength, minimum, maximum, required, properties,
-// additionalProperties (false) and items, pruned of everything else. Check is
+// minLength, maxLength, minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum (numbers; not draft-04's booleans), minItems, maxItems,
+// required, properties, additionalProperties (false) and items, and format
+// (with formatPattern, see formatPatterns), pruned of everything else. Check is
 // the same checks as an SQL/JSON path predicate over the params object, true
 // when they pass: notify_send evaluates it (one expression, in C), and only
 // when it fails walks Schema (notify_params_violation) to name the first
@@ -83,10 +85,33 @@ type checkNode struct {
 	MaxLength            *int64                `json:"maxLength,omitempty"`
 	Minimum              *json.Number          `json:"minimum,omitempty"`
 	Maximum              *json.Number          `json:"maximum,omitempty"`
+	ExclusiveMinimum     *json.Number          `json:"exclusiveMinimum,omitempty"`
+	ExclusiveMaximum     *json.Number          `json:"exclusiveMaximum,omitempty"`
+	MinItems             *int64                `json:"minItems,omitempty"`
+	MaxItems             *int64                `json:"maxItems,omitempty"`
 	Required             []string              `json:"required,omitempty"`
 	Properties           map[string]*checkNode `json:"properties,omitempty"`
 	AdditionalProperties *bool                 `json:"additionalProperties,omitempty"`
 	Items                *checkNode            `json:"items,omitempty"`
+	// Format is a format the daemon asserts and FormatPattern a regular
+	// expression every string of that format matches (formatPatterns).
+	Format        string `json:"format,omitempty"`
+	FormatPattern string `json:"formatPattern,omitempty"`
+}
+
+// formatPatterns are, for the formats the params validator asserts, a
+// regular expression that every string the validator accepts matches, in the
+// dialect both SQL/JSON path's like_regex and PostgreSQL's ~ read: a
+// necessary condition, so SQL refuses only what the fan-out would refuse
+// (uuid's is the whole rule; uri's is a scheme, as an absolute URI has;
+// date's and date-time's the digits and their ranges; email's an @ with a
+// domain after it). The rest of each format is checked at fan-out.
+var formatPatterns = map[string]string{
+	"uri":       `^[A-Za-z][A-Za-z0-9+.-]*:`,
+	"uuid":      `^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`,
+	"date":      `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`,
+	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]..:..:...`,
+	"email":     `^.*@.+$`,
 }
 
 // constValue holds a const, which may be JSON null.
@@ -96,8 +121,9 @@ func (c *constValue) MarshalJSON() ([]byte, error) { return json.Marshal(c.v) }
 
 func (n *checkNode) empty() bool {
 	return len(n.Type) == 0 && n.Enum == nil && n.Const == nil && n.MinLength == nil && n.MaxLength == nil &&
-		n.Minimum == nil && n.Maximum == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
-		n.AdditionalProperties == nil && n.Items == nil
+		n.Minimum == nil && n.Maximum == nil && n.ExclusiveMinimum == nil && n.ExclusiveMaximum == nil &&
+		n.MinItems == nil && n.MaxItems == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
+		n.AdditionalProperties == nil && n.Items == nil && n.Format == ""
 }
 
 var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
@@ -135,10 +161,19 @@ func (c paramsCompiler) node(v any) *checkNode {
 	if cv, ok := s["const"]; ok && !c.draft4 && allScalars([]any{cv}) {
 		n.Const = &constValue{cv}
 	}
+	if f, ok := s["format"].(string); ok && formatPatterns[f] != "" {
+		n.Format, n.FormatPattern = f, formatPatterns[f]
+	}
 	n.MinLength = count(s["minLength"])
 	n.MaxLength = count(s["maxLength"])
 	n.Minimum = number(s["minimum"])
 	n.Maximum = number(s["maximum"])
+	if !c.draft4 { // draft-04's are booleans that change minimum and maximum
+		n.ExclusiveMinimum = number(s["exclusiveMinimum"])
+		n.ExclusiveMaximum = number(s["exclusiveMaximum"])
+	}
+	n.MinItems = count(s["minItems"])
+	n.MaxItems = count(s["maxItems"])
 	if req, ok := s["required"].([]any); ok {
 		for _, r := range req {
 			if name, ok := r.(string); ok && !slices.Contains(n.Required, name) {
@@ -298,6 +333,9 @@ func (n *checkNode) predicate(base, mode string) string {
 	if n.MaxLength != nil {
 		str = append(str, "!("+base+" like_regex "+pathString(atLeast(*n.MaxLength+1))+` flag "s")`)
 	}
+	if n.FormatPattern != "" {
+		str = append(str, base+" like_regex "+pathString(n.FormatPattern)+` flag "s"`)
+	}
 	guarded("string", str)
 	var num []string
 	if n.Minimum != nil {
@@ -305,6 +343,12 @@ func (n *checkNode) predicate(base, mode string) string {
 	}
 	if n.Maximum != nil {
 		num = append(num, base+" <= "+string(*n.Maximum))
+	}
+	if n.ExclusiveMinimum != nil {
+		num = append(num, base+" > "+string(*n.ExclusiveMinimum))
+	}
+	if n.ExclusiveMaximum != nil {
+		num = append(num, base+" < "+string(*n.ExclusiveMaximum))
 	}
 	guarded("number", num)
 	var obj []string
@@ -338,11 +382,19 @@ func (n *checkNode) predicate(base, mode string) string {
 		}
 	}
 	guarded("object", obj)
+	var arr []string
+	if n.MinItems != nil && *n.MinItems > 0 {
+		arr = append(arr, base+".size() >= "+strconv.FormatInt(*n.MinItems, 10))
+	}
+	if n.MaxItems != nil {
+		arr = append(arr, base+".size() <= "+strconv.FormatInt(*n.MaxItems, 10))
+	}
 	if n.Items != nil {
 		if p := n.Items.predicate("@", mode); p != "" {
-			guarded("array", []string{"!(exists(" + base + "[*] ? (!(" + p + "))))"})
+			arr = append(arr, "!(exists("+base+"[*] ? (!("+p+"))))")
 		}
 	}
+	guarded("array", arr)
 	return strings.Join(and, " && ")
 }
 

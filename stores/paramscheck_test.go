@@ -34,15 +34,16 @@ func TestCompileParamsCheckKeepsOnlyWhatTheSchemaImplies(t *testing.T) {
 		name, schema, want string
 	}{
 		{"nil", `null`, ``},
-		{"nothing checkable", `{"description": "x", "format": "email"}`, ``},
+		{"nothing checkable", `{"description": "x", "format": "hostname"}`, ``},
+		{"format", `{"format": "uri"}`, `{"format":"uri","formatPattern":"^[A-Za-z][A-Za-z0-9+.-]*:"}`},
 		{"object", `{"type": "object", "required": ["b", "a", "a"], "properties": {"a": {"type": "string", "minLength": 1}, "b": {}}}`,
 			`{"type":["object"],"required":["a","b"],"properties":{"a":{"type":["string"],"minLength":1},"b":{}}}`},
-		{"additionalProperties false", `{"properties": {"a": {"format": "date"}}, "additionalProperties": false}`,
+		{"additionalProperties false", `{"properties": {"a": {"format": "hostname"}}, "additionalProperties": false}`,
 			`{"properties":{"a":{}},"additionalProperties":false}`},
 		{"additionalProperties beside patternProperties", `{"patternProperties": {"^x": {}}, "additionalProperties": false, "required": ["a"]}`,
 			`{"required":["a"]}`},
 		{"additionalProperties a schema", `{"additionalProperties": {"type": "string"}, "required": ["a"]}`, `{"required":["a"]}`},
-		{"unchecked properties only", `{"properties": {"a": {"format": "date"}}}`, ``},
+		{"unchecked properties only", `{"properties": {"a": {"format": "hostname"}}}`, ``},
 		{"$ref hides the node", `{"properties": {"a": {"$ref": "#/$defs/x", "type": "string"}}, "required": ["a"], "$defs": {"x": {"type": "string"}}}`,
 			`{"required":["a"]}`},
 		{"boolean subschema", `{"properties": {"a": false}, "additionalProperties": false}`,
@@ -57,6 +58,10 @@ func TestCompileParamsCheckKeepsOnlyWhatTheSchemaImplies(t *testing.T) {
 		{"const null", `{"const": null}`, `{"const":null}`},
 		{"draft-04 has no const", `{"$schema": "http://json-schema.org/draft-04/schema#", "const": "a", "maxLength": 3}`, `{"maxLength":3}`},
 		{"type list", `{"type": ["string", "null"], "maxLength": 3}`, `{"type":["string","null"],"maxLength":3}`},
+		{"exclusive bounds and item counts", `{"exclusiveMinimum": 0, "exclusiveMaximum": 2, "minItems": 1, "maxItems": 3}`,
+			`{"exclusiveMinimum":0,"exclusiveMaximum":2,"minItems":1,"maxItems":3}`},
+		{"draft-04's exclusive bounds are booleans", `{"$schema": "http://json-schema.org/draft-04/schema#", "minimum": 1, "exclusiveMinimum": true}`,
+			`{"minimum":1}`},
 	}
 	for _, tt := range tests {
 		var schema map[string]any
@@ -118,6 +123,24 @@ var paramsCases = []paramsCase{
 			`{"deep": [[1, 2], [2]]}`, `{"deep": [[1, 3]]}`, `{"deep": [1, 2]}`, `{"deep": [[1], "x"]}`}},
 	{`{"type": "object", "properties": {"q": {"type": "string", "enum": ["say \"hi\"", "back\\slash", "new\nline"]}}}`,
 		[]string{`{"q": "say \"hi\""}`, `{"q": "back\\slash"}`, `{"q": "new\nline"}`, `{"q": "say hi"}`}},
+	{`{"type": "object", "properties": {"p": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1.5},
+	   "list": {"type": ["array", "string"], "minItems": 1, "maxItems": 2}, "any": {"minItems": 2}}}`,
+		[]string{`{"p": 0.5}`, `{"p": 0}`, `{"p": 1.5}`, `{"p": 1.49}`, `{"p": -1}`, `{"p": "0"}`,
+			`{"list": ["a"]}`, `{"list": ["a", "b"]}`, `{"list": []}`, `{"list": ["a", "b", "c"]}`, `{"list": "abc"}`,
+			`{"any": 5}`, `{"any": [1]}`, `{"any": [1, 2]}`, `{"any": {"a": 1}}`}},
+	// Formats: SQL checks a necessary condition of each (formatPatterns).
+	{`{"type": "object", "properties": {"link": {"type": "string", "format": "uri"}, "id": {"format": "uuid"},
+	   "day": {"format": "date"}, "at": {"format": "date-time"}, "mail": {"type": ["string", "null"], "format": "email"},
+	   "links": {"type": "array", "items": {"format": "uri"}}}}`,
+		[]string{`{"link": "https://example.com/a?b#c"}`, `{"link": "mailto:ada@example.com"}`, `{"link": "example.com/a"}`,
+			`{"link": "/relative"}`, `{"link": ""}`, `{"link": "a#b:c"}`, `{"link": "1http://x"}`, `{"link": 7}`,
+			`{"id": "0190c6b2-7a3c-7def-8a12-3456789abcde"}`, `{"id": "0190C6B2-7A3C-7DEF-8A12-3456789ABCDE"}`,
+			`{"id": "0190c6b2-7a3c-7def-8a12-3456789abcdx"}`, `{"id": "0190c6b27a3c7def8a123456789abcde"}`, `{"id": 5}`,
+			`{"day": "2026-12-07"}`, `{"day": "2026-13-07"}`, `{"day": "2026-12-7"}`, `{"day": "2026-02-30"}`,
+			`{"at": "2026-12-07T20:00:00Z"}`, `{"at": "2026-12-07t20:00:00.5+01:00"}`, `{"at": "2026-12-07 20:00:00Z"}`,
+			`{"at": "2026-12-07T20:00Z"}`, `{"at": "2026-12-07"}`,
+			`{"mail": "ada@example.com"}`, `{"mail": null}`, `{"mail": "ada"}`, `{"mail": "ada@"}`, `{"mail": "@example.com"}`,
+			`{"links": ["https://a.example", "b"]}`, `{"links": []}`}},
 }
 
 // notify_send's check (the compiled SQL/JSON path) and the walk that

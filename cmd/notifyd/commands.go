@@ -278,12 +278,13 @@ type DeliveriesCommand struct{ main *Main }
 
 // Run prints a notification's ledger as a table.
 func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
-	var path, id, notifier, key string
+	var path, id, notifier, key, tenant string
 	var limit int
 	fs := c.main.newFlagSet("deliveries", &path)
 	fs.StringVar(&id, "notification", "", "notification id")
 	fs.StringVar(&notifier, "notifier", "", "notifier (with -key, instead of -notification)")
 	fs.StringVar(&key, "key", "", "notification key")
+	fs.StringVar(&tenant, "tenant", "", "the tenant the notification was sent for (with -key; keys are per tenant)")
 	fs.IntVar(&limit, "limit", 1000, "at most this many deliveries")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -301,7 +302,7 @@ func (c *DeliveriesCommand) Run(ctx context.Context, args []string) error {
 		if notifier == "" || key == "" {
 			return errors.New("give -notification ID, or -notifier and -key")
 		}
-		if id, err = srv.NotificationID(ctx, notifier, key); err != nil {
+		if id, err = srv.NotificationID(ctx, tenant, notifier, key); err != nil {
 			return err
 		}
 	}

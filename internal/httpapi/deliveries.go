@@ -557,7 +557,7 @@ func (s *Server) cancelByID(w http.ResponseWriter, r *http.Request) error {
 				quote(notifier), quote(key)),
 			Details: []any{wire.FieldDetail{Field: "key", Message: "does not name the notification of this id"}}}
 	}
-	return s.cancel(w, r, n.Notifier, n.Key)
+	return s.cancel(w, r, n.Tenant, n.Notifier, n.Key)
 }
 
 // notRetry answers GET /v1/deliveries/retry as the mux answers a method a

@@ -130,7 +130,7 @@ func (req *sendRequest) notification() (notifyd.Notification, error) {
 	}
 	if req.Tenant != nil {
 		if err := notifyd.CheckTenantID("tenant", *req.Tenant); err != nil {
-			return n, err
+			return n, fieldError("tenant", "%s", err.(*notifyd.InputError).Message)
 		}
 		n.Tenant = *req.Tenant
 	}
@@ -221,24 +221,35 @@ func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 	if err := checkPathText("notifier", notifier); err != nil {
 		return err
 	}
-	if _, err := strictQuery(r, nil, nil); err != nil {
+	q, err := strictQuery(r, []string{"tenant"}, nil)
+	if err != nil {
 		return err
 	}
-	return s.cancel(w, r, notifier, key)
+	tenant := q.Get("tenant")
+	if tenant != "" {
+		if err := notifyd.CheckTenantID("tenant", tenant); err != nil {
+			return fieldError("tenant", "%s", err.(*notifyd.InputError).Message)
+		}
+	}
+	return s.cancel(w, r, tenant, notifier, key)
 }
 
-// cancel cancels the notification (notifier, key) and answers 200
-// {"cancelled": n}, or 404 when it never existed.
-func (s *Server) cancel(w http.ResponseWriter, r *http.Request, notifier, key string) error {
+// cancel cancels the notification (notifier, key) sent for tenant ("" for
+// none: keys are per tenant) and answers 200 {"cancelled": n}, or 404 when
+// it never existed.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, tenant, notifier, key string) error {
 	var n int
 	err := stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
 			var err error
-			n, err = s.client.CancelTx(r.Context(), tx, notifier, key)
+			n, err = s.client.CancelTenantTx(r.Context(), tx, tenant, notifier, key)
 			return err
 		})
 	})
 	if errors.Is(err, notifyd.ErrNotFound) {
+		if tenant != "" {
+			return notFoundError("no notification %s/%s of tenant %s", notifier, key, tenant)
+		}
 		return notFoundError("no notification %s/%s", notifier, key)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/notifyd/notifyd/internal/wire"
 )
@@ -379,7 +380,7 @@ func TestSendManyKeys(t *testing.T) {
 	// Distinct keys are distinct notifications, and send_at schedules.
 	for i := range 3 {
 		body := sendBody(fmt.Sprintf("k-%d", i))
-		body["send_at"] = "2099-01-01T00:00:00Z"
+		body["send_at"] = time.Now().AddDate(1, 0, 0).UTC().Format(time.RFC3339)
 		expect(t, b.do(t, "POST", "/v1/notifications", adminToken, body), 202, "")
 	}
 	if n := count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'scheduled'`); n != 3 {

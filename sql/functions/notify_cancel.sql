@@ -1,8 +1,11 @@
 SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog, pg_temp', true);
--- notify_cancel cancels (notifier, key) and returns the number of deliveries
--- and inbox items withdrawn, 0 when the notification was already cancelled
--- or rejected, and NULL when it was never sent. What CancelTx does (the Go
--- API calls it).
+-- notify_cancel cancels (notifier, key) of tenant and returns the number of
+-- deliveries and inbox items withdrawn, 0 when the notification was already
+-- cancelled or rejected, and NULL when it was never sent. Keys are per
+-- tenant: tenant NULL or '' (and the overload without it) is the
+-- notification sent with no tenant, and a cancel never touches another
+-- tenant's notification of the same key. What CancelTx does (the Go API
+-- calls it).
 --
 -- The status update is a statement of its own, before the withdrawal: it
 -- waits for a fan-out chunk holding the row, and the next statement takes a
@@ -17,12 +20,13 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog,
 --
 -- It runs as its owner (SECURITY DEFINER), search_path pinned like
 -- notify_send's: notifyd_app may call it and touch nothing it touches.
-CREATE OR REPLACE FUNCTION notify_cancel(notifier text, key text) RETURNS integer
+CREATE OR REPLACE FUNCTION notify_cancel(notifier text, key text, tenant text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_tenant text := coalesce(notify_cancel.tenant, '');
     v_id uuid;
     v_deliveries integer;
     v_items uuid[];
@@ -39,14 +43,20 @@ DECLARE
     v_b_left integer[];
     v_n integer;
 BEGIN
+    PERFORM notify_check_text('notifier', notify_cancel.notifier, 255);
+    PERFORM notify_check_text('key', notify_cancel.key, 255);
+    IF octet_length(v_tenant) > 255 THEN
+        PERFORM notify_input_error('tenant', 'longer than 255 bytes');
+    END IF;
     UPDATE notify_notifications n
     SET status = 'cancelled', updated_at = now()
-    WHERE n.notifier = notify_cancel.notifier AND n.key = notify_cancel.key
+    WHERE coalesce(n.tenant, '') = v_tenant AND n.notifier = notify_cancel.notifier AND n.key = notify_cancel.key
       AND n.status NOT IN ('cancelled', 'rejected')
     RETURNING n.id INTO v_id;
     IF v_id IS NULL THEN
         IF EXISTS (SELECT 1 FROM notify_notifications n
-                   WHERE n.notifier = notify_cancel.notifier AND n.key = notify_cancel.key) THEN
+                   WHERE coalesce(n.tenant, '') = v_tenant AND n.notifier = notify_cancel.notifier
+                     AND n.key = notify_cancel.key) THEN
             RETURN 0;
         END IF;
         RETURN NULL;
@@ -218,4 +228,11 @@ BEGIN
     END IF;
     RETURN v_deliveries + cardinality(v_items);
 END
+$$;
+
+CREATE OR REPLACE FUNCTION notify_cancel(notifier text, key text) RETURNS integer
+LANGUAGE sql SECURITY DEFINER
+SET search_path FROM CURRENT
+AS $$
+SELECT notify_cancel(notifier, key, NULL)
 $$;

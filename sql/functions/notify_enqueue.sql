@@ -1,10 +1,11 @@
 -- notify_enqueue writes a validated notification and, unless the fan-out
 -- claimers take it, its notify.fanout River job in one statement, and reports
--- the id and whether (notifier, key) already existed, in which case nothing
--- was written. A small notification (1 to 100 inline recipients, no topics)
--- gets no job: it is written with batch_fanout set, and the daemon's fan-out
--- claimers take it with others in one transaction (jobs.FanoutClaimer); a
--- scheduled one when send_at is due. recipients and reasons
+-- the id and whether (tenant, notifier, key) already existed (no tenant is a
+-- space of its own), in which case nothing was written. A small notification
+-- (1 to 100 inline recipients, no topics) gets no job: it is written with
+-- batch_fanout set, and the daemon's fan-out claimers take it with others in
+-- one transaction (jobs.FanoutClaimer); a scheduled one when send_at is due.
+-- recipients and reasons
 -- are parallel; inline_sorted promises recipients are in byte order with no
 -- id twice (the fan-out then keeps the list as written); tenant is the
 -- checked tenant or NULL. It is the one
@@ -56,7 +57,7 @@ BEGIN
                 CASE WHEN p_send_at > now() THEN 'scheduled' ELSE 'pending' END, coalesce(p_inline_sorted, false),
                 p_tenant,
                 coalesce(cardinality(p_recipients), 0) BETWEEN 1 AND 100 AND coalesce(cardinality(p_topics), 0) = 0)
-        ON CONFLICT (notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
+        ON CONFLICT ((coalesce(tenant, '')), notifier, key) DO UPDATE SET notifier = EXCLUDED.notifier
         RETURNING n.id, (n.xmax = 0) AS inserted, n.batch_fanout
     ), job AS (
         INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)

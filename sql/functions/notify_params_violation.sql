@@ -3,8 +3,9 @@
 -- params, '' for the params object itself), or NULL when none does. schema is
 -- a notifier's params_schema: the part of its JSON Schema SQL checks, made of
 -- the keywords type, enum, const, minLength, maxLength, minimum, maximum,
--- required, properties, additionalProperties (false only) and items (one
--- schema for every item). The catalog's publisher compiles it, with the same
+-- exclusiveMinimum, exclusiveMaximum, minItems, maxItems, required, properties, additionalProperties (false only), items (one
+-- schema for every item) and format, with formatPattern: a regular
+-- expression every string of that format matches. The catalog's publisher compiles it, with the same
 -- checks as an SQL/JSON path predicate (params_check) that notify_send_write
 -- evaluates first; this walk runs only to explain a failure.
 --
@@ -40,12 +41,18 @@ BEGIN
             RETURN ARRAY[pointer, format('minLength: got %s, want %s', length(value #>> '{}'), schema ->> 'minLength')];
         ELSIF length(value #>> '{}') > (schema ->> 'maxLength')::numeric THEN
             RETURN ARRAY[pointer, format('maxLength: got %s, want %s', length(value #>> '{}'), schema ->> 'maxLength')];
+        ELSIF (value #>> '{}') !~ (schema ->> 'formatPattern') THEN
+            RETURN ARRAY[pointer, format('''%s'' is not valid %s', value #>> '{}', schema ->> 'format')];
         END IF;
     ELSIF t = 'number' THEN
         IF value::text::numeric < (schema ->> 'minimum')::numeric THEN
             RETURN ARRAY[pointer, format('minimum: got %s, want %s', value, schema ->> 'minimum')];
         ELSIF value::text::numeric > (schema ->> 'maximum')::numeric THEN
             RETURN ARRAY[pointer, format('maximum: got %s, want %s', value, schema ->> 'maximum')];
+        ELSIF value::text::numeric <= (schema ->> 'exclusiveMinimum')::numeric THEN
+            RETURN ARRAY[pointer, format('exclusiveMinimum: got %s, want %s', value, schema ->> 'exclusiveMinimum')];
+        ELSIF value::text::numeric >= (schema ->> 'exclusiveMaximum')::numeric THEN
+            RETURN ARRAY[pointer, format('exclusiveMaximum: got %s, want %s', value, schema ->> 'exclusiveMaximum')];
         END IF;
     ELSIF t = 'object' THEN
         FOR k IN
@@ -70,6 +77,10 @@ BEGIN
                 RETURN ARRAY[sub, 'property not allowed'];
             END IF;
         END LOOP;
+    ELSIF t = 'array' AND jsonb_array_length(value) < (schema ->> 'minItems')::numeric THEN
+        RETURN ARRAY[pointer, format('minItems: got %s, want %s', jsonb_array_length(value), schema ->> 'minItems')];
+    ELSIF t = 'array' AND jsonb_array_length(value) > (schema ->> 'maxItems')::numeric THEN
+        RETURN ARRAY[pointer, format('maxItems: got %s, want %s', jsonb_array_length(value), schema ->> 'maxItems')];
     ELSIF t = 'array' AND schema ? 'items' THEN
         FOR i IN 0 .. jsonb_array_length(value) - 1 LOOP
             found := notify_params_violation(schema -> 'items', value -> i, pointer || '/' || i);

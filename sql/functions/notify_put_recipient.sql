@@ -14,7 +14,8 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog,
 --                webhook_gone_at. Private destinations are refused when a
 --                webhook is sent, not here.
 --   phone        E.164: "+", the country code, at most 15 digits, no spaces
---   data         a JSON object for the application's own use
+--   data         a JSON object for the application's own use, at most
+--                http.max_body bytes as JSON text (notify_api_limits)
 --   quiet_hours  {"start": "HH:MM", "end": "HH:MM"}, two different times
 --   tokens_valid_after  an RFC 3339 time: the recipient's tokens issued
 --                before it are refused
@@ -93,6 +94,9 @@ BEGIN
         v_data := '{}';
     ELSIF jsonb_typeof(v_data) <> 'object' THEN
         PERFORM notify_input_error('data', 'want a JSON object, got JSON ' || jsonb_typeof(v_data));
+    ELSIF v_data IS NOT NULL AND octet_length(v_data::text) > (SELECT l.max_body FROM notify_api_limits l) THEN
+        PERFORM notify_input_error('data', format('larger than %s bytes as JSON (http.max_body)',
+                                                  (SELECT l.max_body FROM notify_api_limits l)));
     END IF;
 
     v_quiet := p -> 'quiet_hours';

@@ -1,7 +1,8 @@
 SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog, pg_temp', true);
 -- notify_send enqueues a notification inside the caller's transaction: it
--- exists if and only if that transaction commits, and (notifier, key) is one
--- notification forever (a second send returns the first id with duplicate).
+-- exists if and only if that transaction commits, and (tenant, notifier,
+-- key) is one notification forever (a second send returns the first id with
+-- duplicate): keys are per tenant, and no tenant is a space of its own.
 -- A notifier with an audience (notify_notifiers.audience: the daemon reads
 -- its recipients from the application's tables at fan-out) may be sent with
 -- no recipients and no topics; any other needs at least one of them.
@@ -22,8 +23,10 @@ SELECT set_config('search_path', quote_ident(current_schema()) || ', pg_catalog,
 --
 -- The checks are the Go API's (SendTx), in its order, with its words: the
 -- notifier, key and actor and the recipients here, then, in
--- notify_send_write, the topics, the params, the catalog, max_recipients and
--- the params schema. Each list is read in one pass that also tells whether
+-- notify_send_write, the topics, the params, send_at, the tenant, the
+-- catalog, max_recipients and the params schema. Sizes and counts are the
+-- HTTP API's (notify_send_write says which), and send_at is within 10 years
+-- of now. Each list is read in one pass that also tells whether
 -- every entry is valid; only when one is not does a second query find the
 -- first bad entry and say what is wrong with it, so a valid send pays for
 -- one query per list (none for a list of one).
@@ -45,6 +48,7 @@ DECLARE
     v_ids text[] := '{}';
     v_reasons text[] := '{}';
     v_distinct integer := 0;
+    v_max integer;
     v_ok boolean;
     v_entry jsonb;
     v_result record;
@@ -82,6 +86,16 @@ BEGIN
         v_reasons := '{direct}';
         v_distinct := 1;
     ELSIF jsonb_array_length(v_recipients) > 0 THEN
+        -- The HTTP API's bound on the list before duplicates collapse, before
+        -- it is sorted (max_recipients is at least 1: a list of 10 or fewer
+        -- needs no look-up).
+        IF jsonb_array_length(v_recipients) > 10 THEN
+            SELECT 10 * c.max_recipients INTO v_max FROM notify_notifiers c WHERE c.name = notify_send.notifier;
+            IF jsonb_array_length(v_recipients) > v_max THEN
+                RAISE EXCEPTION 'too many recipients: % recipients listed, notifier % allows at most % before duplicates are removed (10 times max_recipients)',
+                    jsonb_array_length(v_recipients), notify_send.notifier, v_max USING ERRCODE = '22023', COLUMN = 'recipients';
+            END IF;
+        END IF;
         -- The ids and reasons sorted by id in byte order (stable: an id given
         -- twice keeps its entries in the order given), as SendTx sorts them.
         SELECT coalesce(bool_and(coalesce(CASE jsonb_typeof(e.v)

@@ -2,10 +2,17 @@
 -- after they checked the notifier, key, actor and audience: it checks the
 -- recipient ids and reasons (unless sorted says the caller already checked
 -- them, sorted them by id in byte order and counted the distinct ones), the
--- topics (then sorted, each once), the params and the tenant (one of
+-- topics (then sorted, each once), the params, send_at and the tenant (one of
 -- notify_tenants; NULL or '' for none), looks the notifier up in
 -- the catalog, checks the params against the checkable part of its JSON
 -- Schema and max_recipients, and writes through notify_enqueue.
+--
+-- The sizes are the HTTP API's, read from notify_api_limits (the daemon
+-- publishes http.max_topics and http.max_body there) with the catalog, in
+-- one query before any list is sorted: at most 10 times max_recipients
+-- recipient ids before duplicates collapse, at most max_topics topics, params
+-- of at most max_body bytes as JSON text. send_at is finite and within 10
+-- years of now: an infinite time stops River's fetch and rescuer.
 --
 -- The params check is the notifier's compiled SQL/JSON path predicate
 -- (notify_notifiers.params_check, written when the catalog is published):
@@ -33,9 +40,21 @@ DECLARE
     v_message text;
     v_max integer;
     v_check jsonpath;
+    v_known boolean;
+    v_max_topics integer;
+    v_max_body bigint;
     v_violation text[];
     v_result record;
 BEGIN
+    SELECT l.max_topics, l.max_body, c.max_recipients, c.params_check, c.name IS NOT NULL
+    INTO v_max_topics, v_max_body, v_max, v_check, v_known
+    FROM notify_api_limits l
+    LEFT JOIN notify_notifiers c ON c.name = p_notifier;
+
+    IF NOT p_sorted AND v_known AND cardinality(v_ids) > 10 * v_max THEN
+        RAISE EXCEPTION 'too many recipients: % recipients listed, notifier % allows at most % before duplicates are removed (10 times max_recipients)',
+            cardinality(v_ids), p_notifier, 10 * v_max USING ERRCODE = '22023', COLUMN = 'recipients';
+    END IF;
     IF p_sorted THEN
         NULL; -- checked and sorted by notify_send
     ELSIF cardinality(v_ids) = 1 AND octet_length(v_ids[1]) BETWEEN 1 AND 255
@@ -71,7 +90,10 @@ BEGIN
         v_distinct := 0;
     END IF;
 
-    IF cardinality(v_topics) = 1 AND octet_length(v_topics[1]) BETWEEN 1 AND 255 THEN
+    IF cardinality(v_topics) > v_max_topics THEN
+        PERFORM notify_input_error('topics', format('%s topics, http.max_topics allows %s', cardinality(v_topics),
+                                                    v_max_topics));
+    ELSIF cardinality(v_topics) = 1 AND octet_length(v_topics[1]) BETWEEN 1 AND 255 THEN
         NULL; -- one valid topic: nothing to sort
     ELSIF cardinality(v_topics) > 0 THEN
         -- Sorted in byte order, each topic once, as SendTx stores them.
@@ -95,6 +117,12 @@ BEGIN
         v_params := '{}';
     ELSIF jsonb_typeof(v_params) <> 'object' THEN
         PERFORM notify_input_error('params', 'want a JSON object');
+    ELSIF octet_length(v_params::text) > v_max_body THEN
+        PERFORM notify_input_error('params', format('larger than %s bytes as JSON (http.max_body)', v_max_body));
+    END IF;
+
+    IF NOT isfinite(p_send_at) OR p_send_at NOT BETWEEN now() - interval '10 years' AND now() + interval '10 years' THEN
+        PERFORM notify_input_error('send_at', 'want a time within 10 years of now');
     END IF;
 
     IF v_tenant IS NOT NULL THEN
@@ -108,8 +136,7 @@ BEGIN
         END IF;
     END IF;
 
-    SELECT c.max_recipients, c.params_check INTO v_max, v_check FROM notify_notifiers c WHERE c.name = p_notifier;
-    IF NOT FOUND THEN
+    IF v_known IS NOT TRUE THEN
         RAISE EXCEPTION 'unknown notifier "%"', p_notifier USING
             ERRCODE = '22023', COLUMN = 'notifier',
             HINT = 'notify_send accepts the notifiers in notify_notifiers, which notifyd publishes from its config at start and at `notifyd migrate`';
