@@ -467,7 +467,7 @@ func EraseTenant(ctx context.Context, pool interface {
 				return err
 			}
 			n = len(ids)
-			return LogInboxDeleted(ctx, tx, ids, recipients)
+			return LogInboxDeleted(ctx, tx, ids, recipients, id)
 		})
 		return n, err
 	}
