@@ -122,6 +122,14 @@ type Message struct {
 	Tenant *notifytype.Tenant
 }
 
+// TenantID is the id of the message's tenant, "" for none.
+func (m Message) TenantID() string {
+	if m.Tenant == nil {
+		return ""
+	}
+	return m.Tenant.ID
+}
+
 // Channel delivers one message per recipient. A per-recipient Plugin's Open
 // returns one.
 type Channel interface {

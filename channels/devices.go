@@ -2,6 +2,7 @@ package channels
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -10,6 +11,9 @@ import (
 type Device struct {
 	ID        string
 	Recipient string
+	// Tenant is the tenant the device was registered under (a recipient
+	// token's tenant claim); "" for none. See DevicesFor.
+	Tenant string
 	// Platform is the device's platform as a Plugin's Device names it
 	// ("ios", "android").
 	Platform string
@@ -23,6 +27,30 @@ type Device struct {
 	LastSuccessAt *time.Time
 	// Failures counts the failed pushes since the last success.
 	Failures int
+}
+
+// DevicesFor returns the devices of devices that a notification of tenant
+// ("" for none) may be pushed to, in their order: those registered under
+// tenant, and those registered without a tenant. A token registered both
+// ways is kept once, as the tenant's. A mobile push channel filters what its
+// store lists with it: a device registered through a token confined to one
+// tenant never receives another tenant's notifications, nor those of no
+// tenant.
+func DevicesFor(devices []Device, tenant string) []Device {
+	out := make([]Device, 0, len(devices))
+	for _, d := range devices {
+		if d.Tenant != "" && d.Tenant != tenant {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(o Device) bool { return o.Token == d.Token }); i >= 0 {
+			if d.Tenant != "" {
+				out[i] = d
+			}
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // Devices is where a mobile push channel finds a recipient's devices at

@@ -2,6 +2,7 @@ package channels
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -11,6 +12,10 @@ import (
 type PushSubscription struct {
 	ID        string
 	Recipient string
+	// Tenant is the tenant the subscription was registered under (a
+	// recipient token's tenant claim); "" for none. See
+	// PushSubscriptionsFor.
+	Tenant string
 	// Endpoint is the push service URL messages are posted to.
 	Endpoint string
 	// P256dh is the browser's P-256 public key and Auth its 16-byte
@@ -21,6 +26,30 @@ type PushSubscription struct {
 	LastSuccessAt *time.Time
 	// Failures counts the failed sends since the last success.
 	Failures int
+}
+
+// PushSubscriptionsFor returns the subscriptions of subs that a
+// notification of tenant ("" for none) may be pushed to, in their order:
+// those registered under tenant, and those registered without a tenant. An
+// endpoint registered both ways is kept once, as the tenant's. A push
+// channel filters what its store lists with it: a subscription made through
+// a token confined to one tenant never receives another tenant's
+// notifications, nor those of no tenant.
+func PushSubscriptionsFor(subs []PushSubscription, tenant string) []PushSubscription {
+	out := make([]PushSubscription, 0, len(subs))
+	for _, s := range subs {
+		if s.Tenant != "" && s.Tenant != tenant {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(o PushSubscription) bool { return o.Endpoint == s.Endpoint }); i >= 0 {
+			if s.Tenant != "" {
+				out[i] = s
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // PushSubscriptions is where a push channel finds a recipient's

@@ -103,7 +103,7 @@ func audienceRefused(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if errors.Is(err, stores.ErrAudienceShape) {
+	if errors.Is(err, stores.ErrAudienceShape) || errors.Is(err, stores.ErrAudienceArg) {
 		return true
 	}
 	var pe *pgconn.PgError

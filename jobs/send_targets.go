@@ -55,6 +55,9 @@ func (d *Deps) targetOf(c *stores.Claimed, prepared map[string]any) string {
 		}
 		var name string
 		if prep {
+			// The prepared registrations a notification reaches depend on
+			// its tenant (channels.PushSubscriptionsFor).
+			msg.Tenant, _ = decodeTenant(c.Tenant)
 			name = pt.TargetPrepared(prepared[c.Channel], msg)
 		} else {
 			name = t.Target(msg)

@@ -34,7 +34,7 @@ func (d *devices) List(ctx context.Context, platform string, recipients []string
 	out := make(map[string][]channels.Device, len(found))
 	for r, list := range found {
 		for _, v := range list {
-			out[r] = append(out[r], channels.Device{ID: v.ID, Recipient: v.Recipient, Platform: v.Platform,
+			out[r] = append(out[r], channels.Device{ID: v.ID, Recipient: v.Recipient, Tenant: v.Tenant, Platform: v.Platform,
 				Token: v.Token, App: v.App, CreatedAt: v.CreatedAt, LastSuccessAt: v.LastSuccessAt, Failures: v.Failures})
 		}
 	}

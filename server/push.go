@@ -45,7 +45,7 @@ func (p *pushSubscriptions) List(ctx context.Context, recipients []string) (map[
 	out := make(map[string][]channels.PushSubscription, len(subs))
 	for r, list := range subs {
 		for _, s := range list {
-			out[r] = append(out[r], channels.PushSubscription{ID: s.ID, Recipient: s.Recipient, Endpoint: s.Endpoint,
+			out[r] = append(out[r], channels.PushSubscription{ID: s.ID, Recipient: s.Recipient, Tenant: s.Tenant, Endpoint: s.Endpoint,
 				P256dh: s.P256dh, Auth: s.Auth, CreatedAt: s.CreatedAt, LastSuccessAt: s.LastSuccessAt, Failures: s.Failures})
 		}
 	}

@@ -130,6 +130,14 @@ ORDER BY a.id, coalesce(array_position($%[3]d::text[], a.reason), 2147483647), a
 // does not return a column id.
 var ErrAudienceShape = errors.New("the audience query returns no column id")
 
+// ErrAudienceArg is wrapped by StageAudience's error when a param cannot be
+// bound to its placeholder: anything but a JSON array (or null) for a
+// placeholder the query reads as an array, whose text PostgreSQL would
+// otherwise parse as an array literal (the string "{u1,u2}" becoming two
+// recipients), or an array of arrays. The notification is refused, not
+// retried.
+var ErrAudienceArg = errors.New("an audience param does not fit its placeholder")
+
 // StageAudience runs q on conn, in a READ ONLY transaction with q's
 // statement timeout, into the session's audience buffer (a temporary table,
 // emptied first), and returns how many recipients it holds. conn must be
@@ -163,9 +171,15 @@ func StageAudience(ctx context.Context, conn *pgx.Conn, q AudienceQuery) (int64,
 		if i < len(q.Args) {
 			v = q.Args[i]
 		}
+		if _, list := v.([]any); strings.HasSuffix(shape.Params[i], "[]") && v != nil && !list {
+			// The binding is text: a scalar or an object read as an array
+			// would be parsed as an array literal, one the sender wrote.
+			return 0, fmt.Errorf("%w: $%d is read as %s, and only a JSON array binds to it (got %s)",
+				ErrAudienceArg, i+1, shape.Params[i], jsonKind(v))
+		}
 		a, err := AudienceArg(v)
 		if err != nil {
-			return 0, fmt.Errorf("audience argument $%d: %w", i+1, err)
+			return 0, fmt.Errorf("%w: $%d: %w", ErrAudienceArg, i+1, err)
 		}
 		args = append(args, a)
 	}
@@ -253,6 +267,22 @@ func AudienceArg(v any) (any, error) {
 			return nil, err
 		}
 		return string(b), nil
+	}
+}
+
+// jsonKind names the JSON type of a decoded param value, for errors.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case json.Number, float64, int, int64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	default:
+		return "an object"
 	}
 }
 

@@ -2,6 +2,7 @@ package stores_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -95,5 +96,35 @@ func TestStageAudience(t *testing.T) {
 		Query: `SELECT person AS id FROM members, LATERAL (SELECT nextval('members_seq')) s`})
 	if err == nil || !strings.Contains(err.Error(), "cannot execute nextval() in a read-only transaction") {
 		t.Fatalf("a query calling nextval: %v", err)
+	}
+}
+
+// A param reaches an array placeholder only as a JSON array: a string (or a
+// number, an object) is refused with ErrAudienceArg rather than parsed as
+// an array literal the sender wrote ("{u1,admin}" as two recipients).
+func TestStageAudienceBindsOnlyArraysToArrays(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	q := stores.AudienceQuery{Query: `SELECT x AS id FROM unnest($1::text[]) AS x`, DefaultReason: "direct"}
+	for _, bad := range []any{"{u1,admin}", json.Number("1"), map[string]any{}, []any{[]any{"u1"}}} {
+		q.Args = []any{bad}
+		if n, err := stores.StageAudience(ctx, conn.Conn(), q); !errors.Is(err, stores.ErrAudienceArg) {
+			t.Errorf("param %#v for $1::text[]: %d staged, %v; want ErrAudienceArg", bad, n, err)
+		}
+	}
+	q.Args = []any{[]any{"u1", "u2"}}
+	if n, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil || n != 2 {
+		t.Fatalf("an array for $1::text[]: %d staged, %v", n, err)
+	}
+	// A string for a text placeholder is the string, braces and all.
+	q.Query, q.Args = `SELECT $1::text AS id`, []any{"{u1,admin}"}
+	if n, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil || n != 1 {
+		t.Fatalf("a string for $1::text: %d staged, %v", n, err)
 	}
 }

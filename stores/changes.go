@@ -51,7 +51,8 @@ type Change struct {
 	Kind      ChangeKind
 	// ItemIDs are the items the change is about, as written (created: one).
 	ItemIDs []string
-	// Data is the JSON object an updated change carries; nil for the others.
+	// Data is the JSON object an updated change carries; for a deleted
+	// change of one tenant's items, {"tenant": id}; nil for the others.
 	Data json.RawMessage
 	// Item is, for a created change, the item as it is now (later updates
 	// already applied), in the shape GET /v1/inbox lists. Nil for the others.
@@ -478,8 +479,9 @@ func WakeInboxStreams(ctx context.Context, db DB) error {
 // logDeletedSQL appends one "deleted" change per recipient, for items of
 // recipients that may repeat.
 const logDeletedSQL = `
-INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-SELECT u.recipient, 'deleted', array_agg(u.id::uuid ORDER BY u.id)
+INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+SELECT u.recipient, 'deleted', array_agg(u.id::uuid ORDER BY u.id),
+       CASE WHEN $3::text <> '' THEN jsonb_build_object('tenant', $3::text) END
 FROM unnest($1::text[], $2::text[]) AS u(id, recipient)
 GROUP BY u.recipient
 ORDER BY u.recipient`
@@ -489,8 +491,9 @@ ORDER BY u.recipient`
 // chunk's created row): a cancel of a notification to a million recipients
 // writes 500 rows, well within a transaction's 65,536.
 const logDeletedManySQL = `
-INSERT INTO notify_inbox_changes (recipients, kind, item_ids)
-SELECT array_agg(u.recipient ORDER BY u.ord), 'deleted', array_agg(u.id::uuid ORDER BY u.ord)
+INSERT INTO notify_inbox_changes (recipients, kind, item_ids, data)
+SELECT array_agg(u.recipient ORDER BY u.ord), 'deleted', array_agg(u.id::uuid ORDER BY u.ord),
+       CASE WHEN $4::text <> '' THEN jsonb_build_object('tenant', $4::text) END
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, recipient, ord)
 GROUP BY (u.ord - 1) / $3
 ORDER BY min(u.ord)`
@@ -499,19 +502,21 @@ ORDER BY min(u.ord)`
 const changeRowRecipients = 2000
 
 // LogInboxDeleted appends the change log's record of deleted inbox items:
-// ids[i] was recipients[i]'s. Items of distinct recipients (a cancel's: one
+// ids[i] was recipients[i]'s, every one of tenant ("" for none, or items of
+// several tenants). A tenant's deletion carries {"tenant"} as its data: a
+// stream confined to a tenant forwards only its tenant's deletions. Items of distinct recipients (a cancel's: one
 // item per recipient) are logged in rows naming many, others in one row per
 // recipient. It takes no lock and sends no notification: call it anywhere in
 // the transaction. Nothing is written for no ids.
-func LogInboxDeleted(ctx context.Context, tx DB, ids, recipients []string) error {
+func LogInboxDeleted(ctx context.Context, tx DB, ids, recipients []string, tenant string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	var err error
 	if len(ids) > 1 && distinct(recipients) {
-		_, err = tx.Exec(ctx, logDeletedManySQL, ids, recipients, changeRowRecipients)
+		_, err = tx.Exec(ctx, logDeletedManySQL, ids, recipients, changeRowRecipients, tenant)
 	} else {
-		_, err = tx.Exec(ctx, logDeletedSQL, ids, recipients)
+		_, err = tx.Exec(ctx, logDeletedSQL, ids, recipients, tenant)
 	}
 	if err != nil {
 		return fmt.Errorf("log inbox deletions: %w", err)

@@ -14,8 +14,13 @@ import (
 // Device is a mobile device a recipient registered: the push token of one
 // app install on a platform.
 type Device struct {
-	ID            string
-	Recipient     string
+	ID        string
+	Recipient string
+	// Tenant is the tenant the device was registered under (a recipient
+	// token's tenant claim): it receives only that tenant's notifications.
+	// "" is a registration without a tenant, which receives every
+	// notification of the recipient.
+	Tenant        string
 	Platform      string
 	Token         string
 	App           string
@@ -38,17 +43,20 @@ var ErrTooManyDevices = fmt.Errorf("a recipient has at most %d devices", MaxDevi
 // has $6 already. The count is only safe under the recipient lock taken
 // before it in the same transaction (see PutDevice).
 const putDeviceSQL = `
-INSERT INTO notify_devices AS d (id, recipient, platform, token, app)
-SELECT $1, $2, $3, $4, $5
+INSERT INTO notify_devices AS d (id, recipient, platform, token, app, tenant)
+SELECT $1, $2, $3, $4, $5, $7
 WHERE (SELECT count(*) FROM notify_devices WHERE recipient = $2) < $6
-   OR EXISTS (SELECT 1 FROM notify_devices WHERE recipient = $2 AND token = $4)
-ON CONFLICT (recipient, token) DO UPDATE
+   OR EXISTS (SELECT 1 FROM notify_devices
+              WHERE recipient = $2 AND token = $4 AND coalesce(tenant, '') = coalesce($7, ''))
+ON CONFLICT (recipient, token, (coalesce(tenant, ''))) DO UPDATE
 SET platform = EXCLUDED.platform, app = EXCLUDED.app, failures = 0
 RETURNING d.id::text, d.id = $1::uuid`
 
-// PutDevice registers recipient's device (platform, token, app) and returns
-// its id, and whether it is new (false: the recipient had registered the
-// token already; its platform and app are replaced, its failures cleared).
+// PutDevice registers recipient's device (platform, token, app) under
+// tenant ("" for none) and returns its id, and whether it is new (false:
+// the recipient had registered the token under the same tenant already; its
+// platform and app are replaced, its failures cleared). The same token
+// registered under another tenant, or without one, is another device.
 // It returns ErrTooManyDevices when recipient has MaxDevices other devices.
 // Validating the values is the caller's.
 //
@@ -57,12 +65,12 @@ RETURNING d.id::text, d.id = $1::uuid`
 // so that two registrations at once count one after the other and cannot
 // pass the limit together, then the insert, which reads the count after
 // the lock is granted (a statement's snapshot is taken when it starts).
-func PutDevice(ctx context.Context, db DB, recipient, platform, token, app string) (string, bool, error) {
+func PutDevice(ctx context.Context, db DB, recipient, tenant, platform, token, app string) (string, bool, error) {
 	var id string
 	var created, found bool
 	b := &pgx.Batch{}
 	b.Queue(lockRecipientSQL, RecipientLockClass, recipient)
-	b.Queue(putDeviceSQL, uuidv7.String(), recipient, platform, token, app, MaxDevices).QueryRow(func(row pgx.Row) error {
+	b.Queue(putDeviceSQL, uuidv7.String(), recipient, platform, token, app, MaxDevices, nullIfEmpty(tenant)).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&id, &created)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -80,14 +88,15 @@ func PutDevice(ctx context.Context, db DB, recipient, platform, token, app strin
 }
 
 const listDevicesSQL = `
-SELECT id::text, recipient, platform, token, app, created_at, last_success_at, failures
+SELECT id::text, recipient, coalesce(tenant, ''), platform, token, app, created_at, last_success_at, failures
 FROM notify_devices
-WHERE recipient = $1
+WHERE recipient = $1 AND ($2 = '' OR tenant = $2)
 ORDER BY created_at, id`
 
-// ListDevices returns recipient's devices, oldest first.
-func ListDevices(ctx context.Context, db DB, recipient string) ([]Device, error) {
-	rows, err := db.Query(ctx, listDevicesSQL, recipient)
+// ListDevices returns recipient's devices, oldest first: every one for
+// tenant "", else only those registered under tenant.
+func ListDevices(ctx context.Context, db DB, recipient, tenant string) ([]Device, error) {
+	rows, err := db.Query(ctx, listDevicesSQL, recipient, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("list devices of %s: %w", recipient, err)
 	}
@@ -95,14 +104,16 @@ func ListDevices(ctx context.Context, db DB, recipient string) ([]Device, error)
 }
 
 const listDevicesOfSQL = `
-SELECT id::text, recipient, platform, token, app, created_at, last_success_at, failures
+SELECT id::text, recipient, coalesce(tenant, ''), platform, token, app, created_at, last_success_at, failures
 FROM notify_devices
 WHERE recipient = ANY($1::text[]) AND platform = $2
 ORDER BY recipient, created_at, id`
 
 // ListDevicesOf returns the devices on platform of each of recipients, each
-// recipient's oldest first, in one statement (a send batch's); a recipient
-// with none is absent from the map.
+// recipient's oldest first, of every tenant, in one statement (a send
+// batch's, whose deliveries may be of several tenants: the channel keeps
+// those a notification's tenant may reach); a recipient with none is
+// absent from the map.
 func ListDevicesOf(ctx context.Context, db DB, platform string, recipients []string) (map[string][]Device, error) {
 	rows, err := db.Query(ctx, listDevicesOfSQL, recipients, platform)
 	if err != nil {
@@ -124,7 +135,7 @@ func scanDevices(rows pgx.Rows) ([]Device, error) {
 	out := []Device{}
 	for rows.Next() {
 		var d Device
-		if err := rows.Scan(&d.ID, &d.Recipient, &d.Platform, &d.Token, &d.App, &d.CreatedAt, &d.LastSuccessAt,
+		if err := rows.Scan(&d.ID, &d.Recipient, &d.Tenant, &d.Platform, &d.Token, &d.App, &d.CreatedAt, &d.LastSuccessAt,
 			&d.Failures); err != nil {
 			return nil, err
 		}
@@ -134,16 +145,17 @@ func scanDevices(rows pgx.Rows) ([]Device, error) {
 	return out, rows.Err()
 }
 
-const deleteDeviceSQL = `DELETE FROM notify_devices WHERE recipient = $1 AND id = $2::uuid`
+const deleteDeviceSQL = `
+DELETE FROM notify_devices WHERE recipient = $1 AND id = $2::uuid AND ($3 = '' OR tenant = $3)`
 
 // DeleteDevice deletes recipient's device id; ErrNotFound when recipient
 // has none with that id (another recipient's id included; id must be a
-// UUID).
-func DeleteDevice(ctx context.Context, db DB, recipient, id string) error {
+// UUID), or, for a tenant other than "", none registered under tenant.
+func DeleteDevice(ctx context.Context, db DB, recipient, tenant, id string) error {
 	if !uuidv7.Valid(id) {
 		return ErrNotFound
 	}
-	tag, err := db.Exec(ctx, deleteDeviceSQL, recipient, id)
+	tag, err := db.Exec(ctx, deleteDeviceSQL, recipient, id, tenant)
 	if err != nil {
 		return fmt.Errorf("delete device %s: %w", id, err)
 	}

@@ -17,15 +17,15 @@ func TestDevices(t *testing.T) {
 	tx := pgtest.Tx(t)
 	ctx := t.Context()
 
-	phone, created, err := stores.PutDevice(ctx, tx, "r-dev", "ios", "aa01", "com.acme.app")
+	phone, created, err := stores.PutDevice(ctx, tx, "r-dev", "", "ios", "aa01", "com.acme.app")
 	if err != nil || !created {
 		t.Fatalf("put phone: %v created %v", err, created)
 	}
-	tablet, _, err := stores.PutDevice(ctx, tx, "r-dev", "android", "fcm-1", "com.acme.app")
+	tablet, _, err := stores.PutDevice(ctx, tx, "r-dev", "", "android", "fcm-1", "com.acme.app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _, err := stores.PutDevice(ctx, tx, "r-other", "ios", "aa01", "com.acme.app")
+	other, _, err := stores.PutDevice(ctx, tx, "r-other", "", "ios", "aa01", "com.acme.app")
 	if err != nil || other == phone {
 		t.Fatalf("the same token for another recipient: %v, id %s", err, other)
 	}
@@ -34,11 +34,11 @@ func TestDevices(t *testing.T) {
 	if err := stores.DevicesFailed(ctx, tx, []string{phone}); err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := stores.PutDevice(ctx, tx, "r-dev", "ios", "aa01", "com.acme.app2")
+	again, created, err := stores.PutDevice(ctx, tx, "r-dev", "", "ios", "aa01", "com.acme.app2")
 	if err != nil || created || again != phone {
 		t.Fatalf("put phone again: id %s (want %s), created %v, %v", again, phone, created, err)
 	}
-	list, err := stores.ListDevices(ctx, tx, "r-dev")
+	list, err := stores.ListDevices(ctx, tx, "r-dev", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,28 +62,28 @@ func TestDevices(t *testing.T) {
 	if err := stores.DevicesFailed(ctx, tx, []string{tablet}); err != nil {
 		t.Fatal(err)
 	}
-	list, _ = stores.ListDevices(ctx, tx, "r-dev")
+	list, _ = stores.ListDevices(ctx, tx, "r-dev", "")
 	if list[0].LastSuccessAt == nil || list[1].LastSuccessAt != nil || list[1].Failures != 1 {
 		t.Fatalf("after outcomes: %+v", list)
 	}
 
 	// A recipient deletes only their own.
-	if err := stores.DeleteDevice(ctx, tx, "r-dev", other); !errors.Is(err, stores.ErrNotFound) {
+	if err := stores.DeleteDevice(ctx, tx, "r-dev", "", other); !errors.Is(err, stores.ErrNotFound) {
 		t.Fatalf("delete another's: %v", err)
 	}
-	if err := stores.DeleteDevice(ctx, tx, "r-dev", "' OR 1=1 --"); !errors.Is(err, stores.ErrNotFound) {
+	if err := stores.DeleteDevice(ctx, tx, "r-dev", "", "' OR 1=1 --"); !errors.Is(err, stores.ErrNotFound) {
 		t.Fatalf("delete bad id: %v", err)
 	}
-	if err := stores.DeleteDevice(ctx, tx, "r-dev", phone); err != nil {
+	if err := stores.DeleteDevice(ctx, tx, "r-dev", "", phone); err != nil {
 		t.Fatal(err)
 	}
 	if err := stores.RemoveDevices(ctx, tx, []string{tablet}); err != nil {
 		t.Fatal(err)
 	}
-	if list, _ = stores.ListDevices(ctx, tx, "r-dev"); len(list) != 0 {
+	if list, _ = stores.ListDevices(ctx, tx, "r-dev", ""); len(list) != 0 {
 		t.Fatalf("left: %+v", list)
 	}
-	if list, _ = stores.ListDevices(ctx, tx, "r-other"); len(list) != 1 {
+	if list, _ = stores.ListDevices(ctx, tx, "r-other", ""); len(list) != 1 {
 		t.Fatalf("the other recipient's device went too: %+v", list)
 	}
 }
@@ -93,15 +93,15 @@ func TestDeviceLimit(t *testing.T) {
 	tx := pgtest.Tx(t)
 	ctx := t.Context()
 	for i := range stores.MaxDevices {
-		if _, _, err := stores.PutDevice(ctx, tx, "r-many", "android", fmt.Sprintf("tok-%02d", i), "com.acme.app"); err != nil {
+		if _, _, err := stores.PutDevice(ctx, tx, "r-many", "", "android", fmt.Sprintf("tok-%02d", i), "com.acme.app"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := stores.PutDevice(ctx, tx, "r-many", "android", "tok-new", "com.acme.app"); !errors.Is(err, stores.ErrTooManyDevices) {
+	if _, _, err := stores.PutDevice(ctx, tx, "r-many", "", "android", "tok-new", "com.acme.app"); !errors.Is(err, stores.ErrTooManyDevices) {
 		t.Fatalf("device %d: %v, want ErrTooManyDevices", stores.MaxDevices+1, err)
 	}
 	// A token registered already is not a new device.
-	if _, created, err := stores.PutDevice(ctx, tx, "r-many", "android", "tok-07", "com.acme.app"); err != nil || created {
+	if _, created, err := stores.PutDevice(ctx, tx, "r-many", "", "android", "tok-07", "com.acme.app"); err != nil || created {
 		t.Fatalf("re-registering at the limit: created %v, %v", created, err)
 	}
 	if n := countRows(t, tx, `SELECT count(*) FROM notify_devices WHERE recipient = 'r-many'`); n != stores.MaxDevices {
@@ -122,7 +122,7 @@ func TestDeviceLimitUnderConcurrency(t *testing.T) {
 		errs := make([]error, racers)
 		for i := range racers {
 			wg.Go(func() {
-				_, _, errs[i] = stores.PutDevice(ctx, pool, rid, "ios", fmt.Sprintf("%064x", i), "com.acme.app")
+				_, _, errs[i] = stores.PutDevice(ctx, pool, rid, "", "ios", fmt.Sprintf("%064x", i), "com.acme.app")
 			})
 		}
 		wg.Wait()
@@ -156,11 +156,11 @@ func TestFanoutCandidatesRegistrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range [][3]string{{"reg-a", "ios", "t1"}, {"reg-a", "ios", "t2"}, {"reg-a", "android", "t3"}, {"reg-b", "android", "t4"}} {
-		if _, _, err := stores.PutDevice(ctx, tx, d[0], d[1], d[2], "com.acme.app"); err != nil {
+		if _, _, err := stores.PutDevice(ctx, tx, d[0], "", d[1], d[2], "com.acme.app"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := stores.PutPushSubscription(ctx, tx, "reg-c", "https://push.test/c", "k", "a"); err != nil {
+	if _, _, err := stores.PutPushSubscription(ctx, tx, "reg-c", "", "https://push.test/c", "k", "a"); err != nil {
 		t.Fatal(err)
 	}
 	read := func(registrations []string) map[string][]string {

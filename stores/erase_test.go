@@ -53,7 +53,7 @@ func eraseFixture(t *testing.T, tx pgx.Tx, id string) {
 	exec(t, tx, `INSERT INTO notify_audience_members (notification_id, recipient, reason) VALUES ($1, $2, 'watching')`,
 		"0190b8a4-0000-7000-8000-0000000a0d1e", id)
 	for i, platform := range []string{"ios", "android"} {
-		if _, _, err := stores.PutDevice(ctx, tx, id, platform, fmt.Sprintf("%s-token-%d", id, i), "com.acme.app"); err != nil {
+		if _, _, err := stores.PutDevice(ctx, tx, id, "", platform, fmt.Sprintf("%s-token-%d", id, i), "com.acme.app"); err != nil {
 			t.Fatal(err)
 		}
 	}

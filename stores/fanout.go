@@ -374,8 +374,9 @@ const (
 // by the primary key's prefix), mutes
 // active at $6 (the fan-out's clock, which also times its quiet hours and
 // delays) and which of the registrations $7 the recipient has (browser push
-// subscriptions, devices by platform; an index probe each, only for a
-// notifier with a channel that needs them) come along in the same
+// subscriptions, devices by platform, registered without a tenant or under
+// the notification's; an index probe each, only for a notifier with a
+// channel that needs them) come along in the same
 // statement: one read per chunk, no per-recipient round trip. (Push
 // subscriptions' recipient has the default collation, unlike every other
 // recipient id: the probe compares in it, or its index is not used.)
@@ -424,10 +425,12 @@ SELECT c.source, c.recipient, c.reason,
        CASE WHEN cardinality($7::text[]) = 0 THEN '{}'::text[] ELSE ARRAY(
            SELECT reg FROM unnest($7::text[]) AS reg
            WHERE CASE WHEN reg = 'push_subscription'
-                      THEN EXISTS (SELECT 1 FROM notify_push_subscriptions ps
-                                   WHERE ps.recipient = c.recipient COLLATE "default")
-                      ELSE EXISTS (SELECT 1 FROM notify_devices dv
-                                   WHERE dv.recipient = c.recipient AND dv.platform = substr(reg, 8)) END) END
+                      THEN EXISTS (SELECT 1 FROM n, notify_push_subscriptions ps
+                                   WHERE ps.recipient = c.recipient COLLATE "default"
+                                     AND (ps.tenant IS NULL OR ps.tenant = n.tenant))
+                      ELSE EXISTS (SELECT 1 FROM n, notify_devices dv
+                                   WHERE dv.recipient = c.recipient AND dv.platform = substr(reg, 8)
+                                     AND (dv.tenant IS NULL OR dv.tenant = n.tenant)) END) END
 FROM c
 LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE $5 AND p.id = c.recipient LIMIT 1) p ON true`
 

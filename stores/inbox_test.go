@@ -377,7 +377,7 @@ func TestInboxWritersTakeNoAdvisoryLock(t *testing.T) {
 	if err := stores.LogInboxUpdated(ctx, tx, "nolock-b", ids[1:], map[string]any{"seen_at": time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := stores.LogInboxDeleted(ctx, tx, ids, []string{"nolock-a", "nolock-b"}); err != nil {
+	if err := stores.LogInboxDeleted(ctx, tx, ids, []string{"nolock-a", "nolock-b"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	var locks, rows int

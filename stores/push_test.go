@@ -14,15 +14,15 @@ func TestPushSubscriptions(t *testing.T) {
 	tx := pgtest.Tx(t)
 	ctx := t.Context()
 
-	a, created, err := stores.PutPushSubscription(ctx, tx, "r-push", "https://push.test/a", "k1", "a1")
+	a, created, err := stores.PutPushSubscription(ctx, tx, "r-push", "", "https://push.test/a", "k1", "a1")
 	if err != nil || !created {
 		t.Fatalf("put a: %v created %v", err, created)
 	}
-	b, _, err := stores.PutPushSubscription(ctx, tx, "r-push", "https://push.test/b", "k2", "a2")
+	b, _, err := stores.PutPushSubscription(ctx, tx, "r-push", "", "https://push.test/b", "k2", "a2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _, err := stores.PutPushSubscription(ctx, tx, "r-other", "https://push.test/a", "k3", "a3")
+	other, _, err := stores.PutPushSubscription(ctx, tx, "r-other", "", "https://push.test/a", "k3", "a3")
 	if err != nil || other == a {
 		t.Fatalf("the same endpoint for another recipient: %v, id %s", err, other)
 	}
@@ -30,11 +30,11 @@ func TestPushSubscriptions(t *testing.T) {
 	if err := stores.PushFailed(ctx, tx, []string{a}); err != nil {
 		t.Fatal(err)
 	}
-	again, created, err := stores.PutPushSubscription(ctx, tx, "r-push", "https://push.test/a", "k1b", "a1b")
+	again, created, err := stores.PutPushSubscription(ctx, tx, "r-push", "", "https://push.test/a", "k1b", "a1b")
 	if err != nil || created || again != a {
 		t.Fatalf("put a again: id %s (want %s), created %v, %v", again, a, created, err)
 	}
-	subs, err := stores.ListPushSubscriptions(ctx, tx, "r-push")
+	subs, err := stores.ListPushSubscriptions(ctx, tx, "r-push", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,38 +58,38 @@ func TestPushSubscriptions(t *testing.T) {
 	if err := stores.PushFailed(ctx, tx, []string{b}); err != nil {
 		t.Fatal(err)
 	}
-	subs, _ = stores.ListPushSubscriptions(ctx, tx, "r-push")
+	subs, _ = stores.ListPushSubscriptions(ctx, tx, "r-push", "")
 	if subs[0].LastSuccessAt == nil || subs[1].LastSuccessAt != nil || subs[1].Failures != 1 {
 		t.Fatalf("after outcomes: %+v", subs)
 	}
 
 	// A recipient deletes only their own.
-	if err := stores.DeletePushSubscription(ctx, tx, "r-push", other); !errors.Is(err, stores.ErrNotFound) {
+	if err := stores.DeletePushSubscription(ctx, tx, "r-push", "", other); !errors.Is(err, stores.ErrNotFound) {
 		t.Fatalf("delete another's: %v", err)
 	}
-	if err := stores.DeletePushSubscription(ctx, tx, "r-push", "not-a-uuid"); !errors.Is(err, stores.ErrNotFound) {
+	if err := stores.DeletePushSubscription(ctx, tx, "r-push", "", "not-a-uuid"); !errors.Is(err, stores.ErrNotFound) {
 		t.Fatalf("delete bad id: %v", err)
 	}
-	if err := stores.DeletePushSubscription(ctx, tx, "r-push", a); err != nil {
+	if err := stores.DeletePushSubscription(ctx, tx, "r-push", "", a); err != nil {
 		t.Fatal(err)
 	}
 	if err := stores.RemovePushSubscriptions(ctx, tx, []string{b}); err != nil {
 		t.Fatal(err)
 	}
-	if subs, _ = stores.ListPushSubscriptions(ctx, tx, "r-push"); len(subs) != 0 {
+	if subs, _ = stores.ListPushSubscriptions(ctx, tx, "r-push", ""); len(subs) != 0 {
 		t.Fatalf("left: %+v", subs)
 	}
 
 	// The limit per recipient.
 	for i := range stores.MaxPushSubscriptions {
-		if _, _, err := stores.PutPushSubscription(ctx, tx, "r-many", fmt.Sprintf("https://push.test/%d", i), "k", "a"); err != nil {
+		if _, _, err := stores.PutPushSubscription(ctx, tx, "r-many", "", fmt.Sprintf("https://push.test/%d", i), "k", "a"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := stores.PutPushSubscription(ctx, tx, "r-many", "https://push.test/one-more", "k", "a"); !errors.Is(err, stores.ErrTooManyPushSubscriptions) {
+	if _, _, err := stores.PutPushSubscription(ctx, tx, "r-many", "", "https://push.test/one-more", "k", "a"); !errors.Is(err, stores.ErrTooManyPushSubscriptions) {
 		t.Fatalf("over the limit: %v", err)
 	}
-	if _, _, err := stores.PutPushSubscription(ctx, tx, "r-many", "https://push.test/0", "k2", "a2"); err != nil {
+	if _, _, err := stores.PutPushSubscription(ctx, tx, "r-many", "", "https://push.test/0", "k2", "a2"); err != nil {
 		t.Fatalf("re-registering at the limit: %v", err)
 	}
 
@@ -97,7 +97,7 @@ func TestPushSubscriptions(t *testing.T) {
 	if _, err := stores.EraseRecipient(ctx, tx, "r-many"); err != nil && !errors.Is(err, stores.ErrNotFound) {
 		t.Fatal(err)
 	}
-	if subs, _ = stores.ListPushSubscriptions(ctx, tx, "r-many"); len(subs) != 0 {
+	if subs, _ = stores.ListPushSubscriptions(ctx, tx, "r-many", ""); len(subs) != 0 {
 		t.Fatalf("erased recipient keeps %d subscriptions", len(subs))
 	}
 }

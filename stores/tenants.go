@@ -345,7 +345,9 @@ func (e *TenantErasure) Empty() bool {
 }
 
 // startTenantErasureSQL deletes tenant $1's row and keys (new sends for it
-// fail from here on, and its keys stop working) and cancels its
+// fail from here on, and its keys stop working), the push subscriptions and
+// devices registered under it (a tenant made again with the same id is not
+// pushed to them), and cancels its
 // notifications whose fan-out has not finished: the UPDATE waits for a
 // chunk in flight (which share-locks its notification) and every later
 // chunk finds the notification cancelled and writes nothing.
@@ -354,6 +356,10 @@ WITH t AS (
     DELETE FROM notify_tenants WHERE id = $1 RETURNING 1
 ), k AS (
     DELETE FROM notify_tenant_keys WHERE tenant = $1 RETURNING 1
+), ps AS (
+    DELETE FROM notify_push_subscriptions WHERE tenant = $1
+), dv AS (
+    DELETE FROM notify_devices WHERE tenant = $1
 ), c AS (
     UPDATE notify_notifications SET status = 'cancelled', updated_at = now()
     WHERE tenant = $1 AND status IN ('scheduled', 'pending')
@@ -467,7 +473,7 @@ func EraseTenant(ctx context.Context, pool interface {
 				return err
 			}
 			n = len(ids)
-			return LogInboxDeleted(ctx, tx, ids, recipients)
+			return LogInboxDeleted(ctx, tx, ids, recipients, id)
 		})
 		return n, err
 	}

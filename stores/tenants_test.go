@@ -45,6 +45,12 @@ SELECT d.id, d.notification_id, 1, now(), 'SMTP 451' FROM d`, id, n)
 	if _, err := stores.CreateTenantKey(ctx, db, id, "ntk_"+id, nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := stores.PutPushSubscription(ctx, db, "shared", id, "https://push.test/"+id, "k", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := stores.PutDevice(ctx, db, "shared", id, "ios", "tok-"+id, "com.acme.app"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Deleting a tenant erases everything scoped to it, batch by batch, logs the
@@ -79,6 +85,10 @@ func TestEraseTenantInBatches(t *testing.T) {
 		`SELECT count(*) FROM notify_notifications WHERE tenant = 'globex'`:      2,
 		`SELECT count(*) FROM notify_tenant_preferences WHERE tenant = 'globex'`: 1,
 		`SELECT count(*) FROM notify_tenant_keys WHERE tenant = 'globex'`:        1,
+		`SELECT count(*) FROM notify_push_subscriptions WHERE tenant = 'acme'`:   0,
+		`SELECT count(*) FROM notify_devices WHERE tenant = 'acme'`:              0,
+		`SELECT count(*) FROM notify_push_subscriptions WHERE tenant = 'globex'`: 1,
+		`SELECT count(*) FROM notify_devices WHERE tenant = 'globex'`:            1,
 		`SELECT count(*) FROM notify_preferences WHERE recipient = 'shared'`:     1,
 		`SELECT coalesce(sum(cardinality(item_ids)), 0)::int FROM notify_inbox_changes
 		 WHERE recipient = 'shared' AND kind = 'deleted'`: 5,

@@ -34,6 +34,11 @@ type Config struct {
 	Secrets      []string        `yaml:"secrets"`
 	Timeout      config.Duration `yaml:"timeout"`       // default 10s
 	AllowPrivate bool            `yaml:"allow_private"` // allow loopback/private/link-local destinations
+	// AllowPrivateNotifierURLs allows loopback/private/link-local
+	// destinations for the notifiers' own url (the operator's config) and
+	// for no recipient's webhook_url, which recipients' profiles name:
+	// what dev mode sets to capture notifier webhooks on loopback.
+	AllowPrivateNotifierURLs bool `yaml:"allow_private_notifier_urls"`
 }
 
 // SetDefaults sets a 10 s timeout.

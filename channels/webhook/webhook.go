@@ -95,9 +95,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock dates webhook-timestamp and HTTP-date Retry-After headers. Nil is time.Now.
 	Clock func() time.Time
-	// Client replaces the SSRF-guarded client built from the config
-	// (safehttp.New(cfg.Timeout, cfg.AllowPrivate)). Tests use it; a replacement
-	// should refuse private destinations the same way.
+	// Client replaces the SSRF-guarded clients built from the config
+	// (safehttp.New(cfg.Timeout, cfg.AllowPrivate), for recipients'
+	// webhook_url and, with cfg.AllowPrivateNotifierURLs too, for notifier
+	// urls). Tests use it; a replacement should refuse private destinations
+	// the same way.
 	Client *http.Client
 }
 
@@ -105,7 +107,8 @@ type Options struct {
 type Sender struct {
 	keys   [][]byte          // main secret first, then the rotation secrets
 	urls   map[string]string // notifier-level (bulk) destinations by notifier
-	client *http.Client
+	client *http.Client      // to recipients' webhook_url
+	bulk   *http.Client      // to notifier urls: may reach loopback where client may not
 	logger *slog.Logger
 	clock  func() time.Time
 }
@@ -126,6 +129,7 @@ func New(cfg *Config, urls map[string]string, opts Options) (*Sender, error) {
 	s := &Sender{
 		urls:   urls,
 		client: opts.Client,
+		bulk:   opts.Client,
 		logger: opts.Logger,
 		clock:  opts.Clock,
 	}
@@ -145,7 +149,14 @@ func New(cfg *Config, urls map[string]string, opts Options) (*Sender, error) {
 		}
 	}
 	if s.client == nil {
+		// A recipient's webhook_url is written by whoever writes profiles:
+		// only allow_private opens loopback to it, never the setting for
+		// the operator's own notifier urls.
 		s.client = safehttp.New(cfg.Timeout.D(), cfg.AllowPrivate)
+		s.bulk = s.client
+		if cfg.AllowPrivateNotifierURLs && !cfg.AllowPrivate {
+			s.bulk = safehttp.New(cfg.Timeout.D(), true)
+		}
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -307,7 +318,11 @@ func (s *Sender) post(ctx context.Context, dest, purpose string, msg channels.Me
 	req.Header.Set(HeaderSignature, s.signatures(purpose, msg.DeliveryID, now.Unix(), payload))
 
 	redacted := safehttp.Redact(dest, true)
-	err = safehttp.Deliver(s.client, req, "POST "+redacted, s.clock)
+	client := s.client
+	if r == nil {
+		client = s.bulk
+	}
+	err = safehttp.Deliver(client, req, "POST "+redacted, s.clock)
 	attrs := []any{
 		slog.String("channel", Name),
 		slog.String("delivery_id", msg.DeliveryID),

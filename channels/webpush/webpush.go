@@ -380,8 +380,11 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	if err != nil {
 		return channels.Temporary(fmt.Errorf("web push to recipient %s: read subscriptions: %w", rid, err), 0)
 	}
+	// The wall between tenants: a subscription registered under a tenant
+	// gets that tenant's notifications only.
+	subs = channels.PushSubscriptionsFor(subs, msg.TenantID())
 	if len(subs) == 0 {
-		return channels.Permanent(fmt.Errorf("web push to recipient %s: recipient has no push subscriptions", rid))
+		return channels.Permanent(fmt.Errorf("web push to recipient %s: recipient has no push subscriptions%s", rid, forTenant(msg)))
 	}
 	// One request per subscription, at once: a recipient's devices may sit
 	// behind different push services, and the slowest bounds the delivery.
@@ -472,13 +475,21 @@ func (s *Sender) TargetPrepared(v any, msg channels.Message) string {
 	if !ok || msg.Recipient == nil {
 		return ""
 	}
-	subs := p[msg.Recipient.ID]
+	subs := channels.PushSubscriptionsFor(p[msg.Recipient.ID], msg.TenantID())
 	hosts := make([]string, 0, len(subs))
 	for _, sub := range subs {
 		hosts = append(hosts, channels.URLHost(sub.Endpoint))
 	}
 	slices.Sort(hosts)
 	return strings.Join(slices.Compact(hosts), " + ")
+}
+
+// forTenant is " of tenant <id>" for a message of a tenant, for errors.
+func forTenant(msg channels.Message) string {
+	if t := msg.TenantID(); t != "" {
+		return fmt.Sprintf(" of tenant %q", t)
+	}
+	return ""
 }
 
 // pushServices names the push services of subs for the ledger's provider

@@ -123,8 +123,10 @@ var hookKeys = map[string]string{webhook.Name: "url", slack.Name: "webhook_url",
 
 // CaptureHooks points every notifier-level webhook url and every Slack,
 // Discord and Teams webhook_url of cfg at h, and lets those channels reach
-// loopback (allow_private) so that they can. A recipient's own webhook_url (their
-// profile) is left alone: it goes where it says.
+// loopback so that they can (allow_private; for the webhook channel,
+// allow_private_notifier_urls). A recipient's own webhook_url (their
+// profile) is left alone: it goes where it says, and is still refused a
+// loopback or private address.
 func CaptureHooks(cfg *config.Config, h *Hooks) error {
 	used := map[string]bool{}
 	for _, name := range cfg.NotifierNames() {
@@ -153,7 +155,13 @@ func CaptureHooks(cfg *config.Config, h *Hooks) error {
 		if !used[channel] {
 			continue
 		}
-		sec, err := cfg.Channels[channel].With("channels."+channel, map[string]any{"allow_private": true})
+		// The webhook channel also posts to recipients' own webhook_url,
+		// which must stay off loopback: only its notifier urls are opened.
+		open := "allow_private"
+		if channel == webhook.Name {
+			open = "allow_private_notifier_urls"
+		}
+		sec, err := cfg.Channels[channel].With("channels."+channel, map[string]any{open: true})
 		if err != nil {
 			errs = append(errs, err)
 			continue

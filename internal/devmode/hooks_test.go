@@ -2,7 +2,10 @@ package devmode
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/notifyd/notifyd/channels"
@@ -68,5 +71,52 @@ notifiers:
 	}
 	if want := "teams deploy,discord deploy,slack deploy,webhook deploy"; strings.Join(got, ",") != want {
 		t.Fatalf("captured %v, want %s (newest first)", got, want)
+	}
+}
+
+// Dev mode opens loopback to the notifier webhooks it captures, and to no
+// recipient's webhook_url: a profile naming a loopback address is refused
+// as in production, and nothing reaches it.
+func TestCaptureHooksLeavesRecipientWebhooksGuarded(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse("dev.yaml", []byte(`
+channels:
+  webhook: {secret: dev-webhook-secret-0123456789abcdef}
+notifiers:
+  deploy:
+    channels:
+      webhook: {url: "https://billing.acme.test/hooks", default: immediate}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := StartHooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := CaptureHooks(cfg, h); err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int32
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer internal.Close()
+	set, err := builtin.MustRegistry().Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	msg := channels.Message{DeliveryID: "0190b8a4-6d3e-7c1a-9f00-2b1c3d4e5f60",
+		NotificationID: "0190b8a4-6d3e-7c1a-9f00-2b1c3d4e5f61", Notifier: "deploy", Key: "d-1"}
+	if err := set.Bulk["webhook"].SendBulk(context.Background(), msg); err != nil {
+		t.Fatalf("the notifier webhook to the dev receiver: %v", err)
+	}
+	msg.Recipient = &channels.Recipient{ID: "u1", WebhookURL: internal.URL + "/admin"}
+	err = set.Channels["webhook"].Send(context.Background(), msg)
+	if kind, _ := channels.Classify(err); err == nil || kind != channels.KindPermanent {
+		t.Fatalf("a recipient's loopback webhook_url in dev mode: %v, want refused", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback server got %d requests", n)
 	}
 }

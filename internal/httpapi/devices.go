@@ -22,7 +22,11 @@ type deviceRequest struct {
 
 // deviceJSON is a device as GET /v1/devices lists it.
 type deviceJSON struct {
-	ID            string     `json:"id"`
+	ID string `json:"id"`
+	// Tenant is the tenant the device was registered under (the token's
+	// tenant claim): it gets only that tenant's notifications. Null:
+	// registered without a claim, it gets every notification.
+	Tenant        *string    `json:"tenant"`
 	Platform      string     `json:"platform"`
 	Token         string     `json:"token"`
 	App           string     `json:"app"`
@@ -32,8 +36,10 @@ type deviceJSON struct {
 }
 
 // createDevice is POST /v1/devices: 201 {"id"} for a new device, 200 {"id"}
-// when the recipient had registered the token already (its platform and app
-// are replaced). The platform must be one a registered channel sends to,
+// when the recipient had registered the token under the same tenant already
+// (its platform and app are replaced). A token with a tenant claim registers
+// the device under its tenant: it is then pushed only that tenant's
+// notifications. The platform must be one a registered channel sends to,
 // and its channel checks the token and the app; nothing is written unless
 // all three are valid and the recipient has fewer than stores.MaxDevices
 // devices.
@@ -63,7 +69,8 @@ func (s *Server) createDevice(w http.ResponseWriter, r *http.Request, recipient 
 	if err := dp.CheckApp(app); err != nil {
 		return invalidField("app", err.Error())
 	}
-	id, created, err := stores.PutDevice(r.Context(), s.pool, recipient, platform, token, app)
+	tenant, _ := confinedTenant(r)
+	id, created, err := stores.PutDevice(r.Context(), s.pool, recipient, tenant, platform, token, app)
 	if errors.Is(err, stores.ErrTooManyDevices) {
 		return invalidField("token", err.Error()+"; delete one first")
 	}
@@ -79,15 +86,17 @@ func (s *Server) createDevice(w http.ResponseWriter, r *http.Request, recipient 
 }
 
 // listDevices is GET /v1/devices (and, for an admin,
-// /v1/recipients/{id}/devices): the recipient's devices, oldest first.
+// /v1/recipients/{id}/devices): the recipient's devices, oldest first; a
+// token with a tenant claim lists only those registered under its tenant.
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, recipient string) error {
-	found, err := stores.ListDevices(r.Context(), s.pool, recipient)
+	tenant, _ := confinedTenant(r)
+	found, err := stores.ListDevices(r.Context(), s.pool, recipient, tenant)
 	if err != nil {
 		return err
 	}
 	out := make([]deviceJSON, len(found))
 	for i, d := range found {
-		out[i] = deviceJSON{ID: d.ID, Platform: d.Platform, Token: d.Token, App: d.App, CreatedAt: d.CreatedAt,
+		out[i] = deviceJSON{ID: d.ID, Tenant: nonEmpty(d.Tenant), Platform: d.Platform, Token: d.Token, App: d.App, CreatedAt: d.CreatedAt,
 			LastSuccessAt: d.LastSuccessAt, Failures: d.Failures}
 	}
 	wire.WriteJSON(w, http.StatusOK, map[string]any{"devices": out})
@@ -95,10 +104,12 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, recipient s
 }
 
 // deleteDevice is DELETE /v1/devices/{id}: 204, or 404 when the recipient
-// has no device with that id (another recipient's id is not theirs).
+// has no device with that id (another recipient's id is not theirs; for a
+// token with a tenant claim, neither is one registered outside its tenant).
 func (s *Server) deleteDevice(w http.ResponseWriter, r *http.Request, recipient string) error {
 	id := r.PathValue("id")
-	err := stores.DeleteDevice(r.Context(), s.pool, recipient, id)
+	tenant, _ := confinedTenant(r)
+	err := stores.DeleteDevice(r.Context(), s.pool, recipient, tenant, id)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no device %q", id)
 	}

@@ -130,7 +130,8 @@ func (req *sendRequest) notification() (notifyd.Notification, error) {
 	}
 	if req.Tenant != nil {
 		if err := notifyd.CheckTenantID("tenant", *req.Tenant); err != nil {
-			return n, fieldError("tenant", "%s", err.(*notifyd.InputError).Message)
+			// A malformed id is refused like an unknown one: 422 on tenant.
+			return n, invalidField("tenant", err.(*notifyd.InputError).Message)
 		}
 		n.Tenant = *req.Tenant
 	}

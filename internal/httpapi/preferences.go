@@ -273,7 +273,7 @@ func ruleField(reg *channels.Registry, rule notifyd.Rule) string {
 
 // readPreferences reads recipient's rules and active mutes and resolves them
 // for every configured notifier: for tenant's notifications, with its
-// layers, when tenant is set. The rules listed are the recipient's global
+// layers, when tenant is set. A request confined to a tenant reads no mutes. The rules listed are the recipient's global
 // and tenant-scoped ones, or, for a tenant, only its scoped rules (what a
 // PUT for the tenant replaces).
 func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient, tenant string) (*preferencesResponse, error) {
@@ -298,9 +298,14 @@ func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient, tenan
 			defaults = append(defaults, notifyd.Rule{Scope: p.Scope, Channel: p.Channel, Mode: notifyd.Mode(p.Mode)})
 		}
 	}
-	mutes, err := stores.ListMutes(r.Context(), db, recipient)
-	if err != nil {
-		return nil, err
+	// Mutes are the recipient's own across every tenant: a request confined
+	// to a tenant (a token's claim, a tenant key) can neither read nor change
+	// them, so its effective map is resolved without them.
+	var mutes []stores.Mute
+	if confined, _ := confinedTenant(r); confined == "" {
+		if mutes, err = stores.ListMutes(r.Context(), db, recipient); err != nil {
+			return nil, err
+		}
 	}
 	rules := make([]notifyd.Rule, 0, len(stored)+len(scoped))
 	for _, p := range stored {

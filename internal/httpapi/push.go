@@ -29,8 +29,12 @@ type pushSubscriptionRequest struct {
 // pushSubscriptionJSON is a subscription as GET /v1/push-subscriptions
 // lists it: without its keys, which only the push channel needs.
 type pushSubscriptionJSON struct {
-	ID            string     `json:"id"`
-	Endpoint      string     `json:"endpoint"`
+	ID       string `json:"id"`
+	Endpoint string `json:"endpoint"`
+	// Tenant is the tenant the subscription was registered under (the
+	// token's tenant claim): it gets only that tenant's notifications. Null:
+	// registered without a claim, it gets every notification.
+	Tenant        *string    `json:"tenant"`
 	CreatedAt     time.Time  `json:"created_at"`
 	LastSuccessAt *time.Time `json:"last_success_at"`
 	Failures      int        `json:"failures"`
@@ -47,8 +51,10 @@ func (s *Server) pushConfigured() error {
 
 // createPushSubscription is POST /v1/push-subscriptions: 201 {"id"} for a new
 // subscription, 200 {"id"} when the recipient had registered the endpoint
-// already (its keys are replaced). Nothing is written unless the endpoint and
-// both keys are valid.
+// under the same tenant already (its keys are replaced). Nothing is written
+// unless the endpoint and both keys are valid. A token with a tenant claim
+// registers the subscription under its tenant: it is then pushed only that
+// tenant's notifications (the wall between tenants is at send time too).
 func (s *Server) createPushSubscription(w http.ResponseWriter, r *http.Request, recipient string) error {
 	if err := s.pushConfigured(); err != nil {
 		return err
@@ -72,7 +78,8 @@ func (s *Server) createPushSubscription(w http.ResponseWriter, r *http.Request, 
 	if field, err := s.push.CheckKeys(p256dh, auth); err != nil {
 		return invalidField("keys."+field, err.Error())
 	}
-	id, created, err := stores.PutPushSubscription(r.Context(), s.pool, recipient, *req.Endpoint, p256dh, auth)
+	tenant, _ := confinedTenant(r)
+	id, created, err := stores.PutPushSubscription(r.Context(), s.pool, recipient, tenant, *req.Endpoint, p256dh, auth)
 	if errors.Is(err, stores.ErrTooManyPushSubscriptions) {
 		return invalidField("endpoint", err.Error()+"; delete one first")
 	}
@@ -88,18 +95,20 @@ func (s *Server) createPushSubscription(w http.ResponseWriter, r *http.Request, 
 }
 
 // listPushSubscriptions is GET /v1/push-subscriptions: the recipient's
-// subscriptions, oldest first.
+// subscriptions, oldest first; a token with a tenant claim lists only those
+// registered under its tenant.
 func (s *Server) listPushSubscriptions(w http.ResponseWriter, r *http.Request, recipient string) error {
 	if err := s.pushConfigured(); err != nil {
 		return err
 	}
-	subs, err := stores.ListPushSubscriptions(r.Context(), s.pool, recipient)
+	tenant, _ := confinedTenant(r)
+	subs, err := stores.ListPushSubscriptions(r.Context(), s.pool, recipient, tenant)
 	if err != nil {
 		return err
 	}
 	out := make([]pushSubscriptionJSON, len(subs))
 	for i, sub := range subs {
-		out[i] = pushSubscriptionJSON{ID: sub.ID, Endpoint: sub.Endpoint, CreatedAt: sub.CreatedAt,
+		out[i] = pushSubscriptionJSON{ID: sub.ID, Endpoint: sub.Endpoint, Tenant: nonEmpty(sub.Tenant), CreatedAt: sub.CreatedAt,
 			LastSuccessAt: sub.LastSuccessAt, Failures: sub.Failures}
 	}
 	wire.WriteJSON(w, http.StatusOK, map[string]any{"subscriptions": out})
@@ -107,13 +116,15 @@ func (s *Server) listPushSubscriptions(w http.ResponseWriter, r *http.Request, r
 }
 
 // deletePushSubscription is DELETE /v1/push-subscriptions/{id}: 204, or 404
-// when the recipient has no subscription with that id.
+// when the recipient has no subscription with that id (for a token with a
+// tenant claim: none registered under its tenant).
 func (s *Server) deletePushSubscription(w http.ResponseWriter, r *http.Request, recipient string) error {
 	if err := s.pushConfigured(); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
-	err := stores.DeletePushSubscription(r.Context(), s.pool, recipient, id)
+	tenant, _ := confinedTenant(r)
+	err := stores.DeletePushSubscription(r.Context(), s.pool, recipient, tenant, id)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no push subscription %q", id)
 	}

@@ -316,11 +316,11 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/inbox/archive", s.recipient(s.archive))
 	s.mux.Handle("GET /v1/preferences", s.recipient(s.getPreferences))
 	s.mux.Handle("PUT /v1/preferences", s.recipient(s.putPreferences))
-	s.mux.Handle("GET /v1/mutes", s.recipient(s.listMutes))
-	s.mux.Handle("PUT /v1/mutes", s.recipient(s.putMute))
-	s.mux.Handle("DELETE /v1/mutes", s.recipient(s.deleteMute))
-	s.mux.Handle("GET /v1/subscriptions", s.recipient(s.listSubscriptions))
-	s.mux.Handle("GET /v1/webhook-secret", s.recipient(s.webhookSecret))
+	s.mux.Handle("GET /v1/mutes", s.recipientUnconfined(s.listMutes, "mutes are"))
+	s.mux.Handle("PUT /v1/mutes", s.recipientUnconfined(s.putMute, "mutes are"))
+	s.mux.Handle("DELETE /v1/mutes", s.recipientUnconfined(s.deleteMute, "mutes are"))
+	s.mux.Handle("GET /v1/subscriptions", s.recipientUnconfined(s.listSubscriptions, "topic subscriptions are"))
+	s.mux.Handle("GET /v1/webhook-secret", s.recipientUnconfined(s.webhookSecret, "the webhook secret is"))
 
 	// Deliverability: one-click unsubscribe (the link's token is the only
 	// authority), the suppression list and bounce reports (admin).
@@ -339,8 +339,8 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/devices", s.recipient(s.listDevices))
 	s.mux.Handle("DELETE /v1/devices/{id}", s.recipient(s.deleteDevice))
 	s.mux.Handle("GET /v1/recipients/{id}/devices", s.forRecipient(s.listDevices))
-	s.mux.Handle("GET /v1/quiet-hours", s.recipient(s.getQuietHours))
-	s.mux.Handle("PUT /v1/quiet-hours", s.recipient(s.putQuietHours))
+	s.mux.Handle("GET /v1/quiet-hours", s.recipientUnconfined(s.getQuietHours, "quiet hours are"))
+	s.mux.Handle("PUT /v1/quiet-hours", s.recipientUnconfined(s.putQuietHours, "quiet hours are"))
 	s.mux.Handle("GET /v1/recipients/{id}/quiet-hours", s.forRecipient(s.getQuietHours))
 	s.mux.Handle("PUT /v1/recipients/{id}/quiet-hours", s.forRecipient(s.putQuietHours))
 }
@@ -373,6 +373,21 @@ func (s *Server) public(h handlerFunc) http.Handler {
 // requests from other sites (sameOrigin).
 func (s *Server) admin(h handlerFunc) http.Handler {
 	return AdminPage(s.sameOrigin(s.RequireAdmin(s.limitAdmin(s.public(h)))))
+}
+
+// recipientUnconfined is a recipient endpoint for what belongs to the
+// recipient across every tenant (what, for the refusal: "mutes are"): mutes, quiet
+// hours, topic subscriptions and the webhook secret are one per recipient,
+// not one per tenant, so a token with a tenant claim may neither read nor
+// change them (403).
+func (s *Server) recipientUnconfined(h recipientFunc, what string) http.Handler {
+	return s.recipient(func(w http.ResponseWriter, r *http.Request, recipient string) error {
+		if tenant, _ := confinedTenant(r); tenant != "" {
+			return forbidden("%s the recipient's own across every tenant: a token confined to tenant %q "+
+				"cannot reach them (use a token without a tenant claim)", what, tenant)
+		}
+		return h(w, r, recipient)
+	})
 }
 
 func (s *Server) recipient(h recipientFunc) http.Handler {

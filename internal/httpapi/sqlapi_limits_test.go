@@ -82,7 +82,7 @@ func TestSQLAPIEnforcesTheHTTPLimits(t *testing.T) {
 		{"long actor", with(func(s *send) { s.actor = long }), 422, "actor"},
 		{"long topic", with(func(s *send) { s.topics = []string{long} }), 422, "topics[0]"},
 		{"long recipient id", with(func(s *send) { s.recipients = []string{long} }), 422, "recipients[0].id"},
-		{"long tenant", with(func(s *send) { s.tenant = long }), 400, "tenant"},
+		{"long tenant", with(func(s *send) { s.tenant = long }), 422, "tenant"},
 	}
 	for _, tt := range tests {
 		s := tt.s

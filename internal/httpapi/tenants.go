@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -480,8 +481,10 @@ func (s *Server) createTenantKey(w http.ResponseWriter, r *http.Request) error {
 	if req.Rate != nil && !(*req.Rate > 0) {
 		return unprocessable("rate", "want requests per second above 0 (leave it out for http.rate.tenant_key)")
 	}
-	if req.Burst != nil && *req.Burst < 1 {
-		return unprocessable("burst", "want at least 1")
+	if req.Burst != nil && (*req.Burst < 1 || *req.Burst > math.MaxInt32) {
+		// The column is an integer: a larger burst is refused here, not by
+		// the database as an internal error.
+		return unprocessable("burst", "want from 1 to 2147483647")
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

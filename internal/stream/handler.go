@@ -537,10 +537,12 @@ func (s *sse) countsNow(ctx context.Context) (stores.InboxCounts, error) {
 }
 
 // confine keeps, of changes, what a stream confined to a tenant may show:
-// created items of that tenant, and updates naming only its items (one read
-// for them all). Deletions pass with their ids: the items are gone, and an
-// id tells nothing of another tenant's item but that it existed. A stream
-// not confined keeps every change.
+// created items of that tenant, updates naming only its items (one read for
+// them all), and deletions its writer marked as of that tenant ({"tenant"}
+// in their data: a cancelled notification of the tenant, the tenant's
+// erasure). A deletion of items of no tenant, or of several (retention, a
+// recipient's erasure), is not forwarded: its ids would tell of items
+// outside the tenant. A stream not confined keeps every change.
 func (s *sse) confine(ctx context.Context, changes []stores.Change) ([]stores.Change, error) {
 	if s.tenant == "" {
 		return changes, nil
@@ -568,6 +570,10 @@ func (s *sse) confine(ctx context.Context, changes []stores.Change) ([]stores.Ch
 			if c.Item == nil || c.Item.Tenant != s.tenant {
 				continue
 			}
+		case stores.ChangeDeleted:
+			if deletedTenant(c.Data) != s.tenant {
+				continue
+			}
 		case stores.ChangeUpdated:
 			var ids []string
 			for _, id := range c.ItemIDs {
@@ -583,6 +589,17 @@ func (s *sse) confine(ctx context.Context, changes []stores.Change) ([]stores.Ch
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// deletedTenant is the tenant a deleted change's data names, "" for none.
+func deletedTenant(data json.RawMessage) string {
+	var d struct {
+		Tenant string `json:"tenant"`
+	}
+	if len(data) > 0 {
+		_ = json.Unmarshal(data, &d) // anything else names no tenant
+	}
+	return d.Tenant
 }
 
 // flush writes what buf holds and pushes it to the client.

@@ -220,8 +220,12 @@ BEGIN
            coalesce((SELECT array_agg(i.recipient ORDER BY i.recipient, i.id) FROM i), '{}')
     INTO v_deliveries, v_items, v_recipients;
     IF cardinality(v_items) > 0 THEN
-        INSERT INTO notify_inbox_changes (recipient, kind, item_ids)
-        SELECT u.recipient, 'deleted', array_agg(u.id ORDER BY u.id)
+        -- A tenant's deletions name it: a stream confined to a tenant
+        -- forwards only its own.
+        INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
+        SELECT u.recipient, 'deleted', array_agg(u.id ORDER BY u.id),
+               (SELECT jsonb_build_object('tenant', n.tenant) FROM notify_notifications n
+                WHERE n.id = v_id AND n.tenant IS NOT NULL)
         FROM unnest(v_items, v_recipients) AS u(id, recipient)
         GROUP BY u.recipient
         ORDER BY u.recipient;

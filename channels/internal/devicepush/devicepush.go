@@ -83,9 +83,16 @@ func (f *Fanout) Send(ctx context.Context, msg channels.Message, provider string
 	if err != nil {
 		return channels.Temporary(fmt.Errorf("%s to recipient %s: read devices: %w", f.Channel, rid, err), 0)
 	}
+	// The wall between tenants: a device registered under a tenant gets
+	// that tenant's notifications only.
+	devices = channels.DevicesFor(devices, msg.TenantID())
 	if len(devices) == 0 {
 		// The fan-out found one; it was removed since.
-		return channels.Permanent(fmt.Errorf("%s to recipient %s: recipient has no %s devices", f.Channel, rid, f.Platform))
+		of := ""
+		if t := msg.TenantID(); t != "" {
+			of = fmt.Sprintf(" of tenant %q", t)
+		}
+		return channels.Permanent(fmt.Errorf("%s to recipient %s: recipient has no %s devices%s", f.Channel, rid, f.Platform, of))
 	}
 	channels.SetProvider(ctx, provider)
 	// One request per device, at once: the slowest bounds the delivery.
