@@ -148,6 +148,16 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	p.waitFor(ctx, "the stream to open", in(`inbox.connectionState === "open" && $(".badge").hidden`), inboxState)
 	p.click(ctx, in(`$(".bell")`))
 	p.waitFor(ctx, "the empty panel", in(`!$(".panel").hidden && !$(".empty").hidden && $(".bell").getAttribute("aria-expanded") === "true"`), inboxState)
+	// This daemon has no web push channel: once the element has asked for
+	// its VAPID key (a 404), it offers no desktop notifications.
+	p.waitFor(ctx, "the element to ask for the VAPID key, or to offer desktop notifications",
+		`performance.getEntriesByType("resource").some((e) => e.name.includes("/v1/push-subscriptions/vapid-key")) || `+
+			in(`!$(".push").hidden`), inboxState)
+	var offered bool
+	p.eval(ctx, in(`!$(".push").hidden`), &offered)
+	if offered {
+		t.Error("the panel offers desktop notifications from a daemon without a web push channel")
+	}
 
 	// 2. A notification sent through the API appears live, with the badge.
 	send("c-1")
