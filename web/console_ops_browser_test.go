@@ -15,6 +15,7 @@ import (
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/uuidv7"
 )
 
 // opsNotifiers are added to browserConfig for the operator's test: webhook
@@ -37,6 +38,13 @@ const opsNotifiers = `  ping:
     channels:
       in_app: {title: "{{.service}} deployed to {{.env}}"}
       email: {subject: "{{.service}} deployed to {{.env}}", text: "{{.service}} is on {{.env}} with {{.replicas}} replicas"}
+  post.liked:
+    params:
+      type: object
+      properties: {post_id: {type: string}, liker: {type: string}}
+    batch: {key: "{{.post_id}}", window: 10m}
+    channels:
+      email: {subject: "{{.Count}} likes", text: "{{range .Items}}{{.liker}} {{end}}liked your post"}
 channels:
   webhook: {secret: dev-webhook-secret-0123456789abcdef, allow_private: true, timeout: 2s}
   email:`
@@ -347,6 +355,32 @@ func TestBrowserConsoleOperations(t *testing.T) {
 		document.querySelector("#notifications tr").dataset.id === `+jsString(acme.ID), state)
 	go2("#/d/" + acmeDelivery)
 	p.waitFor(ctx, "the delivery's tenant", `document.querySelector("dd#delivery-tenant") && document.querySelector("dd#delivery-tenant").textContent === "acme"`, state)
+
+	// 11. A batched delivery sends nothing itself: its page links to the
+	// delivery that carried its batch and shows that one's message.
+	carrier, batched, bid := uuidv7.String(), uuidv7.String(), uuidv7.String()
+	if _, err := d.Pool().Exec(ctx, `
+		WITH n AS (INSERT INTO notify_notifications (id, notifier, key, status, normalized, params)
+		           VALUES (gen_random_uuid(), 'post.liked', 'like-1', 'fanned_out', true, '{"post_id": "p9", "liker": "Ada"}'),
+		                  (gen_random_uuid(), 'post.liked', 'like-2', 'fanned_out', true, '{"post_id": "p9", "liker": "Grace"}')
+		           RETURNING id, key),
+		     b AS (INSERT INTO notify_batches (id, notifier, recipient, batch_key, state, closes_at, max_members, count, members, actors, items)
+		           SELECT $3::text::uuid, 'post.liked', 'u2', 'p9', 'closed', now(), 50, 2, array_agg(id ORDER BY key), '{}',
+		                  '[{"liker": "Ada"}, {"liker": "Grace"}]'
+		           FROM n)
+		INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status, batch_id, batched_into)
+		SELECT (CASE n.key WHEN 'like-1' THEN $1 ELSE $2 END)::uuid, n.id, 'post.liked', n.key, 'u2', 'email', 'immediate',
+		       CASE n.key WHEN 'like-1' THEN 'sent' ELSE 'batched' END,
+		       CASE n.key WHEN 'like-1' THEN $3::text::uuid END, CASE n.key WHEN 'like-2' THEN $1::text::uuid END
+		FROM n`, carrier, batched, bid); err != nil {
+		t.Fatal(err)
+	}
+	go2("#/d/" + batched)
+	p.waitFor(ctx, "the batched delivery's page with its carrier's message", `document.querySelector("#carried-by a") &&
+		document.querySelector("#carried-by a").getAttribute("href") === `+jsString("#/d/"+carrier)+` &&
+		document.querySelector("#message .part[data-name=subject] pre").textContent === "2 likes" &&
+		document.querySelector("#message .part[data-name=text] pre").textContent === "Ada Grace liked your post"`, state)
+	shot("console-batched.png")
 }
 
 func hasSubject(msgs []smtpcapture.Message, subject string) bool {
