@@ -233,7 +233,12 @@ func TestBrowserConsoleOperations(t *testing.T) {
 		go2("#/")
 		go2("#/deliveries?status=failed&channel=webhook&range=1h")
 		row := `document.querySelector(` + jsString(`#deliveries tr[data-id="`+parked+`"]`) + `)`
-		p.waitFor(ctx, "the parked webhook delivery", row, state)
+		// The list is read once; the delivery may have been between two
+		// attempts (not failed) then: the list is read again until it shows.
+		p.waitFor(ctx, "the parked webhook delivery", `(() => { if (`+row+`) return true;
+			if (!window.__relisted || Date.now() - window.__relisted > 1000) {
+				window.__relisted = Date.now(); window.dispatchEvent(new HashChangeEvent("hashchange")); }
+			return false; })()`, state)
 		p.click(ctx, row+`.querySelector("button.retry")`)
 		p.waitFor(ctx, "the circuit to be named, or the retry let through", `(document.querySelector("#status").textContent.includes("is paused until") &&
 			/after \d+ failures in a row/.test(document.querySelector("#status").textContent) && document.querySelector("#close-circuit")) ||
