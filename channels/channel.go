@@ -172,6 +172,16 @@ type Previewer interface {
 	Preview(notifier string, params map[string]any, r Recipient) ([]Part, error)
 }
 
+// MessagePreviewer is implemented by a channel whose message is made from
+// the delivery itself rather than only from templates (a webhook's body
+// carries the delivery's ids and times): PreviewMessage returns what Send
+// (SendBulk for a message without a recipient) would send for msg, part by
+// part, without sending it. GET /v1/deliveries/{id}/preview uses it before
+// Previewer.
+type MessagePreviewer interface {
+	PreviewMessage(msg Message) ([]Part, error)
+}
+
 // Targeter is implemented by a channel whose messages go to more than one
 // destination (each webhook URL's host): Target names the destination of msg,
 // so that a destination that does not answer holds up only its own messages

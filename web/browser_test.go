@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -104,8 +103,7 @@ func prefs(expr string) string {
 func TestBrowserInboxAndPreferences(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := browserContext(t)
 
 	// The daemon, with the components and the demo page mounted the way
 	// `notifyd dev` mounts them.
@@ -135,7 +133,6 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	b := startBrowser(t, bin)
 	p := b.newPage(ctx)
 	p.navigate(ctx, api.base+"/dev/demo")
-	const wait = 15 * time.Second
 
 	// record keeps the components' events in window.__events (again after a reload).
 	record := func() {
@@ -148,13 +145,23 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	record()
 
 	// 1. Connected, nothing unread.
-	p.waitFor(ctx, wait, "the stream to open", in(`inbox.connectionState === "open" && $(".badge").hidden`), inboxState)
+	p.waitFor(ctx, "the stream to open", in(`inbox.connectionState === "open" && $(".badge").hidden`), inboxState)
 	p.click(ctx, in(`$(".bell")`))
-	p.waitFor(ctx, wait, "the empty panel", in(`!$(".panel").hidden && !$(".empty").hidden && $(".bell").getAttribute("aria-expanded") === "true"`), inboxState)
+	p.waitFor(ctx, "the empty panel", in(`!$(".panel").hidden && !$(".empty").hidden && $(".bell").getAttribute("aria-expanded") === "true"`), inboxState)
+	// This daemon has no web push channel: once the element has asked for
+	// its VAPID key (a 404), it offers no desktop notifications.
+	p.waitFor(ctx, "the element to ask for the VAPID key, or to offer desktop notifications",
+		`performance.getEntriesByType("resource").some((e) => e.name.includes("/v1/push-subscriptions/vapid-key")) || `+
+			in(`!$(".push").hidden`), inboxState)
+	var offered bool
+	p.eval(ctx, in(`!$(".push").hidden`), &offered)
+	if offered {
+		t.Error("the panel offers desktop notifications from a daemon without a web push channel")
+	}
 
 	// 2. A notification sent through the API appears live, with the badge.
 	send("c-1")
-	p.waitFor(ctx, wait, "the item to appear live with the badge at 1",
+	p.waitFor(ctx, "the item to appear live with the badge at 1",
 		in(`$$(".item").length === 1 && $(".item").classList.contains("unread") &&
 			$(".item .title").textContent === `+jsString(title("c-1"))+` &&
 			$(".badge").textContent === "1" && !$(".badge").hidden &&
@@ -167,9 +174,9 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 
 	// 3. A click marks it read: the badge goes, the API agrees.
 	p.click(ctx, in(`$(".item .main")`))
-	p.waitFor(ctx, wait, "the badge to clear after the click",
+	p.waitFor(ctx, "the badge to clear after the click",
 		in(`$(".badge").hidden && $(".badge").textContent === "0" && !$(".item").classList.contains("unread") && inbox.counts.unread === 0`), inboxState)
-	p.waitFor(ctx, wait, "the API to confirm the read", seen("notifyd:read"), "window.__events")
+	p.waitFor(ctx, "the API to confirm the read", seen("notifyd:read"), "window.__events")
 	var inbox inboxPage
 	api.do("GET", "/v1/inbox", token, nil, &inbox)
 	if len(inbox.Items) != 1 || inbox.Items[0].ReadAt == nil {
@@ -184,17 +191,17 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// 4. A reload keeps the state: the item is there, read, no badge.
 	p.eval(ctx, `window.__beforeReload = true`, nil)
 	p.call(ctx, "Page.reload", map[string]any{"ignoreCache": true})
-	p.waitFor(ctx, wait, "the reload", `!window.__beforeReload && document.readyState === "complete"`, "")
+	p.waitFor(ctx, "the reload", `!window.__beforeReload && document.readyState === "complete"`, "")
 	record()
-	p.waitFor(ctx, wait, "the stream to open after the reload", in(`inbox.connectionState === "open"`), inboxState)
+	p.waitFor(ctx, "the stream to open after the reload", in(`inbox.connectionState === "open"`), inboxState)
 	p.click(ctx, in(`$(".bell")`))
-	p.waitFor(ctx, wait, "the read item after the reload",
+	p.waitFor(ctx, "the read item after the reload",
 		in(`$$(".item").length === 1 && !$(".item").classList.contains("unread") &&
 			$(".item .title").textContent === `+jsString(title("c-1"))+` && $(".badge").hidden`), inboxState)
 
 	// 5. A change made elsewhere arrives through the stream (inbox.updated).
 	send("c-2")
-	p.waitFor(ctx, wait, "c-2 at the top, unread",
+	p.waitFor(ctx, "c-2 at the top, unread",
 		in(`$$(".item").length === 2 && $(".item").classList.contains("unread") &&
 			$(".item .title").textContent === `+jsString(title("c-2"))+` && $(".badge").textContent === "1"`), inboxState)
 	var c2 string
@@ -202,17 +209,17 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	if code := api.do("POST", "/v1/inbox/read", token, map[string]any{"ids": []string{c2}}, nil); code != 200 {
 		t.Fatalf("POST /v1/inbox/read = %d", code)
 	}
-	p.waitFor(ctx, wait, "the read made elsewhere to show",
+	p.waitFor(ctx, "the read made elsewhere to show",
 		in(`$(".badge").hidden && $$(".item.unread").length === 0`), inboxState)
 
 	// 6. Mark all read.
 	send("c-3")
 	send("c-4")
-	p.waitFor(ctx, wait, "two unread", in(`$$(".item").length === 4 && $$(".item.unread").length === 2 && $(".badge").textContent === "2"`), inboxState)
+	p.waitFor(ctx, "two unread", in(`$$(".item").length === 4 && $$(".item.unread").length === 2 && $(".badge").textContent === "2"`), inboxState)
 	p.eval(ctx, `(window.__events = [], true)`, nil)
 	p.click(ctx, in(`$(".mark-all")`))
-	p.waitFor(ctx, wait, "mark all read", in(`$(".badge").hidden && $$(".item.unread").length === 0`), inboxState)
-	p.waitFor(ctx, wait, "the API to confirm mark all read", seen("notifyd:read"), "window.__events")
+	p.waitFor(ctx, "mark all read", in(`$(".badge").hidden && $$(".item.unread").length === 0`), inboxState)
+	p.waitFor(ctx, "the API to confirm mark all read", seen("notifyd:read"), "window.__events")
 	api.do("GET", "/v1/inbox/counts", token, nil, &counts)
 	if counts.Unread != 0 {
 		t.Fatalf("counts after mark all read = %+v", counts)
@@ -222,8 +229,8 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	var c4 string
 	p.eval(ctx, in(`$(".item").dataset.id`), &c4)
 	p.click(ctx, in(`$(".item .archive")`))
-	p.waitFor(ctx, wait, "the archived item to leave", in(`$$(".item").length === 3 && !$$(".item").some((li) => li.dataset.id === `+jsString(c4)+`)`), inboxState)
-	p.waitFor(ctx, wait, "the API to confirm the archive", seen("notifyd:archive"), "window.__events")
+	p.waitFor(ctx, "the archived item to leave", in(`$$(".item").length === 3 && !$$(".item").some((li) => li.dataset.id === `+jsString(c4)+`)`), inboxState)
+	p.waitFor(ctx, "the API to confirm the archive", seen("notifyd:archive"), "window.__events")
 	var archived inboxPage
 	api.do("GET", "/v1/inbox?filter=archived", token, nil, &archived)
 	if len(archived.Items) != 1 || archived.Items[0].ID != c4 {
@@ -234,9 +241,9 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// next page loads when the end of the list scrolls into view.
 	send("c-5")
 	send("c-6")
-	p.waitFor(ctx, wait, "five items", in(`$$(".item").length === 5`), inboxState)
+	p.waitFor(ctx, "five items", in(`$$(".item").length === 5`), inboxState)
 	p.eval(ctx, in(`(inbox.style.setProperty("--notifyd-panel-max-height", "60px"), inbox.pageSize = 3, inbox.reload().then(() => true))`), nil)
-	p.waitFor(ctx, wait, "the first page of 3", in(`$$(".item").length === 3 && $(".status").textContent === ""`), inboxState)
+	p.waitFor(ctx, "the first page of 3", in(`$$(".item").length === 3 && $(".status").textContent === ""`), inboxState)
 	// Nothing more loads while the end of the list is out of view. The
 	// element decides when its observer first reports the sentinel (observed
 	// again after each page); an observer made now on the same sentinel,
@@ -261,7 +268,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 		t.Fatalf("%d items, status %q before scrolling; want the first page of 3 only, nothing loading", before.N, before.Status)
 	}
 	p.eval(ctx, in(`($(".scroller").scrollTop = $(".scroller").scrollHeight, true)`), nil)
-	p.waitFor(ctx, wait, "the next page after scrolling", in(`$$(".item").length === 5`), inboxState)
+	p.waitFor(ctx, "the next page after scrolling", in(`$$(".item").length === 5`), inboxState)
 	var shown []string
 	p.eval(ctx, in(`$$(".item").map((li) => li.dataset.id)`), &shown)
 	api.do("GET", "/v1/inbox", token, nil, &inbox)
@@ -277,29 +284,52 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// the good one comes back with the state (c-5 and c-6 are unread).
 	p.eval(ctx, in(`(inbox.style.removeProperty("--notifyd-panel-max-height"), inbox.removeAttribute("page-size"),
 		inbox.setAttribute("token", "not-a-token"), true)`), nil)
-	p.waitFor(ctx, wait, "unauthorized with a bad token", in(`inbox.connectionState === "unauthorized" && $$(".item").length === 0`), inboxState)
+	p.waitFor(ctx, "unauthorized with a bad token", in(`inbox.connectionState === "unauthorized" && $$(".item").length === 0`), inboxState)
 	p.eval(ctx, in(`(inbox.setAttribute("token", `+jsString(token)+`), true)`), nil)
-	p.waitFor(ctx, wait, "back with the good token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2"`), inboxState)
+	p.waitFor(ctx, "back with the good token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2"`), inboxState)
 
-	// 9b. A token that expires in a second or two: the stream ends with
-	// reauth, the element fires notifyd:reauth and waits; a fresh token
-	// resumes it with the list kept.
-	short, err := notifyd.RecipientTokenAt(cfg.HTTP.TokenSecret, "u2", 2*time.Second, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	// 9b. A token that expires while the stream is open: the stream ends
+	// with reauth, the element fires notifyd:reauth and waits; a fresh token
+	// resumes it with the list kept. The element must open the stream and
+	// load the list before the token expires; when it did not (a loaded
+	// machine: the stream is refused, unauthorized, or the list is), that
+	// says nothing about reauth, and the step is made again from idle with
+	// a token twice as long.
+	p.eval(ctx, in(`(window.reauths = 0, inbox.addEventListener("notifyd:reauth", () => window.reauths++), true)`), nil)
+	for ttl := 2 * time.Second; ; ttl *= 2 {
+		short, err := notifyd.RecipientTokenAt(cfg.HTTP.TokenSecret, "u2", ttl, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.eval(ctx, in(`(window.reauths = 0, inbox.setAttribute("token", `+jsString(short)+`), true)`), nil)
+		p.waitFor(ctx, "the stream and the list with the short token, or its refusal",
+			in(`inbox.connectionState === "unauthorized" ||
+				(["open", "reauth"].includes(inbox.connectionState) && $(".status").textContent !== "Loading…")`), inboxState)
+		var got struct {
+			State string
+			Items int
+		}
+		p.eval(ctx, in(`({State: inbox.connectionState, Items: $$(".item").length})`), &got)
+		if got.State != "unauthorized" && got.Items == 5 {
+			break
+		}
+		if ttl >= time.Minute {
+			t.Fatalf("with a token valid for %s the element did not get the stream open and its list before it expired: %+v", ttl, got)
+		}
+		t.Logf("the %s token expired before the stream was open with the list (%+v): again with a longer one", ttl, got)
+		p.eval(ctx, in(`(inbox.removeAttribute("token"), true)`), nil)
+		p.waitFor(ctx, "idle without a token", in(`inbox.connectionState === "idle"`), inboxState)
 	}
-	p.eval(ctx, in(`(window.reauths = 0, inbox.addEventListener("notifyd:reauth", () => window.reauths++),
-		inbox.setAttribute("token", `+jsString(short)+`), true)`), nil)
-	p.waitFor(ctx, wait, "reauth when the token expires", in(`inbox.connectionState === "reauth" && window.reauths === 1 && $$(".item").length === 5`), inboxState)
+	p.waitFor(ctx, "reauth when the token expires", in(`inbox.connectionState === "reauth" && window.reauths === 1 && $$(".item").length === 5`), inboxState)
 	p.eval(ctx, in(`(inbox.token = `+jsString(token)+`, true)`), nil)
-	p.waitFor(ctx, wait, "resumed with the fresh token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2" && window.reauths === 1`), inboxState)
+	p.waitFor(ctx, "resumed with the fresh token", in(`inbox.connectionState === "open" && $$(".item").length === 5 && $(".badge").textContent === "2" && window.reauths === 1`), inboxState)
 
 	// 10. The preference center: effective modes as selects, digest on email
 	// only, off disabled for the required notifier; a save merges rules.
 	const prefsState = `(() => { const s = document.querySelector("notifyd-preferences").shadowRoot;
 		return {status: s.querySelector(".status").textContent, error: s.querySelector(".error").textContent,
 			selects: [...s.querySelectorAll("select")].map((x) => x.dataset.notifier + "/" + x.dataset.channel + "=" + x.value)}; })()`
-	p.waitFor(ctx, wait, "the preference table",
+	p.waitFor(ctx, "the preference table",
 		prefs(`$$("select").length > 0 && $("select[data-notifier='mention.created'][data-channel='email']") !== null`), prefsState)
 	var cells struct {
 		RequiredOffDisabled bool
@@ -318,7 +348,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	p.eval(ctx, prefs(`(() => { const s = $("select[data-notifier='mention.created'][data-channel='email']");
 		s.value = "digest"; s.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`), nil)
 	p.click(ctx, prefs(`$(".save")`))
-	p.waitFor(ctx, wait, "the save", prefs(`$(".status").textContent === "Saved." && $$("td.changed").length === 0 &&
+	p.waitFor(ctx, "the save", prefs(`$(".status").textContent === "Saved." && $$("td.changed").length === 0 &&
 		$("select[data-notifier='mention.created'][data-channel='email']").dataset.initial === "digest"`), prefsState)
 	var stored struct {
 		Rules     []map[string]string `json:"rules"`
@@ -340,7 +370,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 
 	// 11. API errors show their message.
 	p.eval(ctx, prefs(`(prefs.setAttribute("token", "not-a-token"), true)`), nil)
-	p.waitFor(ctx, wait, "the error message", prefs(`!$(".error").hidden && $(".error .message").textContent.includes("invalid recipient token")`), prefsState)
+	p.waitFor(ctx, "the error message", prefs(`!$(".error").hidden && $(".error .message").textContent.includes("invalid recipient token")`), prefsState)
 
 	// 12. The tenant attribute: the inbox shows (and streams) only that
 	// tenant's items; the preferences resolve with its default rules.
@@ -359,17 +389,17 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 		}
 	}
 	sendFor("t-1", "acme")
-	notifydtest.Eventually(t, wait, "acme's item in the inbox", func() bool {
+	notifydtest.Eventually(t, left(ctx), "acme's item in the inbox", func() bool {
 		var page inboxPage
 		api.do("GET", "/v1/inbox?tenant=acme", token, nil, &page)
 		return len(page.Items) == 1
 	})
 	p.eval(ctx, in(`(inbox.setAttribute("tenant", "acme"), inbox.open(), true)`), nil)
-	p.waitFor(ctx, wait, "only acme's item", in(`$$(".item").length === 1 && $(".item .title").textContent === `+jsString(title("t-1"))), inboxState)
-	p.waitFor(ctx, wait, "the stream to open again", in(`inbox.connectionState === "open"`), inboxState)
+	p.waitFor(ctx, "only acme's item", in(`$$(".item").length === 1 && $(".item .title").textContent === `+jsString(title("t-1"))), inboxState)
+	p.waitFor(ctx, "the stream to open again", in(`inbox.connectionState === "open"`), inboxState)
 	sendFor("c-9", "")
 	sendFor("t-2", "acme")
-	p.waitFor(ctx, wait, "acme's new item live, the other one not", in(`$$(".item").length === 2 &&
+	p.waitFor(ctx, "acme's new item live, the other one not", in(`$$(".item").length === 2 &&
 		$$(".item .title").map((e) => e.textContent).join("|") === `+jsString(title("t-2")+"|"+title("t-1"))), inboxState)
 	if code := api.do("PUT", "/v1/tenants/acme", notifydtest.AdminToken, map[string]any{"name": "Acme",
 		"preferences": []any{map[string]any{"scope": "*", "channel": "in_app", "mode": "off"}}}, nil); code != http.StatusOK {
@@ -379,7 +409,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// comment.created's in_app: acme's default (off) applies; the required
 	// invoice.paid ignores it; mention.created's email keeps the recipient's
 	// own rule (digest).
-	p.waitFor(ctx, wait, "acme's default: in_app off", prefs(`$("select[data-notifier='comment.created'][data-channel='in_app']") !== null &&
+	p.waitFor(ctx, "acme's default: in_app off", prefs(`$("select[data-notifier='comment.created'][data-channel='in_app']") !== null &&
 		$("select[data-notifier='comment.created'][data-channel='in_app']").value === "off" &&
 		$("select[data-notifier='invoice.paid'][data-channel='in_app']").value === "immediate" &&
 		$("select[data-notifier='mention.created'][data-channel='email']").value === "digest"`), prefsState)
@@ -392,8 +422,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 func TestBrowserInboxBadgeCapped(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := browserContext(t)
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
@@ -409,23 +438,22 @@ func TestBrowserInboxBadgeCapped(t *testing.T) {
 	b := startBrowser(t, bin)
 	p := b.newPage(ctx)
 	p.navigate(ctx, d.api.base+"/dev/demo")
-	const wait = 15 * time.Second
-	p.waitFor(ctx, wait, "the capped badge",
+	p.waitFor(ctx, "the capped badge",
 		in(`inbox.connectionState === "open" && $(".badge").textContent === "99+" && !$(".badge").hidden &&
 			inbox.counts.unread === 99 && inbox.counts.unread_capped === true &&
 			$(".bell").getAttribute("aria-label") === "Notifications, more than 99 unread"`), inboxState)
 	p.click(ctx, in(`$(".bell")`))
-	p.waitFor(ctx, wait, "the first page", in(`$$(".item.unread").length > 0`), inboxState)
+	p.waitFor(ctx, "the first page", in(`$$(".item.unread").length > 0`), inboxState)
 	p.click(ctx, in(`$(".item .main")`))
-	p.waitFor(ctx, wait, "the item read", in(`!$(".item").classList.contains("unread")`), inboxState)
+	p.waitFor(ctx, "the item read", in(`!$(".item").classList.contains("unread")`), inboxState)
 	var counts map[string]any
 	d.api.do("GET", "/v1/inbox/counts", d.token, nil, &counts)
 	if counts["unread"] != 99.0 || counts["unread_capped"] != true {
 		t.Fatalf("counts after one read = %v, want 99 capped (149 unread)", counts)
 	}
-	p.waitFor(ctx, wait, "the badge to stay 99+", in(`$(".badge").textContent === "99+" && inbox.counts.unread === 99`), inboxState)
+	p.waitFor(ctx, "the badge to stay 99+", in(`$(".badge").textContent === "99+" && inbox.counts.unread === 99`), inboxState)
 	if code := d.api.do("POST", "/v1/inbox/read", d.token, map[string]any{"all": true}, nil); code != 200 {
 		t.Fatalf("read all = %d", code)
 	}
-	p.waitFor(ctx, wait, "the badge to clear", in(`$(".badge").hidden && inbox.counts.unread === 0 && !inbox.counts.unread_capped`), inboxState)
+	p.waitFor(ctx, "the badge to clear", in(`$(".badge").hidden && inbox.counts.unread === 0 && !inbox.counts.unread_capped`), inboxState)
 }

@@ -307,24 +307,58 @@ func (p *page) eval(ctx context.Context, expr string, out any) {
 	}
 }
 
-// waitFor polls expr until it is true; on timeout it fails with what, and
-// with the value of state (an expression describing the page) when given.
-func (p *page) waitFor(ctx context.Context, timeout time.Duration, what, expr, state string) {
+// browserBudget is a browser test's overall deadline. Every wait inside it
+// waits on the state it needs until then, so only a real failure (a state
+// that never comes) reaches it, on a loaded machine too.
+const browserBudget = 5 * time.Minute
+
+// browserContext is the test's context with its overall deadline:
+// browserBudget, or sooner when go test's -timeout ends first (less a margin
+// to report the failure and clean up).
+func browserContext(t *testing.T) context.Context {
+	t.Helper()
+	deadline := time.Now().Add(browserBudget)
+	if d, ok := t.Deadline(); ok && d.Add(-30*time.Second).Before(deadline) {
+		deadline = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// left is what remains of ctx's deadline: the timeout of a wait that takes
+// one (notifydtest.Eventually, the mailbox's WaitFor) inside a browser test.
+func left(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), 0)
+	}
+	return browserBudget
+}
+
+// waitFor polls expr until it is true, until ctx's deadline (the test's,
+// browserContext); then it fails with what, and with the value of state
+// (an expression describing the page) when given.
+func (p *page) waitFor(ctx context.Context, what, expr, state string) {
 	p.t.Helper()
+	start := time.Now()
 	var ok bool
 	var lastErr error
-	notifydtest.Wait(timeout, func() bool {
+	notifydtest.Wait(left(ctx), func() bool {
 		lastErr = p.evalErr(ctx, "Boolean("+expr+")", &ok)
 		return (lastErr == nil && ok) || ctx.Err() != nil
 	})
 	if lastErr == nil && ok {
 		return
 	}
+	// The page is described on a context of its own: ctx has ended.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	var s any
 	if state != "" {
-		_ = p.evalErr(ctx, state, &s)
+		_ = p.evalErr(sctx, state, &s)
 	}
-	p.t.Fatalf("timed out after %s waiting for %s (%s); page state: %v; last error: %v", timeout, what, expr, s, lastErr)
+	p.t.Fatalf("gave up after %s waiting for %s (%s); page state: %v; last error: %v",
+		time.Since(start).Round(time.Second), what, expr, s, lastErr)
 }
 
 // click scrolls the element expr names into view and clicks its centre with
@@ -354,7 +388,7 @@ func (p *page) navigate(ctx context.Context, url string) {
 	if err := json.Unmarshal(p.call(ctx, "Page.navigate", map[string]any{"url": url}), &nav); err != nil || nav.ErrorText != "" {
 		p.t.Fatalf("navigate %s: %v %s", url, err, nav.ErrorText)
 	}
-	p.waitFor(ctx, 15*time.Second, "the page to load", `document.readyState === "complete" && location.href === `+jsString(url), "location.href")
+	p.waitFor(ctx, "the page to load", `document.readyState === "complete" && location.href === `+jsString(url), "location.href")
 }
 
 func jsString(s string) string {

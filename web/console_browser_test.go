@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
@@ -33,8 +31,7 @@ const EnvScreenshots = "NOTIFYD_SCREENSHOTS"
 func TestBrowserConsole(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := browserContext(t)
 	shots := os.Getenv(EnvScreenshots)
 	if shots == "" {
 		shots = t.TempDir()
@@ -72,7 +69,7 @@ func TestBrowserConsole(t *testing.T) {
 	id := send("m-ada", "u1", "u2")
 	send("m-later", "u2")
 	var delivery string
-	notifydtest.Eventually(t, 30*time.Second, "Ada's email to be refused", func() bool {
+	notifydtest.Eventually(t, left(ctx), "Ada's email to be refused", func() bool {
 		var n struct {
 			Deliveries []struct {
 				ID, Channel, Status string
@@ -118,16 +115,15 @@ func TestBrowserConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const wait = 20 * time.Second
 	state := `({status: document.querySelector("#status").textContent, view: document.querySelector("#view").innerText.slice(0, 600)})`
 	p.navigate(ctx, api.base+"/admin/")
 
 	// 1. Signed out: the token form. Signing in lists the notifications, newest first.
-	p.waitFor(ctx, wait, "the sign-in form", `!document.querySelector("#signin").hidden`, state)
+	p.waitFor(ctx, "the sign-in form", `!document.querySelector("#signin").hidden`, state)
 	p.eval(ctx, `document.querySelector("#token").value = `+jsString(admin), nil)
 	p.click(ctx, `document.querySelector("#token-form button")`)
 	rows := `[...document.querySelectorAll("#notifications tr")].map((tr) => tr.children[2].textContent)`
-	p.waitFor(ctx, wait, "three notifications, newest first", `JSON.stringify(`+rows+`) === '["m-later","m-ada","m-grace"]'`, state)
+	p.waitFor(ctx, "three notifications, newest first", `JSON.stringify(`+rows+`) === '["m-later","m-ada","m-grace"]'`, state)
 	var stored string
 	p.eval(ctx, `sessionStorage.getItem("notifyd.admin_token")`, &stored)
 	if stored != admin {
@@ -138,19 +134,19 @@ func TestBrowserConsole(t *testing.T) {
 	// 2. Filter by recipient: only the notification that reached u1.
 	p.eval(ctx, `document.querySelector("#filters [name=recipient]").value = "u1"`, nil)
 	p.click(ctx, `document.querySelector("#filters button")`)
-	p.waitFor(ctx, wait, "the filtered list", `location.hash.includes("recipient=u1") && JSON.stringify(`+rows+`) === '["m-ada"]'`, state)
+	p.waitFor(ctx, "the filtered list", `location.hash.includes("recipient=u1") && JSON.stringify(`+rows+`) === '["m-ada"]'`, state)
 
 	// 3. The notification: audience, progress, every delivery with its error.
 	p.click(ctx, `document.querySelector("#notifications a")`)
 	refusedRow := `document.querySelector(` + jsString(`tr[data-id="`+delivery+`"]`) + `)`
-	p.waitFor(ctx, wait, "the notification page with the refused email",
+	p.waitFor(ctx, "the notification page with the refused email",
 		refusedRow+` && `+refusedRow+`.dataset.status === "refused" && `+refusedRow+`.innerText.includes("550") &&
 		document.querySelector("#audience").textContent.startsWith("2 recipients")`, state)
 	shot("console-notification.png")
 
 	// 4. The delivery: its failed attempt, with time and error.
 	p.click(ctx, refusedRow+`.querySelector("a[href^='#/d/']")`)
-	p.waitFor(ctx, wait, "the delivery page with one failed attempt",
+	p.waitFor(ctx, "the delivery page with one failed attempt",
 		`document.querySelectorAll("#attempts tbody tr").length === 1 && document.querySelector("#attempts").innerText.includes("550") &&
 		document.querySelector("#delivery").dataset.status === "refused"`, state)
 	shot("console-delivery.png")
@@ -158,7 +154,7 @@ func TestBrowserConsole(t *testing.T) {
 	// 5. Ada fixed her mailbox: retry, and the status changes to sent.
 	mailbox.FailRecipient("ada@example.test", 0)
 	p.click(ctx, `document.querySelector("#retry")`)
-	p.waitFor(ctx, wait, "the retried delivery to be sent",
+	p.waitFor(ctx, "the retried delivery to be sent",
 		`document.querySelector("#delivery") && document.querySelector("#delivery").dataset.status === "sent" &&
 		document.querySelector("#status").textContent.includes("now sent")`, state)
 	var attempts int
@@ -166,45 +162,45 @@ func TestBrowserConsole(t *testing.T) {
 	if attempts != 1 {
 		t.Fatalf("after the retry the page lists %d failed attempts, want the one before it", attempts)
 	}
-	if msgs := mailbox.WaitFor(3, 10*time.Second); !hasRecipient(msgs, "ada@example.test") {
+	if msgs := mailbox.WaitFor(3, left(ctx)); !hasRecipient(msgs, "ada@example.test") {
 		t.Fatal("the retried email did not reach Ada's mailbox")
 	}
 
 	// 6. The template preview renders the example params.
 	p.eval(ctx, `location.hash = "#/preview?notifier=mention.created&channel=email"`, nil)
-	p.waitFor(ctx, wait, "the rendered email", `document.querySelector(".part[data-name=subject] pre") &&
+	p.waitFor(ctx, "the rendered email", `document.querySelector(".part[data-name=subject] pre") &&
 		document.querySelector(".part[data-name=subject] pre").textContent.includes("mentioned you")`, state)
 	// Params typed in render too.
 	p.eval(ctx, `document.querySelector("#preview-params").value = '{"who": "Grace"}'`, nil)
 	p.click(ctx, `document.querySelector("#preview-form button")`)
-	p.waitFor(ctx, wait, "the email rendered with the typed params",
+	p.waitFor(ctx, "the email rendered with the typed params",
 		`document.querySelector(".part[data-name=subject] pre").textContent === "Grace mentioned you"`, state)
 	shot("console-preview.png")
 
 	// 7. A recipient's page.
 	p.eval(ctx, `location.hash = "#/r/u1"`, nil)
-	p.waitFor(ctx, wait, "u1's page", `document.querySelector("#profile") && document.querySelector("#profile").innerText.includes("ada@example.test") &&
+	p.waitFor(ctx, "u1's page", `document.querySelector("#profile") && document.querySelector("#profile").innerText.includes("ada@example.test") &&
 		document.querySelector("#effective") && document.querySelector("#suppressions").innerText.length > 0 &&
 		document.querySelectorAll(".deliveries tbody tr").length > 0`, state)
 	shot("console-recipient.png")
 
 	// 8. The dev page (captured email, delivery log), for the README.
 	p.navigate(ctx, api.base+"/dev/")
-	p.waitFor(ctx, wait, "the dev page", `document.querySelector("#mail") !== null`, "document.body.innerText.slice(0, 300)")
+	p.waitFor(ctx, "the dev page", `document.querySelector("#mail") !== null`, "document.body.innerText.slice(0, 300)")
 	shot("dev-page.png")
 
 	// 9. The demo: clicking an item stays on the page (its url points at the
 	// example app, which does not exist) and says where it would go.
 	p.navigate(ctx, api.base+"/dev/demo")
-	p.waitFor(ctx, wait, "the demo's inbox", in(`inbox.connectionState === "open"`), inboxState)
+	p.waitFor(ctx, "the demo's inbox", in(`inbox.connectionState === "open"`), inboxState)
 	p.click(ctx, in(`$(".bell")`))
-	p.waitFor(ctx, wait, "the demo's items", in(`$$(".item").length === 3`), inboxState)
+	p.waitFor(ctx, "the demo's items", in(`$$(".item").length === 3`), inboxState)
 	// The panel settles (its header may grow once the browser has said
 	// whether it can push) before the click aims at the item.
-	p.waitFor(ctx, wait, "the first item to stay in place", in(`(() => { const r = JSON.stringify($(".item .main").getBoundingClientRect());
+	p.waitFor(ctx, "the first item to stay in place", in(`(() => { const r = JSON.stringify($(".item .main").getBoundingClientRect());
 		const same = window.__itemRect === r; window.__itemRect = r; return same; })()`), inboxState)
 	p.click(ctx, in(`$(".item .main")`))
-	p.waitFor(ctx, wait, "the click to be answered in place",
+	p.waitFor(ctx, "the click to be answered in place",
 		`document.querySelector("#clicked").textContent.startsWith("Marked read")`, "document.querySelector('#clicked').textContent")
 	var href string
 	p.eval(ctx, `location.href`, &href)

@@ -1,14 +1,12 @@
 package web_test
 
 import (
-	"context"
 	"fmt"
 	"html/template"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
@@ -36,8 +34,7 @@ var appPage = template.Must(template.New("app").Parse(`<!doctype html>
 func TestBrowserCrossOriginHint(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := browserContext(t)
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
@@ -79,18 +76,17 @@ func TestBrowserCrossOriginHint(t *testing.T) {
 
 	b := startBrowser(t, bin)
 	p := b.newPage(ctx)
-	const wait = 20 * time.Second
 	state := `({errors: JSON.stringify(window.__errors).slice(0, 1500), inbox: ` + inboxState + `,
 		prefs: ` + prefs(`$(".error") ? $(".error").innerText : ""`) + `})`
 
 	// The daemon answers: 403 origin_not_allowed, readable by the page.
 	p.navigate(ctx, appOrigin+"/app")
 	hint := "add it to http.allowed_origins"
-	p.waitFor(ctx, wait, "the components to say what to fix", `window.__errors.some((e) => e.code === "origin_not_allowed" && e.status === 403 &&
+	p.waitFor(ctx, "the components to say what to fix", `window.__errors.some((e) => e.code === "origin_not_allowed" && e.status === 403 &&
 		e.message.includes(`+jsString(hint)+`) && e.message.includes(`+jsString(appOrigin)+`))`, state)
-	p.waitFor(ctx, wait, "the preference center to show the hint", prefs(`!$(".error").hidden && $(".error").innerText.includes(`+jsString(hint)+`)`), state)
+	p.waitFor(ctx, "the preference center to show the hint", prefs(`!$(".error").hidden && $(".error").innerText.includes(`+jsString(hint)+`)`), state)
 	p.click(ctx, in(`$(".bell")`))
-	p.waitFor(ctx, wait, "the inbox panel to show the hint", in(`$(".status").textContent.includes(`+jsString(hint)+`) && $$(".item").length === 0`), state)
+	p.waitFor(ctx, "the inbox panel to show the hint", in(`$(".status").textContent.includes(`+jsString(hint)+`) && $$(".item").length === 0`), state)
 	var leaked bool
 	p.eval(ctx, `window.__errors.some((e) => e.message.includes("Failed to fetch"))`, &leaked)
 	if leaked {
@@ -99,7 +95,7 @@ func TestBrowserCrossOriginHint(t *testing.T) {
 
 	// Nothing answers: the browser's network error, with the hint.
 	p.navigate(ctx, appOrigin+"/app?dead=1")
-	p.waitFor(ctx, wait, "the network error to carry the hint", `window.__errors.some((e) => e.code === "network_error" &&
+	p.waitFor(ctx, "the network error to carry the hint", `window.__errors.some((e) => e.code === "network_error" &&
 		e.message.includes("http.allowed_origins") && e.message.includes(`+jsString(appOrigin)+`) && e.message.includes(`+jsString(dead)+`))`, state)
 	var msg string
 	p.eval(ctx, `window.__errors.find((e) => e.code === "network_error").message`, &msg)

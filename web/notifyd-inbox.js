@@ -70,9 +70,10 @@
 //                                                  a request failed; code,
 //                                                  message and details are the
 //                                                  API's error shape
-// Desktop notifications (web push): when the browser supports them and the
-// recipient has not refused them, the panel's header offers "Enable desktop
-// notifications". It asks for permission, registers the service worker,
+// Desktop notifications (web push): when the browser supports them, the
+// recipient has not refused them and the daemon has a web push channel (GET
+// /v1/push-subscriptions/vapid-key answers), the panel's header offers
+// "Enable desktop notifications". It asks for permission, registers the service worker,
 // subscribes with the VAPID key from GET /v1/push-subscriptions/vapid-key and
 // registers the subscription (POST /v1/push-subscriptions), then fires
 //   notifyd:push        {state: "enabled", id, endpoint}  (or "disabled")
@@ -314,8 +315,8 @@ export class NotifydInbox extends HTMLElement {
 
   connectedCallback() {
     this.#connected = true;
-    // Offered while the browser can and the recipient has not refused.
-    this.#els.push.hidden = !(pushSupported() && Notification.permission !== "denied");
+    // Offered once the daemon says it has web push (#checkPush).
+    this.#els.push.hidden = true;
     document.addEventListener("pointerdown", this.#onOutside, true);
     this.#observer = new IntersectionObserver((entries) => {
       if (entries.some((e) => e.isIntersecting)) this.#maybeLoadMore();
@@ -501,8 +502,25 @@ export class NotifydInbox extends HTMLElement {
       return;
     }
     this.#refreshCounts();
+    this.#checkPush(gen);
     this.#connect(gen);
     if (this.#isOpen) this.#loadMore();
+  }
+
+  /**
+   * Shows "Enable desktop notifications" when the browser can show them, the
+   * recipient has not refused, and the daemon has a web push channel (its
+   * VAPID key answers; 404 without channels.web_push).
+   */
+  async #checkPush(gen) {
+    this.#els.push.hidden = true;
+    if (!(pushSupported() && Notification.permission !== "denied")) return;
+    try {
+      await this.#request("GET", "/v1/push-subscriptions/vapid-key");
+    } catch {
+      return;
+    }
+    if (gen === this.#gen) this.#els.push.hidden = false;
   }
 
   #stop(report = true) {

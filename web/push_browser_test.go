@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
@@ -27,8 +26,7 @@ import (
 func TestBrowserDesktopNotifications(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := browserContext(t)
 
 	pub, priv, err := webpush.GenerateVAPIDKeys()
 	if err != nil {
@@ -56,7 +54,6 @@ channels:
 	}
 	p := b.newPage(ctx)
 	p.navigate(ctx, api.base+"/dev/demo")
-	const wait = 15 * time.Second
 	p.eval(ctx, `(() => { window.__push = []; document.addEventListener("notifyd:push", (e) => window.__push.push(e.detail));
 		document.addEventListener("notifyd:error", (e) => window.__push.push({error: e.detail})); return true; })()`, nil)
 
@@ -94,9 +91,9 @@ channels:
 
 	// The offer is in the panel's header; a click enables it.
 	p.click(ctx, in(`$(".bell")`))
-	p.waitFor(ctx, wait, "the offer to show", in(`!$(".panel").hidden && !$(".push").hidden`), in(`$(".push").outerText`))
+	p.waitFor(ctx, "the offer to show", in(`!$(".panel").hidden && !$(".push").hidden`), in(`$(".push").outerText`))
 	p.click(ctx, in(`$(".push")`))
-	p.waitFor(ctx, wait, "notifyd:push enabled", `window.__push.some((d) => d.state === "enabled")`, `JSON.stringify(window.__push)`)
+	p.waitFor(ctx, "notifyd:push enabled", `window.__push.some((d) => d.state === "enabled")`, `JSON.stringify(window.__push)`)
 	var btn string
 	p.eval(ctx, in(`$(".push").textContent + "/" + $(".push").disabled`), &btn)
 	if btn != "Desktop notifications on/true" {
@@ -144,7 +141,7 @@ channels:
 		"notifier": "order.shipped", "key": "o-7", "recipients": []any{"u2"}, "params": map[string]any{"order": "7"}}, nil); code != 202 {
 		t.Fatalf("send = %d", code)
 	}
-	notifydtest.Eventually(t, wait, "the push to be decrypted", func() bool { return push.Count() == 1 })
+	notifydtest.Eventually(t, left(ctx), "the push to be decrypted", func() bool { return push.Count() == 1 })
 	var payload map[string]string
 	if err := json.Unmarshal(push.Messages()[0].Plaintext, &payload); err != nil || payload["title"] != "Order 7 shipped" {
 		t.Fatalf("payload %s: %v", push.Messages()[0].Plaintext, err)
@@ -188,7 +185,7 @@ func serviceWorker(ctx context.Context, t *testing.T, b *browser) *page {
 	}
 	var targets []target
 	var worker string
-	if !notifydtest.Wait(10*time.Second, func() bool {
+	if !notifydtest.Wait(left(ctx), func() bool {
 		res, err := b.call(ctx, "", "Target.getTargets", nil)
 		if err != nil {
 			t.Fatal(err)

@@ -1,10 +1,8 @@
 package web_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/notifydtest"
@@ -18,8 +16,7 @@ import (
 func TestBrowserQuietHours(t *testing.T) {
 	bin := findChromium(t)
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := browserContext(t)
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
 	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
@@ -34,11 +31,10 @@ func TestBrowserQuietHours(t *testing.T) {
 	b := startBrowser(t, bin)
 	p := b.newPage(ctx)
 	p.navigate(ctx, api.base+"/dev/demo")
-	const wait = 15 * time.Second
 	state := prefs(`({hidden: $(".quiet").hidden, on: $(".quiet-on").checked, start: $(".quiet-start").value,
 		end: $(".quiet-end").value, zone: $(".quiet-zone").textContent, status: $(".quiet-status").textContent,
 		save: $(".quiet-save").disabled, error: $(".error").textContent})`)
-	p.waitFor(ctx, wait, "the stored quiet hours", prefs(`!$(".quiet").hidden && $(".quiet-on").checked &&
+	p.waitFor(ctx, "the stored quiet hours", prefs(`!$(".quiet").hidden && $(".quiet-on").checked &&
 		$(".quiet-start").value === "22:00" && $(".quiet-end").value === "07:00" && $(".quiet-zone").textContent === "(Europe/Paris)" &&
 		$(".quiet-save").disabled`), state)
 
@@ -51,9 +47,9 @@ func TestBrowserQuietHours(t *testing.T) {
 	}
 	// A new window is saved.
 	setTime(".quiet-start", "23:15")
-	p.waitFor(ctx, wait, "save enabled", prefs(`!$(".quiet-save").disabled`), state)
+	p.waitFor(ctx, "save enabled", prefs(`!$(".quiet-save").disabled`), state)
 	p.click(ctx, prefs(`$(".quiet-save")`))
-	p.waitFor(ctx, wait, "saved", prefs(`$(".quiet-status").textContent === "Saved." && $(".quiet-save").disabled`), state)
+	p.waitFor(ctx, "saved", prefs(`$(".quiet-status").textContent === "Saved." && $(".quiet-save").disabled`), state)
 	api.do("GET", "/v1/quiet-hours", token, nil, &stored)
 	if stored.QuietHours == nil || stored.QuietHours.Start != "23:15" || stored.QuietHours.End != "07:00" {
 		t.Fatalf("stored %+v, want 23:15-07:00", stored.QuietHours)
@@ -61,11 +57,11 @@ func TestBrowserQuietHours(t *testing.T) {
 	// A window that ends when it starts is refused by the API, and shown.
 	setTime(".quiet-end", "23:15")
 	p.click(ctx, prefs(`$(".quiet-save")`))
-	p.waitFor(ctx, wait, "the API's error", prefs(`!$(".error").hidden && $(".error").textContent.includes("quiet_hours")`), state)
+	p.waitFor(ctx, "the API's error", prefs(`!$(".error").hidden && $(".error").textContent.includes("quiet_hours")`), state)
 	// Unchecking clears them.
 	p.eval(ctx, prefs(`(() => { const c = $(".quiet-on"); c.checked = false; c.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`), nil)
 	p.click(ctx, prefs(`$(".quiet-save")`))
-	p.waitFor(ctx, wait, "cleared", prefs(`$(".quiet-status").textContent === "Saved." && !$(".quiet-on").checked && $(".quiet-start").disabled`), state)
+	p.waitFor(ctx, "cleared", prefs(`$(".quiet-status").textContent === "Saved." && !$(".quiet-on").checked && $(".quiet-start").disabled`), state)
 	stored.QuietHours = nil
 	api.do("GET", "/v1/quiet-hours", token, nil, &stored)
 	if stored.QuietHours != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/pgcluster"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -383,3 +384,65 @@ func (s *stage) waitFor(ctx context.Context, id, key string, reserve time.Durati
 
 // scaled multiplies n by the -scale flag.
 func scaled(e *env, n int) int { return max(1, int(math.Round(float64(n)*e.opts.scale))) }
+
+// fanoutStall is how long a pending notification's ledger may go without a
+// new row before waitFanout calls its fan-out stalled. A chunk takes well
+// under a second on an idle machine and a few seconds on a loaded one; River
+// retries a failed fan-out job after 1 s and then 16 s (its default policy),
+// so a minute without progress is a fan-out that stopped.
+const fanoutStall = time.Minute
+
+// waitFanout waits until the notification's fan-out has written at least
+// rows delivery rows, or is over (fanned out, cancelled or rejected), and
+// returns the rows written and the notification's status. It waits on the
+// ledger's progress, not on a point of the scenario's budget: the setup
+// before it (profiles written one by one, a migration, a daemon start)
+// takes a share of the budget that grows with the machine's load. It fails
+// when the ledger has not grown for fanoutStall while the notification is
+// pending, naming River's fan-out jobs (their attempts and last error), or
+// when only reserve is left of ctx.
+func (s *stage) waitFanout(ctx context.Context, id string, rows int, reserve time.Duration) (int, string, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Minute)
+	}
+	deadline = deadline.Add(-reserve)
+	last, lastStatus, grew := -1, "", time.Now()
+	lastLog := time.Now()
+	for {
+		p, err := s.db.progress(ctx, id)
+		if err == nil {
+			if p.rows > last {
+				last, grew = p.rows, time.Now()
+			}
+			lastStatus = p.status
+			switch notifyd.NotificationStatus(p.status) {
+			case notifyd.NotificationRejected:
+				return p.rows, p.status, fmt.Errorf("the notification was rejected after %d deliveries: %s", p.rows, p.err)
+			case notifyd.NotificationFannedOut, notifyd.NotificationCancelled:
+				return p.rows, p.status, nil
+			}
+			if p.rows >= rows {
+				return p.rows, p.status, nil
+			}
+		}
+		stalled := time.Since(grew) > fanoutStall
+		if stalled || time.Now().After(deadline) {
+			why := fmt.Sprintf("the scenario's budget ran out (%s kept back for what follows)", reserve)
+			if stalled {
+				why = fmt.Sprintf("no new delivery row for %s", fanoutStall)
+			}
+			return last, lastStatus, fmt.Errorf("fan-out stuck at %d of the %d deliveries awaited, notification %s: %s; "+
+				"fan-out jobs: %s; daemon log: %d errors, %d jobs errored, %d `too many clients`",
+				max(last, 0), rows, lastStatus, why, s.db.fanoutJobs(context.WithoutCancel(ctx), id),
+				s.logCount("level=ERROR"), s.logCount("Job errored"), s.logCount("too many clients"))
+		}
+		if time.Since(lastLog) > 15*time.Second {
+			lastLog = time.Now()
+			s.logf("waiting for the fan-out: %d of %d deliveries, notification %s (%v)", max(last, 0), rows, lastStatus, err)
+		}
+		if !sleep(ctx, 250*time.Millisecond) {
+			return last, lastStatus, ctx.Err()
+		}
+	}
+}

@@ -119,6 +119,21 @@ WHERE i.notification_id = $1`
 	notificationStatusSQL = `
 SELECT status, coalesce(error, '') FROM notify_notifications WHERE id = $1`
 
+	// progressSQL is a notification's status and how many delivery rows its
+	// fan-out has written (a count: the ledger of a large fan-out is polled).
+	progressSQL = `
+SELECT n.status, coalesce(n.error, ''), (SELECT count(*) FROM notify_deliveries d WHERE d.notification_id = n.id)
+FROM notify_notifications n WHERE n.id = $1`
+
+	// fanoutJobsSQL lists a notification's River fan-out jobs: lane, state,
+	// attempt, when it is due and its last error.
+	fanoutJobsSQL = `
+SELECT coalesce(args->>'lane', '0'), state::text, attempt, scheduled_at,
+       coalesce(errors[array_length(errors, 1)]->>'error', '')
+FROM river_job
+WHERE kind = 'notify.fanout' AND args->>'notification_id' = $1
+ORDER BY id`
+
 	// jobStatesSQL counts River jobs by kind and state; stale counts running
 	// jobs attempted before $1 (by a process that is gone).
 	jobStatesSQL = `
@@ -207,6 +222,52 @@ func (db *database) snapshot(ctx context.Context, id, key string) (*snapshot, er
 		return nil, fmt.Errorf("count inbox of %s: %w", key, err)
 	}
 	return s, nil
+}
+
+// progress is what waitFanout polls.
+type progress struct {
+	status, err string
+	rows        int
+}
+
+func (db *database) progress(ctx context.Context, id string) (progress, error) {
+	var p progress
+	err := db.pool.QueryRow(ctx, progressSQL, id).Scan(&p.status, &p.err, &p.rows)
+	return p, err
+}
+
+// fanoutJobs describes the notification's River fan-out jobs, for a
+// failure message.
+func (db *database) fanoutJobs(ctx context.Context, id string) string {
+	rows, err := db.pool.Query(ctx, fanoutJobsSQL, id)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var lane, state, last string
+		var attempt int
+		var due time.Time
+		if err := rows.Scan(&lane, &state, &attempt, &due, &last); err != nil {
+			return err.Error()
+		}
+		part := fmt.Sprintf("lane %s %s attempt %d", lane, state, attempt)
+		if state == "scheduled" || state == "retryable" {
+			part += fmt.Sprintf(" due in %s", time.Until(due).Round(time.Second))
+		}
+		if last != "" {
+			part += " last error: " + last
+		}
+		parts = append(parts, part)
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // jobStates summarises river_job; stale counts running jobs attempted before

@@ -87,6 +87,8 @@ var (
 	_ channels.Channel     = (*Sender)(nil)
 	_ channels.BulkChannel = (*Sender)(nil)
 	_ channels.Targeter    = (*Sender)(nil)
+
+	_ channels.MessagePreviewer = (*Sender)(nil)
 )
 
 // Options are the Sender's collaborators. The zero value is usable.
@@ -225,6 +227,25 @@ func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
 		return channels.Permanent(fmt.Errorf("notifier %q webhook url: %w", msg.Notifier, err))
 	}
 	return s.post(ctx, dest, notifierPurpose(msg.Notifier), msg, nil)
+}
+
+// PreviewMessage is the request Send (SendBulk for a message without a
+// recipient) makes for msg, without making it: "url", the destination with
+// its credentials and query redacted as in the logs ("" for a notifier
+// without one), and "body", the bytes every attempt posts.
+func (s *Sender) PreviewMessage(msg channels.Message) ([]channels.Part, error) {
+	dest := s.bulkURL(msg.Notifier)
+	if msg.Recipient != nil {
+		dest = msg.Recipient.WebhookURL
+	}
+	if dest != "" {
+		dest = safehttp.Redact(dest, true)
+	}
+	payload, err := encode(msg, msg.Recipient)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: encode body: %w", err)
+	}
+	return []channels.Part{{Name: "url", Value: dest}, {Name: "body", Value: string(payload)}}, nil
 }
 
 // RecipientSecret is the secret recipient id's webhooks are signed with

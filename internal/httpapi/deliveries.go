@@ -295,15 +295,15 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pv, err := s.previewer(m.Channel)
+	ch, err := s.previewChannel(m.Channel)
 	if err != nil {
 		return err
 	}
-	rcpt := channels.Recipient{}
+	var rcpt *channels.Recipient
 	if m.Recipient != nil {
 		var data map[string]any
 		_ = json.Unmarshal(m.Data, &data)
-		rcpt = channels.Recipient{ID: *m.Recipient, Email: m.Email, Name: m.Name, Locale: m.Locale, Timezone: m.Timezone,
+		rcpt = &channels.Recipient{ID: *m.Recipient, Email: m.Email, Name: m.Name, Locale: m.Locale, Timezone: m.Timezone,
 			WebhookURL: m.Webhook, Phone: m.Phone, Data: data}
 	}
 	var tenant *notifytype.Tenant
@@ -318,7 +318,26 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		}
 		tenant = &notifytype.Tenant{ID: t.ID, Name: t.Name, Branding: t.Branding}
 	}
-	parts, err := pv.Preview(m.Notifier, notifytype.TemplateParams(params, tenant), rcpt)
+	var parts []channels.Part
+	switch pv := ch.(type) {
+	case channels.MessagePreviewer:
+		// The message the send job builds (jobs: sendRun.send).
+		msg := channels.Message{DeliveryID: m.ID, NotificationID: m.NotificationID, Notifier: m.Notifier, Key: m.Key,
+			Actor: m.Actor, Reason: m.Reason, Recipient: rcpt, Params: notifytype.TemplateParams(params, tenant),
+			CreatedAt: m.CreatedAt, Attempt: m.Attempts, Tenant: tenant}
+		if nf, ok := s.cfg.Notifier(m.Notifier); ok {
+			msg.Category = nf.Category
+		}
+		parts, err = pv.PreviewMessage(msg)
+	case channels.Previewer:
+		r := channels.Recipient{}
+		if rcpt != nil {
+			r = *rcpt
+		}
+		parts, err = pv.Preview(m.Notifier, notifytype.TemplateParams(params, tenant), r)
+	default:
+		return notFoundError("channel %q cannot preview its messages", m.Channel)
+	}
 	if err != nil {
 		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", m.Notifier, m.Channel, err)
 	}
@@ -384,9 +403,10 @@ func messageParams(m *stores.DeliveryMessage) (map[string]any, error) {
 	return out, nil
 }
 
-// previewer returns the configured channel named channel as a Previewer,
-// opened once for the operator's endpoints.
-func (s *Server) previewer(channel string) (channels.Previewer, error) {
+// previewChannel returns the configured channel named channel, opened once
+// for the operator's endpoints (as `notifyd check` opens it: nothing is
+// sent through it).
+func (s *Server) previewChannel(channel string) (any, error) {
 	st := s.adminState()
 	st.previewOnce.Do(func() { st.preview, st.previewErr = s.reg.OpenToCheck(s.cfg) })
 	if st.previewErr != nil {
@@ -395,6 +415,15 @@ func (s *Server) previewer(channel string) (channels.Previewer, error) {
 	v, ok := st.preview.Opened(channel)
 	if !ok {
 		return nil, notFoundError("channel %q is not configured (channels.%s)", channel, channel)
+	}
+	return v, nil
+}
+
+// previewer returns the configured channel named channel as a Previewer.
+func (s *Server) previewer(channel string) (channels.Previewer, error) {
+	v, err := s.previewChannel(channel)
+	if err != nil {
+		return nil, err
 	}
 	pv, ok := v.(channels.Previewer)
 	if !ok {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -317,4 +318,47 @@ func TestOverviewRoute(t *testing.T) {
 		t.Fatalf("queues %s", q)
 	}
 	expect(t, b.do(t, "GET", "/v1/overview?since=x", adminToken, nil), 400, wire.CodeBadRequest)
+}
+
+// TestWebhookDeliveryPreview: a failed webhook delivery can be previewed:
+// its destination, redacted as in the logs, and the body every attempt posts
+// (the delivery's ids, the recipient, the notification's params).
+func TestWebhookDeliveryPreview(t *testing.T) {
+	t.Parallel()
+	yaml := strings.Replace(consoleConfig, "\nchannels:\n", `
+  ping:
+    channels:
+      webhook: {default: immediate}
+channels:
+  webhook: {secret: preview-webhook-secret-0123456789abcdef}
+`, 1)
+	b := setup(t, setupOpts{yaml: yaml})
+	expect(t, b.do(t, "PUT", "/v1/recipients/w1", adminToken,
+		map[string]any{"webhook_url": "https://user:pw@hooks.example.test/in?token=s3cret"}), 200, "")
+	nid, ids := ledgerFixture(t, b, "ping", "p-1", [4]string{"webhook", "failed", "w1", "1"})
+	r := b.do(t, "GET", "/v1/deliveries/"+ids[0]+"/preview", adminToken, nil)
+	expect(t, r, 200, "")
+	parts := map[string]string{}
+	for _, p := range r.body["parts"].([]any) {
+		m := p.(map[string]any)
+		parts[m["name"].(string)] = m["value"].(string)
+	}
+	if parts["url"] != "https://hooks.example.test/in" {
+		t.Errorf("url part %q, want the destination without its credentials and query", parts["url"])
+	}
+	var body struct {
+		Type string
+		Data struct {
+			ID, NotificationID, Notifier, Key string
+			Recipient                         struct{ ID string }
+			Params                            map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(parts["body"]), &body); err != nil {
+		t.Fatalf("body part %q: %v", parts["body"], err)
+	}
+	if body.Type != "ping" || body.Data.ID != ids[0] || body.Data.Notifier != "ping" || body.Data.Key != "p-1" ||
+		body.Data.Recipient.ID != "w1" || body.Data.Params["post_title"] != "Hello" {
+		t.Fatalf("body %s, want the ping of notification %s to w1 as delivery %s", parts["body"], nid, ids[0])
+	}
 }

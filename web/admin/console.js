@@ -582,10 +582,31 @@ async function viewDelivery(id) {
           el("tbody", {}, d.failed_attempts.map((a) => el("tr", {},
             el("td", {}, String(a.attempt)), el("td", { class: "mono" }, fmtTime(a.at)),
             el("td", { class: "err" }, a.error), el("td", { class: "mono" }, a.provider || "")))))));
+  // A batched delivery sends nothing itself: the delivery its batch went
+  // out with (its carrier, named in its notification's ledger) has the
+  // message.
+  let carrier = d.batched_into || "";
+  if (!carrier && d.status === "batched") {
+    try {
+      const n = await api("GET", "/v1/notifications/" + seg(d.notification_id));
+      carrier = ((n.deliveries || []).find((x) => x.id === d.id) || {}).batched_into || "";
+    } catch {
+      // said below
+    }
+    if (!carrier) {
+      message.replaceChildren(el("p", { class: "muted", id: "message-none" },
+        "Batched: its notification goes out in the message of the delivery that carries its batch, which ",
+        link("#/n/" + enc(d.notification_id), "its notification"), " does not name among its first deliveries."));
+      return;
+    }
+  }
   try {
-    const pv = await api("GET", `/v1/deliveries/${seg(id)}/preview`);
-    const done = ["sent", "digest_sent"].includes(d.status);
+    const pv = await api("GET", `/v1/deliveries/${seg(carrier || id)}/preview`);
+    const c = carrier ? await api("GET", "/v1/deliveries/" + seg(carrier)) : d;
+    const done = ["sent", "digest_sent"].includes(c.status);
     message.replaceChildren(
+      ...(carrier ? [el("p", { id: "carried-by" }, "Batched: its notification goes out in the message of delivery ",
+        link("#/d/" + enc(carrier), carrier), ` (${c.status}), shown below.`)] : []),
       el("p", { class: "muted" }, `Rendered now for ${pv.recipient || "the audience"}${pv.locale ? ` (locale ${pv.locale})` : ""}` +
         `${pv.batch_count ? `, a batch of ${pv.batch_count}` : ""}: ` +
         (done ? "what it sent, unless the profile or the templates changed since." : "what the next attempt sends.") +
