@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -30,7 +30,7 @@ func appSetup(t *testing.T) (owner, app *pgxpool.Pool, role string) {
 	t.Helper()
 	ctx := context.Background()
 	owner, dbURL := pgtest.NewDBURL(t)
-	if err := server.PublishCatalog(ctx, owner, notifydtest.Config(t, ""), nil); err != nil {
+	if err := server.PublishCatalog(ctx, owner, servertest.Config(t, ""), nil); err != nil {
 		t.Fatal(err)
 	}
 	role = fmt.Sprintf("app_%d_%d", os.Getpid(), appRoles.Add(1))
@@ -233,7 +233,7 @@ func TestAppRoleRunsTheGoAPI(t *testing.T) {
 	t.Parallel()
 	owner, app, _ := appSetup(t)
 	ctx := context.Background()
-	client, err := notifyd.NewClient(app, notifyd.ClientConfig{Config: notifydtest.Config(t, "")})
+	client, err := notifyd.NewClient(app, notifyd.ClientConfig{Config: servertest.Config(t, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestAppRoleRunsTheGoAPI(t *testing.T) {
 		return err
 	}
 	count := func() int {
-		return notifydtest.Count(t, owner, `SELECT (SELECT count(*) FROM notify_recipients WHERE email = 'ada@example.com')
+		return servertest.Count(t, owner, `SELECT (SELECT count(*) FROM notify_recipients WHERE email = 'ada@example.com')
 			+ (SELECT count(*) FROM notify_subscriptions) + (SELECT count(*) FROM notify_notifications)
 			+ (SELECT count(*) FROM notify_notifications WHERE status = 'cancelled') + (SELECT count(*) FROM river_job)
 			+ (SELECT count(*) FROM notify_notifications WHERE batch_fanout)`)
@@ -361,7 +361,7 @@ func TestAppRoleCannotRedirectTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := notifydtest.Count(t, owner, `SELECT (SELECT count(*) FROM notify_notifications WHERE key = 'redirect')
+	n := servertest.Count(t, owner, `SELECT (SELECT count(*) FROM notify_notifications WHERE key = 'redirect')
 		+ (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout')
 		+ (SELECT count(*) FROM notify_notifications WHERE batch_fanout)
 		+ (SELECT count(*) FROM notify_recipients WHERE email = 'ada@example.com')
@@ -369,7 +369,7 @@ func TestAppRoleCannotRedirectTheAPI(t *testing.T) {
 	if n != 4 {
 		t.Fatalf("%d rows in notifyd's tables, want 4 (notification, its job or its claim, profile, subscription)", n)
 	}
-	decoys := notifydtest.Count(t, owner, `SELECT (SELECT count(*) FROM `+ident+`.notify_notifications)
+	decoys := servertest.Count(t, owner, `SELECT (SELECT count(*) FROM `+ident+`.notify_notifications)
 		+ (SELECT count(*) FROM `+ident+`.notify_recipients) + (SELECT count(*) FROM `+ident+`.river_job)`)
 	if decoys != 0 {
 		t.Fatalf("%d rows went to the role's own tables", decoys)

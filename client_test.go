@@ -16,9 +16,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func setup(t *testing.T) (*pgxpool.Pool, *notifyd.Client) {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	if err := server.PublishCatalog(context.Background(), pool, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestSendTxIsAtomicWithTheApplicationsTransaction(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`) + notifydtest.Count(t, pool, `SELECT count(*) FROM river_job`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications`) + servertest.Count(t, pool, `SELECT count(*) FROM river_job`); n != 0 {
 		t.Fatalf("after rollback: %d rows (notifications + jobs), want 0", n)
 	}
 
@@ -70,12 +70,12 @@ func TestSendTxIsAtomicWithTheApplicationsTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE status = 'pending'`); n != 1 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE status = 'pending'`); n != 1 {
 		t.Fatalf("after commit: %d notifications, want 1", n)
 	}
 	// A small notification's fan-out is queued for the daemon's claimers
 	// (batch_fanout), a larger one's as a notify.fanout job.
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE batch_fanout`); n != 1 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE batch_fanout`); n != 1 {
 		t.Fatalf("after commit: %d notifications queued for the fan-out claimers, want 1", n)
 	}
 }
@@ -125,7 +125,7 @@ func TestSendTxConcurrentDuplicates(t *testing.T) {
 	if first.Duplicate || !second.Duplicate || first.ID != second.ID {
 		t.Fatalf("first=%+v second=%+v: want one notification, the second a duplicate", first, second)
 	}
-	if n := notifydtest.Count(t, pool, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout') + (SELECT count(*) FROM notify_notifications WHERE batch_fanout)`); n != 1 {
+	if n := servertest.Count(t, pool, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout') + (SELECT count(*) FROM notify_notifications WHERE batch_fanout)`); n != 1 {
 		t.Fatalf("fan-outs queued (jobs or claimable) = %d, want 1", n)
 	}
 	// Later sends are duplicates too: identity is forever.
@@ -175,7 +175,7 @@ func TestSendTxValidates(t *testing.T) {
 			t.Errorf("%s: err = %v", tt.name, err)
 		}
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
 		t.Fatalf("invalid sends wrote %d notifications", n)
 	}
 }
@@ -191,7 +191,7 @@ func TestCancelTx(t *testing.T) {
 	if err != nil || n != 0 {
 		t.Fatalf("cancel = %d, %v (nothing fanned out yet, nothing to withdraw)", n, err)
 	}
-	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE status = 'cancelled'`); c != 1 {
+	if c := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE status = 'cancelled'`); c != 1 {
 		t.Fatal("notification not cancelled")
 	}
 	if _, err := client.Cancel(ctx, "comment.created", "never-sent"); !errors.Is(err, notifyd.ErrNotFound) {
@@ -270,7 +270,7 @@ func TestSendTxSortsTheInlineList(t *testing.T) {
 // reports on done when it finishes: finishing first means it did not wait.
 func waitForLock(t *testing.T, pool *pgxpool.Pool, pid int, what string, done <-chan error) {
 	t.Helper()
-	notifydtest.Eventually(t, 10*time.Second, what+" to wait for a lock", func() bool {
+	servertest.Eventually(t, 10*time.Second, what+" to wait for a lock", func() bool {
 		var waiting bool
 		if err := pool.QueryRow(context.Background(),
 			`SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
@@ -381,7 +381,7 @@ func TestSendTxAndNotifySendWriteIdenticalRows(t *testing.T) {
 		}
 		// A small notification has no job (the rows above say batch_fanout
 		// alike); a larger one's jobs must be the same.
-		if notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE batch_fanout AND id = $1`, goRes.ID) == 1 {
+		if servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE batch_fanout AND id = $1`, goRes.ID) == 1 {
 			continue
 		}
 		if err := pool.QueryRow(ctx, jobRow, goRes.ID, sendAt).Scan(&goJob, &goJobFor, &goArgs, &goSched); err != nil {
@@ -421,7 +421,7 @@ func TestNotifySendDeduplicatesWithSendTx(t *testing.T) {
 	if err != nil || !res.Duplicate || res.ID != first.ID {
 		t.Fatalf("SendTx of the same pair = %+v, %v; want a duplicate of %s", res, err, first.ID)
 	}
-	if c := notifydtest.Count(t, pool, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout') + (SELECT count(*) FROM notify_notifications WHERE batch_fanout)`); c != 1 {
+	if c := servertest.Count(t, pool, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout') + (SELECT count(*) FROM notify_notifications WHERE batch_fanout)`); c != 1 {
 		t.Fatalf("%d fan-outs queued (jobs or claimable), want 1", c)
 	}
 	var recipients []string
@@ -459,10 +459,10 @@ func TestNotifySendResolvesInItsSchemaWhateverTheSearchPath(t *testing.T) {
 	if err != nil || res.Duplicate {
 		t.Fatalf("notify_send under search_path pg_temp, pg_catalog = %+v, %v", res, err)
 	}
-	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE key = 'search-path'`); c != 1 {
+	if c := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE key = 'search-path'`); c != 1 {
 		t.Fatalf("%d notifications in notifyd's table, want 1", c)
 	}
-	if c := notifydtest.Count(t, pool, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND args->>'notification_id' = '`+res.ID+`')
+	if c := servertest.Count(t, pool, `SELECT (SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND args->>'notification_id' = '`+res.ID+`')
 		+ (SELECT count(*) FROM notify_notifications WHERE batch_fanout AND id = '`+res.ID+`')`); c != 1 {
 		t.Fatalf("%d fan-outs queued for it (jobs or claimable), want 1", c)
 	}
@@ -579,7 +579,7 @@ func TestNotifySendRejectsWhatSendTxRejects(t *testing.T) {
 			t.Errorf("%s: notify_send says %q, want %q", tt.name, pgErr.Message, want)
 		}
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`) + notifydtest.Count(t, pool, `SELECT count(*) FROM river_job`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications`) + servertest.Count(t, pool, `SELECT count(*) FROM river_job`); n != 0 {
 		t.Fatalf("refused sends wrote %d rows", n)
 	}
 }
@@ -643,7 +643,7 @@ func TestSQLCancelAndSubscriptions(t *testing.T) {
 			t.Errorf("%s: err = %v, want 22023 naming %s", c.sql, err, c.field)
 		}
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_subscriptions`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_subscriptions`); n != 0 {
 		t.Fatalf("%d subscriptions left", n)
 	}
 }
@@ -677,7 +677,7 @@ func TestSendTxWithoutConfigGetsTheSQLChecks(t *testing.T) {
 	if _, err := client.Send(ctx, n); !errors.Is(err, notifyd.ErrTooManyRecipients) {
 		t.Errorf("too many recipients: %v", err)
 	}
-	if c := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); c != 0 {
+	if c := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications`); c != 0 {
 		t.Fatalf("%d notifications written", c)
 	}
 }

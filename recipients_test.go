@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // A profile written with PutRecipientTx exists if and only if the
@@ -60,7 +60,7 @@ func TestPutRecipientTxIsAtomicAndReplaces(t *testing.T) {
 		t.Fatalf("after a replace: %+v", got)
 	}
 	// Stored as PUT /v1/recipients/{id} stores it: a cleared field is NULL.
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_recipients WHERE id = 'u2' AND email = 'ada@example.org'
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_recipients WHERE id = 'u2' AND email = 'ada@example.org'
 AND name IS NULL AND locale IS NULL AND timezone IS NULL AND webhook_url IS NULL AND data = '{}'`); n != 1 {
 		t.Fatalf("%d stored profiles as written", n)
 	}
@@ -98,7 +98,7 @@ func TestPutRecipientValidates(t *testing.T) {
 			t.Errorf("%+v: %v, want an *InputError for %s", c.p, err, c.field)
 		}
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_recipients`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_recipients`); n != 0 {
 		t.Fatalf("%d profiles written", n)
 	}
 }
@@ -126,7 +126,7 @@ func TestEraseRecipient(t *testing.T) {
 	if !e.Profile || e.Subscriptions != 1 || e.Notifications != 1 {
 		t.Fatalf("erasure %+v, want the profile, one subscription, one notification", e)
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE 'u2' = ANY(recipients)`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_notifications WHERE 'u2' = ANY(recipients)`); n != 0 {
 		t.Fatalf("%d notifications still name u2", n)
 	}
 	if _, err := client.EraseRecipient(ctx, "u2"); !errors.Is(err, notifyd.ErrRecipientNotFound) {

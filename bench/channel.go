@@ -14,7 +14,7 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // The channel baselines are the email channel alone: the same Sender the

@@ -10,9 +10,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // The digest job kinds. The bench does not import their args types

@@ -13,9 +13,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // benchTopic is the topic of the topic fan-out.

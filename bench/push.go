@@ -8,8 +8,8 @@ import (
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // pushTarget is the web push row's target: deliveries/s at least this

@@ -35,9 +35,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/notifyd/notifyd/internal/gentypes"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -192,7 +192,7 @@ func (e clientEnv) environ() []string {
 		"NOTIFYD_TEST_DATABASE_URL="+e.ownerURL,
 		"NOTIFYD_TEST_APP_URL="+e.appURL,
 		"NOTIFYD_TEST_API="+e.api,
-		"NOTIFYD_TEST_TOKEN_SECRET="+notifydtest.TokenSecret,
+		"NOTIFYD_TEST_TOKEN_SECRET="+servertest.TokenSecret,
 		"NOTIFYD_TEST_TYPES_DIR="+e.typesDir,
 	)
 }
@@ -205,13 +205,13 @@ func startDaemon(t *testing.T) clientEnv {
 	t.Helper()
 	ctx := context.Background()
 	owner, dbURL := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = dbURL
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger()})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

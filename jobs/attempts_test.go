@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -39,7 +39,7 @@ func TestFailedAttemptsAreKeptWithTheirProvider(t *testing.T) {
 	b.profile(t, "u1", "u1@example.test")
 	b.smtp.FailNext(2, 451, "4.7.1 try again later")
 	id := b.send(t, "inv-attempts", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "sent")
 
 	got, err := stores.GetDelivery(context.Background(), b.pool, d.id)
@@ -71,7 +71,7 @@ func TestSuccessfulSendWritesNoAttemptRow(t *testing.T) {
 	b := setupEmail(t, "")
 	b.profile(t, "u1", "u1@example.test")
 	id := b.send(t, "inv-ok", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "sent")
 	var n int
 	var provider, messageID string
@@ -101,7 +101,7 @@ func TestDigestFailedAttemptIsKeptOnEachRow(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.report(t, "b", "u1")
 	b.waitRows(t, "digest_pending", 2)
@@ -177,7 +177,7 @@ func TestSendBatchIsPreparedOnce(t *testing.T) {
 		b.profile(t, id, id+"@example.test")
 	}
 	id := b.send(t, "prep-1", "p1", "p2", "p3")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	for _, r := range []string{"p1", "p2", "p3"} {
 		b.waitDelivery(t, id, r, "sent")
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // audienceConfig is BaseConfig plus notifiers whose recipients come from the
@@ -37,7 +37,7 @@ func audienceConfig(port int) string {
 		return s
 	}
 	people := "      query: SELECT p.person AS id FROM people p WHERE p.team = $1\n      args: [team]\n"
-	return notifydtest.BaseConfig + fmt.Sprintf(`
+	return servertest.BaseConfig + fmt.Sprintf(`
   ticket.updated:
     max_recipients: 5000
     params:
@@ -92,10 +92,10 @@ func setupAudience(t *testing.T) *emailBundle {
 		j := i + strings.Index(src[i:], `text: "Something happened."`) + len(`text: "Something happened."`)
 		src = src[:j] + "\n        throttle: {limit: 1, per: 1h}" + src[j:]
 	}
-	b.cfg = notifydtest.Config(t, src)
+	b.cfg = servertest.Config(t, src)
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
-	b.client = notifydtest.Client(t, b.pool, b.cfg)
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
+	b.client = servertest.Client(t, b.pool, b.cfg)
 	ctx := context.Background()
 	for _, q := range []string{
 		`CREATE TABLE watchers (ticket_id bigint NOT NULL, user_id text NOT NULL, PRIMARY KEY (ticket_id, user_id))`,
@@ -154,14 +154,14 @@ func TestAudienceReachesExactlyTheWatchers(t *testing.T) {
 	// Before the fan-out runs, w2 stops watching and w4 starts.
 	b.exec(t, `DELETE FROM watchers WHERE ticket_id = 42 AND user_id = 'w2'`)
 	b.exec(t, `INSERT INTO watchers VALUES (42, 'w4')`)
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b.bundle, res.ID, "fanned_out")
 
 	want := []string{"i1:mentioned", "s1:subscribed", "w1:assigned", "w3:subscribed", "w4:watching"}
 	if got := b.inboxOf(t, res.ID); !slices.Equal(got, want) {
 		t.Fatalf("inbox = %v, want %v", got, want)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_audience_members`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_audience_members`); n != 0 {
 		t.Fatalf("%d audience members left in the staging", n)
 	}
 
@@ -201,7 +201,7 @@ func TestAudienceInLanesAndChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b.bundle, res.ID, "fanned_out")
 	counts := map[string]int{}
 	for _, item := range b.inboxOf(t, res.ID) {
@@ -214,10 +214,10 @@ func TestAudienceInLanesAndChunks(t *testing.T) {
 	if fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Fatalf("inbox by reason = %v, want %v", counts, want)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT lane) FROM notify_fanout_lanes WHERE notification_id = $1`, res.ID); n < 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(DISTINCT lane) FROM notify_fanout_lanes WHERE notification_id = $1`, res.ID); n < 2 {
 		t.Fatalf("%d lanes, want the audience split", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_audience_members`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_audience_members`); n != 0 {
 		t.Fatalf("%d audience members left in the staging", n)
 	}
 }
@@ -237,7 +237,7 @@ func TestAudienceQueryFailureRejects(t *testing.T) {
 		}
 		ids[n] = res.ID
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	want := map[string]string{
 		"bad.table":   `audience query failed: ERROR: relation "no_such_table" does not exist (SQLSTATE 42P01)`,
 		"bad.write":   `audience query failed: ERROR: cannot execute nextval() in a read-only transaction (SQLSTATE 25006)`,
@@ -254,11 +254,11 @@ func TestAudienceQueryFailureRejects(t *testing.T) {
 			t.Errorf("%s: error %q, want %q", n, msg, want[n])
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`) +
-		notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`) +
+		servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); n != 0 {
 		t.Fatalf("%d rows written for rejected notifications", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM audience_seq WHERE is_called`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM audience_seq WHERE is_called`); n != 0 {
 		t.Fatal("the read-only audience query advanced a sequence")
 	}
 }
@@ -306,7 +306,7 @@ func TestAudienceWorkflowsAsListedRecipients(t *testing.T) {
 		}
 		return res.ID
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	red := map[string]any{"team": "red", "post": "p1", "who": "ada"}
 	var pairs [][2]string
 	for _, base := range []string{"alert", "alert.throttled", "liked"} {
@@ -319,8 +319,8 @@ func TestAudienceWorkflowsAsListedRecipients(t *testing.T) {
 		}
 	}
 	// Every delivery that can settle now has.
-	notifydtest.Eventually(t, 20*time.Second, "no delivery pending or sending", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('pending', 'sending')`) == 0
+	servertest.Eventually(t, 20*time.Second, "no delivery pending or sending", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('pending', 'sending')`) == 0
 	})
 	rowsOf := func(id string) []string {
 		rows, err := b.pool.Query(ctx, `SELECT recipient || ' ' || channel || ' ' || mode || ' ' || status || ' ' ||
@@ -363,7 +363,7 @@ func TestAudienceWorkflowsAsListedRecipients(t *testing.T) {
 			t.Errorf("no delivery %q among the compared rows %v", want, seen)
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'blue1'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'blue1'`); n != 0 {
 		t.Fatal("the other team was reached")
 	}
 }
@@ -388,7 +388,7 @@ func TestChannelConditionSkipsEveryRecipient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	for _, u := range []string{"u1", "u2"} {
 		d := b.waitDelivery(t, small.ID, u, "skipped")
 		if d.lastError != "condition false" {
@@ -422,15 +422,15 @@ func TestAudienceWithATenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b.bundle, res.ID, "fanned_out")
 	if got := b.inboxOf(t, res.ID); !slices.Equal(got, []string{"p1:direct", "p2:direct"}) {
 		t.Fatalf("inbox = %v, want p1 and p2", got)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1 AND tenant IS DISTINCT FROM 'acme'`, res.ID); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1 AND tenant IS DISTINCT FROM 'acme'`, res.ID); n != 0 {
 		t.Fatalf("%d inbox items without the tenant", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND tenant IS DISTINCT FROM 'acme'`, res.ID); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND tenant IS DISTINCT FROM 'acme'`, res.ID); n != 0 {
 		t.Fatalf("%d deliveries without the tenant", n)
 	}
 	if d := b.delivery(t, res.ID, "p1"); d.status != "skipped" {

@@ -14,9 +14,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // Batches (a notifier's `batch`) are joined in the fan-out's chunk

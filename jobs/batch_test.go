@@ -14,13 +14,13 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
 func batchConfig(port int, window string, max int) string {
-	return notifydtest.BaseConfig + fmt.Sprintf(`
+	return servertest.BaseConfig + fmt.Sprintf(`
   post.liked:
     params: {type: object, properties: {post: {type: string}, who: {type: string}}}
     example: {post: p1, who: Ada}
@@ -42,10 +42,10 @@ func setupBatch(t *testing.T, window string, max int) *emailBundle {
 	t.Helper()
 	b := setup(t)
 	srv := smtpcapture.Start(t)
-	b.cfg = notifydtest.Config(t, batchConfig(srv.Port(), window, max))
+	b.cfg = servertest.Config(t, batchConfig(srv.Port(), window, max))
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
-	client := notifydtest.Client(t, b.pool, b.cfg)
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
+	client := servertest.Client(t, b.pool, b.cfg)
 	b.client = client
 	return &emailBundle{bundle: b, smtp: srv}
 }
@@ -69,7 +69,7 @@ func TestBatchCollapsesABurst(t *testing.T) {
 	b := setupBatch(t, "2s", 0)
 	ctx := context.Background()
 	b.profile(t, "u1", "u1@example.test")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	first := b.like(t, "l-1", "p1", "ada")
 	b.waitDelivery(t, first, "u1", "scheduled")
 	// Read the item: a later like makes it unread again.
@@ -88,10 +88,10 @@ func TestBatchCollapsesABurst(t *testing.T) {
 	if title != "3 likes on p1 (ada, bob)" || readAt != nil {
 		t.Fatalf("batch item %q read_at %v, want re-rendered and unread", title, readAt)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1' AND key IN ('l-2', 'l-3')`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1' AND key IN ('l-2', 'l-3')`); n != 0 {
 		t.Fatalf("later members created %d inbox items", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'updated' AND data ? 'title'`); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'updated' AND data ? 'title'`); n != 2 {
 		t.Fatalf("%d inbox.updated changes for the batch item, want 2", n)
 	}
 
@@ -130,7 +130,7 @@ func TestBatchCollapsesABurst(t *testing.T) {
 	// The window is over: the next like opens a new batch.
 	fifth := b.like(t, "l-5", "p1", "dee")
 	b.waitDelivery(t, fifth, "u1", "sent")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE batch_key = 'p1'`); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE batch_key = 'p1'`); n != 2 {
 		t.Fatalf("%d batches of p1, want 2", n)
 	}
 }
@@ -160,11 +160,11 @@ func TestBatchThousandConcurrentSendsTwoDaemons(t *testing.T) {
 		})
 	}
 	// Two daemons, started while the sends are still arriving.
-	notifydtest.StartWorkers(t, b.deps)
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	wg.Wait()
-	notifydtest.Eventually(t, 120*time.Second, "every like fanned out", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'fanned_out'`) == n
+	servertest.Eventually(t, 120*time.Second, "every like fanned out", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'fanned_out'`) == n
 	})
 	msgs := b.smtp.WaitFor(1, 60*time.Second)
 	if len(msgs) != 1 || msgs[0].Subject != fmt.Sprintf("%d likes on p1", n) {
@@ -179,15 +179,15 @@ func TestBatchThousandConcurrentSendsTwoDaemons(t *testing.T) {
 	if batches != 1 || count != n || members != n || distinct != n || items != n {
 		t.Fatalf("batches %d, count %d, members %d (%d distinct), items %d; want 1 batch of %d", batches, count, members, distinct, items, n)
 	}
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); got != 1 {
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); got != 1 {
 		t.Fatalf("%d inbox items, want 1", got)
 	}
 	// The sink has the email; the ledger says so once the send's settle
 	// commits, a moment later.
-	notifydtest.Eventually(t, 30*time.Second, "the carrying delivery settled sent", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE batch_id IS NOT NULL AND status = 'sent'`) == 1
+	servertest.Eventually(t, 30*time.Second, "the carrying delivery settled sent", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE batch_id IS NOT NULL AND status = 'sent'`) == 1
 	})
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries d WHERE status = 'batched'
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries d WHERE status = 'batched'
 		AND batched_into = (SELECT id FROM notify_deliveries WHERE batch_id IS NOT NULL AND status = 'sent')`); got != n-1 {
 		t.Fatalf("%d deliveries batched into the sent one, want %d", got, n-1)
 	}
@@ -198,7 +198,7 @@ func TestBatchThousandConcurrentSendsTwoDaemons(t *testing.T) {
 	if !strings.HasPrefix(title, fmt.Sprintf("%d likes on p1 (", n)) || strings.Count(title, ",") != 6 {
 		t.Fatalf("item title %q, want the count and 7 distinct actors", title)
 	}
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status NOT IN ('sent', 'batched')`); got != 0 {
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status NOT IN ('sent', 'batched')`); got != 0 {
 		t.Fatalf("%d deliveries neither sent nor batched", got)
 	}
 }
@@ -219,7 +219,7 @@ func (b *emailBundle) unlike(t *testing.T, key, title string) {
 	if _, err := b.client.Cancel(context.Background(), "post.liked", key); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the batch's item rendered without the cancelled like", func() bool {
 		got, _, _, _ := b.batchItem(t, "u1")
 		return got == title
 	})
@@ -242,7 +242,7 @@ func (b *emailBundle) wantBatch(t *testing.T, batchKey string, count int, actors
 
 func (b *emailBundle) batchItem(t *testing.T, recipient string) (title, key, notification string, read bool) {
 	t.Helper()
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = $1`, recipient); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = $1`, recipient); n != 1 {
 		t.Fatalf("%s has %d inbox items, want the batch's one", recipient, n)
 	}
 	if err := b.pool.QueryRow(context.Background(), `SELECT title, key, notification_id::text, read_at IS NOT NULL
@@ -256,8 +256,8 @@ func (b *emailBundle) batchItem(t *testing.T, recipient string) (title, key, not
 // the ledger will ever send for the test has been sent.
 func (b *emailBundle) waitSendJobsDone(t *testing.T) {
 	t.Helper()
-	notifydtest.Eventually(t, 20*time.Second, "every send job finished", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'
+	servertest.Eventually(t, 20*time.Second, "every send job finished", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'
 			AND state IN ('available', 'scheduled', 'running', 'retryable')`) == 0
 	})
 }
@@ -269,7 +269,7 @@ func threeLikes(t *testing.T) (b *emailBundle, first, second, third string) {
 	t.Helper()
 	b = setupBatch(t, "2s", 0)
 	b.profile(t, "u1", "u1@example.test")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	first = b.like(t, "l-1", "p1", "ada")
 	b.waitDelivery(t, first, "u1", "scheduled")
 	second = b.like(t, "l-2", "p1", "bob")
@@ -295,7 +295,7 @@ func TestCancelFirstMemberHandsTheBatchOn(t *testing.T) {
 	if key != "l-2" || notification != second || !read {
 		t.Fatalf("batch item key %q notification %s read %v; want l-2's (%s), still read", key, notification, read, second)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'deleted'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes WHERE kind = 'deleted'`); n != 0 {
 		t.Fatalf("%d deleted changes: the batch's item was kept", n)
 	}
 
@@ -330,7 +330,7 @@ func TestCancelLaterMemberLeavesTheBatch(t *testing.T) {
 	}
 	lead := b.waitDelivery(t, first, "u1", "sent")
 	b.waitSendJobsDone(t)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
 		AND channel = 'email' AND status = 'batched' AND batched_into = $2`, third, lead.id); n != 1 {
 		t.Fatalf("the third like is not batched into the first's delivery")
 	}
@@ -347,16 +347,16 @@ func TestCancelOnlyMemberClosesTheBatch(t *testing.T) {
 	b := setupBatch(t, "1s", 0)
 	ctx := context.Background()
 	b.profile(t, "u1", "u1@example.test")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	first := b.like(t, "l-1", "p1", "ada")
 	b.waitDelivery(t, first, "u1", "scheduled")
 	if _, err := b.client.Cancel(ctx, "post.liked", "l-1"); err != nil {
 		t.Fatal(err)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1'`); n != 0 {
 		t.Fatalf("%d inbox items left, want none", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE state = 'closed' AND count = 0`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE state = 'closed' AND count = 0`); n != 1 {
 		t.Fatalf("%d empty closed batches, want the cancelled one", n)
 	}
 	second := b.like(t, "l-2", "p1", "bob")
@@ -439,7 +439,7 @@ func TestCancelLaterMemberAfterTheEmailLeavesTheItem(t *testing.T) {
 	if d := b.delivery(t, second, "u1"); d.status != "batched" {
 		t.Fatalf("the cancelled like's delivery is %s, want still batched into the sent email", d.status)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
 		AND channel = 'email' AND status = 'batched' AND batched_into = $2`, second, lead.id); n != 1 {
 		t.Fatalf("the cancelled like's delivery no longer names the email that carried it")
 	}
@@ -460,7 +460,7 @@ func TestBatchKeyFromAHugeParamBlocksNoOne(t *testing.T) {
 	ctx := context.Background()
 	b.profile(t, "u1", "u1@example.test")
 	b.profile(t, "u2", "u2@example.test")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	// 7,000 characters that do not compress (PostgreSQL compresses a long
 	// index entry first: a repeated character would fit).
 	var sb strings.Builder
@@ -485,7 +485,7 @@ func TestBatchKeyFromAHugeParamBlocksNoOne(t *testing.T) {
 	// The two likes of the same post fan out concurrently: whichever opens
 	// the batch carries it and is sent, the other is batched into it.
 	for _, r := range []string{"u1", "u2"} {
-		notifydtest.Eventually(t, 20*time.Second, "one like of the post sent to "+r+", the other batched into it", func() bool {
+		servertest.Eventually(t, 20*time.Second, "one like of the post sent to "+r+", the other batched into it", func() bool {
 			var a, z string
 			_ = b.pool.QueryRow(ctx, `SELECT
 				(SELECT status FROM notify_deliveries WHERE notification_id = $1 AND recipient = $3 AND channel = 'email'),
@@ -495,16 +495,16 @@ func TestBatchKeyFromAHugeParamBlocksNoOne(t *testing.T) {
 		})
 		b.waitDelivery(t, other, r, "sent")
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key IN ('huge-1', 'huge-2', 'huge-3')`); n != 4 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key IN ('huge-1', 'huge-2', 'huge-3')`); n != 4 {
 		t.Fatalf("%d inbox items, want one per recipient per batch (4)", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE octet_length(batch_key) > $1`, jobs.MaxBatchKey); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_batches WHERE octet_length(batch_key) > $1`, jobs.MaxBatchKey); n != 0 {
 		t.Fatalf("%d batches with a key over %d bytes", n, jobs.MaxBatchKey)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT batch_key) FROM notify_batches WHERE batch_key LIKE 'éé%…sha256:%'`); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(DISTINCT batch_key) FROM notify_batches WHERE batch_key LIKE 'éé%…sha256:%'`); n != 2 {
 		t.Fatalf("%d distinct hashed keys, want 2 (one per post)", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status <> 'fanned_out'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status <> 'fanned_out'`); n != 0 {
 		t.Fatalf("%d notifications not fanned out", n)
 	}
 }
@@ -522,13 +522,13 @@ func TestCancelledCarrierInFlightStillCarriesItsBatch(t *testing.T) {
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	ctx := context.Background()
 	b.profile(t, "u1", "u1@example.test")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	first := b.like(t, "c-1", "p1", "ada")
 	b.waitDelivery(t, first, "u1", "scheduled")
 	second := b.like(t, "c-2", "p1", "bob")
 	b.waitDelivery(t, second, "u1", "batched")
 	b.smtp.HangNext(1, 3*time.Second) // the email timeout is 2s: a temporary failure
-	notifydtest.Eventually(t, 20*time.Second, "the carrier's send in flight", func() bool { return b.smtp.Hanging() == 1 })
+	servertest.Eventually(t, 20*time.Second, "the carrier's send in flight", func() bool { return b.smtp.Hanging() == 1 })
 	if _, err := b.pool.Exec(ctx, `SELECT notify_cancel('post.liked', 'c-1')`); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -32,10 +32,10 @@ func forgerSetup(t *testing.T) (b *bundle, forger *pgxpool.Pool, prefix string) 
 	t.Helper()
 	ctx := context.Background()
 	pool, dbURL := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
-	client := notifydtest.Client(t, pool, cfg)
-	deps := &jobs.Deps{Pool: pool, Config: cfg, Logger: notifydtest.Logger()}
-	b = &bundle{pool: pool, cfg: cfg, client: client, deps: notifydtest.Wire(deps, notifydtest.Channels(t, cfg))}
+	cfg := servertest.Config(t, "")
+	client := servertest.Client(t, pool, cfg)
+	deps := &jobs.Deps{Pool: pool, Config: cfg, Logger: servertest.Logger()}
+	b = &bundle{pool: pool, cfg: cfg, client: client, deps: servertest.Wire(deps, servertest.Channels(t, cfg))}
 
 	role := fmt.Sprintf("forger_%d_%d", os.Getpid(), forgers.Add(1))
 	ident := pgx.Identifier{role}.Sanitize()
@@ -118,7 +118,7 @@ func TestForgedPauseDoesNotStallWork(t *testing.T) {
 		notifyAs(t, forger, prefix+"river_insert", `{"queue":"fanout"}`, `not json`, `{"queue":"nope"}`)
 	}
 	forge()
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -140,8 +140,8 @@ func TestForgedPauseDoesNotStallWork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		notifydtest.Eventually(t, 5*time.Second, "a notification fanned out while pauses are forged", func() bool {
-			return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, res.ID) == 1
+		servertest.Eventually(t, 5*time.Second, "a notification fanned out while pauses are forged", func() bool {
+			return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, res.ID) == 1
 		})
 	}
 }
@@ -164,7 +164,7 @@ func TestForgedCancelDoesNotLeaveAFanoutPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	id = res.ID
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
@@ -176,7 +176,7 @@ func TestForgedCancelDoesNotLeaveAFanoutPending(t *testing.T) {
 	}
 	release()
 	waitStatus(t, b, res.ID, "fanned_out")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 1000 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 1000 {
 		t.Fatalf("inbox items = %d, want 1000", n)
 	}
 }
@@ -187,7 +187,7 @@ func TestForgedCancelDoesNotLeaveAFanoutPending(t *testing.T) {
 func TestOperatorPauseAndResumeStillWork(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	events, cancel := client.Subscribe(river.EventKindQueuePaused, river.EventKindQueueResumed)
 	defer cancel()
 	ctx := context.Background()
@@ -237,7 +237,7 @@ func TestRetrySweepResumesAFanoutCancelledThroughRiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	id = res.ID
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
@@ -248,17 +248,17 @@ func TestRetrySweepResumesAFanoutCancelledThroughRiver(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	notifydtest.Eventually(t, 10*time.Second, "the fan-out job cancelled", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE id = $1 AND state = 'cancelled'`, job) == 1
+	servertest.Eventually(t, 10*time.Second, "the fan-out job cancelled", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE id = $1 AND state = 'cancelled'`, job) == 1
 	})
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'pending'`, res.ID); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'pending'`, res.ID); n != 1 {
 		t.Fatal("the cancelled fan-out's notification is not pending: nothing left to resume")
 	}
 	if _, err := client.Insert(ctx, jobs.RetrySweepArgs{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, b, res.ID, "fanned_out")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 500 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 500 {
 		t.Fatalf("inbox items = %d, want 500", n)
 	}
 }
@@ -285,13 +285,13 @@ func TestRetrySweepResumesAFanoutWhoseJobWasDeleted(t *testing.T) {
 		UPDATE notify_notifications SET created_at = now() - interval '5 minutes'`); err != nil {
 		t.Fatal(err)
 	}
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	if _, err := client.Insert(ctx, jobs.RetrySweepArgs{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(t, b, res.ID, "fanned_out")
-	notifydtest.Eventually(t, 10*time.Second, "the scheduled notification's fan-out job back, at its send_at", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled'
+	servertest.Eventually(t, 10*time.Second, "the scheduled notification's fan-out job back, at its send_at", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled'
 			AND args->>'notification_id' = $1 AND scheduled_at = $2`, later.ID, sendAt) == 1
 	})
 }
@@ -303,7 +303,7 @@ func TestAnIdleFanoutQueueWakesAtCommit(t *testing.T) {
 	t.Parallel()
 	b, app, _ := forgerSetup(t)
 	b.cfg.Queues.FetchPollInterval = config.Duration(30 * time.Second)
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	ctx := context.Background()
 	for i := range 3 {
 		res, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: fmt.Sprintf("wake-go-%d", i),
@@ -311,16 +311,16 @@ func TestAnIdleFanoutQueueWakesAtCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		notifydtest.Eventually(t, 3*time.Second, "a SendTx woke the fan-out queue", func() bool {
-			return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, res.ID) == 1
+		servertest.Eventually(t, 3*time.Second, "a SendTx woke the fan-out queue", func() bool {
+			return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, res.ID) == 1
 		})
 		var id string
 		if err := app.QueryRow(ctx, `SELECT id FROM notify_send('comment.created', $1, '["user-00001"]', '{"post_title": "Hi", "author_name": "Ada"}')`,
 			fmt.Sprintf("wake-sql-%d", i)).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		notifydtest.Eventually(t, 3*time.Second, "a notify_send woke the fan-out queue", func() bool {
-			return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id) == 1
+		servertest.Eventually(t, 3*time.Second, "a notify_send woke the fan-out queue", func() bool {
+			return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id) == 1
 		})
 	}
 }

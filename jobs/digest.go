@@ -13,9 +13,9 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // Digests are race-free by construction, not by timing:

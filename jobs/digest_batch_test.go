@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // digestJobsDone waits until no notify.digest job is left to run (every one
 // completed), so that no further digest email can arrive.
 func (b *digestBundle) digestJobsDone(t *testing.T) {
 	t.Helper()
-	notifydtest.Eventually(t, 30*time.Second, "every notify.digest job completed", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND state <> 'completed'`) == 0
+	servertest.Eventually(t, 30*time.Second, "every notify.digest job completed", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND state <> 'completed'`) == 0
 	})
 }
 
@@ -66,7 +66,7 @@ func TestDigestBatchSendsEachRecipientsOwnDigest(t *testing.T) {
 	for _, u := range users {
 		b.profile(t, u, u+"@example.test")
 	}
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "all", users...)
 	b.report(t, "two", "u2", "u3")
 	b.report(t, "one", "u3")
@@ -78,11 +78,11 @@ func TestDigestBatchSendsEachRecipientsOwnDigest(t *testing.T) {
 	}
 	b.waitRows(t, "digest_sent", 6)
 	b.digestJobsDone(t)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'
 		AND jsonb_array_length(args->'digests') = 3`); n != 1 {
 		t.Fatalf("%d notify.digest jobs carry the three digests, want 1", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'`); n != 1 {
 		t.Fatalf("%d notify.digest jobs, want 1", n)
 	}
 	got := b.byRecipient(t)
@@ -114,7 +114,7 @@ func TestDigestBatchSkipsRowsClaimedByAnotherJob(t *testing.T) {
 	for _, u := range users {
 		b.profile(t, u, u+"@example.test")
 	}
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", users...)
 	b.report(t, "b", users...)
 	b.waitRows(t, "digest_pending", 6)
@@ -142,12 +142,12 @@ func TestDigestBatchSkipsRowsClaimedByAnotherJob(t *testing.T) {
 	if len(got["u1@example.test"]) != 1 || len(got["u3@example.test"]) != 1 || len(got["u2@example.test"]) != 0 || b.smtp.Count() != 2 {
 		t.Fatalf("received %v, want one digest each for u1 and u3 and none for u2", got)
 	}
-	n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
+	n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
 		WHERE recipient = 'u2' AND status = 'digest_sending' AND digest_id = $1::uuid AND claimed_at = $2`, other, claim.ClaimedAt)
 	if n != 2 {
 		t.Fatalf("%d of u2's rows still held by the other claim, want 2", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND attempt = 1`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND attempt = 1`); n != 1 {
 		t.Fatalf("%d digest jobs completed on their first attempt, want 1", n)
 	}
 }
@@ -160,7 +160,7 @@ func TestDigestBatchDropsCancelledRows(t *testing.T) {
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
 	b.profile(t, "u2", "u2@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "keep", "u1")
 	b.report(t, "raced", "u1", "u2")
 	b.report(t, "cancelled", "u2")
@@ -180,7 +180,7 @@ func TestDigestBatchDropsCancelledRows(t *testing.T) {
 	}
 	b.waitRows(t, "digest_sent", 1)
 	b.digestJobsDone(t)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'`); n != 1 {
 		t.Fatalf("%d notify.digest jobs, want 1 for both recipients", n)
 	}
 	msgs := b.smtp.Messages()
@@ -205,7 +205,7 @@ func TestDigestBatchFailureOfOneRecipientSparesTheOthers(t *testing.T) {
 	for _, u := range users {
 		b.profile(t, u, u+"@example.test")
 	}
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", users...)
 	b.waitRows(t, "digest_pending", 4)
 	b.smtp.FailRecipient("u2@example.test", 550)
@@ -217,7 +217,7 @@ func TestDigestBatchFailureOfOneRecipientSparesTheOthers(t *testing.T) {
 	}
 	// u3's digest waits for a retry under its digest id; the batch's job is
 	// done with the others settled.
-	notifydtest.Eventually(t, 20*time.Second, "u3's digest to wait for a retry after a 451", func() bool {
+	servertest.Eventually(t, 20*time.Second, "u3's digest to wait for a retry after a 451", func() bool {
 		st, lastErr, _ := b.rowStatus(t, "a", "u3")
 		return st == "digest_pending" && strings.Contains(lastErr, "451")
 	})
@@ -308,7 +308,7 @@ func TestDigestSweepSkipsDigestsUnfinishedJobsCarry(t *testing.T) {
 	if n := b.sweep(t, client); n != 1 {
 		t.Fatalf("sweep after c's job completed without taking its row enqueued %d, want 1", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND state = 'available'`); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND state = 'available'`); n != 2 {
 		t.Fatalf("%d digest jobs waiting, want 2 (a and b's second batch, c's)", n)
 	}
 }

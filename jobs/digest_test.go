@@ -18,10 +18,10 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // digestConfig is BaseConfig plus a notifier whose email default is digest,
@@ -29,7 +29,7 @@ import (
 // least). The digest sweep's own cron is pushed out of the way (once a year):
 // tests run sweeps themselves, at the moments they choose.
 func digestConfig(port int, extra string) string {
-	return notifydtest.BaseConfig + fmt.Sprintf(`
+	return servertest.BaseConfig + fmt.Sprintf(`
   report.ready:
     category: reports
     params: {type: object, properties: {n: {type: string}}}
@@ -66,12 +66,12 @@ func (b *digestBundle) ahead(d time.Duration) { b.offset.Store(int64(d)) }
 func setupDigest(t *testing.T, extra string) *digestBundle {
 	t.Helper()
 	b := &digestBundle{emailBundle: &emailBundle{bundle: setup(t), smtp: smtpcapture.Start(t)}}
-	b.cfg = notifydtest.Config(t, digestConfig(b.smtp.Port(), extra))
+	b.cfg = servertest.Config(t, digestConfig(b.smtp.Port(), extra))
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
 	b.deps.Clock = func() time.Time { return time.Now().Add(time.Duration(b.offset.Load())) }
-	b.client = notifydtest.Client(t, b.pool, b.cfg)
+	b.client = servertest.Client(t, b.pool, b.cfg)
 	return b
 }
 
@@ -88,8 +88,8 @@ func (b *digestBundle) report(t *testing.T, key string, to ...string) {
 
 func (b *digestBundle) waitRows(t *testing.T, status string, n int) {
 	t.Helper()
-	notifydtest.Eventually(t, 60*time.Second, fmt.Sprintf("%d digest rows %s", n, status), func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE channel = 'email' AND status = $1`, status) == n
+	servertest.Eventually(t, 60*time.Second, fmt.Sprintf("%d digest rows %s", n, status), func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE channel = 'email' AND status = $1`, status) == n
 	})
 }
 
@@ -146,7 +146,7 @@ func (b *digestBundle) digestsSettled(t *testing.T) {
 		}
 		return jobs
 	}
-	if !notifydtest.Wait(20*time.Second, func() bool { return len(toRun()) == 0 }) {
+	if !servertest.Wait(20*time.Second, func() bool { return len(toRun()) == 0 }) {
 		t.Fatalf("after 20s, digest jobs are still to run: %v", toRun())
 	}
 }
@@ -171,7 +171,7 @@ func TestDigestConcurrentSendsAndSweepsSendOneDigest(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\", max_items: 50}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 
 	const total, senders = 1000, 8
 	var wg sync.WaitGroup
@@ -184,7 +184,7 @@ func TestDigestConcurrentSendsAndSweepsSendOneDigest(t *testing.T) {
 	}
 	wg.Wait()
 	b.waitRows(t, "digest_pending", total)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'fanned_out'`); n != total {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'fanned_out'`); n != total {
 		t.Fatalf("%d notifications fanned out, want %d", n, total)
 	}
 	if n := b.sweep(t, client); n != 0 {
@@ -242,10 +242,10 @@ func TestDigestConcurrentSendsAndSweepsSendOneDigest(t *testing.T) {
 	if got := strings.TrimSpace(m.Text); got != want.String() {
 		t.Fatalf("digest text:\n%s\nwant:\n%s", got, want.String())
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'`); n != 1 {
 		t.Fatalf("%d notify.digest jobs, want 1", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'digest_sent' AND attempts = 1 AND settled_at IS NOT NULL AND claimed_at IS NULL`); n != total {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'digest_sent' AND attempts = 1 AND settled_at IS NOT NULL AND claimed_at IS NULL`); n != total {
 		t.Fatalf("%d rows settled digest_sent after one attempt, want %d", n, total)
 	}
 }
@@ -259,7 +259,7 @@ func TestDigestClaimRaceSendsOneDigest(t *testing.T) {
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
 	b.profile(t, "u2", "u2@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	for i := range 5 {
 		b.report(t, fmt.Sprintf("k%d", i), "u1", "u2")
 	}
@@ -282,7 +282,7 @@ func TestDigestClaimRaceSendsOneDigest(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT digest_id) FROM notify_deliveries WHERE recipient = 'u2'`); claimed.Load() != 5 || n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(DISTINCT digest_id) FROM notify_deliveries WHERE recipient = 'u2'`); claimed.Load() != 5 || n != 1 {
 		t.Fatalf("8 racing claims took %d rows into %d digests, want 5 rows in 1", claimed.Load(), n)
 	}
 
@@ -295,11 +295,11 @@ func TestDigestClaimRaceSendsOneDigest(t *testing.T) {
 	if _, err := client.InsertMany(context.Background(), params); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 20*time.Second, "u1's rows digest_sent", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = 'u1' AND status = 'digest_sent'`) == 5
+	servertest.Eventually(t, 20*time.Second, "u1's rows digest_sent", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = 'u1' AND status = 'digest_sent'`) == 5
 	})
-	notifydtest.Eventually(t, 20*time.Second, "the digest jobs to finish", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND state = 'completed'`) == 4
+	servertest.Eventually(t, 20*time.Second, "the digest jobs to finish", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest' AND state = 'completed'`) == 4
 	})
 	if m := b.onlyMessage(t); m.Subject != "Your 5 new notifications" {
 		t.Fatalf("subject %q", m.Subject)
@@ -309,7 +309,7 @@ func TestDigestClaimRaceSendsOneDigest(t *testing.T) {
 func TestDigestDue(t *testing.T) {
 	t.Parallel()
 	parse := func(spec string) jobs.Schedule {
-		cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf("digest: {schedule: %q}\n", spec))
+		cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf("digest: {schedule: %q}\n", spec))
 		return cfg.Digest.ScheduleCron
 	}
 	daily, gap, often := parse("0 8 * * *"), parse("30 2 * * *"), parse("*/5 * * * *")
@@ -469,7 +469,7 @@ func TestDigestDropsCancelledNotifications(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	for _, k := range []string{"keep", "cancelled", "raced"} {
 		b.report(t, k, "u1")
 	}
@@ -511,7 +511,7 @@ func TestDigestTemporaryFailureRetriedAndSentOnce(t *testing.T) {
 	}
 	b.deps.Metrics = mx
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.waitRows(t, "digest_pending", 1) // a's row is older than b's
 	b.report(t, "b", "u1")
@@ -536,7 +536,7 @@ func TestDigestTemporaryFailureRetriedAndSentOnce(t *testing.T) {
 			t.Fatalf("%s: attempts %d, last_error %q; want 2 attempts after a 451", k, attempts, lastErr)
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.digest'
 		AND args->'digests' @> jsonb_build_array(jsonb_build_object('digest_id', $1::text))`, ids[0]); n != 1 {
 		t.Fatalf("%d retry jobs for the digest, want 1", n)
 	}
@@ -577,7 +577,7 @@ func TestDigestPermanentFailureIsNotRetried(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.waitRows(t, "digest_pending", 1)
 	b.smtp.FailNext(1, 550, "5.1.1 no such mailbox")
@@ -597,7 +597,7 @@ func TestDigestPastMaxAgeFails(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("retry: {max_age: 1h}\ndigest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.waitRows(t, "digest_pending", 1)
 	b.smtp.FailNext(1, 451, "4.3.0 mailbox busy")
@@ -616,7 +616,7 @@ func TestDigestKilledClaimIsRedrivenWithSameMessageID(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.waitRows(t, "digest_pending", 1) // a's row is older than b's
 	b.report(t, "b", "u1")
@@ -677,7 +677,7 @@ func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
 	b.profile(t, "u2", "u2@example.test")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	for i := range 3 {
 		b.report(t, fmt.Sprintf("k%d", i), "u1", "u2")
 	}
@@ -719,7 +719,7 @@ func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
 		t.Fatalf("a recipient without a profile got %+v", got[3].Profile)
 	}
 	for i, r := range reqs[:2] {
-		n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
+		n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
 			WHERE recipient = $1 AND status = 'digest_sending' AND digest_id = $2::uuid`, r.Recipient, r.DigestID)
 		if n != 3 {
 			t.Fatalf("request %d: %d rows held by its digest, want 3", i, n)
@@ -737,7 +737,7 @@ func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
 	if held[0] != 3 || held[1] != 0 {
 		t.Fatalf("settled %v rows, want [3 0] (the second claim token is wrong)", held)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'digest_sent' AND recipient = 'u1'`); n != 3 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'digest_sent' AND recipient = 'u1'`); n != 3 {
 		t.Fatalf("%d of u1's rows digest_sent, want 3", n)
 	}
 
@@ -758,7 +758,7 @@ func TestDigestGroupedClaimSplitsByRecipient(t *testing.T) {
 		{"u1", "digest_sent", ""},
 		{"u2", "digest_failed", "550 no such user"},
 	} {
-		n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
+		n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries
 			WHERE recipient = $1 AND status = $2 AND coalesce(last_error, '') = $3 AND settled_at IS NOT NULL AND claimed_at IS NULL`,
 			c.recipient, c.status, c.lastError)
 		if n != 3 {
@@ -774,7 +774,7 @@ func TestDigestClaimOfAGoneProcessIsSentWithinSeconds(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.waitRows(t, "digest_pending", 1)
 	b.report(t, "b", "u1")

@@ -20,8 +20,8 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // FanoutArgs is the notify.fanout job: resolve a notification's audience and

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // setupClaimer is an email bundle with a profile (and an address) for each
@@ -68,22 +68,22 @@ func claimOnce(t *testing.T, c *jobs.FanoutClaimer) int {
 // jobs exist (TestFanoutClaimerWritesABatchInOneTransaction sends them).
 func checkFannedOutOnce(t *testing.T, b *emailBundle, ids []string) {
 	t.Helper()
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = ANY($1::uuid[]) AND status = 'fanned_out' AND NOT batch_fanout`, ids); n != len(ids) {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = ANY($1::uuid[]) AND status = 'fanned_out' AND NOT batch_fanout`, ids); n != len(ids) {
 		t.Fatalf("%d of %d notifications fanned out", n, len(ids))
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM (SELECT notification_id FROM notify_inbox WHERE notification_id = ANY($1::uuid[]) GROUP BY 1 HAVING count(*) = 1) x`, ids); n != len(ids) {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM (SELECT notification_id FROM notify_inbox WHERE notification_id = ANY($1::uuid[]) GROUP BY 1 HAVING count(*) = 1) x`, ids); n != len(ids) {
 		t.Fatalf("%d of %d notifications have exactly one inbox item", n, len(ids))
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = ANY($1::uuid[])`, ids); n != len(ids) {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = ANY($1::uuid[])`, ids); n != len(ids) {
 		t.Fatalf("%d inbox items for %d notifications", n, len(ids))
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = ANY($1::uuid[]) AND channel = 'email' AND status = 'pending'`, ids); n != len(ids) {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = ANY($1::uuid[]) AND channel = 'email' AND status = 'pending'`, ids); n != len(ids) {
 		t.Fatalf("%d pending emails for %d notifications", n, len(ids))
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes c, unnest(c.item_ids) AS i(id) JOIN notify_inbox x ON x.id = i.id WHERE x.notification_id = ANY($1::uuid[])`, ids); n != len(ids) {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes c, unnest(c.item_ids) AS i(id) JOIN notify_inbox x ON x.id = i.id WHERE x.notification_id = ANY($1::uuid[])`, ids); n != len(ids) {
 		t.Fatalf("%d change-log entries for %d notifications", n, len(ids))
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n == 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n == 0 {
 		t.Fatal("no send jobs for the emails")
 	}
 }
@@ -95,23 +95,23 @@ func TestFanoutClaimerWritesABatchInOneTransaction(t *testing.T) {
 	t.Parallel()
 	b, c := setupClaimer(t, 30)
 	ids := sendSmall(t, b, "batch", 30, time.Time{})
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout'`); n != 0 {
 		t.Fatalf("%d notify.fanout jobs for small notifications, want none", n)
 	}
 	if n := claimOnce(t, c); n != 30 {
 		t.Fatalf("claimed %d, want 30", n)
 	}
 	checkFannedOutOnce(t, b, ids)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n != 1 {
 		t.Fatalf("%d send jobs for 30 emails, want 1 (one per send_batch)", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox_changes`); n != 1 {
 		t.Fatalf("%d change-log rows, want 1 (the batch's recipients are distinct)", n)
 	}
 	if n := claimOnce(t, c); n != 0 {
 		t.Fatalf("a second claim took %d, want 0", n)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	for i, id := range ids {
 		b.waitDelivery(t, id, fmt.Sprintf("r%03d", i), "sent")
 	}
@@ -138,11 +138,11 @@ func TestFanoutClaimerCrashBeforeCommitWritesOnce(t *testing.T) {
 	}
 	for _, q := range []string{`SELECT count(*) FROM notify_inbox`, `SELECT count(*) FROM notify_deliveries`,
 		`SELECT count(*) FROM notify_inbox_changes`, `SELECT count(*) FROM river_job`} {
-		if n := notifydtest.Count(t, b.pool, q); n != 0 {
+		if n := servertest.Count(t, b.pool, q); n != 0 {
 			t.Fatalf("%s = %d after the crash, want 0", q, n)
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'pending' AND batch_fanout`); n != 20 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'pending' AND batch_fanout`); n != 20 {
 		t.Fatalf("%d notifications left claimable, want 20", n)
 	}
 	c2 := newClaimer(t, b)
@@ -202,14 +202,14 @@ func TestFanoutClaimerTakesScheduledWhenDue(t *testing.T) {
 	b, c := setupClaimer(t, 1)
 	sendAt := time.Now().Add(1500 * time.Millisecond)
 	ids := sendSmall(t, b, "later", 1, sendAt)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'scheduled' AND batch_fanout`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'scheduled' AND batch_fanout`); n != 1 {
 		t.Fatal("the notification is not scheduled for the claimer")
 	}
 	if n := claimOnce(t, c); n != 0 {
 		t.Fatalf("claimed %d before send_at", n)
 	}
 	var claimedAt time.Time
-	notifydtest.Eventually(t, 20*time.Second, "the scheduled notification is claimed", func() bool {
+	servertest.Eventually(t, 20*time.Second, "the scheduled notification is claimed", func() bool {
 		if claimOnce(t, c) == 1 {
 			claimedAt = time.Now()
 			return true
@@ -234,8 +234,8 @@ func TestFanoutClaimerRunsAndWakes(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	ids := sendSmall(t, b, "wake", 3, time.Time{})
 	c.Wake()
-	notifydtest.Eventually(t, 10*time.Second, "woken claimer fans out", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'fanned_out'`) == 3
+	servertest.Eventually(t, 10*time.Second, "woken claimer fans out", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE status = 'fanned_out'`) == 3
 	})
 	checkFannedOutOnce(t, b, ids)
 }
@@ -265,7 +265,7 @@ func TestFanoutClaimerRejectsOneBadNotificationAlone(t *testing.T) {
 	if !strings.Contains(reason, "over a database limit") || !strings.Contains(reason, "index row size") {
 		t.Fatalf("reason = %q", reason)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1`, bad); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1`, bad); n != 0 {
 		t.Fatalf("the rejected notification has %d inbox items", n)
 	}
 	good := slices.Delete(slices.Clone(ids), 5, 6)
@@ -292,7 +292,7 @@ func TestFanoutClaimerRejectsAnUnknownNotifier(t *testing.T) {
 		t.Fatalf("claimed %d, want 3", n)
 	}
 	checkFannedOutOnce(t, b, ids)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'rejected' AND error LIKE '%unknown notifier%'`, unknown); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'rejected' AND error LIKE '%unknown notifier%'`, unknown); n != 1 {
 		t.Fatal("the notification of an unknown notifier is not rejected")
 	}
 }
@@ -314,20 +314,20 @@ func TestFanoutClaimerHandsOffAThrottledNotification(t *testing.T) {
 	if got := claimOnce(t, c); got != n {
 		t.Fatalf("claimed %d, want %d", got, n)
 	}
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = ANY($1::uuid[]) AND status = 'pending' AND NOT batch_fanout`, ids); got != n {
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = ANY($1::uuid[]) AND status = 'pending' AND NOT batch_fanout`, ids); got != n {
 		t.Fatalf("%d of %d handed off", got, n)
 	}
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND args->>'notification_id' = ANY($1)`, ids); got != n {
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND args->>'notification_id' = ANY($1)`, ids); got != n {
 		t.Fatalf("%d fan-out jobs for %d handed-off notifications", got, n)
 	}
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); got != 0 {
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); got != 0 {
 		t.Fatalf("the claim wrote %d deliveries of handed-off notifications", got)
 	}
-	notifydtest.StartWorkers(t, b.deps)
-	notifydtest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == n
+	servertest.StartWorkers(t, b.deps)
+	servertest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == n
 	})
-	if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'sent'`); got != 3 {
+	if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'sent'`); got != 3 {
 		t.Fatalf("%d sent, want 3 (the throttle's limit)", got)
 	}
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -33,10 +33,10 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool := pgtest.NewDB(t)
-	cfg := notifydtest.Config(t, "")
-	client := notifydtest.Client(t, pool, cfg)
-	deps := &jobs.Deps{Pool: pool, Config: cfg, Logger: notifydtest.Logger()}
-	return &bundle{pool: pool, cfg: cfg, client: client, deps: notifydtest.Wire(deps, notifydtest.Channels(t, cfg))}
+	cfg := servertest.Config(t, "")
+	client := servertest.Client(t, pool, cfg)
+	deps := &jobs.Deps{Pool: pool, Config: cfg, Logger: servertest.Logger()}
+	return &bundle{pool: pool, cfg: cfg, client: client, deps: servertest.Wire(deps, servertest.Channels(t, cfg))}
 }
 
 func recipients(n int, reason string) []notifyd.Recipient {
@@ -51,8 +51,8 @@ var commentParams = map[string]any{"post_title": "Hello", "author_name": "Ada", 
 
 func waitStatus(t *testing.T, b *bundle, id, status string) {
 	t.Helper()
-	if notifydtest.Wait(30*time.Second, func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) == 1
+	if servertest.Wait(30*time.Second, func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = $2`, id, status) == 1
 	}) {
 		return
 	}
@@ -71,14 +71,14 @@ func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "fanned_out")
 
 	// 450 recipients minus the actor, in chunks of 100.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 449 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 449 {
 		t.Fatalf("inbox items = %d, want 449", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'user-00003'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'user-00003'`); n != 0 {
 		t.Fatalf("the actor got %d inbox items", n)
 	}
 	var title, url, reason string
@@ -88,12 +88,12 @@ func TestFanoutWritesOneInboxItemPerRecipient(t *testing.T) {
 	if title != "Ada commented on Hello" || url != "/posts/9" || reason != "author" {
 		t.Fatalf("item = %q %q %q", title, url, reason)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes WHERE kind = 'created'`); n != 449 {
+	if n := servertest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes WHERE kind = 'created'`); n != 449 {
 		t.Fatalf("change-log rows = %d, want 449", n)
 	}
 	// 449 recipients are more than two chunks for each of two lanes: lane 0's
 	// job split them and enqueued lane 1's.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1 AND done`, res.ID); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_fanout_lanes WHERE notification_id = $1 AND done`, res.ID); n != 2 {
 		t.Fatalf("done lanes = %d, want 2", n)
 	}
 	// A lane that finished first completes its job after the other one
@@ -117,7 +117,7 @@ func TestFanoutReasonPrecedenceAndTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "fanned_out")
 	got := map[string]string{}
 	rows, err := b.pool.Query(ctx, `SELECT recipient, reason FROM notify_inbox`)
@@ -152,7 +152,7 @@ func TestFanoutRejectsOverMaxRecipients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "rejected")
 	var reason string
 	if err := b.pool.QueryRow(ctx, `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil {
@@ -161,7 +161,7 @@ func TestFanoutRejectsOverMaxRecipients(t *testing.T) {
 	if reason != "audience of 4 recipients exceeds max_recipients 3" {
 		t.Fatalf("rejection reason = %q", reason)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`) + notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`) + servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries`); n != 0 {
 		t.Fatalf("a rejected notification wrote %d rows", n)
 	}
 
@@ -181,9 +181,9 @@ func TestFanoutNotifyActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "fanned_out")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient IN ('a', 'b')`); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient IN ('a', 'b')`); n != 2 {
 		t.Fatalf("with notify_actor the actor is notified too: got %d items, want 2", n)
 	}
 }
@@ -200,13 +200,13 @@ func TestFanoutRejectsInvalidParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, id, "rejected")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 0 {
 		t.Fatalf("inbox items = %d, want 0", n)
 	}
 	// The reason says "invalid params" once.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1
 		AND error = 'invalid params: /author_name: missing required property; /post_title: got number, want string'`, id); n != 1 {
 		var reason *string
 		_ = b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, id).Scan(&reason)
@@ -233,15 +233,15 @@ func TestFanoutReplayIsExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "fanned_out")
 	if steps.Load() < 4 {
 		t.Fatalf("only %d steps ran; the crash points were not reached", steps.Load())
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT recipient) FROM notify_inbox`); n != 530 {
+	if n := servertest.Count(t, b.pool, `SELECT count(DISTINCT recipient) FROM notify_inbox`); n != 530 {
 		t.Fatalf("distinct recipients = %d, want 530", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes`); n != 530 {
+	if n := servertest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes`); n != 530 {
 		t.Fatalf("change-log rows = %d, want 530 (one per item)", n)
 	}
 
@@ -268,7 +268,7 @@ func TestFanoutReplayIsExactlyOnce(t *testing.T) {
 	if before != after {
 		t.Fatal("the replay changed inbox items (ids, created_at or read_at)")
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes`); n != 530 {
+	if n := servertest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes`); n != 530 {
 		t.Fatalf("change-log rows after replay = %d, want 530", n)
 	}
 }
@@ -281,12 +281,12 @@ func TestScheduledFanoutWaitsForSendAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'scheduled'`, res.ID); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'scheduled'`, res.ID); n != 1 {
 		t.Fatal("a notification with send_at in the future is not scheduled")
 	}
 	// A small notification has no fan-out job: the claimers take it when
 	// send_at is due (TestFanoutClaimerTakesScheduledWhenDue), not before.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND batch_fanout AND send_at > now() + interval '59 minutes'`, res.ID); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND batch_fanout AND send_at > now() + interval '59 minutes'`, res.ID); n != 1 {
 		t.Fatal("the notification is not left to the claimers until send_at")
 	}
 	client, err := jobs.NewRiverClient(b.deps)
@@ -301,7 +301,7 @@ func TestScheduledFanoutWaitsForSendAt(t *testing.T) {
 		Recipients: recipients(101, "author"), Params: commentParams, SendAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled' AND scheduled_at > now() + interval '59 minutes'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'scheduled' AND scheduled_at > now() + interval '59 minutes'`); n != 1 {
 		t.Fatal("the fan-out job is not scheduled for send_at")
 	}
 }
@@ -309,22 +309,22 @@ func TestScheduledFanoutWaitsForSendAt(t *testing.T) {
 func TestFanoutRejectsTemplatesThatDoNotRender(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+`
+	cfg := servertest.Config(t, servertest.BaseConfig+`
   deep.field:
     example: {user: {name: Ada}}
     channels:
       in_app: {title: "{{.user.name}}"}
 `)
 	b.deps.Config = cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, cfg))
-	client := notifydtest.Client(t, b.pool, cfg)
+	servertest.Wire(b.deps, servertest.Channels(t, cfg))
+	client := servertest.Client(t, b.pool, cfg)
 	// {{.user.name}} with user a string cannot render.
 	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "deep.field", Key: "k",
 		Recipients: []notifyd.Recipient{{ID: "a"}}, Params: map[string]any{"user": "not an object"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "rejected")
 	var reason string
 	if err := b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil || !strings.Contains(reason, "in_app templates do not render") {
@@ -345,7 +345,7 @@ func TestFanoutGivesUpAfterItsLastAttempt(t *testing.T) {
 	if _, err := b.pool.Exec(context.Background(), `UPDATE river_job SET max_attempts = 1 WHERE kind = 'notify.fanout'`); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "rejected")
 	var reason string
 	if err := b.pool.QueryRow(context.Background(), `SELECT error FROM notify_notifications WHERE id = $1`, res.ID).Scan(&reason); err != nil || !strings.Contains(reason, "gave up after 1 attempts") || !strings.Contains(reason, "on fire") {
@@ -369,7 +369,7 @@ func TestFanoutOverADatabaseLimitIsRejectedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "rejected")
 	var reason string
 	var attempts int
@@ -409,19 +409,19 @@ func TestFanoutLanesSplitInlineAndTopicAudiences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, res.ID, "fanned_out")
 
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 500 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 500 {
 		t.Fatalf("inbox items = %d, want 500", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(DISTINCT recipient) FROM notify_inbox`); n != 500 {
+	if n := servertest.Count(t, b.pool, `SELECT count(DISTINCT recipient) FROM notify_inbox`); n != 500 {
 		t.Fatalf("distinct recipients = %d, want 500", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE reason = 'mentioned'`); n != 300 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE reason = 'mentioned'`); n != 300 {
 		t.Fatalf("items with reason mentioned = %d, want 300 (the inline reason wins over subscribed)", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes WHERE kind = 'created'`); n != 500 {
+	if n := servertest.Count(t, b.pool, `SELECT coalesce(sum(cardinality(item_ids)), 0) FROM notify_inbox_changes WHERE kind = 'created'`); n != 500 {
 		t.Fatalf("change-log rows = %d, want 500", n)
 	}
 	var lanes int
@@ -469,9 +469,9 @@ VALUES (jsonb_build_object('notification_id', $1::text, 'lane', 1), 'notify.fano
 	if _, err := other.Exec(ctx, `SELECT 1 FROM notify_notifications WHERE id = $1 FOR SHARE`, id); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
-	notifydtest.Eventually(t, 10*time.Second, "the lane's finish to wait for the row", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity
+	servertest.StartWorkers(t, b.deps)
+	servertest.Eventually(t, 10*time.Second, "the lane's finish to wait for the row", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE notify_notifications SET status = ''fanned_out''%'`) == 1
 	})
 	start := time.Now()
@@ -483,10 +483,10 @@ VALUES (jsonb_build_object('notification_id', $1::text, 'lane', 1), 'notify.fano
 		t.Fatal(err)
 	}
 	waitFanoutJobsCompleted(t, b, 1)
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND attempt = 1 AND errors IS NULL`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND attempt = 1 AND errors IS NULL`); n != 1 {
 		t.Fatalf("the lane's job failed on its way (a deadlock?): %d clean jobs", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id); n != 1 {
 		t.Fatal("the notification is not fanned_out")
 	}
 }
@@ -495,7 +495,7 @@ VALUES (jsonb_build_object('notification_id', $1::text, 'lane', 1), 'notify.fano
 // first job and its lane jobs) have completed.
 func waitFanoutJobsCompleted(t *testing.T, b *bundle, n int) {
 	t.Helper()
-	notifydtest.Eventually(t, 10*time.Second, fmt.Sprintf("%d fan-out jobs to complete", n), func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == n
+	servertest.Eventually(t, 10*time.Second, fmt.Sprintf("%d fan-out jobs to complete", n), func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.fanout' AND state = 'completed'`) == n
 	})
 }

@@ -6,8 +6,8 @@
 package jobs
 
 import (
-	"slices"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"

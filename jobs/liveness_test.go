@@ -11,7 +11,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -52,7 +52,7 @@ func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
 	if b.deps.Metrics, err = metrics.New(reg, nil); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	if _, err := b.deps.RetrySweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRetrySweepRescuesTheJobsOfAGoneProcess(t *testing.T) {
 	if rescued != 1 {
 		t.Fatalf("notifyd_rescued_jobs_total = %v, want 1", rescued)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 299 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 299 {
 		t.Fatalf("inbox items = %d, want 299", n)
 	}
 }
@@ -91,25 +91,25 @@ func TestLivenessRescuesItsPredecessorsJobsAndUnregisters(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	go func() {
 		defer close(done)
 		b.deps.RunLiveness(runCtx, client)
 	}()
-	notifydtest.Eventually(t, 10*time.Second, "the killed client's job rescued", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'test.rescue' AND state = 'available'`) == 1
+	servertest.Eventually(t, 10*time.Second, "the killed client's job rescued", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'test.rescue' AND state = 'available'`) == 1
 	})
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, client.ID()); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, client.ID()); n != 1 {
 		t.Fatalf("the running client is not registered")
 	}
 	// Forgotten once seen gone for GoneAfter (4 s; its claims, none here,
 	// taken back then).
-	notifydtest.Eventually(t, 15*time.Second, "the killed client forgotten", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'killed-client'`) == 0
+	servertest.Eventually(t, 15*time.Second, "the killed client forgotten", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = 'killed-client'`) == 0
 	})
 	stop()
 	<-done
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
 		t.Fatalf("%d clients registered after the liveness ended, want none", n)
 	}
 }
@@ -182,7 +182,7 @@ func TestAGoneProcessesClaimsAreSentWithinSeconds(t *testing.T) {
 	dead.Close(ctx) // the process dies with its claims
 
 	// Another replica runs, with its liveness.
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -194,8 +194,8 @@ func TestAGoneProcessesClaimsAreSentWithinSeconds(t *testing.T) {
 		<-done
 	}()
 	start := time.Now()
-	notifydtest.Eventually(t, 15*time.Second, "the dead replica's claims all sent", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, gone) == n
+	servertest.Eventually(t, 15*time.Second, "the dead replica's claims all sent", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, gone) == n
 	})
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the dead replica's claims took %s to send, want within 10 s", took)
@@ -203,7 +203,7 @@ func TestAGoneProcessesClaimsAreSentWithinSeconds(t *testing.T) {
 	if got := b.smtp.Count(); got != n {
 		t.Fatalf("received %d messages, want %d (each freed claim once)", got, n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
 		AND last_error LIKE 'claim released: %dead-replica%'`, gone); n == 0 {
 		t.Fatalf("no sent row says its claim was released")
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/metrics"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // A notification whose notifier is not configured is rejected, and its
@@ -39,7 +39,7 @@ func TestUnknownNotifiersShareOneMetricSeries(t *testing.T) {
 	if b.deps.Metrics, err = metrics.New(reg, nil); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	for _, id := range ids {
 		waitStatus(t, b, id, "rejected")
 	}

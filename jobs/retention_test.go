@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {
@@ -42,7 +42,7 @@ func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {
 		t.Fatalf("retention %+v, want 1 inbox item, 1 delivery, 1 change deleted and 1 notification compacted (not 'old': one of its rows is unsettled)", res)
 	}
 	// The spent notification keeps its identity: the same key is still a duplicate.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE key = 'spent' AND params = '{}' AND recipients = '{}'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE key = 'spent' AND params = '{}' AND recipients = '{}'`); n != 1 {
 		t.Fatal("the spent notification was not compacted in place")
 	}
 	dup, err := b.client.Send(ctx, notifyd.Notification{Notifier: "comment.created", Key: "spent",
@@ -50,10 +50,10 @@ func TestRetentionDeletesOnlyWhatIsOld(t *testing.T) {
 	if err != nil || !dup.Duplicate || dup.ID != "01900000-0000-7000-8000-000000000003" {
 		t.Fatalf("a send of a compacted key = %+v, %v; want the old id as a duplicate", dup, err)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'failed'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status = 'failed'`); n != 1 {
 		t.Fatal("an unsettled delivery was deleted")
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key = 'new'`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key = 'new'`); n != 1 {
 		t.Fatal("a recent inbox item was deleted")
 	}
 }

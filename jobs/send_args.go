@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // SendArgs is the notify.send job: deliver a batch of ledger rows. A batch is

@@ -13,7 +13,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // tarpitHost is a webhook host that takes requests and never answers them,
@@ -70,7 +70,7 @@ func TestHungWebhooksDoNotDelayEmail(t *testing.T) {
 	b := setup(t)
 	srv := smtpcapture.Start(t)
 	hook := tarpit(t)
-	b.cfg = notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	b.cfg = servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   invoice.paid:
     max_recipients: 5000
     channels:
@@ -84,9 +84,9 @@ channels:
   webhook: {secret: %q, timeout: %s, allow_private: true}
 `, srv.Port(), webhookSecret, timeout))
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
-	client := notifydtest.Client(t, b.pool, b.cfg)
+	client := servertest.Client(t, b.pool, b.cfg)
 
 	// Every recipient has an email address; three of them, spread over the
 	// audience, also have a webhook_url on the tarpit.
@@ -102,7 +102,7 @@ channels:
 	for i := range n {
 		nf.Recipients = append(nf.Recipients, notifyd.Recipient{ID: fmt.Sprintf("r%04d", i)})
 	}
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	start := time.Now()
 	res, err := client.Send(ctx, nf)
 	if err != nil {
@@ -117,7 +117,7 @@ channels:
 	// again with a send job for it; at least one was then parked by its
 	// host's breaker or by its lane without being attempted.
 	var parked bool
-	notifydtest.Eventually(t, 3*timeout, "every tarpit delivery failed and retried, one parked", func() bool {
+	servertest.Eventually(t, 3*timeout, "every tarpit delivery failed and retried, one parked", func() bool {
 		rows, err := b.pool.Query(ctx, `SELECT recipient, status, attempts, coalesce(last_error, ''), next_attempt_at IS NOT NULL,
 			EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'notify.send' AND j.state IN ('scheduled', 'available', 'running', 'retryable')
 			        AND position(uuid_send(d.id) IN decode(j.args->>'ids', 'base64')) > 0)
@@ -161,15 +161,15 @@ channels:
 	if longest > timeout+time.Second {
 		t.Fatalf("a send job ran for %s, past the webhook timeout of %s", longest.Round(time.Millisecond), timeout)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'email' AND status = 'sent'`, res.ID); n != 1000 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'email' AND status = 'sent'`, res.ID); n != 1000 {
 		t.Fatalf("%d email deliveries recorded sent, want 1000", n)
 	}
 
 	// The host answers again: the retried or parked deliveries go out, each
 	// once, when their breaker lets them.
 	hook.healed.Store(true)
-	notifydtest.Eventually(t, 40*time.Second, "the tarpit deliveries sent after the host recovered", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND status = 'sent'`, res.ID) == len(hooked)
+	servertest.Eventually(t, 40*time.Second, "the tarpit deliveries sent after the host recovered", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND status = 'sent'`, res.ID) == len(hooked)
 	})
 	rows, err := b.pool.Query(ctx, `SELECT id::text FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND status = 'sent'`, res.ID)
 	if err != nil {

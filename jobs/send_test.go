@@ -13,8 +13,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -23,7 +23,7 @@ import (
 func emailConfig(port int, extra string) string { return emailConfigTimeout(port, "400ms", extra) }
 
 func emailConfigTimeout(port int, timeout, extra string) string {
-	return notifydtest.BaseConfig + fmt.Sprintf(`
+	return servertest.BaseConfig + fmt.Sprintf(`
   invoice.paid:
     category: billing
     params: {type: object, properties: {amount: {type: string}}}
@@ -55,11 +55,11 @@ func setupEmailTimeout(t *testing.T, timeout, extra string) *emailBundle {
 	t.Helper()
 	b := setup(t)
 	srv := smtpcapture.Start(t)
-	b.cfg = notifydtest.Config(t, emailConfigTimeout(srv.Port(), timeout, extra))
+	b.cfg = servertest.Config(t, emailConfigTimeout(srv.Port(), timeout, extra))
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
-	b.client = notifydtest.Client(t, b.pool, b.cfg)
+	b.client = servertest.Client(t, b.pool, b.cfg)
 	return &emailBundle{bundle: b, smtp: srv}
 }
 
@@ -102,7 +102,7 @@ func (b *emailBundle) delivery(t *testing.T, notificationID, recipient string) d
 func (b *emailBundle) waitDelivery(t *testing.T, notificationID, recipient, status string) delivery {
 	t.Helper()
 	var d delivery
-	notifydtest.Eventually(t, 20*time.Second, fmt.Sprintf("email to %s becomes %s", recipient, status), func() bool {
+	servertest.Eventually(t, 20*time.Second, fmt.Sprintf("email to %s becomes %s", recipient, status), func() bool {
 		var ok bool
 		_ = b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM notify_deliveries WHERE notification_id = $1 AND recipient = $2 AND channel = 'email' AND status = $3)`,
 			notificationID, recipient, status).Scan(&ok)
@@ -121,7 +121,7 @@ func (b *emailBundle) waitDelivery(t *testing.T, notificationID, recipient, stat
 func (b *emailBundle) settled(t *testing.T, notificationID, recipient string) delivery {
 	t.Helper()
 	id := b.delivery(t, notificationID, recipient).id
-	if !notifydtest.Wait(20*time.Second, func() bool { return len(sendJobsToRun(t, b.pool, id)) == 0 }) {
+	if !servertest.Wait(20*time.Second, func() bool { return len(sendJobsToRun(t, b.pool, id)) == 0 }) {
 		t.Fatalf("after 20s, send jobs of the email to %s are still to run: %v", recipient, sendJobsToRun(t, b.pool, id))
 	}
 	return b.delivery(t, notificationID, recipient)
@@ -153,7 +153,7 @@ func TestEmailRetriedAfter451ThenSentOnce(t *testing.T) {
 	b.profile(t, "u1", "u1@example.test")
 	b.smtp.FailNext(2, 451, "4.7.1 try again later")
 	id := b.send(t, "inv-451", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	b.waitDelivery(t, id, "u1", "sent")
 	// Nothing more may arrive: no send job of it is left to run.
 	d := b.settled(t, id, "u1")
@@ -183,7 +183,7 @@ func TestEmail550IsRefusedAtOnce(t *testing.T) {
 	b.profile(t, "u2", "ok@example.test")
 	b.smtp.FailRecipient("bounce@example.test", 550)
 	id := b.send(t, "inv-550", "u1", "u2")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "refused")
 	b.waitDelivery(t, id, "u2", "sent")
 	if d.attempts != 1 || !strings.Contains(d.lastError, "550") {
@@ -202,7 +202,7 @@ func TestEmailHungServerTimesOutAndRetries(t *testing.T) {
 	}
 	b.smtp.HangNext(1, 3*time.Second) // the first message hangs past the 400ms timeout
 	id := b.send(t, "inv-hang", "u0")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u0", "sent")
 	if d.attempts < 2 {
 		t.Fatalf("attempts = %d: the hung attempt should have failed and been retried", d.attempts)
@@ -223,7 +223,7 @@ func TestEmailClaimRaceSendsOnce(t *testing.T) {
 	b := setupEmail(t, "")
 	b.profile(t, "u1", "u1@example.test")
 	id := b.send(t, "inv-race", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "sent")
 
 	// Put it back to pending and let two claims race: exactly one wins.
@@ -270,7 +270,7 @@ func TestKilledAfterClaimIsRedrivenBySweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	// The periodic sweep runs on start too; insert one more to be independent of leadership timing.
 	if _, err := client.Insert(context.Background(), jobs.RetrySweepArgs{}, nil); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestEmailPastMaxAgeExpires(t *testing.T) {
 	id := b.send(t, "inv-old", "u1")
 	// The injected clock says the delivery is 73 hours old at its first failure.
 	b.deps.Clock = func() time.Time { return time.Now().Add(73 * time.Hour) }
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "expired")
 	if !strings.Contains(d.lastError, "451") || d.attempts != 1 {
 		t.Fatalf("expired delivery: attempts %d, last_error %q", d.attempts, d.lastError)
@@ -305,32 +305,32 @@ func TestEmailUnavailableQueuesNothing(t *testing.T) {
 	b.profile(t, "has", "has@example.test")
 	// "none" has no profile, so no address.
 	id := b.send(t, "inv-noaddr", "has", "none")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "none", "unavailable")
 	if d.lastError != "recipient has no email address" {
 		t.Fatalf("last_error = %q", d.lastError)
 	}
 	b.waitDelivery(t, id, "has", "sent")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND args::text LIKE '%' || $1 || '%'`, d.id); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND args::text LIKE '%' || $1 || '%'`, d.id); n != 0 {
 		t.Fatalf("%d send jobs carry the unavailable delivery", n)
 	}
 
 	// A daemon without channels.email: every email delivery is unavailable.
 	b2 := setup(t)
-	cfg := notifydtest.Config(t, strings.Split(emailConfig(1, ""), "channels:\n  email:")[0])
-	notifydtest.Wire(b2.deps, notifydtest.Channels(t, cfg))
+	cfg := servertest.Config(t, strings.Split(emailConfig(1, ""), "channels:\n  email:")[0])
+	servertest.Wire(b2.deps, servertest.Channels(t, cfg))
 	b2.deps.Config = cfg
-	client := notifydtest.Client(t, b2.pool, cfg)
+	client := servertest.Client(t, b2.pool, cfg)
 	res, err := client.Send(context.Background(), notifyd.Notification{Notifier: "invoice.paid", Key: "k",
 		Recipients: []notifyd.Recipient{{ID: "x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.StartWorkers(t, b2.deps)
-	notifydtest.Eventually(t, 10*time.Second, "unavailable row", func() bool {
-		return notifydtest.Count(t, b2.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'unavailable' AND last_error = 'email channel is not configured'`, res.ID) == 1
+	servertest.StartWorkers(t, b2.deps)
+	servertest.Eventually(t, 10*time.Second, "unavailable row", func() bool {
+		return servertest.Count(t, b2.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'unavailable' AND last_error = 'email channel is not configured'`, res.ID) == 1
 	})
-	if n := notifydtest.Count(t, b2.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n != 0 {
+	if n := servertest.Count(t, b2.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send'`); n != 0 {
 		t.Fatalf("%d send jobs enqueued without an email channel", n)
 	}
 }
@@ -357,7 +357,7 @@ func TestEmailRateLimitWaitsOrSnoozesWithoutSpendingAttempts(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.cfg.Channels["email"] = sec
-			notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
+			servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
 			var ids []string
 			for i := range tc.n {
 				id := fmt.Sprintf("r%d", i)
@@ -366,7 +366,7 @@ func TestEmailRateLimitWaitsOrSnoozesWithoutSpendingAttempts(t *testing.T) {
 			}
 			start := time.Now()
 			nid := b.send(t, "inv-rate", ids...)
-			notifydtest.StartWorkers(t, b.deps)
+			servertest.StartWorkers(t, b.deps)
 			for _, r := range ids {
 				d := b.waitDelivery(t, nid, r, "sent")
 				if d.attempts != 1 || d.lastError != "" {
@@ -377,7 +377,7 @@ func TestEmailRateLimitWaitsOrSnoozesWithoutSpendingAttempts(t *testing.T) {
 				t.Fatalf("%d messages at %v/s took %s: the limiter did not hold them back", tc.n, tc.rate, took)
 			}
 			// River counts a job's snoozes in its metadata.
-			snoozed := notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND (metadata->>'snoozes')::int > 0`) > 0
+			snoozed := servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND (metadata->>'snoozes')::int > 0`) > 0
 			if snoozed != tc.snoozed {
 				t.Fatalf("send job snoozed = %t, want %t", snoozed, tc.snoozed)
 			}
@@ -392,7 +392,7 @@ func TestCancelWithdrawsUnsentEmail(t *testing.T) {
 	id := b.send(t, "inv-cancel", "u1")
 	// Fan out with no send worker able to reach SMTP yet: stop the server.
 	b.smtp.Down()
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	b.waitDelivery(t, id, "u1", "failed")
 	n, err := b.client.Cancel(context.Background(), "invoice.paid", "inv-cancel")
 	if err != nil {
@@ -409,7 +409,7 @@ func TestCancelWithdrawsUnsentEmail(t *testing.T) {
 	if d.status != "cancelled" || b.smtp.Count() != 0 {
 		t.Fatalf("after cancel: status %s, %d messages received", d.status, b.smtp.Count())
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key = 'inv-cancel'`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key = 'inv-cancel'`); n != 0 {
 		t.Fatal("the inbox item survived the cancel")
 	}
 }
@@ -422,7 +422,7 @@ func TestCancelDuringAFailingSendIsNotRetried(t *testing.T) {
 	b.profile(t, "u1", "u1@example.test")
 	b.smtp.HangNext(1, 3*time.Second) // the first attempt hangs past the 400ms timeout
 	id := b.send(t, "inv-inflight", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	b.waitDelivery(t, id, "u1", "sending")
 	if _, err := b.client.Cancel(context.Background(), "invoice.paid", "inv-inflight"); err != nil {
 		t.Fatal(err)
@@ -452,7 +452,7 @@ func TestSettleWaitsOutARowLock(t *testing.T) {
 	const inFlight = 3 * time.Second // time to take the lock while the message is in flight
 	b.smtp.HangNext(1, inFlight)
 	id := b.send(t, "inv-locked", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitDelivery(t, id, "u1", "sending")
 
 	ctx := context.Background()
@@ -469,7 +469,7 @@ func TestSettleWaitsOutARowLock(t *testing.T) {
 		t.Fatalf("the row was %s when the lock was taken: the send finished before the test could hold its row", status)
 	}
 	locked := time.Now()
-	notifydtest.Eventually(t, 10*time.Second, "the message arrives", func() bool { return b.smtp.Count() == 1 })
+	servertest.Eventually(t, 10*time.Second, "the message arrives", func() bool { return b.smtp.Count() == 1 })
 	// Not synchronisation: what is under test is the passing of time. The
 	// settle must still be waiting for the lock 2.5 s after the send, well
 	// past the half lease (1 s) after which it used to give up.
@@ -502,12 +502,12 @@ func TestOutcomesAreSettledAsTheyHappen(t *testing.T) {
 	}
 	b.smtp.Hang(150 * time.Millisecond) // every message is accepted after 150 ms
 	id := b.send(t, "inv-one-by-one", to...)
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	// Each poll is a sample: the ledger checked against the server.
 	var samples int
-	notifydtest.Eventually(t, 20*time.Second, fmt.Sprintf("all %d messages accepted", n), func() bool {
+	servertest.Eventually(t, 20*time.Second, fmt.Sprintf("all %d messages accepted", n), func() bool {
 		accepted := b.smtp.Count()
-		sent := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id)
+		sent := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id)
 		if sent < accepted-1 {
 			t.Fatalf("%d messages accepted but only %d recorded sent: outcomes wait for the end of the batch", accepted, sent)
 		}

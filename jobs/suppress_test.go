@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -18,7 +18,7 @@ func TestEmailUnknownMailboxIsSuppressed(t *testing.T) {
 	b.profile(t, "u2", "ok@example.test")
 	b.smtp.FailRecipient("gone@example.test", 0)
 	b.smtp.FailNextRcpt(1, 550, "5.1.1 no such user here")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	first := b.send(t, "inv-1", "u1")
 	d := b.waitDelivery(t, first, "u1", "refused")
 	if !strings.Contains(d.lastError, "5.1.1") {
@@ -66,7 +66,7 @@ func TestDigestToSuppressedAddressIsNotSent(t *testing.T) {
 		[]stores.Suppression{{Channel: "email", Address: "U1@example.test", Reason: "complaint"}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1", "u2")
 	b.report(t, "b", "u1")
 	b.waitRows(t, "digest_pending", 3)
@@ -87,14 +87,14 @@ func TestDigestUnknownMailboxSuppresses(t *testing.T) {
 	t.Parallel()
 	b := setupDigest(t, fmt.Sprintf("digest: {schedule: %q, sweep: \"0 0 1 1 *\"}\n", soonSchedule()))
 	b.profile(t, "u1", "u1@example.test")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.report(t, "a", "u1")
 	b.waitRows(t, "digest_pending", 1)
 	b.smtp.FailNextRcpt(1, 550, "5.1.1 no such mailbox")
 	b.ahead(13 * time.Hour)
 	b.sweep(t, client)
 	b.waitRows(t, "digest_failed", 1)
-	notifydtest.Eventually(t, 10*time.Second, "u1 suppressed", func() bool {
+	servertest.Eventually(t, 10*time.Second, "u1 suppressed", func() bool {
 		_, err := stores.GetSuppression(context.Background(), b.pool, "email", "u1@example.test")
 		return err == nil
 	})

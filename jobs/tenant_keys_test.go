@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // Idempotency keys are per tenant: two tenants sending the same key to the
@@ -48,11 +48,11 @@ func TestIdempotencyKeysArePerTenant(t *testing.T) {
 		t.Fatalf("notify_send for globex = %s, %v, %v; want globex's %s as a duplicate", id, dup, err, globex.ID)
 	}
 
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	for _, res := range []notifyd.SendResult{acme, globex, none} {
 		b.waitDelivery(t, res.ID, "u1", "sent")
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1' AND key = 'inv-1'`); n != 3 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1' AND key = 'inv-1'`); n != 3 {
 		t.Fatalf("u1 has %d inbox items of inv-1, want one per tenant and one without", n)
 	}
 
@@ -76,7 +76,7 @@ func TestIdempotencyKeysArePerTenant(t *testing.T) {
 	if got := status(globex2.ID); got == "cancelled" {
 		t.Fatal("cancelling acme's inv-2 cancelled globex's")
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1`, globex2.ID); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE notification_id = $1`, globex2.ID); n != 1 {
 		t.Fatalf("globex's inv-2 has %d inbox items after acme's cancel, want 1", n)
 	}
 	// Cancel without a tenant is the notification sent without one: there

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // A topic with 100k subscribers fans out completely, one inbox item each, in
@@ -35,16 +35,16 @@ func TestTopicFanoutOf100kSubscribers(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	notifydtest.StartWorkers(t, b.deps)
-	notifydtest.Eventually(t, 2*time.Minute, "100k fan-out completes", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, res.ID) == 1
+	servertest.StartWorkers(t, b.deps)
+	servertest.Eventually(t, 2*time.Minute, "100k fan-out completes", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, res.ID) == 1
 	})
 	t.Logf("100k-subscriber fan-out took %s", time.Since(start))
 	// 100,010 distinct subscribers, minus the actor.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 100009 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_inbox`); n != 100009 {
 		t.Fatalf("inbox items = %d, want 100009", n)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM (SELECT recipient FROM notify_inbox GROUP BY recipient HAVING count(*) > 1) d`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM (SELECT recipient FROM notify_inbox GROUP BY recipient HAVING count(*) > 1) d`); n != 0 {
 		t.Fatalf("%d recipients got more than one item", n)
 	}
 	for r, want := range map[string]string{"r000007": "assigned", "r099995": "mentioned", "r100005": "mentioned", "r000001": "subscribed"} {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webhook"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -59,7 +59,7 @@ func (r *receiver) got() []recorded {
 func setupWebhook(t *testing.T, allowPrivate bool, bulkURL, slackURL string) *bundle {
 	t.Helper()
 	b := setup(t)
-	yaml := notifydtest.BaseConfig + fmt.Sprintf(`
+	yaml := servertest.BaseConfig + fmt.Sprintf(`
   build.failed:
     category: ci
     channels:
@@ -76,11 +76,11 @@ channels:
 	if bulkURL == "" {
 		yaml = strings.Replace(yaml, `, url: ""`, "", 1)
 	}
-	b.cfg = notifydtest.Config(t, yaml)
+	b.cfg = servertest.Config(t, yaml)
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
 	b.deps.Backoff = func(int) time.Duration { return 100 * time.Millisecond }
-	b.client = notifydtest.Client(t, b.pool, b.cfg)
+	b.client = servertest.Client(t, b.pool, b.cfg)
 	return b
 }
 
@@ -107,7 +107,7 @@ func (b *bundle) sendBuild(t *testing.T, key string, to ...string) string {
 func (b *bundle) waitChannel(t *testing.T, nid, recipient, channel, status string) delivery {
 	t.Helper()
 	var d delivery
-	notifydtest.Eventually(t, 15*time.Second, fmt.Sprintf("%s delivery to %q becomes %s", channel, recipient, status), func() bool {
+	servertest.Eventually(t, 15*time.Second, fmt.Sprintf("%s delivery to %q becomes %s", channel, recipient, status), func() bool {
 		err := b.pool.QueryRow(context.Background(), `SELECT id::text, status, coalesce(last_error, ''), attempts FROM notify_deliveries
 			WHERE notification_id = $1 AND coalesce(recipient, '') = $2 AND channel = $3`, nid, recipient, channel).Scan(&d.id, &d.status, &d.lastError, &d.attempts)
 		return err == nil && d.status == status
@@ -121,7 +121,7 @@ func TestWebhook503ThenOKIsOneDeliveryWithTheSameID(t *testing.T) {
 	rcv := newReceiver(t, 503)
 	b.hookProfile(t, "u1", rcv.URL+"/hooks")
 	nid := b.sendBuild(t, "b-503", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitChannel(t, nid, "u1", "webhook", "sent")
 	reqs := rcv.got()
 	if d.attempts != 2 || len(reqs) != 2 {
@@ -160,12 +160,12 @@ func TestWebhookRefusals(t *testing.T) {
 	b.hookProfile(t, "nf", notFound.URL)
 	b.hookProfile(t, "gone", gone.URL)
 	nid := b.sendBuild(t, "b-refused", "nf", "gone")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	if d := b.waitChannel(t, nid, "nf", "webhook", "refused"); d.attempts != 1 {
 		t.Fatalf("404: attempts %d", d.attempts)
 	}
 	b.waitChannel(t, nid, "gone", "webhook", "refused")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_recipients WHERE id = 'gone' AND webhook_gone_at IS NOT NULL`); n != 1 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_recipients WHERE id = 'gone' AND webhook_gone_at IS NOT NULL`); n != 1 {
 		t.Fatal("410 did not mark the webhook_url unusable")
 	}
 	// The next notification finds no usable URL: unavailable at fan-out.
@@ -181,7 +181,7 @@ func TestWebhookPrivateAddressRefusedUnlessAllowed(t *testing.T) {
 	rcv := newReceiver(t)
 	b.hookProfile(t, "u1", rcv.URL)
 	nid := b.sendBuild(t, "b-private", "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d := b.waitChannel(t, nid, "u1", "webhook", "refused")
 	if !strings.Contains(d.lastError, "loopback") || len(rcv.got()) != 0 {
 		t.Fatalf("refused with %q after %d requests", d.lastError, len(rcv.got()))
@@ -194,7 +194,7 @@ func TestBulkWebhookAndSlack(t *testing.T) {
 	slackRcv := newReceiver(t)
 	b := setupWebhook(t, true, hook.URL+"/bulk", slackRcv.URL+"/services/T/B/X")
 	nid := b.sendBuild(t, "b-bulk", "a", "b", "c")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, nid, "fanned_out")
 	b.waitChannel(t, nid, "", "webhook", "sent")
 	b.waitChannel(t, nid, "", "slack", "sent")
@@ -205,7 +205,7 @@ func TestBulkWebhookAndSlack(t *testing.T) {
 		t.Fatalf("slack body = %s", got)
 	}
 	// Recipients without a webhook_url are unavailable, not queued.
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND recipient IS NOT NULL AND status = 'unavailable'`, nid); n != 3 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND channel = 'webhook' AND recipient IS NOT NULL AND status = 'unavailable'`, nid); n != 3 {
 		t.Fatalf("per-recipient webhook rows unavailable = %d, want 3", n)
 	}
 }
@@ -222,10 +222,10 @@ func TestEmptyAudienceStillPostsToSlack(t *testing.T) {
 		t.Fatal(err)
 	}
 	nid := res.ID
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b, nid, "fanned_out")
 	b.waitChannel(t, nid, "", "slack", "sent")
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND recipient IS NOT NULL`, nid); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND recipient IS NOT NULL`, nid); n != 0 {
 		t.Fatalf("%d per-recipient rows for a notification without recipients", n)
 	}
 }

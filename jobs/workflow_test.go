@@ -10,15 +10,15 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
 // workflowConfig is BaseConfig plus notifiers with workflow options on the
 // email channel of the test SMTP server.
 func workflowConfig(port int) string {
-	return notifydtest.BaseConfig + fmt.Sprintf(`
+	return servertest.BaseConfig + fmt.Sprintf(`
   task.assigned:
     params: {type: object, properties: {task: {type: string}}}
     example: {task: T-1}
@@ -64,10 +64,10 @@ func setupWorkflow(t *testing.T) *emailBundle {
 	t.Helper()
 	b := setup(t)
 	srv := smtpcapture.Start(t)
-	b.cfg = notifydtest.Config(t, workflowConfig(srv.Port()))
+	b.cfg = servertest.Config(t, workflowConfig(srv.Port()))
 	b.deps.Config = b.cfg
-	notifydtest.Wire(b.deps, notifydtest.Channels(t, b.cfg))
-	client := notifydtest.Client(t, b.pool, b.cfg)
+	servertest.Wire(b.deps, servertest.Channels(t, b.cfg))
+	client := servertest.Client(t, b.pool, b.cfg)
 	b.client = client
 	return &emailBundle{bundle: b, smtp: srv}
 }
@@ -116,7 +116,7 @@ func TestDelayedEmailUnlessReadIsSkippedWhenRead(t *testing.T) {
 	b.profile(t, "u2", "u2@example.test")
 	sentAt := time.Now()
 	id := b.sendTo(t, "task.assigned", "t-1", map[string]any{"task": "T-1"}, "u1", "u2")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	d1 := b.waitDelivery(t, id, "u1", "scheduled")
 	b.waitDelivery(t, id, "u2", "scheduled")
 	var due time.Time
@@ -145,7 +145,7 @@ func TestCancelWithdrawsScheduledDeliveries(t *testing.T) {
 	b := setupWorkflow(t)
 	b.profile(t, "u1", "u1@example.test")
 	id := b.sendTo(t, "task.assigned", "t-2", map[string]any{"task": "T-2"}, "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	b.waitDelivery(t, id, "u1", "scheduled")
 	if _, err := b.client.Cancel(context.Background(), "task.assigned", "t-2"); err != nil {
 		t.Fatal(err)
@@ -155,8 +155,8 @@ func TestCancelWithdrawsScheduledDeliveries(t *testing.T) {
 		t.Fatalf("after cancel: %+v, want cancelled", d)
 	}
 	// The send job still runs at the due instant, and finds nothing to send.
-	notifydtest.Eventually(t, 20*time.Second, "the scheduled send job ran", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND state = 'completed'`) == 1
+	servertest.Eventually(t, 20*time.Second, "the scheduled send job ran", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'notify.send' AND state = 'completed'`) == 1
 	})
 	if n := b.smtp.Count(); n != 0 {
 		t.Fatalf("%d emails sent after cancel", n)
@@ -178,9 +178,9 @@ func TestUnlessReadRacesTheClaim(t *testing.T) {
 		to = append(to, r)
 	}
 	id := b.sendTo(t, "task.assigned", "t-3", map[string]any{"task": "T-3"}, to...)
-	client := notifydtest.StartWorkers(t, b.deps)
-	notifydtest.Eventually(t, 20*time.Second, "every email scheduled", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'scheduled'`, id) == n
+	client := servertest.StartWorkers(t, b.deps)
+	servertest.Eventually(t, 20*time.Second, "every email scheduled", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'scheduled'`, id) == n
 	})
 	// Stop the workers: the claims below are the test's own.
 	if err := client.Stop(ctx); err != nil {
@@ -258,7 +258,7 @@ func TestDigestUnlessSeenDropsSeenItems(t *testing.T) {
 	b.profile(t, "u2", "u2@example.test")
 	a := b.sendTo(t, "task.digested", "d-1", map[string]any{"task": "Seen"}, "u1", "u2")
 	c := b.sendTo(t, "task.digested", "d-2", map[string]any{"task": "Unseen"}, "u1")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	waitStatus(t, b.bundle, a, "fanned_out")
 	waitStatus(t, b.bundle, c, "fanned_out")
 	b.markInbox(t, "u1", "task.digested", "d-1", stores.InboxOpSeen)
@@ -270,13 +270,13 @@ func TestDigestUnlessSeenDropsSeenItems(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `UPDATE notify_deliveries SET created_at = now() - interval '2 days' WHERE status = 'digest_pending'`); err != nil {
 		t.Fatal(err)
 	}
-	client = notifydtest.StartWorkers(t, b.deps)
+	client = servertest.StartWorkers(t, b.deps)
 	if _, err := b.deps.DigestSweep(ctx, client); err != nil {
 		t.Fatal(err)
 	}
 	b.smtp.WaitFor(1, 20*time.Second)
-	notifydtest.Eventually(t, 20*time.Second, "no digest row left to settle", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('digest_pending', 'digest_sending')`) == 0
+	servertest.Eventually(t, 20*time.Second, "no digest row left to settle", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('digest_pending', 'digest_sending')`) == 0
 	})
 	msgs := b.smtp.Messages()
 	if len(msgs) != 1 || msgs[0].To[0] != "u1@example.test" {
@@ -285,7 +285,7 @@ func TestDigestUnlessSeenDropsSeenItems(t *testing.T) {
 	if text := msgs[0].Text; !strings.Contains(text, "Unseen") {
 		t.Fatalf("digest text %q does not list the unseen item", text)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE key = 'd-1' AND status = 'skipped' AND last_error LIKE 'unless%'`); n != 2 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE key = 'd-1' AND status = 'skipped' AND last_error LIKE 'unless%'`); n != 2 {
 		t.Fatalf("skipped digest rows of d-1 = %d, want 2", n)
 	}
 }
@@ -313,16 +313,16 @@ func TestThrottleCannotOverAdmitUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	// Two daemons with 8 fan-out workers each: the fan-outs run at once.
 	b.cfg.Queues.Fanout = 8
-	notifydtest.StartWorkers(t, b.deps)
-	notifydtest.StartWorkers(t, b.deps)
-	notifydtest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
-		return notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == 2*n
+	servertest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
+	servertest.Eventually(t, 30*time.Second, "every delivery settled", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE status IN ('sent', 'throttled')`) == 2*n
 	})
 	for _, r := range []string{"u1", "u2"} {
-		if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = $1 AND status = 'sent'`, r); got != 3 {
+		if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = $1 AND status = 'sent'`, r); got != 3 {
 			t.Fatalf("%s: %d sent, want 3", r, got)
 		}
-		if got := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = $1 AND status = 'throttled'
+		if got := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_deliveries WHERE recipient = $1 AND status = 'throttled'
 			AND last_error LIKE 'throttled:%' AND settled_at IS NOT NULL`, r); got != n-3 {
 			t.Fatalf("%s: %d throttled, want %d", r, got, n-3)
 		}
@@ -354,7 +354,7 @@ func TestQuietHoursHoldEmailButNotRequired(t *testing.T) {
 	}
 	held := b.sendTo(t, "news.posted", "n-1", nil, "u1")
 	urgent := b.sendTo(t, "security.alert", "s-1", nil, "u1")
-	notifydtest.StartWorkers(t, b.deps)
+	servertest.StartWorkers(t, b.deps)
 	b.waitDelivery(t, urgent, "u1", "sent")
 	b.waitDelivery(t, held, "u1", "scheduled")
 	var due time.Time
@@ -379,7 +379,7 @@ func TestRetrySweepRedrivesScheduledWithLostJob(t *testing.T) {
 	b.profile(t, "u1", "u1@example.test")
 	b.profile(t, "u2", "u2@example.test")
 	id := b.sendTo(t, "task.assigned", "t-lost", map[string]any{"task": "T-9"}, "u1", "u2")
-	client := notifydtest.StartWorkers(t, b.deps)
+	client := servertest.StartWorkers(t, b.deps)
 	b.waitDelivery(t, id, "u1", "scheduled")
 	b.waitDelivery(t, id, "u2", "scheduled")
 	if err := client.Stop(ctx); err != nil {
@@ -393,7 +393,7 @@ func TestRetrySweepRedrivesScheduledWithLostJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.markInbox(t, "u1", "task.assigned", "t-lost", stores.InboxOpRead)
-	client = notifydtest.StartWorkers(t, b.deps)
+	client = servertest.StartWorkers(t, b.deps)
 	if _, err := client.Insert(ctx, jobs.RetrySweepArgs{}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -28,7 +28,7 @@ func TestMigrationDeclaresTheFanoutJobAsGoDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := server.CatalogOf(notifydtest.Config(t, ""))
+	c, err := server.CatalogOf(servertest.Config(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestHandWrittenFanoutJobIsRiversInsert(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
 	ctx := context.Background()
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	if err := server.PublishCatalog(ctx, pool, cfg, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestPublishAndSync(t *testing.T) {
 	if err := send("comment.created"); !unknown(err) {
 		t.Fatalf("notify_send before any publish = %v, want an unknown notifier", err)
 	}
-	old := notifydtest.Config(t, "")
+	old := servertest.Config(t, "")
 	if err := server.PublishCatalog(ctx, pool, old, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestPublishAndSync(t *testing.T) {
 	}
 	// The next config drops team.joined, adds deploy.done and changes
 	// comment.created's limit.
-	next := notifydtest.Config(t, "")
+	next := servertest.Config(t, "")
 	delete(next.Notifiers, "team.joined")
 	added := *next.Notifiers["comment.created"]
 	added.Name, added.Category, added.MaxRecipients = "deploy.done", "ops", 7

@@ -16,9 +16,9 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // TestEndToEndPushSMSAndEmailFailover runs the daemon with the three
@@ -58,7 +58,7 @@ func TestEndToEndPushSMSAndEmailFailover(t *testing.T) {
 	push := pushtest.New(pub)
 	defer push.Close()
 
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     channels:
       email: {subject: "Order {{.order}} shipped", text: "Order {{.order}} is on its way."}
@@ -76,11 +76,11 @@ channels:
 	cfg.Database.URL = url
 	call := apiCaller(t, runDaemon(t, cfg))
 
-	if code, _ := call("PUT", "/v1/recipients/u2", notifydtest.AdminToken,
+	if code, _ := call("PUT", "/v1/recipients/u2", servertest.AdminToken,
 		map[string]any{"email": "u2@example.test", "phone": "+14155550123"}); code != 200 {
 		t.Fatalf("PUT recipient = %d", code)
 	}
-	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u2", time.Hour)
+	tok, err := notifyd.RecipientToken(servertest.TokenSecret, "u2", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +99,10 @@ channels:
 	}
 
 	// u3 has an email address only: no phone, no push subscription.
-	if code, _ := call("PUT", "/v1/recipients/u3", notifydtest.AdminToken, map[string]any{"email": "u3@example.test"}); code != 200 {
+	if code, _ := call("PUT", "/v1/recipients/u3", servertest.AdminToken, map[string]any{"email": "u3@example.test"}); code != 200 {
 		t.Fatalf("PUT recipient = %d", code)
 	}
-	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	code, res := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-1", "recipients": []any{"u2", "u3"}, "params": map[string]any{"order": "42"}})
 	if code != 202 {
 		t.Fatalf("POST notification = %d %v", code, res)
@@ -110,8 +110,8 @@ channels:
 	id := res["id"].(string)
 
 	var rows map[string]string // recipient/channel -> status (last_error)
-	notifydtest.Eventually(t, 20*time.Second, "email, sms and web push settled", func() bool {
-		_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
+	servertest.Eventually(t, 20*time.Second, "email, sms and web push settled", func() bool {
+		_, n := call("GET", "/v1/notifications/"+id, servertest.AdminToken, nil)
 		rows = map[string]string{}
 		for _, d := range n["deliveries"].([]any) {
 			d := d.(map[string]any)
@@ -157,7 +157,7 @@ channels:
 	// has its last success.
 	// (Successes are written in batches, shortly after the send.)
 	var list map[string]any
-	notifydtest.Eventually(t, 10*time.Second, "the live subscription's success recorded, the gone one deleted", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the live subscription's success recorded, the gone one deleted", func() bool {
 		_, list = call("GET", "/v1/push-subscriptions", tok, nil)
 		subs, _ := list["subscriptions"].([]any)
 		return len(subs) == 1 && subs[0].(map[string]any)["endpoint"] == browser.Endpoint &&
@@ -194,7 +194,7 @@ func TestHungPushServiceHoldsUpOnlyItsOwnDeliveries(t *testing.T) {
 	defer hung.Close()
 	defer close(stop) // runs first: Close waits for the held requests
 
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     max_recipients: 1000
     channels:
@@ -225,13 +225,13 @@ channels:
 	call := apiCaller(t, runDaemon(t, cfg))
 
 	start := time.Now()
-	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	code, res := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-hung", "recipients": recipients, "params": map[string]any{"order": "7"}})
 	if code != 202 {
 		t.Fatalf("POST notification = %d %v", code, res)
 	}
 	id := res["id"].(string)
-	notifydtest.Eventually(t, timeout-time.Second, "the live push service's messages", func() bool { return live.Count() >= n-len(onHung) })
+	servertest.Eventually(t, timeout-time.Second, "the live push service's messages", func() bool { return live.Count() >= n-len(onHung) })
 	t.Logf("%d pushes to the live service arrived %s after the send", n-len(onHung), time.Since(start).Round(time.Millisecond))
 	if f := live.Failures(); len(f) > 0 {
 		t.Fatalf("live push service refused: %v", f)
@@ -242,9 +242,9 @@ channels:
 
 	// The hung service's deliveries time out and are due again; nothing
 	// else of the notification is left unsent.
-	notifydtest.Eventually(t, 3*timeout, "the hung service's deliveries failed at their timeout", func() bool {
-		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id) == n-len(onHung) &&
-			notifydtest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'failed'
+	servertest.Eventually(t, 3*timeout, "the hung service's deliveries failed at their timeout", func() bool {
+		return servertest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'sent'`, id) == n-len(onHung) &&
+			servertest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1 AND status = 'failed'
 				AND recipient = ANY($2) AND next_attempt_at IS NOT NULL`, id, []string{"p000", "p150", "p299"}) == len(onHung)
 	})
 }
@@ -263,7 +263,7 @@ func TestSMSCountryAllowlistAndPerRecipientCap(t *testing.T) {
 		_, _ = io.WriteString(w, `{"sid": "SM1", "status": "queued", "num_segments": "1"}`)
 	}))
 	defer twilio.Close()
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   code.sent:
     channels:
       sms: {text: "Your code is {{.code}}"}
@@ -282,13 +282,13 @@ channels:
 	cfg.Database.URL = url
 	call := apiCaller(t, runDaemon(t, cfg))
 	for id, phone := range map[string]string{"u1": "+14155550123", "u2": "+88213000000"} {
-		if code, _ := call("PUT", "/v1/recipients/"+id, notifydtest.AdminToken, map[string]any{"phone": phone}); code != 200 {
+		if code, _ := call("PUT", "/v1/recipients/"+id, servertest.AdminToken, map[string]any{"phone": phone}); code != 200 {
 			t.Fatalf("PUT recipient %s = %d", id, code)
 		}
 	}
 	var ids []string
 	for i, notifier := range []string{"code.sent", "order.shipped", "code.sent", "order.shipped"} {
-		code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+		code, res := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 			"notifier": notifier, "key": fmt.Sprint("k-", i), "recipients": []any{"u1", "u2"}, "params": map[string]any{"code": fmt.Sprint(i)}})
 		if code != 202 {
 			t.Fatalf("POST notification = %d %v", code, res)
@@ -296,10 +296,10 @@ channels:
 		ids = append(ids, res["id"].(string))
 	}
 	statuses := map[string]int{}
-	notifydtest.Eventually(t, 20*time.Second, "every text settled", func() bool {
+	servertest.Eventually(t, 20*time.Second, "every text settled", func() bool {
 		statuses = map[string]int{}
 		for _, id := range ids {
-			_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
+			_, n := call("GET", "/v1/notifications/"+id, servertest.AdminToken, nil)
 			for _, d := range n["deliveries"].([]any) {
 				d := d.(map[string]any)
 				e, _ := d["last_error"].(string)

@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // circuitConfig sends every ping to each recipient's webhook, on loopback.
 const circuitConfig = `
 queues: {fanout: 1, send: 4, digest: 1, maintenance: 1}
-http: {admin_token: ` + notifydtest.AdminToken + `, token_secret: ` + notifydtest.TokenSecret + `}
+http: {admin_token: ` + servertest.AdminToken + `, token_secret: ` + servertest.TokenSecret + `}
 channels:
   webhook: {secret: dev-webhook-secret-0123456789abcdef, allow_private: true, timeout: 2s}
 notifiers:
@@ -44,14 +44,14 @@ func TestRetryOnAnOpenCircuit(t *testing.T) {
 	probe.Close()
 
 	pool, url := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, circuitConfig)
+	cfg := servertest.Config(t, circuitConfig)
 	cfg.Database.URL = url
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv, err := server.New(context.Background(), server.Options{Config: cfg, Pool: pool, Listener: ln,
-		Logger: notifydtest.Logger(), DrainTimeout: 5 * time.Second})
+		Logger: servertest.Logger(), DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestRetryOnAnOpenCircuit(t *testing.T) {
 		srv.Close()
 	})
 	call := apiCaller(t, "http://"+srv.Addr())
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 
 	// Three recipients on the dead target, one notification each: three
 	// send jobs, three refused connections in a row.
@@ -82,7 +82,7 @@ func TestRetryOnAnOpenCircuit(t *testing.T) {
 	}
 	var delivery string
 	var circuit map[string]any
-	notifydtest.Eventually(t, 30*time.Second, "the target's circuit to open", func() bool {
+	servertest.Eventually(t, 30*time.Second, "the target's circuit to open", func() bool {
 		var ids []string
 		rows, err := pool.Query(context.Background(), `SELECT id::text FROM notify_deliveries WHERE status = 'failed' ORDER BY id`)
 		if err != nil {
@@ -140,7 +140,7 @@ func TestRetryOnAnOpenCircuit(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("retry closing the circuit: %d %v", code, body)
 	}
-	notifydtest.Eventually(t, 15*time.Second, "the retried delivery to be sent", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the retried delivery to be sent", func() bool {
 		var status string
 		_ = pool.QueryRow(context.Background(), `SELECT status FROM notify_deliveries WHERE id = $1`, delivery).Scan(&status)
 		return status == "sent"

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -18,12 +18,12 @@ import (
 func TestRunHoldsTheRiverClientsLiveness(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = url
 	d, stop := startDaemon(t, cfg)
 	id := d.River().ID()
-	notifydtest.Eventually(t, 10*time.Second, "the River client registered", func() bool {
-		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, id) == 1
+	servertest.Eventually(t, 10*time.Second, "the River client registered", func() bool {
+		return servertest.Count(t, pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, id) == 1
 	})
 	var r stores.Rescue
 	if err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) (err error) {
@@ -38,7 +38,7 @@ func TestRunHoldsTheRiverClientsLiveness(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if n := notifydtest.Count(t, pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
+	if n := servertest.Count(t, pool, `SELECT count(*) FROM notify_river_clients`); n != 0 {
 		t.Fatalf("%d River clients registered after a clean stop", n)
 	}
 }

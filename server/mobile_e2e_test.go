@@ -11,8 +11,8 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/mobilepushtest"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 const (
@@ -55,7 +55,7 @@ func mobileServices(t *testing.T, apnsTimeout time.Duration) (*mobilepushtest.FC
 // "status last_error".
 func ledger(t *testing.T, call func(method, path, token string, body any) (int, map[string]any), id string) map[string]string {
 	t.Helper()
-	_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
+	_, n := call("GET", "/v1/notifications/"+id, servertest.AdminToken, nil)
 	rows := map[string]string{}
 	ds, _ := n["deliveries"].([]any)
 	for _, d := range ds {
@@ -76,7 +76,7 @@ func TestEndToEndMobilePush(t *testing.T) {
 	_, url := pgtest.NewDBURL(t)
 	smtp := smtpcapture.Start(t)
 	fcm, apns, sections := mobileServices(t, 10*time.Second)
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     channels:
       email: {subject: "Order {{.order}} shipped", text: "Order {{.order}} is on its way."}
@@ -91,11 +91,11 @@ channels:
 	call := apiCaller(t, runDaemon(t, cfg))
 
 	for _, id := range []string{"ann", "bob"} {
-		if code, _ := call("PUT", "/v1/recipients/"+id, notifydtest.AdminToken, map[string]any{"email": id + "@example.test"}); code != 200 {
+		if code, _ := call("PUT", "/v1/recipients/"+id, servertest.AdminToken, map[string]any{"email": id + "@example.test"}); code != 200 {
 			t.Fatalf("PUT recipient %s = %d", id, code)
 		}
 	}
-	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "ann", time.Hour)
+	tok, err := notifyd.RecipientToken(servertest.TokenSecret, "ann", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ channels:
 	}
 	fcm.Unregister(oldTablet) // the app was uninstalled from the tablet
 
-	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	code, res := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-42", "recipients": []any{"ann", "bob"}, "params": map[string]any{"order": "42"}})
 	if code != 202 {
 		t.Fatalf("POST notification = %d %v", code, res)
 	}
 	id := res["id"].(string)
 	var rows map[string]string
-	notifydtest.Eventually(t, 20*time.Second, "every delivery settled", func() bool {
+	servertest.Eventually(t, 20*time.Second, "every delivery settled", func() bool {
 		rows = ledger(t, call, id)
 		return strings.HasPrefix(rows["ann/email"], "sent") && strings.HasPrefix(rows["ann/apns"], "sent") &&
 			strings.HasPrefix(rows["ann/fcm"], "sent") && strings.HasPrefix(rows["bob/email"], "sent")
@@ -146,7 +146,7 @@ channels:
 
 	// The uninstalled tablet's token is gone after that first send; the
 	// others have their last success.
-	notifydtest.Eventually(t, 10*time.Second, "the unregistered device removed, the others' successes recorded", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the unregistered device removed, the others' successes recorded", func() bool {
 		_, list := call("GET", "/v1/devices", tok, nil)
 		devices, _ := list["devices"].([]any)
 		if len(devices) != 2 {
@@ -172,7 +172,7 @@ func TestHungAPNsHoldsUpOnlyItsOwnDeliveries(t *testing.T) {
 	smtp := smtpcapture.Start(t)
 	fcm, apns, sections := mobileServices(t, timeout)
 	apns.Hang()
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     max_recipients: 1000
     channels:
@@ -202,14 +202,14 @@ channels:
 	call := apiCaller(t, runDaemon(t, cfg))
 
 	start := time.Now()
-	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	code, res := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-hung", "recipients": recipients, "params": map[string]any{"order": "7"}})
 	if code != 202 {
 		t.Fatalf("POST notification = %d %v", code, res)
 	}
 	id := res["id"].(string)
-	notifydtest.Eventually(t, timeout-2*time.Second, "every FCM and email delivery sent", func() bool {
-		return notifydtest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+	servertest.Eventually(t, timeout-2*time.Second, "every FCM and email delivery sent", func() bool {
+		return servertest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
 			AND channel IN ('fcm', 'email') AND status = 'sent'`, id) == 2*n
 	})
 	t.Logf("%d FCM and %d email deliveries sent %s after the send, APNs hung", n, n, time.Since(start).Round(time.Millisecond))
@@ -222,7 +222,7 @@ channels:
 	if got := len(smtp.Messages()); got != n {
 		t.Errorf("SMTP got %d emails, want %d", got, n)
 	}
-	if notifydtest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
+	if servertest.Count(t, pool, `SELECT count(*) FROM notify_deliveries WHERE notification_id = $1
 		AND channel = 'apns' AND status = 'sent'`, id) != 0 {
 		t.Error("an APNs delivery was sent while APNs hung")
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/pgcluster"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // replicaPair is a primary with a streaming standby, each a private cluster
@@ -44,7 +44,7 @@ func startReplicaPair(t *testing.T) *replicaPair {
 		t.Fatal(err)
 	}
 	rp := &replicaPair{primary: primary, primaryURL: primary.URL("notifyd")}
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = rp.primaryURL
 	pool, err := server.OpenPool(ctx, cfg)
 	if err != nil {
@@ -109,7 +109,7 @@ func TestReadReplica(t *testing.T) {
 	}
 	defer standby.Close(context.Background())
 
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL, cfg.Database.ReadURL = rp.primaryURL, rp.standbyURL
 	// Wide enough that the reads made right after pausing the standby's
 	// replay happen before it counts as too far behind.
@@ -118,7 +118,7 @@ func TestReadReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(), DrainTimeout: 5 * time.Second})
+	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger(), DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestReadReplica(t *testing.T) {
 		d.Close()
 	})
 	base := "http://" + d.Addr()
-	token, err := notifyd.RecipientToken(notifydtest.TokenSecret, "r1", time.Hour)
+	token, err := notifyd.RecipientToken(servertest.TokenSecret, "r1", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestReadReplica(t *testing.T) {
 	first := addItem("k1")
 
 	// 1. In sync: reads on the standby, lag reported.
-	notifydtest.Eventually(t, 30*time.Second, "reads on the standby", func() bool {
+	servertest.Eventually(t, 30*time.Second, "reads on the standby", func() bool {
 		return replica().Reads == "standby" && unread() == 1
 	})
 	if rr := replica(); rr.LagMS > cfg.Database.MaxReadLag.D().Milliseconds() || rr.Error != "" {
@@ -202,7 +202,7 @@ func TestReadReplica(t *testing.T) {
 	if _, err := standby.Exec(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 10*time.Second, "replay paused", func() bool {
+	servertest.Eventually(t, 10*time.Second, "replay paused", func() bool {
 		var state string
 		return standby.QueryRow(ctx, `SELECT pg_get_wal_replay_pause_state()`).Scan(&state) == nil && state == "paused"
 	})
@@ -223,19 +223,19 @@ func TestReadReplica(t *testing.T) {
 	}
 	// A notification the standby lacks is still found by id (its read falls
 	// back to the primary on "not found").
-	code, sent := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	code, sent := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "comment.created", "key": "replica-1", "recipients": []any{"r2"},
 		"params": map[string]any{"post_title": "p", "author_name": "a"}})
 	if code != http.StatusAccepted {
 		t.Fatalf("send = %d %v", code, sent)
 	}
-	if code, body := call("GET", "/v1/notifications/"+sent["id"].(string), notifydtest.AdminToken, nil); code != 200 {
+	if code, body := call("GET", "/v1/notifications/"+sent["id"].(string), servertest.AdminToken, nil); code != 200 {
 		t.Fatalf("GET the new notification with the standby paused = %d %v", code, body)
 	}
 
 	// 3. Too far behind: reads move to the primary, which has both items
 	// (one of them now read).
-	notifydtest.Eventually(t, 30*time.Second, "reads on the primary once the standby is too far behind", func() bool {
+	servertest.Eventually(t, 30*time.Second, "reads on the primary once the standby is too far behind", func() bool {
 		rr := replica()
 		return rr.Reads == "primary" && strings.Contains(rr.Error, "behind") && unread() == 1
 	})
@@ -247,7 +247,7 @@ func TestReadReplica(t *testing.T) {
 	if _, err := standby.Exec(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 30*time.Second, "reads back on the standby", func() bool {
+	servertest.Eventually(t, 30*time.Second, "reads back on the standby", func() bool {
 		return replica().Reads == "standby" && unread() == 1
 	})
 
@@ -257,7 +257,7 @@ func TestReadReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	addItem("k3")
-	notifydtest.Eventually(t, 30*time.Second, "reads on the primary with the standby down", func() bool {
+	servertest.Eventually(t, 30*time.Second, "reads on the primary with the standby down", func() bool {
 		rr := replica()
 		return rr.Reads == "primary" && strings.Contains(rr.Error, "unreachable") && unread() == 2
 	})

@@ -16,9 +16,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // daemon runs a server on 127.0.0.1 with BaseConfig changed by change, and
@@ -26,7 +26,7 @@ import (
 func daemon(t *testing.T, change func(*config.Config)) string {
 	t.Helper()
 	_, url := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = url
 	change(cfg)
 	return runDaemon(t, cfg)
@@ -54,7 +54,7 @@ func startDaemon(t *testing.T, cfg *config.Config) (d *server.Server, stop func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err = server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	d, err = server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func startDaemon(t *testing.T, cfg *config.Config) (d *server.Server, stop func(
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	base := "http://" + d.Addr()
-	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the API answers", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
@@ -123,7 +123,7 @@ func TestHTTPServerCutsSlowAndIdleClients(t *testing.T) {
 		t.Parallel()
 		c := dialRaw(t, base, guard)
 		fmt.Fprintf(c, "POST /v1/notifications HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
-			"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"notifier\":", notifydtest.AdminToken)
+			"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"notifier\":", servertest.AdminToken)
 		readUntilClosed(t, c, "a body that never arrives")
 	})
 	t.Run("headers never finished", func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestStreamOutlivesTheWriteTimeout(t *testing.T) {
 		c.HTTP.ReadTimeout = config.Duration(writeTimeout)
 		c.HTTP.IdleTimeout = config.Duration(writeTimeout)
 	})
-	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u2", time.Hour)
+	tok, err := notifyd.RecipientToken(servertest.TokenSecret, "u2", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestStreamOutlivesTheWriteTimeout(t *testing.T) {
 	<-time.After(2 * writeTimeout)
 	body := `{"notifier":"comment.created","key":"late","recipients":["u2"],"params":{"post_title":"T","author_name":"A"}}`
 	sreq, _ := http.NewRequest("POST", base+"/v1/notifications", strings.NewReader(body))
-	sreq.Header.Set("Authorization", "Bearer "+notifydtest.AdminToken)
+	sreq.Header.Set("Authorization", "Bearer "+servertest.AdminToken)
 	sresp, err := http.DefaultClient.Do(sreq)
 	if err != nil {
 		t.Fatal(err)

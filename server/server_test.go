@@ -24,9 +24,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -62,7 +62,7 @@ func emptyDB(t *testing.T) string {
 func TestRunRefusesPendingMigrationsAndMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
 	url := emptyDB(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = url
 	_, err := server.New(context.Background(), server.Options{Config: cfg, NoHTTP: true})
 	if err == nil || !strings.Contains(err.Error(), "notifyd migrate") {
@@ -104,7 +104,7 @@ func TestEndToEndSendFanOutReadInbox(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     channels:
       in_app: {title: "Order {{.order}} shipped"}
@@ -119,7 +119,7 @@ channels:
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,10 +131,10 @@ channels:
 
 	call := apiCaller(t, base)
 
-	if code, _ := call("PUT", "/v1/recipients/u2", notifydtest.AdminToken, map[string]any{"email": "u2@example.test", "name": "Grace"}); code != 200 {
+	if code, _ := call("PUT", "/v1/recipients/u2", servertest.AdminToken, map[string]any{"email": "u2@example.test", "name": "Grace"}); code != 200 {
 		t.Fatalf("PUT recipient = %d", code)
 	}
-	code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	code, res := call("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-1", "actor": "u1",
 		"recipients": []any{"u1", map[string]any{"id": "u2", "reason": "author"}}, "params": map[string]any{"order": "#42"}})
 	if code != 202 || res["duplicate"] != false {
@@ -142,12 +142,12 @@ channels:
 	}
 	id := res["id"].(string)
 
-	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u2", time.Hour)
+	tok, err := notifyd.RecipientToken(servertest.TokenSecret, "u2", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var items []any
-	notifydtest.Eventually(t, 10*time.Second, "the item reaches u2's inbox", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the item reaches u2's inbox", func() bool {
 		_, inbox := call("GET", "/v1/inbox", tok, nil)
 		items, _ = inbox["items"].([]any)
 		return len(items) == 1
@@ -160,8 +160,8 @@ channels:
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "Hi Grace, order #42") {
 		t.Fatalf("email = %+v", msgs)
 	}
-	notifydtest.Eventually(t, 10*time.Second, "the ledger says sent", func() bool {
-		_, n := call("GET", "/v1/notifications/"+id, notifydtest.AdminToken, nil)
+	servertest.Eventually(t, 10*time.Second, "the ledger says sent", func() bool {
+		_, n := call("GET", "/v1/notifications/"+id, servertest.AdminToken, nil)
 		for _, d := range n["deliveries"].([]any) {
 			d := d.(map[string]any)
 			if d["channel"] == "email" && d["status"] == "sent" {
@@ -171,7 +171,7 @@ channels:
 		return false
 	})
 	// The actor u1 was dropped.
-	tok1, _ := notifyd.RecipientToken(notifydtest.TokenSecret, "u1", time.Hour)
+	tok1, _ := notifyd.RecipientToken(servertest.TokenSecret, "u1", time.Hour)
 	if _, inbox := call("GET", "/v1/inbox", tok1, nil); len(inbox["items"].([]any)) != 0 {
 		t.Fatal("the actor got an inbox item")
 	}
@@ -200,7 +200,7 @@ channels:
 		t.Fatalf("/riverui/ without credentials = %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 	req, _ := http.NewRequest("GET", base+"/riverui/", nil)
-	req.SetBasicAuth("admin", notifydtest.AdminToken)
+	req.SetBasicAuth("admin", servertest.AdminToken)
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ channels:
 		for _, auth := range []bool{true, false} {
 			req, _ := http.NewRequest("GET", base+path, nil)
 			if auth {
-				req.SetBasicAuth("admin", notifydtest.AdminToken)
+				req.SetBasicAuth("admin", servertest.AdminToken)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -232,7 +232,7 @@ channels:
 	}
 	// A cross-site POST carrying the browser's Basic credentials is refused (CSRF).
 	req, _ = http.NewRequest("POST", base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["1"]}`))
-	req.SetBasicAuth("admin", notifydtest.AdminToken)
+	req.SetBasicAuth("admin", servertest.AdminToken)
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	if resp, err = http.DefaultClient.Do(req); err != nil {
 		t.Fatal(err)
@@ -268,12 +268,12 @@ func riverLines(metrics string) []string {
 // by Close); New changes no process-wide setting.
 func TestEmbeddedOnTheCallersMux(t *testing.T) {
 	pool, url := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = url
 	gcBefore := debug.SetGCPercent(123)
 	defer debug.SetGCPercent(gcBefore)
 	srv, err := server.New(context.Background(), server.Options{Config: cfg, Pool: pool, NoListen: true,
-		Logger: notifydtest.Logger(), DrainTimeout: 5 * time.Second})
+		Logger: servertest.Logger(), DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestEmbeddedOnTheCallersMux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 15*time.Second, "u2's inbox item through the caller's mux", func() bool {
+	servertest.Eventually(t, 15*time.Second, "u2's inbox item through the caller's mux", func() bool {
 		req, _ := http.NewRequest("GET", app.URL+"/notify/v1/inbox", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
@@ -331,7 +331,7 @@ func TestEmbeddedOnTheCallersMux(t *testing.T) {
 // a registered channel refuses, stops New before it connects anywhere.
 func TestNewRefusesBadChannels(t *testing.T) {
 	t.Parallel()
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	dup := channels.Plugin{Name: "email", PerRecipient: true, Open: func(*channels.Setup) (any, error) { return nil, nil }}
 	if _, err := server.New(context.Background(), server.Options{Config: cfg, Channels: []channels.Plugin{dup}}); err == nil ||
 		!strings.Contains(err.Error(), "registered twice") {

@@ -10,9 +10,9 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // Push subscriptions and devices registered through a token confined to a
@@ -32,7 +32,7 @@ func TestPushRegistrationsStayInTheirTenant(t *testing.T) {
 	}
 	push := pushtest.New(pub)
 	defer push.Close()
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     channels:
       web_push: {title: "Order {{.order}} shipped", body: "On its way"}
@@ -47,19 +47,19 @@ channels:
 	call := apiCaller(t, runDaemon(t, cfg))
 
 	for _, tenant := range []string{"acme", "globex"} {
-		if code, res := call("PUT", "/v1/tenants/"+tenant, notifydtest.AdminToken, map[string]any{"name": tenant}); code != 201 {
+		if code, res := call("PUT", "/v1/tenants/"+tenant, servertest.AdminToken, map[string]any{"name": tenant}); code != 201 {
 			t.Fatalf("PUT tenant %s = %d %v", tenant, code, res)
 		}
 	}
-	acmeTok, err := notifyd.TenantRecipientToken(notifydtest.TokenSecret, "u1", "acme", time.Hour)
+	acmeTok, err := notifyd.TenantRecipientToken(servertest.TokenSecret, "u1", "acme", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	globalTok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u1", time.Hour)
+	globalTok, err := notifyd.RecipientToken(servertest.TokenSecret, "u1", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	onlyAcme, err := notifyd.TenantRecipientToken(notifydtest.TokenSecret, "u2", "acme", time.Hour)
+	onlyAcme, err := notifyd.TenantRecipientToken(servertest.TokenSecret, "u2", "acme", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ channels:
 		if tenant != "" {
 			body["tenant"] = tenant
 		}
-		code, res := call("POST", "/v1/notifications", notifydtest.AdminToken, body)
+		code, res := call("POST", "/v1/notifications", servertest.AdminToken, body)
 		if code != 202 {
 			t.Fatalf("POST notification = %d %v", code, res)
 		}
@@ -132,12 +132,12 @@ channels:
 			sorted(acmePhone, globalPhone, u2Phone), "sent"},
 	} {
 		id := send(c.key, c.tenant)
-		notifydtest.Eventually(t, 20*time.Second, c.key+": u1 sent on both channels, u2 "+c.u2, func() bool {
+		servertest.Eventually(t, 20*time.Second, c.key+": u1 sent on both channels, u2 "+c.u2, func() bool {
 			rows := ledger(t, call, id)
 			return strings.HasPrefix(rows["u1/web_push"], "sent") && strings.HasPrefix(rows["u1/fcm"], "sent") &&
 				strings.HasPrefix(rows["u2/web_push"], c.u2) && strings.HasPrefix(rows["u2/fcm"], c.u2)
 		})
-		notifydtest.Eventually(t, 10*time.Second, c.key+": pushes arrived", func() bool {
+		servertest.Eventually(t, 10*time.Second, c.key+": pushes arrived", func() bool {
 			b, p := pushedTo(c.key)
 			return len(b) >= len(c.browsers) && len(p) >= len(c.phone)
 		})

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // A stream confined to acme forwards the deletion of acme's items (its
@@ -22,21 +22,21 @@ import (
 func TestConfinedStreamForwardsOnlyItsTenantsDeletions(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = url
 	base := runDaemon(t, cfg)
 	call := apiCaller(t, base)
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 	for _, id := range []string{"acme", "globex"} {
 		if code, res := call("PUT", "/v1/tenants/"+id, admin, map[string]any{"name": id}); code != 201 {
 			t.Fatalf("PUT tenant %s = %d %v", id, code, res)
 		}
 	}
-	acme, err := notifyd.TenantRecipientToken(notifydtest.TokenSecret, "u1", "acme", time.Hour)
+	acme, err := notifyd.TenantRecipientToken(servertest.TokenSecret, "u1", "acme", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	global, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u1", time.Hour)
+	global, err := notifyd.RecipientToken(servertest.TokenSecret, "u1", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestConfinedStreamForwardsOnlyItsTenantsDeletions(t *testing.T) {
 		}
 	}
 	items := map[string]string{} // key -> item id
-	notifydtest.Eventually(t, 20*time.Second, "three items in the inbox", func() bool {
+	servertest.Eventually(t, 20*time.Second, "three items in the inbox", func() bool {
 		_, res := call("GET", "/v1/inbox", global, nil)
 		list, _ := res["items"].([]any)
 		for _, it := range list {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/channels/webpush"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // confinedScoped are the recipient routes a token with a tenant claim may
@@ -48,7 +48,7 @@ func TestTenantTokenStaysInItsTenant(t *testing.T) {
 	}
 	push := pushtest.New(pub)
 	defer push.Close()
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
 channels:
   webhook: {secret: dev-webhook-secret-0123456789abcdef, allow_private: true}
   web_push: {vapid_public_key: %s, vapid_private_key: %s, subject: "mailto:ops@shop.test", allow_private: true}
@@ -58,7 +58,7 @@ channels:
 	d, stop := startDaemon(t, cfg)
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + d.Addr()
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 	must := func(wantStatus int, method, path, token string, body any) []byte {
 		t.Helper()
 		st, b := call(t, base, method, path, token, body)
@@ -70,11 +70,11 @@ channels:
 	for _, id := range []string{"acme", "globex"} {
 		must(201, "PUT", "/v1/tenants/"+id, admin, map[string]any{"name": id})
 	}
-	acme, err := notifyd.TenantRecipientToken(notifydtest.TokenSecret, "u1", "acme", time.Hour)
+	acme, err := notifyd.TenantRecipientToken(servertest.TokenSecret, "u1", "acme", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	global, err := notifyd.RecipientToken(notifydtest.TokenSecret, "u1", time.Hour)
+	global, err := notifyd.RecipientToken(servertest.TokenSecret, "u1", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ channels:
 	}
 	send("g-1", "globex", "GLOBEX-ITEM")
 	send("a-1", "acme", "acme-item")
-	notifydtest.Eventually(t, 20*time.Second, "both items in the inbox", func() bool {
+	servertest.Eventually(t, 20*time.Second, "both items in the inbox", func() bool {
 		_, b := call(t, base, "GET", "/v1/inbox", global, nil)
 		return strings.Contains(string(b), "GLOBEX-ITEM") && strings.Contains(string(b), "acme-item")
 	})

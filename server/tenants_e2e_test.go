@@ -11,8 +11,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // TestEndToEndTwoTenantsShareARecipient: two tenants with their own
@@ -26,7 +26,7 @@ func TestEndToEndTwoTenantsShareARecipient(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewDBURL(t)
 	smtp := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   invoice.paid:
     category: billing
     channels:
@@ -44,7 +44,7 @@ channels:
 	cfg.Database.URL = url
 	base := runDaemon(t, cfg)
 	call := apiCaller(t, base)
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 
 	for id, body := range map[string]map[string]any{
 		"acme": {"name": "Acme", "branding": map[string]any{"logo_url": "https://acme.test/logo.png",
@@ -67,7 +67,7 @@ channels:
 		t.Fatalf("PUT preferences = %d %v", code, res)
 	}
 	mint := func(tenant string) string {
-		tok, err := notifyd.TenantRecipientToken(notifydtest.TokenSecret, "u1", tenant, time.Hour)
+		tok, err := notifyd.TenantRecipientToken(servertest.TokenSecret, "u1", tenant, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ channels:
 
 	// Each tenant's mail, in its brand.
 	var mails map[string]smtpcapture.Message // by tenant name
-	notifydtest.Eventually(t, 30*time.Second, "three emails", func() bool {
+	servertest.Eventually(t, 30*time.Second, "three emails", func() bool {
 		msgs := smtp.Messages()
 		mails = map[string]smtpcapture.Message{}
 		for _, m := range msgs {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // call sends method path with the bearer token and JSON body (nil: none)
@@ -74,13 +74,13 @@ var (
 func TestTenantKeyReachesNothingElse(t *testing.T) {
 	t.Parallel()
 	_, url := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, "")
+	cfg := servertest.Config(t, "")
 	cfg.Database.URL = url
 	cfg.HTTP.Rate.Admin, cfg.HTTP.Rate.Recipient, cfg.HTTP.Rate.TenantKey = 0, 0, 0
 	d, stop := startDaemon(t, cfg)
 	t.Cleanup(func() { _ = stop() })
 	base := "http://" + d.Addr()
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 
 	for _, id := range []string{"acme", "globex"} {
 		if st, b := call(t, base, "PUT", "/v1/tenants/"+id, admin, map[string]any{"name": id}); st != 201 {

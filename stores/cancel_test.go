@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -231,7 +231,7 @@ func backendPID(t *testing.T, db stores.DB) int {
 // it did not wait.
 func waitForLock(t *testing.T, db stores.DB, pid int, what string, done <-chan error) {
 	t.Helper()
-	notifydtest.Eventually(t, 10*time.Second, what+" to wait for a lock", func() bool {
+	servertest.Eventually(t, 10*time.Second, what+" to wait for a lock", func() bool {
 		var waiting bool
 		if err := db.QueryRow(context.Background(), `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting); err != nil {
 			t.Fatal(err)

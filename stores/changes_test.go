@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // chgCreate inserts one inbox item per recipient in recipients (in order,
@@ -562,7 +562,7 @@ func TestTailingReaderMissesNoConcurrentCommit(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM notify_inbox_changes`).Scan(&total); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Wait(10*time.Second, func() bool {
+	servertest.Wait(10*time.Second, func() bool {
 		if len(got) < total {
 			read()
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"

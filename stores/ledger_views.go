@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // The operator's views of the ledger across notifications: the deliveries

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // ledgerRow is a delivery for the views' tests.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // NewNotification is a notification as SendTx writes it.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // PushSubscription is a browser push subscription of a recipient: the push

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // Retention deletes in bounded batches so no statement holds an unbounded

@@ -7,7 +7,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -41,13 +41,13 @@ func TestMigrationMovesInfiniteSchedulesToNow(t *testing.T) {
 	}
 	const infinite = `SELECT (SELECT count(*) FROM river_job WHERE NOT isfinite(scheduled_at))
 	                        + (SELECT count(*) FROM notify_notifications WHERE NOT isfinite(send_at))`
-	if n := notifydtest.Count(t, pool, infinite); n != 4 {
+	if n := servertest.Count(t, pool, infinite); n != 4 {
 		t.Fatalf("before the migration: %d infinite times, want 4 (the setup is wrong)", n)
 	}
 	if err := stores.Migrate(ctx, pool, schema, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := notifydtest.Count(t, pool, infinite); n != 0 {
+	if n := servertest.Count(t, pool, infinite); n != 0 {
 		t.Fatalf("after the migration: %d infinite times", n)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE notify_notifications SET send_at = 'infinity'`); err == nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // Tenant is one row of notify_tenants (sql/migrations/00025_tenants.sql).

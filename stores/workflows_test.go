@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // Erasing a recipient removes their batches and throttle windows too.

@@ -12,13 +12,13 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // browserConfig adds notifiers with an email channel (for the preference
 // table's digest and required cells) to the integration tests' base config.
-const browserConfig = notifydtest.BaseConfig + `
+const browserConfig = servertest.BaseConfig + `
   mention.created:
     category: comments
     channels:
@@ -109,13 +109,13 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	// `notifyd dev` mounts them.
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	d := startDemoDaemon(t, ctx, cfg, nil) // registered before the browser's cleanup: stops after it closed
 	api, token := d.api, d.token
 	send := func(key string) {
 		t.Helper()
-		code := api.do("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+		code := api.do("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 			"notifier": "comment.created", "key": key, "actor": "u1", "recipients": []any{"u2"},
 			"params": map[string]any{"post_title": `<b>post</b> & "` + key + `"`, "author_name": "Ada", "url": ""},
 		}, nil)
@@ -374,7 +374,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 
 	// 12. The tenant attribute: the inbox shows (and streams) only that
 	// tenant's items; the preferences resolve with its default rules.
-	if code := api.do("PUT", "/v1/tenants/acme", notifydtest.AdminToken, map[string]any{"name": "Acme"}, nil); code != http.StatusCreated {
+	if code := api.do("PUT", "/v1/tenants/acme", servertest.AdminToken, map[string]any{"name": "Acme"}, nil); code != http.StatusCreated {
 		t.Fatalf("PUT tenant = %d", code)
 	}
 	sendFor := func(key, tenant string) {
@@ -384,12 +384,12 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 		if tenant != "" {
 			body["tenant"] = tenant
 		}
-		if code := api.do("POST", "/v1/notifications", notifydtest.AdminToken, body, nil); code != http.StatusAccepted {
+		if code := api.do("POST", "/v1/notifications", servertest.AdminToken, body, nil); code != http.StatusAccepted {
 			t.Fatalf("send %s = %d", key, code)
 		}
 	}
 	sendFor("t-1", "acme")
-	notifydtest.Eventually(t, left(ctx), "acme's item in the inbox", func() bool {
+	servertest.Eventually(t, left(ctx), "acme's item in the inbox", func() bool {
 		var page inboxPage
 		api.do("GET", "/v1/inbox?tenant=acme", token, nil, &page)
 		return len(page.Items) == 1
@@ -401,7 +401,7 @@ func TestBrowserInboxAndPreferences(t *testing.T) {
 	sendFor("t-2", "acme")
 	p.waitFor(ctx, "acme's new item live, the other one not", in(`$$(".item").length === 2 &&
 		$$(".item .title").map((e) => e.textContent).join("|") === `+jsString(title("t-2")+"|"+title("t-1"))), inboxState)
-	if code := api.do("PUT", "/v1/tenants/acme", notifydtest.AdminToken, map[string]any{"name": "Acme",
+	if code := api.do("PUT", "/v1/tenants/acme", servertest.AdminToken, map[string]any{"name": "Acme",
 		"preferences": []any{map[string]any{"scope": "*", "channel": "in_app", "mode": "off"}}}, nil); code != http.StatusOK {
 		t.Fatalf("PUT tenant's defaults = %d", code)
 	}
@@ -425,7 +425,7 @@ func TestBrowserInboxBadgeCapped(t *testing.T) {
 	ctx := browserContext(t)
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	d := startDemoDaemon(t, ctx, cfg, nil)
 	if _, err := d.Pool().Exec(ctx, `

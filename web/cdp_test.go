@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // A minimal Chrome DevTools Protocol client over --remote-debugging-pipe:
@@ -327,7 +327,7 @@ func browserContext(t *testing.T) context.Context {
 }
 
 // left is what remains of ctx's deadline: the timeout of a wait that takes
-// one (notifydtest.Eventually, the mailbox's WaitFor) inside a browser test.
+// one (servertest.Eventually, the mailbox's WaitFor) inside a browser test.
 func left(ctx context.Context) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
 		return max(time.Until(d), 0)
@@ -343,7 +343,7 @@ func (p *page) waitFor(ctx context.Context, what, expr, state string) {
 	start := time.Now()
 	var ok bool
 	var lastErr error
-	notifydtest.Wait(left(ctx), func() bool {
+	servertest.Wait(left(ctx), func() bool {
 		lastErr = p.evalErr(ctx, "Boolean("+expr+")", &ok)
 		return (lastErr == nil && ok) || ctx.Err() != nil
 	})

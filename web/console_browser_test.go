@@ -12,8 +12,8 @@ import (
 
 	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // EnvScreenshots names the directory the console's browser test writes its
@@ -39,7 +39,7 @@ func TestBrowserConsole(t *testing.T) {
 
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	devPage := &devmode.Page{Mailbox: mailbox}
 	d := startDemoDaemon(t, ctx, cfg, map[string]http.Handler{
@@ -47,7 +47,7 @@ func TestBrowserConsole(t *testing.T) {
 	})
 	devPage.DB = d.Pool()
 	api := d.api
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 	for id, email := range map[string]string{"u1": "ada@example.test", "u2": "grace@example.test"} {
 		if code := api.do("PUT", "/v1/recipients/"+id, admin, map[string]any{"email": email, "name": id}, nil); code != 200 {
 			t.Fatalf("PUT recipient %s = %d", id, code)
@@ -69,7 +69,7 @@ func TestBrowserConsole(t *testing.T) {
 	id := send("m-ada", "u1", "u2")
 	send("m-later", "u2")
 	var delivery string
-	notifydtest.Eventually(t, left(ctx), "Ada's email to be refused", func() bool {
+	servertest.Eventually(t, left(ctx), "Ada's email to be refused", func() bool {
 		var n struct {
 			Deliveries []struct {
 				ID, Channel, Status string

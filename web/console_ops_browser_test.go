@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
+	"github.com/notifyd/notifyd/server/servertest"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // opsNotifiers are added to browserConfig for the operator's test: webhook
@@ -70,11 +70,11 @@ func TestBrowserConsoleOperations(t *testing.T) {
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
 	yaml := strings.Replace(fmt.Sprintf(browserConfig, mailbox.Port()), "channels:\n  email:", opsNotifiers, 1)
-	cfg := notifydtest.Config(t, yaml)
+	cfg := servertest.Config(t, yaml)
 	cfg.Database.URL = dbURL
 	d := startDemoDaemon(t, ctx, cfg, nil)
 	api := d.api
-	admin := notifydtest.AdminToken
+	admin := servertest.AdminToken
 
 	// A webhook target nobody answers.
 	probe, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,7 +122,7 @@ func TestBrowserConsoleOperations(t *testing.T) {
 		return page.Items
 	}
 	var refused string
-	notifydtest.Eventually(t, left(ctx), "Ada's email to be refused", func() bool {
+	servertest.Eventually(t, left(ctx), "Ada's email to be refused", func() bool {
 		ds := find("status=refused&channel=email")
 		if len(ds) == 1 {
 			refused = ds[0].ID
@@ -135,7 +135,7 @@ func TestBrowserConsoleOperations(t *testing.T) {
 	openCircuit := func() string {
 		t.Helper()
 		var id string
-		notifydtest.Eventually(t, left(ctx), "the webhook target's circuit to be open for a while", func() bool {
+		servertest.Eventually(t, left(ctx), "the webhook target's circuit to be open for a while", func() bool {
 			for _, x := range find("status=failed&channel=webhook") {
 				var full delivery
 				api.do("GET", "/v1/deliveries/"+x.ID, admin, nil, &full)
@@ -203,7 +203,7 @@ func TestBrowserConsoleOperations(t *testing.T) {
 	p.waitFor(ctx, "the count to confirm", `document.querySelector("#bulk-confirm [data-matched='1']") && document.querySelector("#bulk-retry-confirm")`, state)
 	p.click(ctx, `document.querySelector("#bulk-retry-confirm")`)
 	p.waitFor(ctx, "the bulk retry", `document.querySelector("#status").textContent.includes("Retried 1 of 1 matching")`, state)
-	notifydtest.Eventually(t, left(ctx), "the retried email to be sent", func() bool {
+	servertest.Eventually(t, left(ctx), "the retried email to be sent", func() bool {
 		var x delivery
 		api.do("GET", "/v1/deliveries/"+refused, admin, nil, &x)
 		return x.Status == "sent"
@@ -252,7 +252,7 @@ func TestBrowserConsoleOperations(t *testing.T) {
 	}
 	shot("console-circuit.png")
 	p.click(ctx, `document.querySelector("#close-circuit")`)
-	notifydtest.Eventually(t, left(ctx), "the delivery to be attempted again", func() bool {
+	servertest.Eventually(t, left(ctx), "the delivery to be attempted again", func() bool {
 		var x delivery
 		api.do("GET", "/v1/deliveries/"+parked, admin, nil, &x)
 		return x.Attempts > before.Attempts && x.Status == "failed" && !strings.Contains(x.LastError, "not attempted")
@@ -344,7 +344,7 @@ func TestBrowserConsoleOperations(t *testing.T) {
 		t.Fatalf("send for acme = %d", code)
 	}
 	var acmeDelivery string
-	notifydtest.Eventually(t, left(ctx), "acme's delivery", func() bool {
+	servertest.Eventually(t, left(ctx), "acme's delivery", func() bool {
 		var page struct{ Items []delivery }
 		api.do("GET", "/v1/deliveries?tenant=acme", admin, nil, &page)
 		if len(page.Items) > 0 {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // appPage is an application's page on another origin than the daemon: it
@@ -37,13 +37,13 @@ func TestBrowserCrossOriginHint(t *testing.T) {
 	ctx := browserContext(t)
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	if len(cfg.HTTP.AllowedOrigins) != 0 {
 		t.Fatalf("the config allows %v", cfg.HTTP.AllowedOrigins)
 	}
 	d := startDemoDaemon(t, ctx, cfg, nil)
-	if code := d.api.do("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{"notifier": "mention.created",
+	if code := d.api.do("POST", "/v1/notifications", servertest.AdminToken, map[string]any{"notifier": "mention.created",
 		"key": "m-1", "recipients": []string{"u2"}, "params": map[string]any{"who": "Ada"}}, nil); code != http.StatusAccepted {
 		t.Fatalf("send = %d", code)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/web"
 )
 
@@ -42,7 +42,7 @@ func startDemoDaemon(t *testing.T, ctx context.Context, cfg *config.Config, rout
 	for pattern, h := range routes {
 		all[pattern] = h
 	}
-	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
+	d, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger(),
 		DrainTimeout: 5 * time.Second, Routes: all})
 	if err != nil {
 		t.Fatal(err)

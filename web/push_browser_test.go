@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd/channels/webpush"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // TestBrowserDesktopNotifications drives "Enable desktop notifications" in
@@ -35,7 +35,7 @@ func TestBrowserDesktopNotifications(t *testing.T) {
 	push := pushtest.New(pub)
 	defer push.Close()
 	_, dbURL := pgtest.NewDBURL(t)
-	cfg := notifydtest.Config(t, notifydtest.BaseConfig+fmt.Sprintf(`
+	cfg := servertest.Config(t, servertest.BaseConfig+fmt.Sprintf(`
   order.shipped:
     channels:
       in_app: {title: "Order {{.order}} shipped"}
@@ -137,11 +137,11 @@ channels:
 	}
 
 	// A notification reaches the subscription the browser registered.
-	if code := api.do("POST", "/v1/notifications", notifydtest.AdminToken, map[string]any{
+	if code := api.do("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
 		"notifier": "order.shipped", "key": "o-7", "recipients": []any{"u2"}, "params": map[string]any{"order": "7"}}, nil); code != 202 {
 		t.Fatalf("send = %d", code)
 	}
-	notifydtest.Eventually(t, left(ctx), "the push to be decrypted", func() bool { return push.Count() == 1 })
+	servertest.Eventually(t, left(ctx), "the push to be decrypted", func() bool { return push.Count() == 1 })
 	var payload map[string]string
 	if err := json.Unmarshal(push.Messages()[0].Plaintext, &payload); err != nil || payload["title"] != "Order 7 shipped" {
 		t.Fatalf("payload %s: %v", push.Messages()[0].Plaintext, err)
@@ -185,7 +185,7 @@ func serviceWorker(ctx context.Context, t *testing.T, b *browser) *page {
 	}
 	var targets []target
 	var worker string
-	if !notifydtest.Wait(left(ctx), func() bool {
+	if !servertest.Wait(left(ctx), func() bool {
 		res, err := b.call(ctx, "", "Target.getTargets", nil)
 		if err != nil {
 			t.Fatal(err)

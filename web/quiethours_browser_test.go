@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // TestBrowserQuietHours drives the preference center's quiet hours form in
@@ -19,11 +19,11 @@ func TestBrowserQuietHours(t *testing.T) {
 	ctx := browserContext(t)
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := notifydtest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
 	cfg.Database.URL = dbURL
 	d := startDemoDaemon(t, ctx, cfg, nil)
 	api, token := d.api, d.token
-	if code := api.do("PUT", "/v1/recipients/u2", notifydtest.AdminToken, map[string]any{
+	if code := api.do("PUT", "/v1/recipients/u2", servertest.AdminToken, map[string]any{
 		"timezone": "Europe/Paris", "quiet_hours": map[string]any{"start": "22:00", "end": "07:00"}}, nil); code != 200 {
 		t.Fatalf("PUT /v1/recipients/u2 = %d", code)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/notifyd/notifyd/channels/email"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 var fixedNow = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -305,7 +305,7 @@ func TestHungServerTimesOutWithoutBlockingOthers(t *testing.T) {
 	hung := make(chan error, 1)
 	start := time.Now()
 	go func() { hung <- b.sender.Send(context.Background(), msg("d-hung", ann())) }()
-	notifydtest.Eventually(t, 5*time.Second, "the server to stall the first send", func() bool { return b.srv.Hanging() == 1 })
+	servertest.Eventually(t, 5*time.Second, "the server to stall the first send", func() bool { return b.srv.Hanging() == 1 })
 
 	// Meanwhile another send gets through on another connection.
 	r := ann()

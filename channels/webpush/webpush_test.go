@@ -16,8 +16,8 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/webpush"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pushtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // subscriptions is an in-memory channels.PushSubscriptions: the channel's
@@ -460,7 +460,7 @@ func TestSubscriptionsArePushedToAtOnce(t *testing.T) {
 		_, err := send(b.sender, message("nice"))
 		errc <- err
 	}()
-	notifydtest.Eventually(t, 10*time.Second, "the live subscription to get its message while the other request hangs", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the live subscription to get its message while the other request hangs", func() bool {
 		select {
 		case err := <-errc:
 			t.Fatalf("send returned (%v) before the live subscription got its message", err)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/notifyd/notifyd/internal/devmode"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the command writing while the test reads.
@@ -86,7 +86,7 @@ channels:
 
 	apiRE := regexp.MustCompile(`API:\s+(http://\S+)/v1/`)
 	var base string
-	notifydtest.Eventually(t, 30*time.Second, "dev prints its API URL", func() bool {
+	servertest.Eventually(t, 30*time.Second, "dev prints its API URL", func() bool {
 		if m := apiRE.FindStringSubmatch(out.String()); m != nil {
 			base = m[1]
 		}
@@ -145,7 +145,7 @@ channels:
 		t.Fatalf("POST /dev/send = %d %s", code, body)
 	}
 	var page string
-	notifydtest.Eventually(t, 20*time.Second, "the /dev/ page shows the email and its sent delivery", func() bool {
+	servertest.Eventually(t, 20*time.Second, "the /dev/ page shows the email and its sent delivery", func() bool {
 		_, page = do("GET", "/dev/", "", "", "")
 		return strings.Contains(page, "Captured email (1)") && strings.Contains(page, "<td>sent</td>")
 	})
@@ -251,7 +251,7 @@ func TestDevExampleConfigDeliversEverything(t *testing.T) {
 	}()
 	bannerRE := regexp.MustCompile(`(?s)API:\s+(http://\S+)/v1/.*admin token:\s+(\S+).*-d '(\{.*?\})'`)
 	var m []string
-	if !notifydtest.Wait(60*time.Second, func() bool { m = bannerRE.FindStringSubmatch(out.String()); return m != nil }) {
+	if !servertest.Wait(60*time.Second, func() bool { m = bannerRE.FindStringSubmatch(out.String()); return m != nil }) {
 		t.Fatalf("dev printed no banner; stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
 	}
 	base, admin, first := m[1], m[2], m[3]
@@ -296,7 +296,7 @@ func TestDevExampleConfigDeliversEverything(t *testing.T) {
 	}
 	// Everything that is due settles; nothing fails.
 	var page, pending string
-	if !notifydtest.Wait(30*time.Second, func() bool {
+	if !servertest.Wait(30*time.Second, func() bool {
 		_, pending = do("GET", "/v1/deliveries?status=pending,sending,failed,rate_limited", "")
 		_, page = do("GET", "/dev/", "")
 		return strings.Contains(pending, `"items":[]`) && strings.Contains(page, "slack · invoice.paid") &&

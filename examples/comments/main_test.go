@@ -15,9 +15,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,7 +33,7 @@ func newTestApp(t *testing.T) (*app, *pgxpool.Pool) {
 	if err := setup(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	client := notifydtest.Client(t, pool, exampleConfig(t))
+	client := servertest.Client(t, pool, exampleConfig(t))
 	return &app{pool: pool, notify: client, tokenSecret: testSecret, publicURL: "https://blog.example.test",
 		logger: slog.New(slog.DiscardHandler)}, pool
 }
@@ -61,7 +61,7 @@ func postComment(t *testing.T, a *app, post, body string) (int, string) {
 
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
-	return notifydtest.Count(t, pool, sql, args...)
+	return servertest.Count(t, pool, sql, args...)
 }
 
 // A comment enqueues comment.created for the post's author: the notification
@@ -248,12 +248,12 @@ func TestCommentReachesTheInbox(t *testing.T) {
 	t.Parallel()
 	a, pool := newTestApp(t)
 	// No channels configured: email is honestly "unavailable", in_app works.
-	notifydtest.StartWorkers(t, &jobs.Deps{Pool: pool, Config: exampleConfig(t)})
+	servertest.StartWorkers(t, &jobs.Deps{Pool: pool, Config: exampleConfig(t)})
 	if code, body := postComment(t, a, "9", `{"id":"c4","user_id":"u1","user_name":"Ada","body":"Nice post!"}`); code != http.StatusCreated {
 		t.Fatalf("POST = %d %s", code, body)
 	}
 	var title, reason, url string
-	notifydtest.Eventually(t, 20*time.Second, "the inbox item for u2", func() bool {
+	servertest.Eventually(t, 20*time.Second, "the inbox item for u2", func() bool {
 		err := pool.QueryRow(context.Background(), `SELECT title, reason, url FROM notify_inbox
 WHERE recipient = 'u2' AND notifier = 'comment.created' AND key = 'comment-c4'`).Scan(&title, &reason, &url)
 		return err == nil
@@ -264,7 +264,7 @@ WHERE recipient = 'u2' AND notifier = 'comment.created' AND key = 'comment-c4'`)
 	if n := count(t, pool, `SELECT count(*) FROM notify_inbox WHERE recipient = 'u1'`); n != 0 {
 		t.Errorf("the commenter (the actor) got %d inbox items, want 0", n)
 	}
-	notifydtest.Eventually(t, 20*time.Second, "the email delivery row", func() bool {
+	servertest.Eventually(t, 20*time.Second, "the email delivery row", func() bool {
 		return count(t, pool, `SELECT count(*) FROM notify_deliveries
 WHERE recipient = 'u2' AND channel = 'email' AND status = 'unavailable'`) == 1
 	})

@@ -16,9 +16,9 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/examples/custom-channel/console"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -61,7 +61,7 @@ func start(t *testing.T) *bundle {
 		t.Fatal(err)
 	}
 	srv, err := server.New(context.Background(), server.Options{Config: cfg, Channels: plugins, Listener: ln,
-		Logger: notifydtest.Logger(), DrainTimeout: 5 * time.Second})
+		Logger: servertest.Logger(), DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func start(t *testing.T) *bundle {
 		srv.Close()
 	})
 	b := &bundle{base: "http://" + srv.Addr(), messages: messages}
-	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the API answers", func() bool {
 		resp, err := http.Get(b.base + "/healthz")
 		if err != nil {
 			return false
@@ -181,7 +181,7 @@ func TestConsoleChannel(t *testing.T) {
 	}
 
 	var d deliveries
-	notifydtest.Eventually(t, 15*time.Second, "console delivery to u2 sent and u3's skipped", func() bool {
+	servertest.Eventually(t, 15*time.Second, "console delivery to u2 sent and u3's skipped", func() bool {
 		d = deliveries{}
 		b.do(t, "GET", "/v1/notifications/"+sent.ID, adminToken, nil, &d)
 		return d.find("u2", console.Name) == "sent" && d.find("u3", console.Name) == "skipped"

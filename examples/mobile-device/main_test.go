@@ -13,9 +13,9 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/testing/mobilepushtest"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -58,7 +58,7 @@ notifiers:
 channels:
   fcm: {service_account_file: %s, base_url: %s, ca_file: %s}
   apns: {key_id: KEY0000001, team_id: TEAM123456, private_key_file: %s, base_url: %s, ca_file: %s}
-`, dbURL, notifydtest.AdminToken, notifydtest.TokenSecret, keyFile, fcm.URL, fcmCA, p8, apns.URL, apnsCA)))
+`, dbURL, servertest.AdminToken, servertest.TokenSecret, keyFile, fcm.URL, fcmCA, p8, apns.URL, apnsCA)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ channels:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger()})
+	srv, err := server.New(ctx, server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,13 +83,13 @@ channels:
 
 	// The app's backend mints the user's recipient token; the app sends
 	// its push token with it.
-	tok, err := notifyd.RecipientToken(notifydtest.TokenSecret, "grace", time.Hour)
+	tok, err := notifyd.RecipientToken(servertest.TokenSecret, "grace", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Client{Base: "http://" + srv.Addr(), Token: tok}
 	iphone, pixel := apns.Register("com.example.app"), fcm.Register()
-	notifydtest.Eventually(t, 10*time.Second, "the API answers", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the API answers", func() bool {
 		_, err := c.List(ctx)
 		return err == nil
 	})
@@ -116,7 +116,7 @@ channels:
 		Recipients: []notifyd.Recipient{{ID: "grace"}}, Params: map[string]any{"order": "7"}}); err != nil {
 		t.Fatal(err)
 	}
-	notifydtest.Eventually(t, 20*time.Second, "a push on each phone", func() bool {
+	servertest.Eventually(t, 20*time.Second, "a push on each phone", func() bool {
 		return apns.Count() == 1 && fcm.Count() == 1
 	})
 	if m := apns.Messages()[0]; m.Token != iphone || m.Title() != "Order 7 shipped" {

@@ -9,10 +9,10 @@ import (
 	"sync"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // The operator's endpoints: what the console at /admin/ reads and does, each

@@ -15,10 +15,10 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // The deliveries across notifications (the console's deliveries view), their

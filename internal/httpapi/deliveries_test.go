@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // consoleConfig adds an email channel (a Previewer) with a French variant to

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
 )
 
@@ -140,9 +140,9 @@ func TestErasureReachesPendingNotifications(t *testing.T) {
 	topic := send("topic", map[string]any{"topics": []string{"post-1"}})
 
 	expect(t, b.do(t, "DELETE", "/v1/recipients/gone", adminToken, nil), 200, "")
-	notifydtest.StartWorkers(t, &jobs.Deps{Pool: b.pool, Config: b.cfg})
+	servertest.StartWorkers(t, &jobs.Deps{Pool: b.pool, Config: b.cfg})
 	for _, id := range []string{inline, topic} {
-		notifydtest.Eventually(t, 30*time.Second, "fan-out of "+id, func() bool {
+		servertest.Eventually(t, 30*time.Second, "fan-out of "+id, func() bool {
 			return count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id) == 1
 		})
 	}

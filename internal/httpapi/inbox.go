@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 
 	"github.com/jackc/pgx/v5"
 

@@ -49,9 +49,9 @@ import (
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // docURL is the base URI of the document in the schema compiler; it never
@@ -409,7 +409,7 @@ func startDaemon(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: notifydtest.Logger(),
+	d, err := server.New(context.Background(), server.Options{Config: cfg, Listener: ln, Logger: servertest.Logger(),
 		DrainTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -1350,7 +1350,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		t.Fatalf("inbox.created data %s", created.data)
 	}
 	live.next(t, c, "counts")
-	notifydtest.Eventually(t, 30*time.Second, "the email delivery to be sent", func() bool {
+	servertest.Eventually(t, 30*time.Second, "the email delivery to be sent", func() bool {
 		r := b.do(t, "GET", "/v1/notifications/"+id, adminToken, nil)
 		return r.status == 200 && strings.Contains(string(r.raw), `"channel":"email","reason":"author","mode":"immediate","status":"sent"`)
 	})

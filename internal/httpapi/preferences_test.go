@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/httpapi"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // prefsConfig has notifiers for every resolution case a preference page
@@ -330,7 +330,7 @@ func TestFanoutHonoursSettingsFromTheAPI(t *testing.T) {
 	b := setup(t, setupOpts{yaml: prefsConfig})
 	// The fan-out's clock runs a minute ahead: a mute that ends within that
 	// minute has ended for it, while one that ends in an hour has not.
-	notifydtest.StartWorkers(t, &jobs.Deps{Pool: b.pool, Config: b.cfg, Clock: func() time.Time { return time.Now().Add(time.Minute) }})
+	servertest.StartWorkers(t, &jobs.Deps{Pool: b.pool, Config: b.cfg, Clock: func() time.Time { return time.Now().Add(time.Minute) }})
 
 	subscribers := []string{"on", "off", "cat-off-notifier-on", "muted-topic", "muted-topic-direct", "muted-notifier",
 		"muted-other-topic", "mute-expired", "actor"}
@@ -357,7 +357,7 @@ func TestFanoutHonoursSettingsFromTheAPI(t *testing.T) {
 		"params": map[string]any{"post_title": "Hello"}})
 	expect(t, r, 202, "")
 	id := r.body["id"].(string)
-	notifydtest.Eventually(t, 30*time.Second, "notification to be fanned out", func() bool {
+	servertest.Eventually(t, 30*time.Second, "notification to be fanned out", func() bool {
 		return count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = $1 AND status = 'fanned_out'`, id) == 1
 	})
 

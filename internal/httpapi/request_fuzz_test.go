@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 // fuzzSendConfig is a notifier whose params schema the fuzzer tries to get

@@ -14,8 +14,8 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 // The SQL API refuses what the HTTP API refuses, with the same limits: the
@@ -160,7 +160,7 @@ func TestSQLAPIEnforcesTheHTTPLimits(t *testing.T) {
 			}
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT (SELECT count(*) FROM notify_notifications) + (SELECT count(*) FROM river_job)`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT (SELECT count(*) FROM notify_notifications) + (SELECT count(*) FROM river_job)`); n != 0 {
 		t.Fatalf("refused sends wrote %d rows", n)
 	}
 
@@ -174,7 +174,7 @@ func TestSQLAPIEnforcesTheHTTPLimits(t *testing.T) {
 	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || pgErr.ColumnName != "data" {
 		t.Errorf("notify_put_recipient with %d bytes of data = %v, want SQLSTATE 22023 naming data", maxBody, err)
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_recipients`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_recipients`); n != 0 {
 		t.Fatalf("refused profiles wrote %d rows", n)
 	}
 
@@ -294,7 +294,7 @@ notifiers:
 			t.Errorf("%s %q: Send = %v, want a ParamsError at %s", pointer, v, err, pointer)
 		}
 	}
-	if n := notifydtest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
+	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications`); n != 0 {
 		t.Fatalf("refused sends wrote %d notifications", n)
 	}
 	good := map[string]any{"link": "https://example.com/a", "id": "0190c6b2-7a3c-7def-8a12-3456789abcde",

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/internal/smtpcapture"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 const multipartMsg = "From: Acme <notify@acme.test>\r\n" +
@@ -167,7 +167,7 @@ func TestHangNextStallsOneReply(t *testing.T) {
 	defer c.Close()
 	done := make(chan error, 1)
 	go func() { done <- sendOn(c, "a@x.test", "b@x.test", "\r\nslow\r\n") }()
-	notifydtest.Eventually(t, 5*time.Second, "the server stalls its reply", func() bool { return s.Hanging() == 1 })
+	servertest.Eventually(t, 5*time.Second, "the server stalls its reply", func() bool { return s.Hanging() == 1 })
 	// Another connection is answered while the first one hangs.
 	if err := send(t, s.Addr(), "a@x.test", "b@x.test", "\r\nfast\r\n"); err != nil {
 		t.Fatal(err)

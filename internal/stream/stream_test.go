@@ -25,11 +25,11 @@ import (
 
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/stream"
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
-	"github.com/notifyd/notifyd/internal/uuidv7"
 	"github.com/notifyd/notifyd/internal/wire"
+	"github.com/notifyd/notifyd/server/servertest"
 	"github.com/notifyd/notifyd/stores"
+	"github.com/notifyd/notifyd/stores/uuidv7"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -369,7 +369,7 @@ func (c *client) expectCreated(t testing.TB, id string) event {
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	notifydtest.Eventually(t, 10*time.Second, what, cond)
+	servertest.Eventually(t, 10*time.Second, what, cond)
 }
 
 func TestResumeReplaysWhatWasMissedThenGoesLive(t *testing.T) {

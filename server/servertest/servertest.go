@@ -1,7 +1,7 @@
-// Package notifydtest builds what notifyd's integration tests share: a config
+// Package servertest builds what notifyd's integration tests share: a config
 // from YAML, a River client running every worker against a test database, and
 // polling helpers. It never fakes the database: pools come from pgtest.
-package notifydtest
+package servertest
 
 import (
 	"context"
