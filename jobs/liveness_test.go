@@ -99,9 +99,9 @@ func TestLivenessRescuesItsPredecessorsJobsAndUnregisters(t *testing.T) {
 	servertest.Eventually(t, 10*time.Second, "the killed client's job rescued", func() bool {
 		return servertest.Count(t, b.pool, `SELECT count(*) FROM river_job WHERE kind = 'test.rescue' AND state = 'available'`) == 1
 	})
-	if n := servertest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, client.ID()); n != 1 {
-		t.Fatalf("the running client is not registered")
-	}
+	servertest.Eventually(t, 10*time.Second, "the running client registered", func() bool {
+		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_river_clients WHERE client_id = $1`, client.ID()) == 1
+	})
 	// Forgotten once seen gone for GoneAfter (4 s; its claims, none here,
 	// taken back then).
 	servertest.Eventually(t, 15*time.Second, "the killed client forgotten", func() bool {

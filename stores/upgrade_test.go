@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,9 +21,32 @@ import (
 	"github.com/notifyd/notifyd/stores"
 )
 
-// previousRelease is the last migration of the release before the SQL API
-// ran as its owner (00023).
-const previousRelease = 22
+// previousReleaseVersion is the release before this one (CHANGELOG.md), and
+// previousRelease its last migration: notifyd 0.3.0's database ends at 00022,
+// the last migration before the SQL API ran as its owner (00023). Move both
+// on when a release is made.
+const (
+	previousReleaseVersion = "0.3.0"
+	previousRelease        = 22
+)
+
+// TestPreviousReleaseInChangelog keeps the changelog's account of the previous
+// release's database the one this upgrade test starts from.
+func TestPreviousReleaseInChangelog(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## ["+previousReleaseVersion+"]")
+	if !ok {
+		t.Fatalf("CHANGELOG.md has no section for %s", previousReleaseVersion)
+	}
+	section, _, _ = strings.Cut(section, "\n## [")
+	if want := fmt.Sprintf("migration %05d", previousRelease); !strings.Contains(section, want) {
+		t.Fatalf("CHANGELOG.md's %s section does not say %q", previousReleaseVersion, want)
+	}
+}
 
 // latestMigration is the highest migration version this binary holds.
 func latestMigration(t *testing.T) int64 {
@@ -108,7 +132,7 @@ func TestUpgradeFromThePreviousRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := stores.MigrateTo(ctx, pool, previousRelease); err != nil {
-		t.Fatal(err)
+		t.Fatalf("the database of %s (migration %05d): %v", previousReleaseVersion, previousRelease, err)
 	}
 
 	// The previous release's data, written as it wrote it.
@@ -148,7 +172,7 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 	}
 	for v := int64(previousRelease + 1); v <= latestMigration(t); v++ {
 		if err := stores.MigrateTo(ctx, pool, v); err != nil {
-			t.Fatalf("migration %d: %v", v, err)
+			t.Fatalf("upgrade from %s, migration %05d: %v", previousReleaseVersion, v, err)
 		}
 		// CREATE FUNCTION grants EXECUTE to PUBLIC: a migration that
 		// creates one revokes it itself.

@@ -11,7 +11,7 @@
 //	notifyd dev        the embedded default: private Postgres, captured email
 //	notifyd preview    render a notifier's message on one channel
 //	notifyd gen types  write the notifiers' params types (TypeScript, Python, Go)
-//	notifyd version    print the version
+//	notifyd version    print the version, commit and Go toolchain
 //
 // Every command takes -config (default config.yaml, then $NOTIFYD_CONFIG).
 // main only maps errors to exit codes; each command is a small type with a Run
@@ -29,9 +29,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,7 +74,7 @@ commands:
   preview     render a notifier's message on one channel (-notifier N -channel C)
   vapid-keys  print a new VAPID key pair for channels.web_push
   gen types   write every notifier's params type for a language (-lang ts|python|go [-o FILE])
-  version     print the version
+  version     print the version, the commit built from and the Go toolchain
 
 Every command takes -config FILE (default config.yaml, then $NOTIFYD_CONFIG).`
 
@@ -119,8 +116,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "gen":
 		return (&GenCommand{main: m}).Run(ctx, rest)
 	case "version", "-version", "--version":
-		fmt.Fprintln(m.Stdout, "notifyd", version)
-		return nil
+		return (&VersionCommand{main: m}).Run(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprintln(m.Stdout, usage)
 		return nil

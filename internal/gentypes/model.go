@@ -106,7 +106,6 @@ type typ struct {
 	open    bool
 	alts    []*typ
 	doc     string
-	name    string // for objects hoisted into named types (Python, Go)
 }
 
 type prop struct {

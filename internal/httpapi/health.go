@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 )
@@ -29,7 +30,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if err := checkMigrations(ctx, s.pool, s.schema); err != nil {
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: err.Error(), Err: err}
 	}
-	resp := readyResponse{Status: "ready"}
+	resp := readyResponse{Status: "ready", Version: version.Version}
 	if s.reads != nil {
 		st := s.reads.ReadStatus()
 		rr := &readReplica{Reads: st.Reads, LagMS: st.Lag.Milliseconds(), Error: st.Error}
@@ -43,10 +44,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readyResponse is /readyz's answer. A read replica that is down or behind
+// readyResponse is /readyz's answer; Version is the release this replica runs,
+// so a rolling upgrade can be watched replica by replica. A read replica that is down or behind
 // does not make the daemon unready: its reads go to the primary.
 type readyResponse struct {
 	Status      string       `json:"status"`
+	Version     string       `json:"version"`
 	ReadReplica *readReplica `json:"read_replica,omitempty"`
 }
 

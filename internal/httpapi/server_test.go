@@ -23,6 +23,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/httpapi"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/internal/version"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/jobs"
 	"github.com/notifyd/notifyd/server"
@@ -264,7 +265,11 @@ func TestHealthz(t *testing.T) {
 func TestReadyz(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	expect(t, b.do(t, "GET", "/readyz", "", nil), 200, "")
+	ready := b.do(t, "GET", "/readyz", "", nil)
+	expect(t, ready, 200, "")
+	if ready.body["version"] != version.Version {
+		t.Fatalf("readyz body %s: want version %q", ready.raw, version.Version)
+	}
 
 	// Un-apply notifyd's migrations in the bookkeeping: the database is now
 	// behind the binary and the daemon must not take traffic.

@@ -205,7 +205,7 @@ func (s *Server) check(r *http.Request, body []byte, sb *sub) ([]byte, error) {
 func (s *Server) checkVAPID(h string) error {
 	rest, ok := strings.CutPrefix(h, "vapid ")
 	if !ok {
-		return fmt.Errorf("Authorization %q is not vapid", h)
+		return fmt.Errorf("header Authorization %q is not vapid", h)
 	}
 	var t, k string
 	for _, part := range strings.Split(rest, ",") {
@@ -242,7 +242,7 @@ func (s *Server) checkVAPID(h string) error {
 		return fmt.Errorf("exp %v is more than 24 hours away", exp)
 	}
 	if sub, _ := claims["sub"].(string); !strings.HasPrefix(sub, "mailto:") && !strings.HasPrefix(sub, "https:") {
-		return fmt.Errorf("sub %q is not mailto: or https:", sub)
+		return fmt.Errorf("sub %q is neither a mailto nor an https URL", sub)
 	}
 	s.verified.Store(t, exp.Time)
 	return nil
