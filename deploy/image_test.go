@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/testing/notifydtest"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/internal/version"
+	"github.com/notifyd/notifyd/server/servertest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -140,7 +140,7 @@ func TestImage(t *testing.T) {
 	})
 
 	var last string
-	if !notifydtest.Wait(2*time.Minute, func() bool {
+	if !servertest.Wait(2*time.Minute, func() bool {
 		resp, err := http.Get("http://" + listen + "/readyz")
 		if err != nil {
 			last = err.Error()
