@@ -99,7 +99,11 @@ func TestConfinedStreamForwardsOnlyItsTenantsDeletions(t *testing.T) {
 	// Each stream took its position before answering with its headers:
 	// what is deleted now is after it.
 	for _, key := range []string{"g-1", "n-1", "a-1"} {
-		if code, res := call("DELETE", "/v1/notifications/comment.created/"+key, admin, nil); code != 200 {
+		path := "/v1/notifications/comment.created/" + key
+		if keys[key] != "" { // keys are per tenant
+			path += "?tenant=" + keys[key]
+		}
+		if code, res := call("DELETE", path, admin, nil); code != 200 {
 			t.Fatalf("cancel %s = %d %v", key, code, res)
 		}
 	}

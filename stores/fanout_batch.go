@@ -93,7 +93,8 @@ type BatchCandidates struct {
 // notifier (the scopes "*", "notifier:<name>" and, with a category,
 // "category:<category>"; for a notification of a tenant its rules scoped to
 // that tenant too), the mutes active at $8 and which of the registrations $9
-// it has. Rows come back in the order given.
+// it has (registered without a tenant, or under the notification's). Rows come
+// back in the order given.
 const batchCandidatesSQL = `
 WITH nt AS (
     SELECT t.ni::int AS ni, t.notifier, t.tenant,
@@ -123,9 +124,11 @@ SELECT c.ni, c.recipient, c.reason,
            SELECT reg FROM unnest($8::text[]) AS reg
            WHERE CASE WHEN reg = 'push_subscription'
                       THEN EXISTS (SELECT 1 FROM notify_push_subscriptions ps
-                                   WHERE ps.recipient = c.recipient COLLATE "default")
+                                   WHERE ps.recipient = c.recipient COLLATE "default"
+                                     AND (ps.tenant IS NULL OR ps.tenant = nullif(c.tenant, '')))
                       ELSE EXISTS (SELECT 1 FROM notify_devices dv
-                                   WHERE dv.recipient = c.recipient AND dv.platform = substr(reg, 8)) END) END
+                                   WHERE dv.recipient = c.recipient AND dv.platform = substr(reg, 8)
+                                     AND (dv.tenant IS NULL OR dv.tenant = nullif(c.tenant, ''))) END) END
 FROM c
 LEFT JOIN LATERAL (SELECT * FROM notify_recipients p WHERE p.id = c.recipient LIMIT 1) p ON true
 ORDER BY c.ord`

@@ -190,8 +190,8 @@ WHERE p.pronamespace = current_schema()::regnamespace AND p.proname LIKE 'notify
 	newColumns := map[string]map[string]any{
 		// NULL until the catalog is next published; audience false until then.
 		"notify_notifiers":     {"params_schema": nil, "params_check": nil, "audience": false},
-		"notify_deliveries":    {"claimed_by": nil, "tenant": nil},     // claimed_by: set by the next claim
-		"notify_notifications": {"tenant": nil, "batch_fanout": false}, // tenant: rows sent without one; each has its River job
+		"notify_deliveries":    {"claimed_by": nil, "tenant": nil, "provider_message_id": nil}, // claimed_by: set by the next claim
+		"notify_notifications": {"tenant": nil, "batch_fanout": false},                         // tenant: rows sent without one; each has its River job
 		"notify_inbox":         {"tenant": nil},
 	}
 	for table, rows := range after {
