@@ -328,7 +328,7 @@ func measureRiverLadder(ctx context.Context, h *harness) ([]ladderStep, ladderMe
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state <> 'completed'`).Scan(&open)
 		return open == 0, err
 	}); err != nil {
-		return nil, ladderMeasurement{}, fmt.Errorf("River warm-up: %w", err)
+		return nil, ladderMeasurement{}, fmt.Errorf("warm-up of River: %w", err)
 	}
 	if err := analyzeAll(ctx, pool); err != nil {
 		return nil, ladderMeasurement{}, err

@@ -37,7 +37,7 @@ func audienceConfig(port int) string {
 		return s
 	}
 	people := "      query: SELECT p.person AS id FROM people p WHERE p.team = $1\n      args: [team]\n"
-	return servertest.BaseConfig + fmt.Sprintf(`
+	return servertest.BaseConfig + (`
   ticket.updated:
     max_recipients: 5000
     params:

@@ -313,7 +313,8 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 	if err := batches.finish(ctx, tx, d); err != nil {
 		return false, err
 	}
-	if err := insertSendJobs(ctx, tx, res.PendingIDs, d.Config.Queues.SendBatch); err != nil {
+	// A chunk's sends go at bulk priority: see bulkSendPriority.
+	if err := insertBulkSendJobs(ctx, tx, res.PendingIDs, d.Config.Queues.SendBatch); err != nil {
 		return false, err
 	}
 	if err := insertScheduledSendJobs(ctx, tx, res.ScheduledIDs, res.ScheduledDue, d.Config.Queues.SendBatch); err != nil {

@@ -105,9 +105,35 @@ func insertSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int) err
 	return insertSendJobsWith(ctx, tx, client, ids, batch)
 }
 
+// bulkSendPriority is the River priority of the send jobs a chunked fan-out
+// (a topic, a large list, an audience) enqueues. River fetches a queue in
+// priority order, so the sends of one-recipient notifications (priority 1,
+// River's default, as every retry) are never queued behind the tens of
+// thousands of send jobs of a large notification: a large notification does
+// not hold up a small one.
+const bulkSendPriority = 2
+
+// insertBulkSendJobs is insertSendJobs at bulkSendPriority.
+func insertBulkSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	client, err := river.ClientFromContextSafely[pgx.Tx](ctx)
+	if err != nil {
+		return fmt.Errorf("enqueue sends: %w", err)
+	}
+	return insertSendJobsAt(ctx, tx, client, ids, batch, bulkSendPriority)
+}
+
 // insertSendJobsWith is insertSendJobs through a given (possibly insert-only)
 // River client.
 func insertSendJobsWith(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string, batch int) error {
+	return insertSendJobsAt(ctx, tx, client, ids, batch, 0)
+}
+
+// insertSendJobsAt inserts the send jobs at River priority (0: River's
+// default, 1).
+func insertSendJobsAt(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string, batch, priority int) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -117,7 +143,11 @@ func insertSendJobsWith(ctx context.Context, tx pgx.Tx, client *river.Client[pgx
 	params := make([]river.InsertManyParams, 0, (len(ids)+batch-1)/batch)
 	for start := 0; start < len(ids); start += batch {
 		end := min(start+batch, len(ids))
-		params = append(params, river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:end]}})
+		p := river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:end]}}
+		if priority > 0 {
+			p.InsertOpts = &river.InsertOpts{Priority: priority}
+		}
+		params = append(params, p)
 	}
 	if err := insertJobs(ctx, tx, client, params); err != nil {
 		return fmt.Errorf("enqueue %d sends: %w", len(ids), err)

@@ -20,14 +20,12 @@ import (
 // migrations change tables; a release that changes a function changes its
 // file and nothing else.
 //
-// functionsTable records, per function file, the checksum of every text that
-// was ever applied. A file is applied when its checksum is not among them, so
+// notify_function_files records, per function file, the checksum of every
+// text that was ever applied. A file is applied when its checksum is not among them, so
 // a previous release's replica that migrates during a rolling upgrade (its
 // files were all applied before) changes nothing, and the newer definitions
 // stay. A change back to an earlier text must therefore differ from it (a
 // comment will do).
-const functionsTable = "notify_function_files"
-
 const createFunctionsTableSQL = `
 CREATE TABLE IF NOT EXISTS notify_function_files (
     name       text NOT NULL,

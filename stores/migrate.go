@@ -33,7 +33,7 @@ var ErrPendingMigrations = errors.New("database has pending migrations")
 // Migrate applies notifyd's and River's migrations to the pool's database, in
 // the given schema ("" means the connection's search_path, normally public),
 // then every function file whose text the database has not run yet (see
-// functionsTable), then secures the privileges. It is idempotent and safe to
+// notify_function_files), then secures the privileges. It is idempotent and safe to
 // run from several processes at once: it holds a session advisory lock for
 // the whole run.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string, logger *slog.Logger) error {

@@ -227,11 +227,6 @@ func (e *env) writeConfig(scenario, name string, c daemonConfig) (string, error)
 	return path, os.WriteFile(path, []byte(c.yaml()), 0o600)
 }
 
-// migrate runs `notifyd migrate` with the config at path.
-func (e *env) migrate(ctx context.Context, cfgPath string) error {
-	return e.migrateWith(ctx, e.bin, cfgPath)
-}
-
 // migrateWith runs `bin migrate` on cfgPath's database.
 func (e *env) migrateWith(ctx context.Context, bin, cfgPath string) error {
 	out, err := exec.CommandContext(ctx, bin, "migrate", "-config", cfgPath).CombinedOutput()
@@ -262,13 +257,8 @@ type proc struct {
 	logFile *os.File
 }
 
-// startDaemon starts `notifyd run -config cfgPath` whose API listens on addr.
+// startDaemonBin starts `bin run -config cfgPath` whose API listens on addr.
 // Its output is appended to logPath. It dies with this process (Pdeathsig).
-func (e *env) startDaemon(cfgPath, addr, name, logPath string) (*proc, error) {
-	return e.startDaemonBin(e.bin, cfgPath, addr, name, logPath)
-}
-
-// startDaemonBin is startDaemon with another notifyd binary.
 func (e *env) startDaemonBin(bin, cfgPath, addr, name, logPath string) (*proc, error) {
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

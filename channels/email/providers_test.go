@@ -25,11 +25,10 @@ import (
 
 // answer is what a fake provider answers one request with.
 type answer struct {
-	status  int
-	header  map[string]string
-	body    string
-	hang    bool // never answer (until the test ends)
-	refused bool
+	status int
+	header map[string]string
+	body   string
+	hang   bool // never answer (until the test ends)
 }
 
 // fakeAPI is an email API on 127.0.0.1: it checks each request the way
