@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// previousRelease is the commit of the release before this tree's: its
-// replicas must keep working beside this release's on a database this
-// release migrated (docs/upgrading.md).
-const previousRelease = "4a05341" // 0.3.0
+// previousRelease is the build deployed before this release's work (the
+// last commit before it, at migration 00030): its replicas must keep working
+// beside this release's on a database this release migrated
+// (docs/upgrading.md). Move it on with each release.
+const previousRelease = "4a05341"
 
 // buildPrevious builds the previous release's notifyd from this repository's
 // history into dir.
