@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
@@ -71,6 +73,8 @@ type Deps struct {
 	live livenessState // RunLiveness's view of this and other processes
 
 	orphansScanned atomic.Int64 // Unix nanoseconds of the last scan for orphaned fan-outs (sweeps.go)
+
+	riverDriver riverdriver.Driver[pgx.Tx] // NewRiverClient's driver, for RiverStarted
 
 	fanoutWakeMu sync.Mutex
 	fanoutWakes  []func() // the fan-out claimers' Wake, called by this process's wake listener
@@ -158,5 +162,13 @@ func (d *Deps) WakeQueue(queue string) {
 	d.fanoutWakeMu.Unlock()
 	for _, wake := range wakes {
 		wake()
+	}
+}
+
+// RiverStarted tells the wake listener of the River client NewRiverClient
+// made for d that the client's Start has returned (see NewRiverDriver).
+func (d *Deps) RiverStarted() {
+	if d.riverDriver != nil {
+		RiverStarted(d.riverDriver)
 	}
 }

@@ -69,7 +69,8 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 // insert notifications.
 func NewRiverClient(deps *Deps) (*river.Client[pgx.Tx], error) {
 	cfg := RiverConfig(deps, NewWorkers(deps))
-	client, err := river.NewClient(NewRiverDriver(deps.Pool, cfg, deps.WakeQueue), cfg)
+	deps.riverDriver = NewRiverDriver(deps.Pool, cfg, deps)
+	client, err := river.NewClient(deps.riverDriver, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}

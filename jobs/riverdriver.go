@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,15 +49,19 @@ import (
 // Anything else on that channel is ignored.
 //
 // Each River client needs a driver of its own (the driver holds the client's
-// wake). cfg's Schema and Queues name the channel and the queues to wake;
-// onWake, when not nil, hears every queue name woken too (Deps.WakeQueue:
-// the fan-out claimers take small notifications, which have no job).
-func NewRiverDriver(pool *pgxpool.Pool, cfg *river.Config, onWake func(queue string)) riverdriver.Driver[pgx.Tx] {
+// wake). cfg's Schema and Queues name the channel and the queues to wake.
+// deps hears every queue name woken too (Deps.WakeQueue: the fan-out
+// claimers take small notifications, which have no job). River's producers
+// may be triggered only once the client's Start has started them (a trigger
+// during Start races the producer's set-up), so call RiverStarted with the
+// driver after Start returns; wakes before it reach only the claimers, and a
+// starting producer fetches anyway.
+func NewRiverDriver(pool *pgxpool.Pool, cfg *river.Config, deps *Deps) riverdriver.Driver[pgx.Tx] {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := &waker{pool: pool, schema: cfg.Schema, logger: logger, onWake: onWake, queues: map[string][]*rivertype.JobInsertResult{}}
+	w := &waker{pool: pool, schema: cfg.Schema, logger: logger, deps: deps, queues: map[string][]*rivertype.JobInsertResult{}}
 	for q := range cfg.Queues {
 		w.queues[q] = []*rivertype.JobInsertResult{{Job: &rivertype.JobRow{Queue: q}}}
 	}
@@ -120,7 +125,8 @@ type waker struct {
 	schema  string
 	logger  *slog.Logger
 	trigger func(context.Context, []*rivertype.JobInsertResult)
-	onWake  func(queue string) // see NewRiverDriver
+	deps    *Deps       // see NewRiverDriver
+	started atomic.Bool // set by RiverStarted: the client's producers may be triggered
 	// queues are the client's queues, each with the one-job "insert result"
 	// the trigger takes (only its queue is read), made once.
 	queues map[string][]*rivertype.JobInsertResult
@@ -230,11 +236,9 @@ func (w *waker) listen(ctx context.Context) (listened bool, err error) {
 // fetch comes, this one takes them, within about 25 ms rather than at the
 // next poll.
 func (w *waker) wake(ctx context.Context, queue string) {
-	if w.onWake != nil {
-		w.onWake(queue)
-	}
+	w.deps.WakeQueue(queue)
 	res, ok := w.queues[queue]
-	if !ok || w.trigger == nil {
+	if !ok || w.trigger == nil || !w.started.Load() {
 		return
 	}
 	w.trigger(ctx, res)
@@ -258,4 +262,12 @@ func (w *waker) stopTrails() {
 		t.Stop()
 	}
 	w.trails = nil
+}
+
+// RiverStarted tells the wake listener of driver (made by NewRiverDriver)
+// that its client's Start has returned, so the producers may be triggered.
+func RiverStarted(driver riverdriver.Driver[pgx.Tx]) {
+	if d, ok := driver.(*pollDriver); ok {
+		d.pilot.waker.started.Store(true)
+	}
 }

@@ -366,6 +366,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.river.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
+	s.deps.RiverStarted() // the wake may trigger the producers now
 	// The River client's liveness lock, held until the workers have
 	// stopped: a crash releases it, and the leader's retry sweep rescues
 	// this process's running jobs within a sweep.

@@ -145,13 +145,15 @@ func StartWorkers(t testing.TB, deps *jobs.Deps) *river.Client[pgx.Tx] {
 	rc := jobs.RiverConfig(deps, jobs.NewWorkers(deps))
 	rc.RetryPolicy = fastRetry{}
 	rc.TestOnly = true
-	client, err := river.NewClient(jobs.NewRiverDriver(deps.Pool, rc, deps.WakeQueue), rc)
+	driver := jobs.NewRiverDriver(deps.Pool, rc, deps)
+	client, err := river.NewClient(driver, rc)
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
 	if err := client.Start(context.Background()); err != nil {
 		t.Fatalf("start river: %v", err)
 	}
+	jobs.RiverStarted(driver)
 	// The daemon's fan-out claimer runs beside its River client (small
 	// notifications have no fan-out job of their own).
 	_, stopClaimer, err := jobs.StartFanoutClaimer(context.Background(), deps, client)
