@@ -110,7 +110,9 @@ channels:
 	if err := json.Unmarshal(secret, &sec); err != nil || sec.Secret == "" {
 		t.Fatalf("webhook secret: %s", secret)
 	}
-	markers := []string{"GLOBEX-ITEM", "globex", globalBrowser.Endpoint, globalPhone, "globex-board", "22:17",
+	// The quiet hours as JSON names them: "22:17" alone is in every
+	// timestamp written during that minute.
+	markers := []string{"GLOBEX-ITEM", "globex", globalBrowser.Endpoint, globalPhone, "globex-board", `"start":"22:17"`,
 		"globex-project", sec.Secret}
 	state := func() string {
 		t.Helper()
