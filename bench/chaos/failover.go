@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,48 +86,10 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 
 	// One-recipient notifications at 20/s through the failover: those
 	// answered 202 were committed, and must survive it.
-	type small struct{ id, key string }
-	var (
-		mu        sync.Mutex
-		committed []small
-		refused   int
-	)
-	stopSmall := make(chan struct{})
-	smallDone := make(chan struct{})
-	go func() {
-		defer close(smallDone)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stopSmall:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			k := "failover-small-" + strconv.Itoa(i)
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			sid, err := s.send(rctx, sl, k, []string{recipientID(i % n)})
-			cancel()
-			mu.Lock()
-			if err == nil {
-				committed = append(committed, small{sid, k})
-			} else {
-				refused++
-			}
-			mu.Unlock()
-		}
-	}()
-	stopSmalls := func() {
-		select {
-		case <-stopSmall:
-		default:
-			close(stopSmall)
-		}
-		<-smallDone
-	}
-	defer stopSmalls()
+	smalls := s.startTrickle(ctx, "failover-small", n, func(ctx context.Context, _ int, key, recipient string) (string, error) {
+		return s.send(ctx, sl, key, []string{recipient})
+	})
+	defer smalls.Stop()
 
 	deadline := time.Now().Add(90 * time.Second)
 	for s.mail.Count() < n/3 {
@@ -184,11 +144,8 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	if !sleep(ctx, 3*time.Second) {
 		return ctx.Err()
 	}
-	stopSmalls()
-	mu.Lock()
-	smalls := append([]small(nil), committed...)
-	r.note("%d one-recipient notifications answered 202 around the failover, %d refused while it happened", len(smalls), refused)
-	mu.Unlock()
+	committed, refused := smalls.Stop()
+	r.note("%d one-recipient notifications answered 202 around the failover, %d refused while it happened", len(committed), refused)
 
 	snap, ok := s.waitFor(ctx, id, key, verifyReserve, func(snap *snapshot) bool {
 		return snap.final() && snap.nonTerminal == 0 && len(snap.rows) == n && snap.inboxIDs == n
@@ -201,21 +158,7 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	snaps := map[string]*snapshot{}
 	inbox := map[string]int{key: n}
-	for _, sm := range smalls {
-		ssnap, ok := s.waitFor(ctx, sm.id, sm.key, verifyReserve/2, func(snap *snapshot) bool {
-			return snap.final() && snap.nonTerminal == 0 && len(snap.rows) == 1
-		})
-		if !ok {
-			if ssnap == nil {
-				r.fail("%s was answered 202 but is not on the promoted standby: lost", sm.key)
-			} else {
-				r.fail("%s did not settle: notification=%s %s", sm.key, ssnap.status, ssnap.statuses())
-			}
-			continue
-		}
-		snaps[sm.key] = ssnap
-		inbox[sm.key] = 1
-	}
+	s.settleSmalls(ctx, r, committed, snaps, inbox)
 	s.report(ctx)
 	s.stopAll()
 	if snap == nil {
@@ -228,7 +171,7 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	verify(r, snaps, s.mail.receipts(), expectation{
 		inbox:        inbox,
 		mustArrive:   func(row ledgerRow) bool { return row.channel == "email" },
-		arrivals:     n + len(smalls),
+		arrivals:     n + len(committed),
 		strictWindow: true,
 		dupBound:     lanesBound(1),
 		boundWhy:     fmt.Sprintf("1 failover × %d lanes sending email (queues.send)", lanesBound(1)),

@@ -79,59 +79,24 @@ func runUpgrade(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	type small struct{ id, key string }
 	var (
-		mu        sync.Mutex
-		committed []small
-		refused   int
-		targets   = []*slot{old}
+		mu      sync.Mutex
+		targets = []*slot{old}
 	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			mu.Lock()
-			sl := targets[i%len(targets)]
-			mu.Unlock()
-			k := fmt.Sprintf("upgrade-small-%d", i)
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			sid, err := s.send(rctx, sl, k, []string{recipientID(i % n)})
-			if err != nil && sl != newSlot && newSlot != nil {
-				// A replica that is draining closed its listener: a load
-				// balancer sends the request to another one, as this does.
-				s.logf("send %s to %s: %v; sent to %s instead", k, sl.name, err, newSlot.name)
-				sid, err = s.send(rctx, newSlot, k, []string{recipientID(i % n)})
-			}
-			cancel()
-			mu.Lock()
-			if err == nil {
-				committed = append(committed, small{sid, k})
-			} else {
-				refused++
-				s.logf("send %s to %s refused: %v", k, sl.name, err)
-			}
-			mu.Unlock()
+	smalls := s.startTrickle(ctx, "upgrade-small", n, func(ctx context.Context, i int, key, recipient string) (string, error) {
+		mu.Lock()
+		sl := targets[i%len(targets)]
+		mu.Unlock()
+		id, err := s.send(ctx, sl, key, []string{recipient})
+		if err != nil && sl != newSlot {
+			// A replica that is draining closed its listener: a load
+			// balancer sends the request to another one, as this does.
+			s.logf("send %s to %s: %v; sent to %s instead", key, sl.name, err, newSlot.name)
+			id, err = s.send(ctx, newSlot, key, []string{recipient})
 		}
-	}()
-	stopSmalls := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		<-done
-	}
-	defer stopSmalls()
+		return id, err
+	})
+	defer smalls.Stop()
 	pause := func(d time.Duration) error {
 		if !sleep(ctx, d) { // load runs for this long: the scenario's timeline
 			return ctx.Err()
@@ -175,14 +140,11 @@ func runUpgrade(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err := pause(3 * time.Second); err != nil {
 		return err
 	}
-	stopSmalls()
-	mu.Lock()
-	smalls := append([]small(nil), committed...)
-	r.note("%d one-recipient notifications answered 202 during the rollout, %d refused", len(smalls), refused)
+	committed, refused := smalls.Stop()
+	r.note("%d one-recipient notifications answered 202 during the rollout, %d refused", len(committed), refused)
 	if refused > 0 {
 		r.fail("%d sends were refused during the rollout", refused)
 	}
-	mu.Unlock()
 
 	snap, ok := s.waitFor(ctx, id, key, verifyReserve, func(snap *snapshot) bool {
 		return snap.final() && snap.nonTerminal == 0 && len(snap.rows) == n && snap.inboxIDs == n
@@ -192,17 +154,7 @@ func runUpgrade(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	snaps := map[string]*snapshot{}
 	inbox := map[string]int{key: n}
-	for _, sm := range smalls {
-		ssnap, ok := s.waitFor(ctx, sm.id, sm.key, verifyReserve/2, func(snap *snapshot) bool {
-			return snap.final() && snap.nonTerminal == 0 && len(snap.rows) == 1
-		})
-		if !ok {
-			r.fail("%s did not settle", sm.key)
-			continue
-		}
-		snaps[sm.key] = ssnap
-		inbox[sm.key] = 1
-	}
+	s.settleSmalls(ctx, r, committed, snaps, inbox)
 	s.report(ctx)
 	s.stopAll()
 	if snap == nil {
@@ -215,7 +167,7 @@ func runUpgrade(ctx context.Context, e *env, r *result, seed uint64) error {
 	verify(r, snaps, s.mail.receipts(), expectation{
 		inbox:        inbox,
 		mustArrive:   func(row ledgerRow) bool { return row.channel == "email" },
-		arrivals:     n + len(smalls),
+		arrivals:     n + len(committed),
 		strictWindow: true,
 		dupBound:     2 * lanesBound(1),
 		boundWhy:     fmt.Sprintf("2 drains of the previous release × %d lanes sending email, if a drain outlasts its 40 s", lanesBound(1)),
