@@ -45,6 +45,6 @@ func (c *Client) UnsubscribeTx(ctx context.Context, tx pgx.Tx, topic, recipient 
 			return false, err
 		}
 	}
-	existed, err := stores.NotifyUnsubscribe(ctx, tx, topic, recipient)
+	existed, err := stores.Unsubscribe(ctx, tx, topic, recipient)
 	return existed, inputError(err)
 }

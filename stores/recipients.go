@@ -219,22 +219,32 @@ func rawOrNil(raw json.RawMessage) any {
 	return string(raw)
 }
 
-// setQuietHoursSQL sets one recipient's quiet hours (the preference
-// center's write), creating an otherwise empty profile when there is none,
-// and returns them with the recipient's timezone.
-const setQuietHoursSQL = `
-INSERT INTO notify_recipients AS r (id, quiet_hours) VALUES ($1, $2::jsonb)
-ON CONFLICT (id) DO UPDATE SET quiet_hours = EXCLUDED.quiet_hours, updated_at = now()
-RETURNING quiet_hours, coalesce(timezone, '')`
-
-// SetQuietHours replaces recipient's quiet hours with raw (checked by the
-// caller; nil or JSON null clears them) and returns what is stored and the
-// recipient's timezone ("" when unset).
+// SetQuietHours replaces recipient's quiet hours with raw (nil or JSON null
+// clears them) through notify_put_recipient, creating an otherwise empty
+// profile when there is none, and returns what is stored and the
+// recipient's timezone ("" when unset), in one round trip and one implicit
+// transaction. A malformed raw is a 22023 error naming quiet_hours.
 func SetQuietHours(ctx context.Context, db DB, recipient string, raw json.RawMessage) (json.RawMessage, string, error) {
+	q := json.RawMessage("null")
+	if len(raw) > 0 {
+		q = raw
+	}
+	profile, err := json.Marshal(map[string]json.RawMessage{"quiet_hours": q})
+	if err != nil {
+		return nil, "", fmt.Errorf("set quiet hours of %s: %w", recipient, err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(putRecipientSQL, recipient, string(profile))
+	b.Queue(getQuietHoursSQL, recipient)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, "", fmt.Errorf("set quiet hours of %s: %w", recipient, err)
+	}
 	var out json.RawMessage
 	var tz string
-	if err := db.QueryRow(ctx, setQuietHoursSQL, recipient, rawOrNil(raw)).Scan(&out, &tz); err != nil {
-		return nil, "", fmt.Errorf("set quiet hours of %s: %w", recipient, err)
+	if err := br.QueryRow().Scan(&out, &tz); err != nil {
+		return nil, "", fmt.Errorf("set quiet hours of %s: read back: %w", recipient, err)
 	}
 	return out, tz, nil
 }

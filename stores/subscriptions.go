@@ -26,39 +26,49 @@ const (
 	MaxSubscriptionLimit = 1000
 )
 
-// subscribeSQL creates the subscription or changes its reason. created_at is
-// the time of the first subscription: changing the reason keeps it.
-const subscribeSQL = `
-INSERT INTO notify_subscriptions AS s (topic, recipient, reason)
-VALUES ($1, $2, $3)
-ON CONFLICT (topic, recipient) DO UPDATE SET reason = EXCLUDED.reason
-RETURNING s.topic, s.recipient, s.reason, s.created_at`
-
-// Subscribe subscribes recipient to topic for reason (an upsert: subscribing
-// again with another reason changes the reason) and returns the subscription
-// as stored. Validating the reason is the caller's.
-func Subscribe(ctx context.Context, db DB, topic, recipient, reason string) (*Subscription, error) {
-	var s Subscription
-	err := db.QueryRow(ctx, subscribeSQL, topic, recipient, reason).Scan(&s.Topic, &s.Recipient, &s.Reason, &s.CreatedAt)
-	if err != nil {
-		return nil, fmt.Errorf("subscribe %s to %s: %w", recipient, topic, err)
-	}
-	s.CreatedAt = s.CreatedAt.UTC()
-	return &s, nil
-}
-
 // notifySubscribeSQL and notifyUnsubscribeSQL run the SQL API's functions,
-// which check the topic, recipient and reason themselves: the Go API's
-// SubscribeTx and UnsubscribeTx call them, so that a role granted only
-// notifyd_app can.
+// the one door of each write: the HTTP API, the Go API (SubscribeTx,
+// UnsubscribeTx) and applications calling them from SQL all subscribe and
+// unsubscribe through them, so that the checks of topic, recipient and
+// reason are one definition, and a role granted only notifyd_app can.
 const (
 	notifySubscribeSQL   = `SELECT notify_subscribe($1, $2, $3)`
 	notifyUnsubscribeSQL = `SELECT notify_unsubscribe($1, $2)`
 )
 
+// getSubscriptionSQL reads one subscription back after notify_subscribe.
+const getSubscriptionSQL = `
+SELECT topic, recipient, reason, created_at
+FROM notify_subscriptions
+WHERE topic = $1 AND recipient = $2`
+
+// Subscribe subscribes recipient to topic for reason through
+// notify_subscribe (an upsert: subscribing again with another reason changes
+// the reason and keeps created_at) and returns the subscription as stored,
+// in one round trip and one implicit transaction. Bad input is a 22023 error
+// naming the field (see InputErrorOf).
+func Subscribe(ctx context.Context, db DB, topic, recipient, reason string) (*Subscription, error) {
+	b := &pgx.Batch{}
+	b.Queue(notifySubscribeSQL, topic, recipient, reason)
+	b.Queue(getSubscriptionSQL, topic, recipient)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("subscribe %s to %s: %w", recipient, topic, err)
+	}
+	var s Subscription
+	if err := br.QueryRow().Scan(&s.Topic, &s.Recipient, &s.Reason, &s.CreatedAt); err != nil {
+		return nil, fmt.Errorf("subscribe %s to %s: read back: %w", recipient, topic, err)
+	}
+	s.CreatedAt = s.CreatedAt.UTC()
+	return &s, nil
+}
+
 // NotifySubscribe runs notify_subscribe: it subscribes recipient to topic for
-// reason ("" is "subscribed") and reports whether the subscription is new.
-// Bad input is a 22023 error naming the field (see InputErrorOf).
+// reason ("" is "subscribed") and reports whether the subscription is new,
+// reading nothing back: what a role granted only notifyd_app, which may not
+// read notify_subscriptions, can do (SubscribeTx). Bad input is a 22023 error
+// naming the field (see InputErrorOf).
 func NotifySubscribe(ctx context.Context, db DB, topic, recipient, reason string) (bool, error) {
 	var created bool
 	if err := db.QueryRow(ctx, notifySubscribeSQL, topic, recipient, reason).Scan(&created); err != nil {
@@ -67,27 +77,16 @@ func NotifySubscribe(ctx context.Context, db DB, topic, recipient, reason string
 	return created, nil
 }
 
-// NotifyUnsubscribe runs notify_unsubscribe and reports whether there was a
-// subscription.
-func NotifyUnsubscribe(ctx context.Context, db DB, topic, recipient string) (bool, error) {
+// Unsubscribe runs notify_unsubscribe: it removes recipient's subscription to
+// topic and reports whether there was one. Notifications already fanned out
+// are not affected; one whose fan-out is running stops reaching recipient
+// from its next chunk on.
+func Unsubscribe(ctx context.Context, db DB, topic, recipient string) (bool, error) {
 	var existed bool
 	if err := db.QueryRow(ctx, notifyUnsubscribeSQL, topic, recipient).Scan(&existed); err != nil {
 		return false, fmt.Errorf("unsubscribe %s from %s: %w", recipient, topic, err)
 	}
 	return existed, nil
-}
-
-const unsubscribeSQL = `DELETE FROM notify_subscriptions WHERE topic = $1 AND recipient = $2`
-
-// Unsubscribe removes recipient's subscription to topic and reports whether
-// there was one. Notifications already fanned out are not affected; one whose
-// fan-out is running stops reaching recipient from its next chunk on.
-func Unsubscribe(ctx context.Context, db DB, topic, recipient string) (bool, error) {
-	tag, err := db.Exec(ctx, unsubscribeSQL, topic, recipient)
-	if err != nil {
-		return false, fmt.Errorf("unsubscribe %s from %s: %w", recipient, topic, err)
-	}
-	return tag.RowsAffected() > 0, nil
 }
 
 // SubscriptionPage is one page of a topic's subscribers or of a recipient's

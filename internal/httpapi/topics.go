@@ -63,7 +63,12 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) error {
 	if !notifyd.ValidSubscriptionReason(reason) {
 		return invalidField("reason", "want one word of letters, digits, '-', '_' or '.', at most 64 bytes")
 	}
+	// notify_subscribe is the one door of a subscription (as SubscribeTx's
+	// and SQL's): it checks the input again, in the same words.
 	sub, err := stores.Subscribe(r.Context(), s.pool, topic, recipient, reason)
+	if in, ok := stores.InputErrorOf(err); ok {
+		return invalidField(in.Field, in.Message)
+	}
 	if err != nil {
 		return err
 	}
@@ -80,6 +85,9 @@ func (s *Server) unsubscribe(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	deleted, err := stores.Unsubscribe(r.Context(), s.pool, topic, recipient)
+	if in, ok := stores.InputErrorOf(err); ok {
+		return invalidField(in.Field, in.Message)
+	}
 	if err != nil {
 		return err
 	}
