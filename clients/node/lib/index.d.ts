@@ -1,5 +1,5 @@
-// Types of @notifyd/client. index.d.mts is the same file for ESM importers;
-// keep the two identical (the package's tests compare them).
+// Types of @notifyd/client, for CommonJS and (through index.d.mts, which
+// re-exports them) ESM importers alike: the one source of the declarations.
 
 /**
  * Register your notifiers' params types, written by

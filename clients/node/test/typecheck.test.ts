@@ -110,10 +110,12 @@ test("generated notifier types type send, and a pool is refused at compile time"
   }
 });
 
-test("the ESM and CommonJS declarations are the same file", () => {
-  const cjs = fs.readFileSync(path.join(root, "lib", "index.d.ts"), "utf8");
+test("the ESM declarations are the CommonJS ones, re-exported: one source", () => {
+  // Nothing but comments and the one re-export: a declaration written into
+  // index.d.mts would be a second source that could drift from index.d.ts.
   const esm = fs.readFileSync(path.join(root, "lib", "index.d.mts"), "utf8");
-  assert.equal(esm, cjs, "lib/index.d.mts differs from lib/index.d.ts: copy it (cp lib/index.d.ts lib/index.d.mts)");
+  const code = esm.replace(/^\s*\/\/[^\n]*$/gm, "").trim();
+  assert.equal(code, 'export * from "./index.js";', "lib/index.d.mts must only re-export lib/index.d.ts");
 });
 
 test("the declarations declare exactly what CommonJS and ESM export", async () => {
