@@ -52,7 +52,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -64,7 +63,6 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/devicepush"
-	"github.com/notifyd/notifyd/channels/internal/safehttp"
 )
 
 var (
@@ -97,15 +95,11 @@ type Options struct {
 
 // Sender delivers APNs pushes. It is safe for concurrent use.
 type Sender struct {
-	cfg       *Config
-	key       *ecdsa.PrivateKey
-	notifiers map[string]*Templates
-	client    *http.Client
-	logger    *slog.Logger
-	clock     func() time.Time
-	fanout    devicepush.Fanout
-	base      string
-	provider  string
+	cfg      *Config
+	key      *ecdsa.PrivateKey
+	ch       *devicepush.Channel
+	base     string
+	provider string
 
 	mu       sync.Mutex
 	token    string
@@ -120,24 +114,11 @@ func New(cfg *Config, key *ecdsa.PrivateKey, notifiers map[string]*Templates, st
 	if cfg == nil || key == nil {
 		return nil, errors.New("apns: channels.apns is not configured")
 	}
-	s := &Sender{cfg: cfg, key: key, notifiers: map[string]*Templates{}, client: opts.Client, logger: opts.Logger,
-		clock: opts.Clock}
-	if s.client == nil {
-		timeout := cfg.Timeout.D()
-		if timeout <= 0 {
-			timeout = DefaultTimeout
-		}
-		var err error
-		if s.client, err = devicepush.NewClient(timeout, cfg.CAFile); err != nil {
-			return nil, fmt.Errorf("apns: channels.apns.ca_file: %w", err)
-		}
+	ch, err := devicepush.NewChannel(Name, Platform, store, devicepush.Options(opts), cfg.Timeout.D(), DefaultTimeout, cfg.CAFile)
+	if err != nil {
+		return nil, err
 	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
-	}
-	if s.clock == nil {
-		s.clock = time.Now
-	}
+	s := &Sender{cfg: cfg, key: key, ch: ch}
 	s.base = strings.TrimSuffix(cfg.BaseURL, "/")
 	if s.base == "" {
 		s.base = DefaultBaseURL
@@ -147,18 +128,13 @@ func New(cfg *Config, key *ecdsa.PrivateKey, notifiers map[string]*Templates, st
 	} else {
 		return nil, fmt.Errorf("apns: channels.apns.base_url %q is not a URL", cfg.BaseURL)
 	}
-	s.fanout = devicepush.Fanout{Channel: Name, Platform: Platform, Store: store, Logger: s.logger}
 	for name, t := range notifiers {
 		if t == nil {
 			continue
 		}
-		if t.parsed.Title == nil {
-			var err error
-			if t.parsed, err = devicepush.ParseTemplates("notifiers."+name+".channels.apns.", t.Title, t.Body, t.URL); err != nil {
-				return nil, fmt.Errorf("apns: %w", err)
-			}
+		if err := ch.AddNotifier(name, &t.parsed, t.Title, t.Body, t.URL); err != nil {
+			return nil, err
 		}
-		s.notifiers[name] = t
 	}
 	return s, nil
 }
@@ -169,33 +145,18 @@ func (s *Sender) Name() string { return Name }
 // Addressable reports whether the notifier has apns templates. Whether the
 // recipient has an iOS device the fan-out knows (Plugin.Device).
 func (s *Sender) Addressable(notifier string, _ channels.Recipient) error {
-	if _, ok := s.notifiers[notifier]; !ok {
-		return fmt.Errorf("notifier %q has no apns templates", notifier)
-	}
-	return nil
-}
-
-func (s *Sender) render(notifier string, params map[string]any) (devicepush.Parts, error) {
-	t, ok := s.notifiers[notifier]
-	if !ok {
-		return devicepush.Parts{}, fmt.Errorf("notifier %q has no apns templates", notifier)
-	}
-	return t.parsed.Render(Name, params)
+	return s.ch.Addressable(notifier)
 }
 
 // Preview renders the notifier's title, body and url without sending.
 func (s *Sender) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
-	p, err := s.render(notifier, params)
-	if err != nil {
-		return nil, err
-	}
-	return p.Preview(), nil
+	return s.ch.Preview(notifier, params)
 }
 
 // Prepare reads the iOS devices of a batch's recipients in one statement
 // (channels.Preparer).
 func (s *Sender) Prepare(ctx context.Context, recipients []string) (any, error) {
-	return s.fanout.Prepare(ctx, recipients)
+	return s.ch.Fanout.Prepare(ctx, recipients)
 }
 
 // payload is the push's JSON body.
@@ -225,28 +186,21 @@ func CollapseID(key string) string {
 // Send pushes msg to each of the recipient's iOS devices. See the package
 // doc for the outcomes.
 func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
-	if msg.Recipient == nil {
-		return channels.Permanent(errors.New("apns: message has no recipient"))
-	}
-	parts, err := s.render(msg.Notifier, msg.Params)
-	if err != nil {
-		return channels.Permanent(fmt.Errorf("apns %s to recipient %s: %w", msg.Notifier, msg.Recipient.ID, err))
-	}
 	encode := func(p devicepush.Parts) ([]byte, error) {
 		var b payload
 		b.APS.Alert.Title, b.APS.Alert.Body = p.Title, p.Body
 		b.ID, b.Notifier, b.Key, b.URL = msg.DeliveryID, msg.Notifier, msg.Key, p.URL
 		return json.Marshal(b)
 	}
-	parts, err = devicepush.Fit(parts, MaxPayload, encode)
+	parts, err := s.ch.Parts(msg, MaxPayload, encode)
 	if err != nil {
-		return channels.Permanent(fmt.Errorf("apns %s to recipient %s: %w", msg.Notifier, msg.Recipient.ID, err))
+		return err
 	}
 	body, err := encode(parts)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("apns: encode payload: %w", err))
 	}
-	return s.fanout.Send(ctx, msg, s.provider, func(ctx context.Context, d channels.Device) error {
+	return s.ch.Send(ctx, msg, s.provider, func(ctx context.Context, d channels.Device) error {
 		return s.push(ctx, d, msg, body)
 	})
 }
@@ -303,25 +257,19 @@ func (s *Sender) post(ctx context.Context, tok, device, topic string, msg channe
 		req.Header.Set("apns-id", msg.DeliveryID)
 	}
 	req.Header.Set("content-type", "application/json")
-	resp, err := s.client.Do(req)
+	answer, err := s.ch.Do(req, dest)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return channels.Temporary(fmt.Errorf("apns: %s: %w", dest, err), 0)
+		return err
 	}
-	text, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	code := resp.StatusCode
+	code, text, retryAfter := answer.Code, answer.Body, answer.RetryAfter
 	if code == http.StatusOK {
 		return nil
 	}
-	var answer struct {
+	var apple struct {
 		Reason string `json:"reason"`
 	}
-	_ = json.Unmarshal(text, &answer)
-	reason := answer.Reason
+	_ = json.Unmarshal(text, &apple)
+	reason := apple.Reason
 	if reason == "" {
 		reason = strings.Join(strings.Fields(strings.ToValidUTF8(string(text), "")), " ")
 		if len(reason) > 200 {
@@ -329,7 +277,6 @@ func (s *Sender) post(ctx context.Context, tok, device, topic string, msg channe
 		}
 	}
 	err = fmt.Errorf("apns: %s: HTTP %d %s", dest, code, reason)
-	retryAfter := safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), s.clock())
 	switch {
 	case code == http.StatusGone || reason == "BadDeviceToken" || reason == "Unregistered":
 		return channels.Gone(err)
@@ -347,7 +294,7 @@ func (s *Sender) post(ctx context.Context, tok, device, topic string, msg channe
 // providerToken returns the provider token, signing a new one when the
 // current one is TokenRefresh old.
 func (s *Sender) providerToken() (string, error) {
-	now := s.clock()
+	now := s.ch.Clock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.token != "" && now.Sub(s.signedAt) < TokenRefresh && !now.Before(s.signedAt) {

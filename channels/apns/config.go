@@ -172,18 +172,10 @@ func open(s *channels.Setup) (any, error) {
 			p.Add(sec, "topic", "%v", err)
 		}
 	}
-	p.HTTPURL(sec, "base_url", cfg.BaseURL)
-	if cfg.CAFile != "" {
-		if _, err := devicepush.LoadCA(cfg.CAFile); err != nil {
-			p.Add(sec, "ca_file", "%v", err)
-		}
-	}
-	p.Positive(sec, "timeout", cfg.Timeout)
+	devicepush.CheckConnection(p, sec, cfg.BaseURL, cfg.CAFile, cfg.Timeout)
 	if p.Err() != nil {
 		return nil, nil
 	}
-	if s.Devices == nil && !s.Checking {
-		s.Logger.Warn("apns is opened without a device store (channels.WithDevices): its sends will fail")
-	}
+	devicepush.WarnWithoutStore(s, Name)
 	return New(cfg, key, notifiers, s.Devices, Options{Logger: s.Logger, Clock: s.Clock})
 }

@@ -141,21 +141,13 @@ func open(s *channels.Setup) (any, error) {
 	case cfg.ProjectID != "" && !projectIDRE.MatchString(cfg.ProjectID):
 		p.Add(sec, "project_id", "want a Firebase project id (lower-case letters, digits and '-'), got %q", cfg.ProjectID)
 	}
-	p.HTTPURL(sec, "base_url", cfg.BaseURL)
 	if cfg.TokenURL != "" {
 		p.HTTPURL(sec, "token_url", cfg.TokenURL)
 	}
-	if cfg.CAFile != "" {
-		if _, err := devicepush.LoadCA(cfg.CAFile); err != nil {
-			p.Add(sec, "ca_file", "%v", err)
-		}
-	}
-	p.Positive(sec, "timeout", cfg.Timeout)
+	devicepush.CheckConnection(p, sec, cfg.BaseURL, cfg.CAFile, cfg.Timeout)
 	if p.Err() != nil {
 		return nil, nil
 	}
-	if s.Devices == nil && !s.Checking {
-		s.Logger.Warn("fcm is opened without a device store (channels.WithDevices): its sends will fail")
-	}
+	devicepush.WarnWithoutStore(s, Name)
 	return New(cfg, acct, notifiers, s.Devices, Options{Logger: s.Logger, Clock: s.Clock})
 }

@@ -46,7 +46,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -55,7 +54,6 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/devicepush"
-	"github.com/notifyd/notifyd/channels/internal/safehttp"
 )
 
 var (
@@ -82,15 +80,11 @@ type Options struct {
 
 // Sender delivers FCM messages. It is safe for concurrent use.
 type Sender struct {
-	cfg       *Config
-	notifiers map[string]*Templates
-	client    *http.Client
-	logger    *slog.Logger
-	clock     func() time.Time
-	tokens    *tokenSource
-	fanout    devicepush.Fanout
-	sendURL   string
-	provider  string
+	cfg      *Config
+	ch       *devicepush.Channel
+	tokens   *tokenSource
+	sendURL  string
+	provider string
 }
 
 // New returns a Sender for channels.fcm cfg with the service account acct,
@@ -106,23 +100,15 @@ func New(cfg *Config, acct *ServiceAccount, notifiers map[string]*Templates, sto
 	if cfg.ProjectID == "" {
 		return nil, errors.New("fcm: channels.fcm.project_id is empty")
 	}
-	s := &Sender{cfg: cfg, notifiers: map[string]*Templates{}, client: opts.Client, logger: opts.Logger, clock: opts.Clock}
 	timeout := cfg.Timeout.D()
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if s.client == nil {
-		var err error
-		if s.client, err = devicepush.NewClient(timeout, cfg.CAFile); err != nil {
-			return nil, fmt.Errorf("fcm: channels.fcm.ca_file: %w", err)
-		}
+	ch, err := devicepush.NewChannel(Name, Platform, store, devicepush.Options(opts), timeout, DefaultTimeout, cfg.CAFile)
+	if err != nil {
+		return nil, err
 	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
-	}
-	if s.clock == nil {
-		s.clock = time.Now
-	}
+	s := &Sender{cfg: cfg, ch: ch}
 	base := cfg.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
@@ -136,19 +122,14 @@ func New(cfg *Config, acct *ServiceAccount, notifiers map[string]*Templates, sto
 	if tokenURL == "" {
 		tokenURL = DefaultTokenURL
 	}
-	s.tokens = &tokenSource{client: s.client, url: tokenURL, account: acct, clock: s.clock, timeout: timeout}
-	s.fanout = devicepush.Fanout{Channel: Name, Platform: Platform, Store: store, Logger: s.logger}
+	s.tokens = &tokenSource{client: ch.Client, url: tokenURL, account: acct, clock: ch.Clock, timeout: timeout}
 	for name, t := range notifiers {
 		if t == nil {
 			continue
 		}
-		if t.parsed.Title == nil {
-			var err error
-			if t.parsed, err = devicepush.ParseTemplates("notifiers."+name+".channels.fcm.", t.Title, t.Body, t.URL); err != nil {
-				return nil, fmt.Errorf("fcm: %w", err)
-			}
+		if err := ch.AddNotifier(name, &t.parsed, t.Title, t.Body, t.URL); err != nil {
+			return nil, err
 		}
-		s.notifiers[name] = t
 	}
 	return s, nil
 }
@@ -159,33 +140,18 @@ func (s *Sender) Name() string { return Name }
 // Addressable reports whether the notifier has fcm templates. Whether the
 // recipient has an Android device the fan-out knows (Plugin.Device).
 func (s *Sender) Addressable(notifier string, _ channels.Recipient) error {
-	if _, ok := s.notifiers[notifier]; !ok {
-		return fmt.Errorf("notifier %q has no fcm templates", notifier)
-	}
-	return nil
-}
-
-func (s *Sender) render(notifier string, params map[string]any) (devicepush.Parts, error) {
-	t, ok := s.notifiers[notifier]
-	if !ok {
-		return devicepush.Parts{}, fmt.Errorf("notifier %q has no fcm templates", notifier)
-	}
-	return t.parsed.Render(Name, params)
+	return s.ch.Addressable(notifier)
 }
 
 // Preview renders the notifier's title, body and url without sending.
 func (s *Sender) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
-	p, err := s.render(notifier, params)
-	if err != nil {
-		return nil, err
-	}
-	return p.Preview(), nil
+	return s.ch.Preview(notifier, params)
 }
 
 // Prepare reads the Android devices of a batch's recipients in one
 // statement (channels.Preparer).
 func (s *Sender) Prepare(ctx context.Context, recipients []string) (any, error) {
-	return s.fanout.Prepare(ctx, recipients)
+	return s.ch.Fanout.Prepare(ctx, recipients)
 }
 
 // message is the FCM HTTP v1 request body, with the token left for each
@@ -206,30 +172,22 @@ type notification struct {
 // Send pushes msg to each of the recipient's Android devices. See the
 // package doc for the outcomes.
 func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
-	if msg.Recipient == nil {
-		return channels.Permanent(errors.New("fcm: message has no recipient"))
-	}
-	parts, err := s.render(msg.Notifier, msg.Params)
-	if err != nil {
-		return channels.Permanent(fmt.Errorf("fcm %s to recipient %s: %w", msg.Notifier, msg.Recipient.ID, err))
-	}
-	data := map[string]string{"id": msg.DeliveryID, "notifier": msg.Notifier, "key": msg.Key, "url": parts.URL}
 	encode := func(token string, p devicepush.Parts) ([]byte, error) {
 		var m message
 		m.Message.Token = token
 		m.Message.Notification = notification{Title: p.Title, Body: p.Body}
-		m.Message.Data = data
+		m.Message.Data = map[string]string{"id": msg.DeliveryID, "notifier": msg.Notifier, "key": msg.Key, "url": p.URL}
 		return json.Marshal(m)
 	}
 	// The longest token a device may have stands in for the device's, so
 	// the cut fits every device.
-	parts, err = devicepush.Fit(parts, MaxPayload, func(p devicepush.Parts) ([]byte, error) {
+	parts, err := s.ch.Parts(msg, MaxPayload, func(p devicepush.Parts) ([]byte, error) {
 		return encode(strings.Repeat("x", maxToken), p)
 	})
 	if err != nil {
-		return channels.Permanent(fmt.Errorf("fcm %s to recipient %s: %w", msg.Notifier, msg.Recipient.ID, err))
+		return err
 	}
-	return s.fanout.Send(ctx, msg, s.provider, func(ctx context.Context, d channels.Device) error {
+	return s.ch.Send(ctx, msg, s.provider, func(ctx context.Context, d channels.Device) error {
 		b, err := encode(d.Token, parts)
 		if err != nil {
 			return channels.Permanent(fmt.Errorf("fcm: encode message: %w", err))
@@ -275,17 +233,11 @@ func (s *Sender) post(ctx context.Context, tok string, body []byte) error {
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "notifyd")
-	resp, err := s.client.Do(req)
+	answer, err := s.ch.Do(req, dest)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return channels.Temporary(fmt.Errorf("fcm: %s: %w", dest, err), 0)
+		return err
 	}
-	text, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	code := resp.StatusCode
+	code, text, retryAfter := answer.Code, answer.Body, answer.RetryAfter
 	if code >= 200 && code < 300 {
 		return nil
 	}
@@ -295,7 +247,6 @@ func (s *Sender) post(ctx context.Context, tok string, body []byte) error {
 		reason = status
 	}
 	err = fmt.Errorf("fcm: %s: HTTP %d %s: %s", dest, code, reason, message)
-	retryAfter := safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), s.clock())
 	switch {
 	case errorCode == "UNREGISTERED" || code == http.StatusNotFound:
 		return channels.Gone(err)
