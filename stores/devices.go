@@ -123,11 +123,7 @@ func ListDevicesOf(ctx context.Context, db DB, platform string, recipients []str
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string][]Device)
-	for _, d := range devices {
-		out[d.Recipient] = append(out[d.Recipient], d)
-	}
-	return out, nil
+	return byRecipient(devices, func(d Device) string { return d.Recipient }), nil
 }
 
 func scanDevices(rows pgx.Rows) ([]Device, error) {
@@ -152,17 +148,7 @@ DELETE FROM notify_devices WHERE recipient = $1 AND id = $2::uuid AND ($3 = '' O
 // has none with that id (another recipient's id included; id must be a
 // UUID), or, for a tenant other than "", none registered under tenant.
 func DeleteDevice(ctx context.Context, db DB, recipient, tenant, id string) error {
-	if !uuidv7.Valid(id) {
-		return ErrNotFound
-	}
-	tag, err := db.Exec(ctx, deleteDeviceSQL, recipient, id, tenant)
-	if err != nil {
-		return fmt.Errorf("delete device %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return deleteRegistration(ctx, db, deleteDeviceSQL, "device", recipient, tenant, id)
 }
 
 const (

@@ -34,22 +34,7 @@ WITH ended AS (
     SELECT n.id, n.status, n.send_at, n.normalized
     FROM notify_notifications n
     WHERE n.id IN (SELECT id FROM ended) AND n.status IN ('pending', 'scheduled')
-), lanes AS (
-    SELECT o.id, coalesce(l.lane, 0) AS lane, o.send_at
-    FROM open o
-    LEFT JOIN notify_fanout_lanes l ON o.normalized AND l.notification_id = o.id AND NOT l.done
-)
-SELECT x.id::text, x.lane, x.send_at
-FROM lanes x
-WHERE NOT EXISTS (
-    SELECT 1 FROM river_job j
-    WHERE j.args @> jsonb_build_object('notification_id', x.id::text)
-      AND j.kind = 'notify.fanout'
-      AND j.state NOT IN ('cancelled', 'completed', 'discarded')
-      AND coalesce((j.args->>'lane')::integer, 0) = x.lane
-)
-ORDER BY x.id, x.lane
-LIMIT $2`
+` + lanesWithoutJobSQL
 
 // resumeOrphanedFanoutsSQL finds every pending or scheduled notification
 // created before $1 whose lanes have no live job, whatever became of the job
@@ -60,7 +45,13 @@ WITH open AS (
     SELECT n.id, n.status, n.send_at, n.normalized
     FROM notify_notifications n
     WHERE n.status IN ('pending', 'scheduled') AND n.created_at < $1::timestamptz
-), lanes AS (
+` + lanesWithoutJobSQL
+
+// lanesWithoutJobSQL ends both resume statements: from open (the
+// notifications each statement looks at: id, send_at, normalized), the lanes
+// not done that have no live job of their own, at most $2. The statements
+// stay constants: the text a log shows is the whole statement.
+const lanesWithoutJobSQL = `), lanes AS (
     SELECT o.id, coalesce(l.lane, 0) AS lane, o.send_at
     FROM open o
     LEFT JOIN notify_fanout_lanes l ON o.normalized AND l.notification_id = o.id AND NOT l.done

@@ -105,11 +105,7 @@ func ListPushSubscriptionsOf(ctx context.Context, db DB, recipients []string) (m
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string][]PushSubscription)
-	for _, s := range subs {
-		out[s.Recipient] = append(out[s.Recipient], s)
-	}
-	return out, nil
+	return byRecipient(subs, func(s PushSubscription) string { return s.Recipient }), nil
 }
 
 func scanPushSubscriptions(rows pgx.Rows) ([]PushSubscription, error) {
@@ -134,17 +130,7 @@ DELETE FROM notify_push_subscriptions WHERE recipient = $1 AND id = $2::uuid AND
 // when recipient has none with that id (id must be a UUID), or, for a
 // tenant other than "", none with that id registered under tenant.
 func DeletePushSubscription(ctx context.Context, db DB, recipient, tenant, id string) error {
-	if !uuidv7.Valid(id) {
-		return ErrNotFound
-	}
-	tag, err := db.Exec(ctx, deletePushSubscriptionSQL, recipient, id, tenant)
-	if err != nil {
-		return fmt.Errorf("delete push subscription %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return deleteRegistration(ctx, db, deletePushSubscriptionSQL, "push subscription", recipient, tenant, id)
 }
 
 const (
