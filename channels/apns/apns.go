@@ -128,13 +128,11 @@ func New(cfg *Config, key *ecdsa.PrivateKey, notifiers map[string]*Templates, st
 	} else {
 		return nil, fmt.Errorf("apns: channels.apns.base_url %q is not a URL", cfg.BaseURL)
 	}
-	for name, t := range notifiers {
-		if t == nil {
-			continue
-		}
-		if err := ch.AddNotifier(name, &t.parsed, t.Title, t.Body, t.URL); err != nil {
-			return nil, err
-		}
+	err = devicepush.AddNotifiers(ch, notifiers, func(t *Templates) (*devicepush.Templates, string, string, string) {
+		return &t.parsed, t.Title, t.Body, t.URL
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -123,13 +123,11 @@ func New(cfg *Config, acct *ServiceAccount, notifiers map[string]*Templates, sto
 		tokenURL = DefaultTokenURL
 	}
 	s.tokens = &tokenSource{client: ch.Client, url: tokenURL, account: acct, clock: ch.Clock, timeout: timeout}
-	for name, t := range notifiers {
-		if t == nil {
-			continue
-		}
-		if err := ch.AddNotifier(name, &t.parsed, t.Title, t.Body, t.URL); err != nil {
-			return nil, err
-		}
+	err = devicepush.AddNotifiers(ch, notifiers, func(t *Templates) (*devicepush.Templates, string, string, string) {
+		return &t.parsed, t.Title, t.Body, t.URL
+	})
+	if err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -85,6 +85,22 @@ func (c *Channel) AddNotifier(notifier string, parsed *Templates, title, body, u
 	return nil
 }
 
+// AddNotifiers is AddNotifier for each notifier of a channel package's
+// sections (nil ones skipped); section returns a section's parsed templates
+// and their text.
+func AddNotifiers[T any](c *Channel, notifiers map[string]*T, section func(*T) (parsed *Templates, title, body, url string)) error {
+	for name, t := range notifiers {
+		if t == nil {
+			continue
+		}
+		parsed, title, body, url := section(t)
+		if err := c.AddNotifier(name, parsed, title, body, url); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Addressable reports whether the notifier has templates for the channel.
 // Whether the recipient has a device of the platform the fan-out knows
 // (channels.Plugin.Device).
