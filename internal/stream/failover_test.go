@@ -139,4 +139,3 @@ func postgresTempDir(t *testing.T) string {
 	}
 	return dir
 }
-
