@@ -155,6 +155,15 @@ func TestTenantKeyReachesNothingElse(t *testing.T) {
 	}
 	var acme struct{ ID string }
 	_ = json.Unmarshal(b, &acme)
+	// A delivery of globex's (an email, which this config does not send:
+	// written here): its ledger row and its preview are not acme's.
+	var globexDelivery string
+	if err := d.Pool().QueryRow(t.Context(), `
+		INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status, tenant)
+		VALUES (gen_random_uuid(), $1, 'comment.created', 'globex-1', 'u2', 'email', 'direct', 'immediate', 'failed', 'globex')
+		RETURNING id::text`, globex.ID).Scan(&globexDelivery); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		method, path string
 		body         any
@@ -164,6 +173,8 @@ func TestTenantKeyReachesNothingElse(t *testing.T) {
 		{"GET", "/v1/notifications/" + globex.ID, nil},
 		{"GET", "/v1/notifications?tenant=globex", nil},
 		{"GET", "/v1/deliveries?tenant=globex", nil},
+		{"GET", "/v1/deliveries/" + globexDelivery, nil},
+		{"GET", "/v1/deliveries/" + globexDelivery + "/preview", nil},
 		{"GET", "/v1/recipients/u2/preferences?tenant=globex", nil},
 		{"PUT", "/v1/recipients/u2/preferences", map[string]any{"rules": []any{
 			map[string]any{"scope": "*", "channel": "email", "mode": "off", "tenant": "globex"}}}},

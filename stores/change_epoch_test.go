@@ -1,6 +1,10 @@
 package stores_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -76,5 +80,34 @@ func TestChangeLogEpochNamesTheDatabase(t *testing.T) {
 	}
 	if bumped == epochB || bumped == epochA || !epochShape.MatchString(bumped) {
 		t.Fatalf("epoch %q after setting notifyd.change_log_epoch (before: %q; A: %q)", bumped, epochB, epochA)
+	}
+}
+
+// The previous release's epoch (with the WAL timeline) is returned beside
+// the current one, so its cursors resume after an upgrade; the current one
+// leaves the timeline out, so a failover keeps it.
+func TestChangeLogEpochsKnowsThePreviousRelease(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	var system, timeline string
+	var oid int64
+	if err := pool.QueryRow(ctx, `SELECT s.system_identifier::text, d.oid::bigint, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+		FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()`).Scan(&system, &oid, &timeline); err != nil {
+		t.Fatal(err)
+	}
+	hash := func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:8])
+	}
+	epoch, previous, err := stores.ChangeLogEpochs(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hash(fmt.Sprintf("notifyd change log/%s/%d/%s", system, oid, timeline)); previous != want {
+		t.Errorf("previous epoch %s, want the previous release's %s", previous, want)
+	}
+	if want := hash(fmt.Sprintf("notifyd change log/%s/%d", system, oid)); epoch != want {
+		t.Errorf("epoch %s, want %s (no timeline)", epoch, want)
 	}
 }

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/pgcluster"
 )
 
@@ -20,7 +23,8 @@ import (
 // the standby promoted. Afterwards every notification whose POST was
 // answered 202 exists on the promoted standby and is delivered, the same
 // daemon process went on through the multi-host URL, and duplicates stay
-// within the messages in flight at the break.
+// within the messages in flight at the break. A stream cursor taken before
+// the failover resumes on the promoted standby without a reset.
 func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	start := func(name string, f func() (*pgcluster.Cluster, error)) (*pgcluster.Cluster, error) {
 		c, err := f()
@@ -79,6 +83,14 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	}
 	daemon := sl.proc
 	const key = "failover-1"
+	// A browser's cursor from before the failover: the head of the log when
+	// recipient 0's stream opens, before the large notification.
+	watched := recipientID(0)
+	first, err := streamEvents(ctx, sl, watched, "", 1)
+	if err != nil {
+		return fmt.Errorf("the inbox stream before the failover: %w", err)
+	}
+	cursor := first[0].id
 	id, err := s.send(ctx, sl, key, ids(0, n))
 	if err != nil {
 		return err
@@ -156,6 +168,19 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	if !daemon.alive() {
 		r.fail("the daemon exited (%v) instead of reconnecting; see %s", daemon.err, filepath.Join(s.dir, "daemon-a.log"))
 	}
+	// The pre-failover cursor resumes on the promoted standby: the same
+	// log, so no reset, and the first event replayed is the large
+	// notification's item, with the same epoch.
+	if resumed, err := streamEvents(ctx, sl, watched, cursor, 1); err != nil {
+		r.fail("the inbox stream after the failover, from the cursor %s of before it: %v", cursor, err)
+	} else if ev := resumed[0]; ev.name != "inbox.created" || !strings.Contains(ev.data, `"key":"`+key+`"`) ||
+		epochOf(ev.id) != epochOf(cursor) {
+		r.fail("the cursor %s of before the failover resumed with event %s (id %s) %s, want %s's inbox.created in the same epoch",
+			cursor, ev.name, ev.id, ev.data, key)
+	} else {
+		r.note("a stream cursor of before the failover (%s) resumed on the promoted standby without a reset (first event %s id %s)",
+			cursor, ev.name, ev.id)
+	}
 	snaps := map[string]*snapshot{}
 	inbox := map[string]int{key: n}
 	s.settleSmalls(ctx, r, committed, snaps, inbox)
@@ -210,4 +235,67 @@ func socketHosts(urls ...string) ([]socketHost, error) {
 		out = append(out, socketHost{u.Query().Get("host"), u.Query().Get("port")})
 	}
 	return out, nil
+}
+
+// sseEvent is one event of an inbox stream.
+type sseEvent struct{ id, name, data string }
+
+// streamEvents opens recipient's inbox stream on sl's daemon, with lastID as
+// its Last-Event-ID unless empty, and returns its first n events (comments
+// left out), or an error when they do not come within 30 s.
+func streamEvents(ctx context.Context, sl *slot, recipient, lastID string, n int) ([]sseEvent, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	tok, err := notifyd.RecipientToken(tokenSecret, recipient, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+sl.addr+"/v1/inbox/stream", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /v1/inbox/stream: %d", resp.StatusCode)
+	}
+	var out []sseEvent
+	var ev sseEvent
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.name != "" {
+				if out = append(out, ev); len(out) == n {
+					return out, nil
+				}
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data += strings.TrimPrefix(line, "data: ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("the stream ended after %d of %d events", len(out), n)
+}
+
+// epochOf is the epoch part of a stream cursor, "<epoch>.<seq>".
+func epochOf(cursor string) string {
+	epoch, _, _ := strings.Cut(cursor, ".")
+	return epoch
 }

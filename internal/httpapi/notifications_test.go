@@ -374,6 +374,33 @@ func TestCancelNotification(t *testing.T) {
 	expect(t, b.do(t, "DELETE", "/v1/notifications/comment.created/never-sent", adminToken, nil), 404, wire.CodeNotFound)
 }
 
+// DELETE of a notification with more inbox items than a transaction may
+// write change-log rows (65,536) withdraws them all.
+func TestCancelNotificationOfMoreThan65536Items(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 66000
+	const id = "01900000-0000-7000-8000-00000000c0de"
+	if _, err := b.pool.Exec(t.Context(), `INSERT INTO notify_notifications (id, notifier, key, status, normalized)
+		VALUES ($1, 'comment.created', 'wide', 'fanned_out', true)`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(t.Context(), `
+		INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, reason, title)
+		SELECT gen_random_uuid(), $1, 'w' || g, 'comment.created', 'wide', 'direct', 'hi' FROM generate_series(1, $2::int) g`,
+		id, n); err != nil {
+		t.Fatal(err)
+	}
+	r := b.do(t, "DELETE", "/v1/notifications/comment.created/wide", adminToken, nil)
+	expect(t, r, 200, "")
+	if r.body["cancelled"] != float64(n) {
+		t.Fatalf("cancel: %s, want cancelled %d", r.raw, n)
+	}
+	if left := count(t, b.pool, `SELECT count(*) FROM notify_inbox WHERE key = 'wide'`); left != 0 {
+		t.Fatalf("%d inbox items left", left)
+	}
+}
+
 func TestSendManyKeys(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -82,6 +82,9 @@ type HandlerOptions struct {
 //   - With a cursor of this log at n still in the log: every change after n,
 //     in seq order, then "counts" (id: the last seq replayed, n if none),
 //     then live events, with neither gap nor duplicate between the two.
+//   - A cursor of this log is one of this database, on its primary or on a
+//     standby promoted in its place (a failover keeps the epoch), or one the
+//     previous release made for it (stores.ChangeLogEpochs).
 //   - With a cursor of another log (another database, or this one before a
 //     restore: another epoch), one that is not a cursor at all, or one at n
 //     from before changes retention has deleted (stores.TrimmedThrough) or
@@ -207,7 +210,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// changed under it from now on drops the subscription (Hub.checkEpoch),
 	// so a stream never carries on with an epoch that is no longer the
 	// database's.
-	epoch, err := stores.ChangeLogEpoch(ctx, h.hub.pool)
+	epoch, previous, err := stores.ChangeLogEpochs(ctx, h.hub.pool)
 	if err != nil {
 		h.fail(w, r, s, recipient, err)
 		return
@@ -219,7 +222,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		last, err = h.fresh(ctx, s, recipient)
 	case !ok:
 		last, err = h.reset(ctx, s, recipient, "not a cursor this stream sent")
-	case c.epoch != "" && c.epoch != epoch:
+	case c.epoch != "" && c.epoch != epoch && c.epoch != previous:
 		last, err = h.reset(ctx, s, recipient, "a cursor of another database, or of this one before a restore")
 	default:
 		last, err = h.replay(ctx, s, recipient, c.seq)

@@ -945,9 +945,15 @@ func TestCursorsItCannotReplayFromReset(t *testing.T) {
 		r.close()
 	}
 
-	// This database's cursor, and the bare seq of one (from before cursors
-	// carried the epoch), replay.
-	for _, cursor := range []string{start.id, strconv.FormatInt(start.seq(t), 10)} {
+	// This database's cursor, the one the previous release made for it
+	// (its epoch named the WAL timeline too), and the bare seq of one (from
+	// before cursors carried the epoch), replay.
+	_, previous, err := stores.ChangeLogEpochs(t.Context(), b.pool)
+	if err != nil || previous == "" || previous == epoch {
+		t.Fatalf("the previous release's epoch %q (%v), epoch %s", previous, err, epoch)
+	}
+	for _, cursor := range []string{start.id, previous + "." + strconv.FormatInt(start.seq(t), 10),
+		strconv.FormatInt(start.seq(t), 10)} {
 		r := connect(t, b.srv, me, cursor)
 		r.expectCreated(t, id)
 		r.expectCounts(t, 1, 1)

@@ -220,15 +220,22 @@ BEGIN
            coalesce((SELECT array_agg(i.recipient ORDER BY i.recipient, i.id) FROM i), '{}')
     INTO v_deliveries, v_items, v_recipients;
     IF cardinality(v_items) > 0 THEN
-        -- A tenant's deletions name it: a stream confined to a tenant
-        -- forwards only its own.
-        INSERT INTO notify_inbox_changes (recipient, kind, item_ids, data)
-        SELECT u.recipient, 'deleted', array_agg(u.id ORDER BY u.id),
+        -- The deletions are logged in rows naming up to 2,000 recipients
+        -- each, the shape of a fan-out chunk's created row (an item per
+        -- recipient: notify_inbox is unique on (notification_id,
+        -- recipient)), so a cancel of any audience stays far within a
+        -- transaction's 65,536 change rows: a million recipients are 500
+        -- rows. A lone item is a row of its recipient. A tenant's deletions
+        -- name it: a stream confined to a tenant forwards only its own.
+        INSERT INTO notify_inbox_changes (recipient, recipients, kind, item_ids, data)
+        SELECT CASE WHEN cardinality(v_items) = 1 THEN min(u.recipient) END,
+               CASE WHEN cardinality(v_items) > 1 THEN array_agg(u.recipient ORDER BY u.ord) END,
+               'deleted', array_agg(u.id ORDER BY u.ord),
                (SELECT jsonb_build_object('tenant', n.tenant) FROM notify_notifications n
                 WHERE n.id = v_id AND n.tenant IS NOT NULL)
-        FROM unnest(v_items, v_recipients) AS u(id, recipient)
-        GROUP BY u.recipient
-        ORDER BY u.recipient;
+        FROM unnest(v_items, v_recipients) WITH ORDINALITY AS u(id, recipient, ord)
+        GROUP BY (u.ord - 1) / 2000
+        ORDER BY min(u.ord);
     END IF;
     RETURN v_deliveries + cardinality(v_items);
 END
