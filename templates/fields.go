@@ -1,4 +1,4 @@
-package config
+package templates
 
 import (
 	"github.com/notifyd/notifyd/notifytype"
@@ -13,7 +13,7 @@ import (
 
 // A notifier's templates name params as fields ({{.post_title}}); a field
 // the params schema does not declare renders as nothing, so a typo
-// ({{.post_titel}}) would send blank text for ever. checkFields walks each
+// ({{.post_titel}}) would send blank text for ever. CheckFields walks each
 // template's parse tree against the schema and reports every such field with
 // the template's line: what `notifyd check` (and the daemon) refuse.
 //
@@ -34,11 +34,13 @@ type fieldScope struct {
 	params bool // the params object: the tenant (.Tenant) is there too
 }
 
-// checkFields reports the fields of t that n's params schema rules out, at
-// path (the template's key), one problem per template.
-func checkFields(el *errorList, path string, t Executor, n *Notifier) {
-	if n == nil || n.Params == nil {
-		return
+// CheckFields returns, one entry per problem with the template's line, the
+// fields t names that the params schema rules out. batch says the templates
+// belong to a batched notifier (they see the batch fields too). A nil schema
+// rules nothing out.
+func CheckFields(t Executor, schema map[string]any, batch bool) []string {
+	if schema == nil {
+		return nil
 	}
 	var trees []*parse.Tree
 	switch t := t.(type) {
@@ -51,7 +53,7 @@ func checkFields(el *errorList, path string, t Executor, n *Notifier) {
 			trees = append(trees, tt.Tree)
 		}
 	}
-	root := fieldScope{schema: n.Params, batch: n.Batch != nil, params: true}
+	root := fieldScope{schema: schema, batch: batch, params: true}
 	var bad []string
 	for _, tree := range trees {
 		if tree == nil || tree.Root == nil {
@@ -61,9 +63,7 @@ func checkFields(el *errorList, path string, t Executor, n *Notifier) {
 		w.list(tree.Root, root)
 		bad = append(bad, w.bad...)
 	}
-	if len(bad) > 0 {
-		el.add(path, "%s", strings.Join(bad, "; "))
-	}
+	return bad
 }
 
 type fieldWalker struct {
