@@ -27,6 +27,9 @@ type DigestData struct {
 	Items     []DigestItem
 	Count     int
 	More      int
+	// Locale is the recipient's locale and zone, for t ({{t "digest.subject"}}
+	// has .Count and .More as its arguments); nil without locales.
+	Locale *Locale
 }
 
 // RenderDigest renders the digest subject, text and html templates with

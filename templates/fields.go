@@ -26,6 +26,22 @@ import (
 // function or a variable), any field is accepted: only a field the schema
 // rules out is an error.
 
+// trees returns the parse trees of a text or html template.
+func trees(t Executor) []*parse.Tree {
+	var out []*parse.Tree
+	switch t := t.(type) {
+	case *template.Template:
+		for _, tt := range t.Templates() {
+			out = append(out, tt.Tree)
+		}
+	case *htmltemplate.Template:
+		for _, tt := range t.Templates() {
+			out = append(out, tt.Tree)
+		}
+	}
+	return out
+}
+
 // fieldScope is what the dot is at one point of a template: a schema
 // (nil: unknown, anything goes), and for the params object the batch fields.
 type fieldScope struct {
@@ -42,17 +58,7 @@ func CheckFields(t Executor, schema map[string]any, batch bool) []string {
 	if schema == nil {
 		return nil
 	}
-	var trees []*parse.Tree
-	switch t := t.(type) {
-	case *template.Template:
-		for _, tt := range t.Templates() {
-			trees = append(trees, tt.Tree)
-		}
-	case *htmltemplate.Template:
-		for _, tt := range t.Templates() {
-			trees = append(trees, tt.Tree)
-		}
-	}
+	trees := trees(t)
 	root := fieldScope{schema: schema, batch: batch, params: true}
 	var bad []string
 	for _, tree := range trees {
@@ -198,6 +204,9 @@ func (w *fieldWalker) resolve(n parse.Node, s fieldScope, names []string) {
 func child(s fieldScope, name string) (fieldScope, bool) {
 	if s.params && name == notifytype.TenantKey {
 		return fieldScope{schema: tenantSchema}, true
+	}
+	if s.params && name == LocaleKey {
+		return fieldScope{}, true
 	}
 	if s.batch {
 		switch name {

@@ -77,7 +77,7 @@ func parseText(name, src string, recipient bool) (*template.Template, error) {
 	if src == "" {
 		return nil, nil
 	}
-	funcs := template.FuncMap{nilFunc: emptyValue}
+	funcs := template.FuncMap{nilFunc: emptyValue, TranslateFunc: translate}
 	if recipient {
 		funcs[RecipientFunc] = ExampleRecipient
 	}
@@ -90,6 +90,7 @@ func parseText(name, src string, recipient bool) (*template.Template, error) {
 	}
 	for _, tt := range t.Templates() {
 		if tt.Tree != nil {
+			passRoot(tt.Tree, tt.Tree.Root)
 			emptyNils(tt.Tree, tt.Tree.Root)
 		}
 	}
@@ -132,9 +133,17 @@ func ParseHTML(name, src string) (*htmltemplate.Template, error) {
 	if src == "" {
 		return nil, nil
 	}
-	t, err := htmltemplate.New(name).Option("missingkey=zero").Funcs(htmltemplate.FuncMap{RecipientFunc: ExampleRecipient}).Parse(src)
+	t, err := htmltemplate.New(name).Option("missingkey=zero").
+		Funcs(htmltemplate.FuncMap{RecipientFunc: ExampleRecipient, TranslateFunc: translate}).Parse(src)
 	if err != nil {
 		return nil, CleanError(name, err)
+	}
+	// Nothing has executed t yet, so it is not escaped: the rewrite is
+	// escaped with the rest at the first Execute.
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil {
+			passRoot(tt.Tree, tt.Tree.Root)
+		}
 	}
 	return t, nil
 }
