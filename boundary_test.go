@@ -13,7 +13,7 @@ import (
 
 // publicPackages are the packages applications and embedding programs
 // import, by directory.
-var publicPackages = []string{".", "channels", "config", "server", "notifytype"}
+var publicPackages = []string{".", "channels", "config", "server", "notifytype", "templates"}
 
 // engineImport reports whether an import path is one of notifyd's engine or
 // internal packages, which a public package may use but never expose.
@@ -148,7 +148,7 @@ func exposedFields(typ ast.Expr, fn func(ast.Node)) {
 // leaf package notifytype, never the application-facing root package.
 func TestEngineDoesNotImportTheAPI(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{"jobs", "stores", "channels"} {
+	for _, dir := range []string{"jobs", "stores", "channels", "templates"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, name := range files {
 			if strings.HasSuffix(name, "_test.go") {
@@ -162,6 +162,35 @@ func TestEngineDoesNotImportTheAPI(t *testing.T) {
 				if imp.Path.Value == `"github.com/notifyd/notifyd"` {
 					t.Errorf("%s imports the root package notifyd", name)
 				}
+			}
+		}
+	}
+}
+
+// TestTemplatesStandsBelowConfigAndChannels: the template package is what
+// the config loader parses with and what channels and jobs render with, so
+// it stands below all of them: of notifyd it imports only the leaf
+// notifytype. (Rendering once lived in config, and channels reached into
+// the loader to render a message.)
+func TestTemplatesStandsBelowConfigAndChannels(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/notifyd/notifyd"
+	files, err := filepath.Glob(filepath.Join("templates", "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("templates: no Go files (%v)", err)
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if (path == mod || strings.HasPrefix(path, mod+"/")) && path != mod+"/notifytype" {
+				t.Errorf("%s imports %s: templates may import only notifytype of notifyd", name, path)
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Plugin is a channel as the registry knows it: what the channel is, and how
@@ -130,7 +131,7 @@ func DecodeNotifiers[T any](s *Setup, check func(n NotifierSection, t *T)) map[s
 		}
 		if check != nil {
 			check(NotifierSection{Name: name, Section: sec,
-				Example: config.TemplateParams(s.Config.Notifiers[name].ExampleParams())}, t)
+				Example: templates.Params(s.Config.Notifiers[name].ExampleParams())}, t)
 		}
 		out[name] = t
 	}

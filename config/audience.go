@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/notifyd/notifyd/templates"
 )
 
 // ConditionTrue is what a channel's `if` template must render for the
@@ -77,7 +79,7 @@ func (n *Notifier) validateConditions(el *errorList, path string) {
 		nc.IfTmpl = textTmpl(el, p, nc.If)
 		if nc.IfTmpl != nil {
 			checkFields(el, p, nc.IfTmpl, n)
-			renderCheck(el, p, nc.IfTmpl, dot(n.example))
+			renderCheck(el, p, nc.IfTmpl, templates.Params(n.example))
 		}
 	}
 }
@@ -91,7 +93,7 @@ func (n *Notifier) Condition(channel string, params map[string]any) (bool, error
 	if nc == nil || nc.IfTmpl == nil {
 		return true, nil
 	}
-	out, err := RenderText(nc.IfTmpl, params)
+	out, err := templates.RenderText(nc.IfTmpl, params)
 	if err != nil {
 		return false, fmt.Errorf("channels.%s.if does not render: %w", channel, err)
 	}

@@ -276,7 +276,7 @@ func TestErrors(t *testing.T) {
 		{"slash in notifier name", "notifiers:\n  a/b: {}\n",
 			`2: notifiers.a/b: invalid notifier name "a/b" (no /, spaces or control characters: it appears in URLs)`},
 		{"digest template fails", "digest:\n  text: '{{.Nope}}'\n",
-			`2: digest.text: template does not render with the example params: line 1:2: at <.Nope>: can't evaluate field Nope in type config.DigestData`},
+			`2: digest.text: template does not render with the example params: line 1:2: at <.Nope>: can't evaluate field Nope in type templates.DigestData`},
 		{"html template", "digest:\n  html: '<a href=\"{{.Items}\">'\n",
 			`2: digest.html: invalid template: line 1: bad character U+007D '}'`},
 		{"schema does not compile", "notifiers:\n  n:\n    params:\n      type: object\n      properties:\n        x: {minLength: -1}\n",

@@ -2,10 +2,10 @@ package config
 
 import (
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/templates"
 
 	"fmt"
 	htmltemplate "html/template"
-	"io"
 	"reflect"
 	"sort"
 	"strconv"
@@ -185,11 +185,6 @@ func (p *Problems) HTML(s *Section, key, src string) *htmltemplate.Template {
 	return htmlTmpl(p.el, keyPath(s, key), src)
 }
 
-// Executor is a parsed text or html template.
-type Executor interface {
-	Execute(w io.Writer, data any) error
-}
-
 // RenderCheck renders t (a *template.Template or *htmltemplate.Template; nil
 // is skipped) with data, as `notifyd check` does with a notifier's example
 // params, and reports a failure at key within s. In a notifier's channel
@@ -197,7 +192,7 @@ type Executor interface {
 // notifier's params schema does not declare ({{.post_titel}} for
 // post_title), with the template's line: such a field would always render
 // as nothing.
-func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
+func (p *Problems) RenderCheck(s *Section, key string, t templates.Executor, data any) {
 	if t == nil || reflect.ValueOf(t).IsNil() {
 		return
 	}
@@ -207,7 +202,7 @@ func (p *Problems) RenderCheck(s *Section, key string, t Executor, data any) {
 		data = notifytype.TemplateParams(params, &ExampleTenant)
 	}
 	if err := t.Execute(discard{}, data); err != nil {
-		p.el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+		p.el.add(path, "template does not render with the example params: %v", templates.CleanError(path, err))
 		return
 	}
 	if s != nil {
@@ -233,22 +228,6 @@ func (p *Problems) Positive(s *Section, key string, d Duration) {
 func (p *Problems) Mode(s *Section, key, got string, want ...string) {
 	mode(p.el, keyPath(s, key), got, want...)
 }
-
-// RenderText renders a template parsed by Problems.Text with params as its
-// dot, the way notifier templates see params (nil is {}; json.Number values
-// read as float64). A nil t renders "".
-func RenderText(t *template.Template, params map[string]any) (string, error) {
-	return execText(t, dot(params))
-}
-
-// RenderHTML is RenderText for html templates.
-func RenderHTML(t *htmltemplate.Template, params map[string]any) (string, error) {
-	return execHTML(t, dot(params))
-}
-
-// TemplateParams returns params as notifier templates see them (see
-// RenderText), for a channel that executes templates with a dot of its own.
-func TemplateParams(params map[string]any) map[string]any { return dot(params) }
 
 // ExampleParams returns the params `notifyd check` renders the notifier's
 // templates with: its `example`, or one built from its params schema.

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/notifyd/notifyd/templates"
 	"strings"
 	"testing"
 	"time"
@@ -35,71 +36,36 @@ notifiers:
 func TestDigestRender(t *testing.T) {
 	t.Parallel()
 
-	item := func(title string) DigestItem {
-		return DigestItem{Title: title, CreatedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+	item := func(title string) templates.DigestItem {
+		return templates.DigestItem{Title: title, CreatedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
 	}
 	tests := []struct {
 		name                string
 		cfg                 string
-		data                DigestData
+		data                templates.DigestData
 		subject, text, html string
 	}{
-		{"defaults, all listed", "", DigestData{Items: []DigestItem{item("A"), item("B")}, Count: 2},
+		{"defaults, all listed", "", templates.DigestData{Items: []templates.DigestItem{item("A"), item("B")}, Count: 2},
 			"Your 2 new notifications", "- A\n- B\n", ""},
-		{"defaults, more", "", DigestData{Items: []DigestItem{item("A")}, Count: 3, More: 2},
+		{"defaults, more", "", templates.DigestData{Items: []templates.DigestItem{item("A")}, Count: 3, More: 2},
 			"Your 3 new notifications", "- A\nand 2 more\n", ""},
 		{"html and params", "digest:\n  html: '{{range .Items}}<i>{{.Title}}</i>{{.Params.x}}{{end}}'\n",
-			DigestData{Items: []DigestItem{{Title: "<A>", Params: map[string]any{"x": "&"}}}, Count: 1},
+			templates.DigestData{Items: []templates.DigestItem{{Title: "<A>", Params: map[string]any{"x": "&"}}}, Count: 1},
 			"Your 1 new notifications", "- <A>\n", "<i>&lt;A&gt;</i>&amp;"},
 		{"missing param renders empty", "digest:\n  text: '{{range .Items}}[{{.Params.nope}}]{{end}}'\n",
-			DigestData{Items: []DigestItem{{Params: map[string]any{}}}, Count: 1},
+			templates.DigestData{Items: []templates.DigestItem{{Params: map[string]any{}}}, Count: 1},
 			"Your 1 new notifications", "[]", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := mustParse(t, tc.cfg)
-			subject, text, html, err := c.Digest.Render(tc.data)
+			subject, text, html, err := templates.RenderDigest(c.Digest.SubjectTmpl, c.Digest.TextTmpl, c.Digest.HTMLTmpl, tc.data)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if subject != tc.subject || text != tc.text || html != tc.html {
 				t.Errorf("got (%q, %q, %q)\nwant (%q, %q, %q)", subject, text, html, tc.subject, tc.text, tc.html)
-			}
-		})
-	}
-}
-
-func TestMissingKeysRenderEmpty(t *testing.T) {
-	t.Parallel()
-
-	// With a plain text/template, a missing key of a map[string]any prints
-	// "<no value>" even under missingkey=zero.
-	tests := []struct {
-		src, want string
-	}{
-		{"[{{.nope}}]", "[]"},
-		{"[{{.nope | printf \"%v\"}}]", "[<nil>]"},
-		{"[{{$x := .nope}}{{$x}}]", "[]"},
-		{"[{{if .nope}}yes{{else}}{{.nope}}no{{end}}]", "[no]"},
-		{"[{{with .a}}{{.b}}{{else}}{{.c}}{{end}}]", "[]"},
-		{"[{{range .l}}{{.x}}{{end}}]", "[]"},
-		{"[{{.n}} {{.s}} {{.t}}]", "[1.5 s true]"},
-		{"{{define \"t\"}}({{.nope}}){{end}}[{{template \"t\" .}}]", "[()]"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.src, func(t *testing.T) {
-			t.Parallel()
-			tmpl, err := parseText("t.test", tc.src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := execText(tmpl, map[string]any{"n": 1.5, "s": "s", "t": true, "l": []any{map[string]any{}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -162,7 +128,7 @@ func TestNotifierLookup(t *testing.T) {
 }
 
 // TestNumbersRenderAlike renders a template the way a channel does
-// (Problems.Text, RenderText): json.Number params read as float64, except an
+// (Problems.Text, templates.RenderText): json.Number params read as float64, except an
 // integer a float64 cannot hold, and the caller's params are left alone. The
 // in_app channel's test renders the same title through the inbox.
 func TestNumbersRenderAlike(t *testing.T) {
@@ -180,7 +146,7 @@ notifiers:
 	src, _ := sec.Value("title")
 	p := c.NewProblems()
 	tmpl := p.Text(sec, "title", src)
-	p.RenderCheck(sec, "title", tmpl, TemplateParams(c.Notifiers["n"].ExampleParams()))
+	p.RenderCheck(sec, "title", tmpl, templates.Params(c.Notifiers["n"].ExampleParams()))
 	if err := p.Err(); err != nil || tmpl == nil {
 		t.Fatalf("title: %v", err)
 	}
@@ -190,7 +156,7 @@ notifiers:
 		{"amount": json.Number("129.5"), "count": json.Number("2"), "big": json.Number("12345678901234567890"), "list": []any{json.Number("3")}},
 	} {
 		orig := fmt.Sprint(params)
-		title, err := RenderText(tmpl, params)
+		title, err := templates.RenderText(tmpl, params)
 		if err != nil {
 			t.Fatal(err)
 		}

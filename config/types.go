@@ -179,7 +179,7 @@ type Digest struct {
 	Text     string `yaml:"text"`
 	HTML     string `yaml:"html"`
 
-	// Compiled forms, set by Load. The templates' dot is a DigestData. HTMLTmpl
+	// Compiled forms, set by Load. The templates' dot is a templates.DigestData. HTMLTmpl
 	// is nil when HTML is empty (text-only digests). Location is Timezone
 	// loaded: the zone for recipients whose profile has no timezone.
 	SubjectTmpl *template.Template     `yaml:"-"`

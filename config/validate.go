@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/templates"
 	htmltemplate "html/template"
 	"net"
 	"net/url"
@@ -168,13 +169,13 @@ func (c *Config) validateDigest(el *errorList) {
 }
 
 // exampleDigest is what `notifyd check` renders the digest templates with.
-func exampleDigest() DigestData {
-	return DigestData{
+func exampleDigest() templates.DigestData {
+	return templates.DigestData{
 		Recipient: map[string]any{
 			"ID": "example", "Email": "someone@example.test", "Name": "Example", "Locale": "en",
 			"Timezone": "UTC", "Data": map[string]any{},
 		},
-		Items: []DigestItem{{
+		Items: []templates.DigestItem{{
 			Notifier: "example.notifier", Key: "example-1", Category: "example", Reason: "subscribed",
 			Title: "Example title", Body: "Example body", URL: "https://app.example.test/1",
 			Params: map[string]any{}, CreatedAt: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
@@ -234,7 +235,7 @@ func (n *Notifier) validate(el *errorList, path string) {
 }
 
 func textTmpl(el *errorList, path, src string) *template.Template {
-	t, err := parseText(path, src)
+	t, err := templates.ParseText(path, src)
 	if err != nil {
 		el.add(path, "invalid template: %v", err)
 	}
@@ -242,9 +243,9 @@ func textTmpl(el *errorList, path, src string) *template.Template {
 }
 
 // recipientTextTmpl is textTmpl for a template that may call recipient
-// (parseRecipientText).
+// (templates.ParseRecipientText).
 func recipientTextTmpl(el *errorList, path, src string) *template.Template {
-	t, err := parseRecipientText(path, src)
+	t, err := templates.ParseRecipientText(path, src)
 	if err != nil {
 		el.add(path, "invalid template: %v", err)
 	}
@@ -252,7 +253,7 @@ func recipientTextTmpl(el *errorList, path, src string) *template.Template {
 }
 
 func htmlTmpl(el *errorList, path, src string) *htmltemplate.Template {
-	t, err := parseHTML(path, src)
+	t, err := templates.ParseHTML(path, src)
 	if err != nil {
 		el.add(path, "invalid template: %v", err)
 	}
@@ -264,7 +265,7 @@ func renderCheck(el *errorList, path string, t *template.Template, data any) {
 		return
 	}
 	if err := t.Execute(discard{}, data); err != nil {
-		el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+		el.add(path, "template does not render with the example params: %v", templates.CleanError(path, err))
 	}
 }
 
@@ -273,7 +274,18 @@ func renderHTMLCheck(el *errorList, path string, t *htmltemplate.Template, data 
 		return
 	}
 	if err := t.Execute(discard{}, data); err != nil {
-		el.add(path, "template does not render with the example params: %v", cleanTemplateErr(path, err))
+		el.add(path, "template does not render with the example params: %v", templates.CleanError(path, err))
+	}
+}
+
+// checkFields reports the fields of t that n's params schema rules out, at
+// path (the template's key), one problem per template.
+func checkFields(el *errorList, path string, t templates.Executor, n *Notifier) {
+	if n == nil {
+		return
+	}
+	if bad := templates.CheckFields(t, n.Params, n.Batch != nil); len(bad) > 0 {
+		el.add(path, "%s", strings.Join(bad, "; "))
 	}
 }
 

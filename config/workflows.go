@@ -4,6 +4,8 @@ import (
 	"reflect"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Unless conditions a notifier channel may name (NotifierChannel.Unless).
@@ -50,14 +52,6 @@ func (d *decoder) decodeWorkflowKey(nc *NotifierChannel, p pair, path string) bo
 	return true
 }
 
-// Batch template fields: what a batched notifier's templates see besides the
-// params (the params of the notification that rendered them).
-const (
-	BatchCount  = "Count"  // how many notifications the batch holds
-	BatchActors = "Actors" // their distinct actors, in arrival order
-	BatchItems  = "Items"  // each one's params, oldest first
-)
-
 // validateBatch checks n.Batch and parses its key template, rendering it
 // with the example params; a batched notifier's example params gain the
 // batch fields (a batch of two), so that `notifyd check` renders every
@@ -71,7 +65,7 @@ func (n *Notifier) validateBatch(el *errorList, path string) {
 	if b.Key == "" {
 		el.add(join(path, "key"), "is required: a template over the params naming what batches together, such as \"{{.post_id}}\"")
 	} else if b.KeyTmpl = textTmpl(el, join(path, "key"), b.Key); b.KeyTmpl != nil {
-		renderCheck(el, join(path, "key"), b.KeyTmpl, dot(n.example))
+		renderCheck(el, join(path, "key"), b.KeyTmpl, templates.Params(n.example))
 		checkFields(el, join(path, "key"), b.KeyTmpl, &Notifier{Params: n.Params})
 	}
 	if b.Window <= 0 {
@@ -84,25 +78,8 @@ func (n *Notifier) validateBatch(el *errorList, path string) {
 	for k, v := range n.example {
 		ex[k] = v
 	}
-	ex[BatchCount] = float64(2)
-	ex[BatchActors] = []any{"example-actor"}
-	ex[BatchItems] = []any{n.example, n.example}
+	ex[templates.BatchCount] = float64(2)
+	ex[templates.BatchActors] = []any{"example-actor"}
+	ex[templates.BatchItems] = []any{n.example, n.example}
 	n.example = ex
-}
-
-// BatchParams returns params as a batch's templates see them: params (the
-// notification rendering them) with the batch fields added.
-func BatchParams(params map[string]any, count int, actors []string, items []any) map[string]any {
-	out := make(map[string]any, len(params)+3)
-	for k, v := range params {
-		out[k] = v
-	}
-	a := make([]any, len(actors))
-	for i, x := range actors {
-		a[i] = x
-	}
-	out[BatchCount] = float64(count)
-	out[BatchActors] = a
-	out[BatchItems] = items
-	return out
 }

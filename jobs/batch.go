@@ -17,6 +17,7 @@ import (
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/stores/uuidv7"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Batches (a notifier's `batch`) are joined in the fan-out's chunk
@@ -47,7 +48,7 @@ func (d *Deps) joinBatches(ctx context.Context, tx pgx.Tx, st *stores.FanoutStat
 	if err != nil {
 		return nil, err
 	}
-	key, err := config.RenderText(nf.Batch.KeyTmpl, params)
+	key, err := templates.RenderText(nf.Batch.KeyTmpl, params)
 	if err != nil {
 		return nil, fmt.Errorf("batch key of %s: %w", st.ID, err)
 	}
@@ -302,7 +303,7 @@ func batchParams(params map[string]any, batch string, c stores.BatchContent) (ma
 	if err := json.Unmarshal(c.Items, &items); err != nil {
 		return nil, fmt.Errorf("items of batch %s: %w", batch, err)
 	}
-	return config.BatchParams(params, c.Count, c.Actors, items), nil
+	return templates.BatchParams(params, c.Count, c.Actors, items), nil
 }
 
 func nonEmpty(s string) []string {

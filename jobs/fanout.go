@@ -22,6 +22,7 @@ import (
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/stores/uuidv7"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // FanoutArgs is the notify.fanout job: resolve a notification's audience and
@@ -243,10 +244,10 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 	}
 	if nf.Batch != nil {
 		// The first of a batch renders as a batch of one; see batch.go.
-		if _, err := config.RenderText(nf.Batch.KeyTmpl, params); err != nil {
+		if _, err := templates.RenderText(nf.Batch.KeyTmpl, params); err != nil {
 			return nil, item, nil, "batch key does not render: " + err.Error()
 		}
-		params = config.BatchParams(params, 1, nonEmpty(st.Actor), []any{params})
+		params = templates.BatchParams(params, 1, nonEmpty(st.Actor), []any{params})
 	}
 	if off, err = conditionsOf(nf, params); err != nil {
 		return nil, item, nil, err.Error()

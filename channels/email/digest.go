@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // SendDigest renders the digest templates for d and sends the email, with the
@@ -53,14 +53,14 @@ func (s *Sender) SendDigest(ctx context.Context, d channels.Digest) error {
 // digestData is the templates' dot for d: at most maxItems items (zero or
 // less: no cap), Count at least the number of items, and More the rest. The
 // caller's items are not changed.
-func digestData(d channels.Digest, maxItems int) config.DigestData {
+func digestData(d channels.Digest, maxItems int) templates.DigestData {
 	items := d.Items
 	if maxItems > 0 && len(items) > maxItems {
 		items = items[:maxItems]
 	}
-	out := config.DigestData{Items: make([]config.DigestItem, len(items)), Count: max(d.Count, len(d.Items))}
+	out := templates.DigestData{Items: make([]templates.DigestItem, len(items)), Count: max(d.Count, len(d.Items))}
 	for i, it := range items {
-		out.Items[i] = config.DigestItem{Notifier: it.Notifier, Key: it.Key, Category: it.Category, Reason: it.Reason,
+		out.Items[i] = templates.DigestItem{Notifier: it.Notifier, Key: it.Key, Category: it.Category, Reason: it.Reason,
 			Title: it.Title, Body: it.Body, URL: it.URL, Params: it.Params, CreatedAt: it.CreatedAt}
 	}
 	out.More = out.Count - len(out.Items)

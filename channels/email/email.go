@@ -21,7 +21,7 @@
 // language ("pt"), else the notifier's default templates; a variant is used as
 // a whole (Templates.For).
 //
-// Digest templates (SendDigest) have a config.DigestData as the dot: .Items
+// Digest templates (SendDigest) have a templates.DigestData as the dot: .Items
 // (oldest first, at most digest.max_items), .Count, .More (how many were left
 // out, for "and N more") and .Recipient (a channels.Recipient); the recipient
 // function works there too.

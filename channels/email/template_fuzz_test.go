@@ -10,6 +10,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // fuzzTemplateConfig puts params (and the recipient's name, which comes from
@@ -102,7 +103,7 @@ func FuzzEmailTemplates(f *testing.F) {
 		// text/template (not escaped) and reach the digest's html part.
 		title, _ := params["title"].(string)
 		link, _ := params["url"].(string)
-		data := config.DigestData{Recipient: r, Count: 2, Items: []config.DigestItem{
+		data := templates.DigestData{Recipient: r, Count: 2, Items: []templates.DigestItem{
 			{Notifier: "comment.created", Key: "k", Title: title, URL: link, Params: params, CreatedAt: time.Unix(0, 0)},
 			{Notifier: "comment.created", Key: "k2", Title: name, URL: name, Params: map[string]any{"body": paramsJSON}},
 		}}

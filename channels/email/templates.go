@@ -8,7 +8,7 @@ import (
 	"text/template"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // RecipientFunc is the name of the template function that returns the
@@ -134,7 +134,7 @@ func (s *tmplSet) put(b *boundSet) {
 	s.pool.Put(b)
 }
 
-// renderEmail renders the set with params as the dot (through the config
+// renderEmail renders the set with params as the dot (through the templates
 // package, so params read exactly as `notifyd check` and the inbox read them).
 func (s *tmplSet) renderEmail(r channels.Recipient, params map[string]any) (subject, text, html string, err error) {
 	b, err := s.get(r)
@@ -142,27 +142,26 @@ func (s *tmplSet) renderEmail(r channels.Recipient, params map[string]any) (subj
 		return "", "", "", err
 	}
 	defer s.put(b)
-	if subject, err = config.RenderText(b.subject, params); err != nil {
+	if subject, err = templates.RenderText(b.subject, params); err != nil {
 		return "", "", "", err
 	}
-	if text, err = config.RenderText(b.text, params); err != nil {
+	if text, err = templates.RenderText(b.text, params); err != nil {
 		return "", "", "", err
 	}
-	if html, err = config.RenderHTML(b.html, params); err != nil {
+	if html, err = templates.RenderHTML(b.html, params); err != nil {
 		return "", "", "", err
 	}
 	return cleanSubject(subject), text, html, nil
 }
 
 // renderDigest renders the set with data as the dot.
-func (s *tmplSet) renderDigest(r channels.Recipient, data config.DigestData) (subject, text, html string, err error) {
+func (s *tmplSet) renderDigest(r channels.Recipient, data templates.DigestData) (subject, text, html string, err error) {
 	b, err := s.get(r)
 	if err != nil {
 		return "", "", "", err
 	}
 	defer s.put(b)
-	d := config.Digest{SubjectTmpl: b.subject, TextTmpl: b.text, HTMLTmpl: b.html}
-	subject, text, html, err = d.Render(data)
+	subject, text, html, err = templates.RenderDigest(b.subject, b.text, b.html, data)
 	return cleanSubject(subject), text, html, err
 }
 

@@ -15,8 +15,8 @@ import (
 	"text/template"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Name is the channel's name in config and in the ledger.
@@ -89,13 +89,13 @@ func (in *Inbox) RenderInbox(notifier string, params map[string]any) (channels.I
 	}
 	var it channels.InboxItem
 	var err error
-	if it.Title, err = config.RenderText(t.title, params); err != nil {
+	if it.Title, err = templates.RenderText(t.title, params); err != nil {
 		return channels.InboxItem{}, err
 	}
-	if it.Body, err = config.RenderText(t.body, params); err != nil {
+	if it.Body, err = templates.RenderText(t.body, params); err != nil {
 		return channels.InboxItem{}, err
 	}
-	if it.URL, err = config.RenderText(t.url, params); err != nil {
+	if it.URL, err = templates.RenderText(t.url, params); err != nil {
 		return channels.InboxItem{}, err
 	}
 	return it, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Name is the channel's name in config and in the ledger.
@@ -109,7 +110,7 @@ func open(s *channels.Setup) (any, error) {
 		if t.text == nil {
 			return
 		}
-		if out, err := config.RenderText(t.text, n.Example); err == nil {
+		if out, err := templates.RenderText(t.text, n.Example); err == nil {
 			if segs, enc := Segments(out); cfg.MaxSegments > 0 && segs > cfg.MaxSegments {
 				p.Add(n.Section, "text", "renders the example params as %d %s segments, more than channels.sms.max_segments (%d)",
 					segs, enc, cfg.MaxSegments)

@@ -56,6 +56,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 var (
@@ -194,7 +195,7 @@ func (s *Sender) render(notifier string, params map[string]any) (string, int, En
 	if !ok {
 		return "", 0, "", fmt.Errorf("notifier %q has no sms template", notifier)
 	}
-	text, err := config.RenderText(t.text, params)
+	text, err := templates.RenderText(t.text, params)
 	if err != nil {
 		return "", 0, "", fmt.Errorf("render sms text: %w", err)
 	}

@@ -76,6 +76,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 var (
@@ -304,13 +305,13 @@ func (s *Sender) render(msg channels.Message) (payload, error) {
 	}
 	p := payload{ID: msg.DeliveryID, Notifier: msg.Notifier, Key: msg.Key}
 	var err error
-	if p.Title, err = config.RenderText(t.title, msg.Params); err != nil {
+	if p.Title, err = templates.RenderText(t.title, msg.Params); err != nil {
 		return p, fmt.Errorf("render web_push title: %w", err)
 	}
-	if p.Body, err = config.RenderText(t.body, msg.Params); err != nil {
+	if p.Body, err = templates.RenderText(t.body, msg.Params); err != nil {
 		return p, fmt.Errorf("render web_push body: %w", err)
 	}
-	if p.URL, err = config.RenderText(t.url, msg.Params); err != nil {
+	if p.URL, err = templates.RenderText(t.url, msg.Params); err != nil {
 		return p, fmt.Errorf("render web_push url: %w", err)
 	}
 	p.Title, p.Body, p.URL = strings.TrimSpace(p.Title), strings.TrimSpace(p.Body), strings.TrimSpace(p.URL)

@@ -10,9 +10,9 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/builtin"
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/server"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // PreviewCommand is `notifyd preview`: what a notifier's message looks like
@@ -62,7 +62,7 @@ func (c *PreviewCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("-params: %w", err)
 		}
 		if nf.Batch != nil {
-			p = config.BatchParams(p, 1, nil, []any{p}) // a batch of one
+			p = templates.BatchParams(p, 1, nil, []any{p}) // a batch of one
 		}
 	}
 	var tenant *notifytype.Tenant

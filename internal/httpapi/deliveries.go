@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/stores/uuidv7"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // The deliveries across notifications (the console's deliveries view), their
@@ -392,7 +392,7 @@ func messageParams(m *stores.DeliveryMessage) (map[string]any, error) {
 		return nil, fmt.Errorf("items of the batch of %s: %w", m.ID, err)
 	}
 	// Through JSON once more, as the send job does: numbers read as float64.
-	raw, err := json.Marshal(config.BatchParams(params, m.Batch.Count, m.Batch.Actors, items))
+	raw, err := json.Marshal(templates.BatchParams(params, m.Batch.Count, m.Batch.Actors, items))
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // EscapeParams returns a copy of params with every string escaped by esc,
@@ -51,7 +51,7 @@ func escape(v any, esc func(string) string) any {
 // Render renders t over params as notifier templates see them; a nil t
 // renders "".
 func Render(t *template.Template, params map[string]any) (string, error) {
-	return config.RenderText(t, params)
+	return templates.RenderText(t, params)
 }
 
 // Post posts the JSON body to a webhook URL with client and classifies the

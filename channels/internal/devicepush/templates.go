@@ -15,6 +15,7 @@ import (
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Templates are a notifier's mobile push templates, parsed: title
@@ -64,13 +65,13 @@ type Parts struct {
 func (t Templates) Render(channel string, params map[string]any) (Parts, error) {
 	var p Parts
 	var err error
-	if p.Title, err = config.RenderText(t.Title, params); err != nil {
+	if p.Title, err = templates.RenderText(t.Title, params); err != nil {
 		return p, fmt.Errorf("render %s title: %w", channel, err)
 	}
-	if p.Body, err = config.RenderText(t.Body, params); err != nil {
+	if p.Body, err = templates.RenderText(t.Body, params); err != nil {
 		return p, fmt.Errorf("render %s body: %w", channel, err)
 	}
-	if p.URL, err = config.RenderText(t.URL, params); err != nil {
+	if p.URL, err = templates.RenderText(t.URL, params); err != nil {
 		return p, fmt.Errorf("render %s url: %w", channel, err)
 	}
 	p.Title, p.Body, p.URL = strings.TrimSpace(p.Title), strings.TrimSpace(p.Body), strings.TrimSpace(p.URL)

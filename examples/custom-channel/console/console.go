@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Name is the channel's name in config, in preferences and in the ledger.
@@ -124,7 +124,7 @@ func (c *Channel) Send(_ context.Context, msg channels.Message) error {
 	if !ok || msg.Recipient == nil {
 		return channels.Permanent(fmt.Errorf("console: no templates for %q or no recipient", msg.Notifier))
 	}
-	text, err := config.RenderText(t.text, msg.Params)
+	text, err := templates.RenderText(t.text, msg.Params)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("console: %w", err))
 	}
@@ -153,7 +153,7 @@ func (c *Channel) Preview(notifier string, params map[string]any, _ channels.Rec
 	if !ok {
 		return nil, fmt.Errorf("notifier %q has no console templates", notifier)
 	}
-	text, err := config.RenderText(t.text, params)
+	text, err := templates.RenderText(t.text, params)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package config
+package templates
 
 import (
 	"github.com/notifyd/notifyd/notifytype"
@@ -13,7 +13,7 @@ import (
 
 // A notifier's templates name params as fields ({{.post_title}}); a field
 // the params schema does not declare renders as nothing, so a typo
-// ({{.post_titel}}) would send blank text for ever. checkFields walks each
+// ({{.post_titel}}) would send blank text for ever. CheckFields walks each
 // template's parse tree against the schema and reports every such field with
 // the template's line: what `notifyd check` (and the daemon) refuse.
 //
@@ -26,6 +26,22 @@ import (
 // function or a variable), any field is accepted: only a field the schema
 // rules out is an error.
 
+// trees returns the parse trees of a text or html template.
+func trees(t Executor) []*parse.Tree {
+	var out []*parse.Tree
+	switch t := t.(type) {
+	case *template.Template:
+		for _, tt := range t.Templates() {
+			out = append(out, tt.Tree)
+		}
+	case *htmltemplate.Template:
+		for _, tt := range t.Templates() {
+			out = append(out, tt.Tree)
+		}
+	}
+	return out
+}
+
 // fieldScope is what the dot is at one point of a template: a schema
 // (nil: unknown, anything goes), and for the params object the batch fields.
 type fieldScope struct {
@@ -34,24 +50,16 @@ type fieldScope struct {
 	params bool // the params object: the tenant (.Tenant) is there too
 }
 
-// checkFields reports the fields of t that n's params schema rules out, at
-// path (the template's key), one problem per template.
-func checkFields(el *errorList, path string, t Executor, n *Notifier) {
-	if n == nil || n.Params == nil {
-		return
+// CheckFields returns, one entry per problem with the template's line, the
+// fields t names that the params schema rules out. batch says the templates
+// belong to a batched notifier (they see the batch fields too). A nil schema
+// rules nothing out.
+func CheckFields(t Executor, schema map[string]any, batch bool) []string {
+	if schema == nil {
+		return nil
 	}
-	var trees []*parse.Tree
-	switch t := t.(type) {
-	case *template.Template:
-		for _, tt := range t.Templates() {
-			trees = append(trees, tt.Tree)
-		}
-	case *htmltemplate.Template:
-		for _, tt := range t.Templates() {
-			trees = append(trees, tt.Tree)
-		}
-	}
-	root := fieldScope{schema: n.Params, batch: n.Batch != nil, params: true}
+	trees := trees(t)
+	root := fieldScope{schema: schema, batch: batch, params: true}
 	var bad []string
 	for _, tree := range trees {
 		if tree == nil || tree.Root == nil {
@@ -61,9 +69,7 @@ func checkFields(el *errorList, path string, t Executor, n *Notifier) {
 		w.list(tree.Root, root)
 		bad = append(bad, w.bad...)
 	}
-	if len(bad) > 0 {
-		el.add(path, "%s", strings.Join(bad, "; "))
-	}
+	return bad
 }
 
 type fieldWalker struct {
@@ -198,6 +204,9 @@ func (w *fieldWalker) resolve(n parse.Node, s fieldScope, names []string) {
 func child(s fieldScope, name string) (fieldScope, bool) {
 	if s.params && name == notifytype.TenantKey {
 		return fieldScope{schema: tenantSchema}, true
+	}
+	if s.params && name == LocaleKey {
+		return fieldScope{}, true
 	}
 	if s.batch {
 		switch name {
