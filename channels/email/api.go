@@ -70,17 +70,17 @@ type apiClient struct {
 // A request that fails on the way (no connection, a timeout, a dropped
 // answer) is temporary: the next provider gets the message.
 func (s *Sender) sendAPI(ctx context.Context, p *provider, o *outgoing) (string, error) {
-	req, _, err := p.api.request(ctx, o)
+	req, _, err := p.Via.api.request(ctx, o)
 	if err != nil {
-		return "", channels.Permanent(fmt.Errorf("%s: %w", p.name, err))
+		return "", channels.Permanent(fmt.Errorf("%s: %w", p.Name, err))
 	}
-	c := p.api.common()
+	c := p.Via.api.common()
 	res, err := c.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error the send job reads
 		}
-		return "", channels.Temporary(fmt.Errorf("%s: %w", p.name, err), 0)
+		return "", channels.Temporary(fmt.Errorf("%s: %w", p.Name, err), 0)
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
 	res.Body.Close()
@@ -88,9 +88,9 @@ func (s *Sender) sendAPI(ctx context.Context, p *provider, o *outgoing) (string,
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error the send job reads
 		}
-		return "", channels.Temporary(fmt.Errorf("%s: read its answer: %w", p.name, err), 0)
+		return "", channels.Temporary(fmt.Errorf("%s: read its answer: %w", p.Name, err), 0)
 	}
-	return p.api.result(res.StatusCode, res.Header, body, o)
+	return p.Via.api.result(res.StatusCode, res.Header, body, o)
 }
 
 // common returns the part every API shares.
