@@ -96,6 +96,23 @@ func (o *outgoing) headers() ([][2]string, error) {
 	return out, nil
 }
 
+// structured returns what a JSON API is given besides the subject and the
+// bodies: From, To and the carried headers by name.
+func (o *outgoing) structured() (from, to *netmail.Address, headers map[string]string, err error) {
+	if from, to, err = o.addresses(); err != nil {
+		return nil, nil, nil, err
+	}
+	hs, err := o.headers()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	headers = make(map[string]string, len(hs))
+	for _, h := range hs {
+		headers[h[0]] = h[1]
+	}
+	return from, to, headers, nil
+}
+
 // addresses returns the message's From and To.
 func (o *outgoing) addresses() (from, to *netmail.Address, err error) {
 	if o.m == nil {
