@@ -33,6 +33,7 @@ var canDo = map[string][]notifytype.Mode{
 	"discord":  {notifytype.ModeImmediate, notifytype.ModeOff},
 	"teams":    {notifytype.ModeImmediate, notifytype.ModeOff},
 	"telegram": {notifytype.ModeImmediate, notifytype.ModeOff},
+	"whatsapp": {notifytype.ModeImmediate, notifytype.ModeOff},
 }
 
 // fuzzShape is the part of a fuzz notifier's shape that its config holds:

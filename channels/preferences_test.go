@@ -219,9 +219,9 @@ func TestRuleValidate(t *testing.T) {
 		{notifytype.Rule{Scope: "topic:x", Channel: "*", Mode: "off"}, `scope "topic:x": want "*", "category:<name>" or "notifier:<name>"`},
 		{notifytype.Rule{Scope: "notifier:" + string(make([]byte, 250)), Channel: "*", Mode: "off"}, "scope longer than 255 bytes"},
 		// slack is bulk: a recipient has no mode on it.
-		{notifytype.Rule{Scope: "*", Channel: "slack", Mode: "off"}, `channel "slack": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns" or "telegram"`},
-		{notifytype.Rule{Scope: "*", Channel: "", Mode: "off"}, `channel "": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns" or "telegram"`},
-		{notifytype.Rule{Scope: "*", Channel: "texter", Mode: "off"}, `channel "texter": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns" or "telegram"`},
+		{notifytype.Rule{Scope: "*", Channel: "slack", Mode: "off"}, `channel "slack": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram" or "whatsapp"`},
+		{notifytype.Rule{Scope: "*", Channel: "", Mode: "off"}, `channel "": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram" or "whatsapp"`},
+		{notifytype.Rule{Scope: "*", Channel: "texter", Mode: "off"}, `channel "texter": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram" or "whatsapp"`},
 		{notifytype.Rule{Scope: "*", Channel: "in_app", Mode: "digest"}, "mode digest: channel in_app cannot digest"},
 		{notifytype.Rule{Scope: "*", Channel: "webhook", Mode: "digest"}, "mode digest: channel webhook cannot digest"},
 		{notifytype.Rule{Scope: "*", Channel: "*", Mode: ""}, `mode "": want immediate, digest or off`},
@@ -294,7 +294,7 @@ func TestCustomChannelRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram" or "texter"`
+	const want = `want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram", "whatsapp" or "texter"`
 	tests := []struct {
 		name string
 		reg  *channels.Registry
@@ -309,7 +309,7 @@ func TestCustomChannelRules(t *testing.T) {
 		{"unregistered channel", reg, notifytype.Rule{Scope: "*", Channel: "pager", Mode: "off"}, `channel "pager": ` + want},
 		{"bulk channel", reg, notifytype.Rule{Scope: "*", Channel: "slack", Mode: "off"}, `channel "slack": ` + want},
 		{"custom channel not registered here", builtin.MustRegistry(), notifytype.Rule{Scope: "*", Channel: "texter", Mode: "off"},
-			`channel "texter": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns" or "telegram"`},
+			`channel "texter": want "*", "in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram" or "whatsapp"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,7 +377,7 @@ notifiers:
 		t.Errorf("texter section with a typo: %v, want %s", err, want)
 	}
 	_, err = config.ParseWith("test.yaml", []byte("notifiers:\n  n:\n    channels:\n      texter: {text: x}\n"), builtin.MustRegistry().Check)
-	if want := `test.yaml:4: notifiers.n.channels.texter: unknown channel "texter" (registered: in_app, email, webhook, slack, sms, web_push, fcm, apns, discord, teams, telegram)`; err == nil || err.Error() != want {
+	if want := `test.yaml:4: notifiers.n.channels.texter: unknown channel "texter" (registered: in_app, email, webhook, slack, sms, web_push, fcm, apns, discord, teams, telegram, whatsapp)`; err == nil || err.Error() != want {
 		t.Errorf("texter without its plugin: %v, want %s", err, want)
 	}
 }

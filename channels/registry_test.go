@@ -121,9 +121,9 @@ func TestRegistryLists(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "web_push", "fcm", "apns", "discord", "teams", "telegram",
+		{"Names", r.Names(), []string{"in_app", "email", "webhook", "slack", "sms", "web_push", "fcm", "apns", "discord", "teams", "telegram", "whatsapp",
 			"texter", "pager"}},
-		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram", "texter"}},
+		{"PerRecipient", r.PerRecipient(), []string{"in_app", "email", "webhook", "sms", "web_push", "fcm", "apns", "telegram", "whatsapp", "texter"}},
 		{"Platforms", r.Platforms(), []string{"android", "ios"}},
 		{"Inbox", r.Inbox(), "in_app"},
 		{"Digest", r.Digest(), "email"},

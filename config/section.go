@@ -241,8 +241,10 @@ func (n *Notifier) ExampleParams() map[string]any {
 // With returns a copy of s with the given keys set, each a dotted path
 // within the section ("smtp.host") and a value YAML can encode; a key that
 // is written already is replaced, the others are added. `notifyd dev` uses
-// it to point channels.email at its capturing SMTP server. A nil s is an
-// empty section at path.
+// it to point channels.email at its capturing SMTP server. A numeric part
+// steps into an entry of a list the section has ("providers.1.base_url");
+// an entry that is not there is an error. A nil s is an empty section at
+// path.
 func (s *Section) With(path string, values map[string]any) (*Section, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	if s != nil {
@@ -263,8 +265,20 @@ func (s *Section) With(path string, values map[string]any) (*Section, error) {
 		}
 		m := root
 		parts := strings.Split(k, ".")
-		for _, part := range parts[:len(parts)-1] {
-			m = childMapping(m, part)
+		for i, part := range parts[:len(parts)-1] {
+			if m.Kind == yaml.SequenceNode {
+				// "providers.1.base_url": an entry of a list that is written.
+				j, err := strconv.Atoi(part)
+				if err != nil || j < 0 || j >= len(m.Content) || resolveAlias(m.Content[j]).Kind != yaml.MappingNode {
+					return nil, fmt.Errorf("%s.%s: no mapping at %s", path, k, strings.Join(parts[:i+1], "."))
+				}
+				m = resolveAlias(m.Content[j])
+				continue
+			}
+			m = childMapping(m, part, isIndex(parts[i+1]))
+		}
+		if m.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s.%s: not a mapping", path, k)
 		}
 		setKey(m, parts[len(parts)-1], &v)
 	}
@@ -285,10 +299,14 @@ func cloneNode(n *yaml.Node) *yaml.Node {
 }
 
 // childMapping returns m's mapping under key, creating (or replacing a
-// non-mapping value with) an empty one.
-func childMapping(m *yaml.Node, key string) *yaml.Node {
+// non-mapping value with) an empty one; a list at key is kept when the path
+// goes on with an index (list).
+func childMapping(m *yaml.Node, key string, list bool) *yaml.Node {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == key {
+			if list && m.Content[i+1].Kind == yaml.SequenceNode {
+				return m.Content[i+1]
+			}
 			if m.Content[i+1].Kind != yaml.MappingNode {
 				m.Content[i+1] = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 			}
@@ -298,6 +316,11 @@ func childMapping(m *yaml.Node, key string) *yaml.Node {
 	c := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, c)
 	return c
+}
+
+func isIndex(part string) bool {
+	_, err := strconv.Atoi(part)
+	return err == nil
 }
 
 func setKey(m *yaml.Node, key string, v *yaml.Node) {

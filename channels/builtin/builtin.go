@@ -17,6 +17,7 @@ import (
 	"github.com/notifyd/notifyd/channels/telegram"
 	"github.com/notifyd/notifyd/channels/webhook"
 	"github.com/notifyd/notifyd/channels/webpush"
+	"github.com/notifyd/notifyd/channels/whatsapp"
 )
 
 // Plugins returns the built-in channels, in the order the API and the
@@ -34,6 +35,7 @@ func Plugins() []channels.Plugin {
 		discord.Plugin,
 		teams.Plugin,
 		telegram.Plugin,
+		whatsapp.Plugin,
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 )
 
 // registered is how the registry lists the built-in channels in its errors.
-const registered = "in_app, email, webhook, slack, sms, web_push, fcm, apns, discord, teams, telegram"
+const registered = "in_app, email, webhook, slack, sms, web_push, fcm, apns, discord, teams, telegram, whatsapp"
 
 // parse parses src as "test.yaml" through the whole pipeline: config, then
 // every built-in channel's check of its sections.

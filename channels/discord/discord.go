@@ -34,7 +34,6 @@ import (
 	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/chat"
@@ -156,24 +155,16 @@ func (s *Sender) Render(notifier string, params map[string]any) (string, error) 
 	if !ok {
 		return "", fmt.Errorf("notifier %q has no discord webhook_url", notifier)
 	}
-	text, err := chat.Render(d.text, chat.EscapeParams(params, Escape))
+	text, err := chat.RenderText(d.text, params, Escape, MaxContent)
 	if err != nil {
 		return "", fmt.Errorf("discord: render text: %w", err)
-	}
-	if utf8.RuneCountInString(text) > MaxContent {
-		r := []rune(text)
-		text = string(r[:MaxContent-1]) + "…"
 	}
 	return text, nil
 }
 
 // Preview renders the notifier's message without sending.
 func (s *Sender) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
-	text, err := s.Render(notifier, params)
-	if err != nil {
-		return nil, err
-	}
-	return []channels.Part{{Name: "text", Value: text}}, nil
+	return chat.TextPreview(s.Render(notifier, params))
 }
 
 // message is the webhook's JSON body.

@@ -42,9 +42,9 @@ func newAPI(pc *Provider, client *http.Client, clock func() time.Time) (api, err
 	c := apiClient{client: client, name: pc.DisplayName()}
 	switch pc.Kind {
 	case KindSES:
-		return &sesAPI{apiClient: c, base: def("https://email." + pc.Region + ".amazonaws.com"), region: pc.Region,
-			creds:  awsCredentials{AccessKeyID: pc.AccessKeyID, SecretAccessKey: pc.SecretAccessKey, SessionToken: pc.SessionToken},
-			config: pc.ConfigurationSet, clock: clock}, nil
+		creds := awsCredentials{AccessKeyID: pc.AccessKeyID, SecretAccessKey: pc.SecretAccessKey, SessionToken: pc.SessionToken}
+		return &sesAPI{apiClient: c, base: def("https://email." + pc.Region + ".amazonaws.com"),
+			signer: newSigV4Signer(creds, pc.Region, "ses"), config: pc.ConfigurationSet, clock: clock}, nil
 	case KindSendGrid:
 		return &sendgridAPI{apiClient: c, base: def("https://api.sendgrid.com"), key: pc.APIKey}, nil
 	case KindPostmark:
@@ -70,17 +70,17 @@ type apiClient struct {
 // A request that fails on the way (no connection, a timeout, a dropped
 // answer) is temporary: the next provider gets the message.
 func (s *Sender) sendAPI(ctx context.Context, p *provider, o *outgoing) (string, error) {
-	req, _, err := p.api.request(ctx, o)
+	req, _, err := p.Via.api.request(ctx, o)
 	if err != nil {
-		return "", channels.Permanent(fmt.Errorf("%s: %w", p.name, err))
+		return "", channels.Permanent(fmt.Errorf("%s: %w", p.Name, err))
 	}
-	c := p.api.common()
+	c := p.Via.api.common()
 	res, err := c.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error the send job reads
 		}
-		return "", channels.Temporary(fmt.Errorf("%s: %w", p.name, err), 0)
+		return "", channels.Temporary(fmt.Errorf("%s: %w", p.Name, err), 0)
 	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
 	res.Body.Close()
@@ -88,9 +88,9 @@ func (s *Sender) sendAPI(ctx context.Context, p *provider, o *outgoing) (string,
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error the send job reads
 		}
-		return "", channels.Temporary(fmt.Errorf("%s: read its answer: %w", p.name, err), 0)
+		return "", channels.Temporary(fmt.Errorf("%s: read its answer: %w", p.Name, err), 0)
 	}
-	return p.api.result(res.StatusCode, res.Header, body, o)
+	return p.Via.api.result(res.StatusCode, res.Header, body, o)
 }
 
 // common returns the part every API shares.
@@ -147,9 +147,9 @@ func jsonRequest(ctx context.Context, url string, v any) (*http.Request, []byte,
 
 type sesAPI struct {
 	apiClient
-	base, region, config string
-	creds                awsCredentials
-	clock                func() time.Time
+	base, config string
+	signer       *sigV4Signer
+	clock        func() time.Time
 }
 
 // SESPath is the SES v2 SendEmail path.
@@ -164,20 +164,40 @@ func (a *sesAPI) request(ctx context.Context, o *outgoing) (*http.Request, []byt
 	if err != nil {
 		return nil, nil, err
 	}
-	body := map[string]any{
-		"FromEmailAddress": from.String(),
-		"Destination":      map[string]any{"ToAddresses": []string{to.String()}},
-		"Content":          map[string]any{"Raw": map[string]any{"Data": base64.StdEncoding.EncodeToString(raw)}},
-	}
-	if a.config != "" {
-		body["ConfigurationSetName"] = a.config
-	}
-	req, b, err := jsonRequest(ctx, a.base+SESPath, body)
+	// The body is written out rather than marshalled from a map: the raw
+	// message is most of it, and base64 needs no JSON escaping, so it is
+	// encoded once, straight into the body.
+	fromJSON, err := json.Marshal(from.String())
 	if err != nil {
 		return nil, nil, err
 	}
-	req.Header.Del("Accept")
-	signV4(req, b, a.creds, a.region, "ses", a.clock())
+	toJSON, err := json.Marshal(to.String())
+	if err != nil {
+		return nil, nil, err
+	}
+	b := make([]byte, 0, base64.StdEncoding.EncodedLen(len(raw))+len(fromJSON)+len(toJSON)+len(a.config)+128)
+	b = append(b, `{"FromEmailAddress":`...)
+	b = append(b, fromJSON...)
+	b = append(b, `,"Destination":{"ToAddresses":[`...)
+	b = append(b, toJSON...)
+	b = append(b, `]},"Content":{"Raw":{"Data":"`...)
+	b = base64.StdEncoding.AppendEncode(b, raw)
+	b = append(b, `"}}`...)
+	if a.config != "" {
+		cs, err := json.Marshal(a.config)
+		if err != nil {
+			return nil, nil, err
+		}
+		b = append(b, `,"ConfigurationSetName":`...)
+		b = append(b, cs...)
+	}
+	b = append(b, '}')
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+SESPath, bytes.NewReader(b))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	a.signer.sign(req, b, a.clock())
 	return req, b, nil
 }
 
@@ -248,17 +268,9 @@ type sgContent struct {
 }
 
 func (a *sendgridAPI) request(ctx context.Context, o *outgoing) (*http.Request, []byte, error) {
-	from, to, err := o.addresses()
+	from, to, headers, err := o.structured()
 	if err != nil {
 		return nil, nil, err
-	}
-	hs, err := o.headers()
-	if err != nil {
-		return nil, nil, err
-	}
-	headers := map[string]string{}
-	for _, h := range hs {
-		headers[h[0]] = h[1]
 	}
 	var content []sgContent
 	if o.text != "" {
@@ -461,17 +473,9 @@ type resendAPI struct {
 const ResendPath = "/emails"
 
 func (a *resendAPI) request(ctx context.Context, o *outgoing) (*http.Request, []byte, error) {
-	from, to, err := o.addresses()
+	from, to, headers, err := o.structured()
 	if err != nil {
 		return nil, nil, err
-	}
-	hs, err := o.headers()
-	if err != nil {
-		return nil, nil, err
-	}
-	headers := map[string]string{}
-	for _, h := range hs {
-		headers[h[0]] = h[1]
 	}
 	body := map[string]any{
 		"from":    from.String(),

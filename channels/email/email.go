@@ -141,6 +141,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/internal/failover"
 	"github.com/notifyd/notifyd/config"
 )
 
@@ -186,10 +187,10 @@ type Sender struct {
 	timeout   time.Duration
 	notifiers map[string]*notifierTemplates
 	digest    *digestTemplates
-	unsub     *unsubscriber // nil: no List-Unsubscribe
-	dkim      *dkimSigner   // nil: unsigned
-	limiter   *rate.Limiter // nil: unlimited
-	providers []*provider   // in order (see failover)
+	unsub     *unsubscriber          // nil: no List-Unsubscribe
+	dkim      *dkimSigner            // nil: unsigned
+	limiter   *rate.Limiter          // nil: unlimited
+	providers *failover.List[*route] // in order (see failover)
 	log       *slog.Logger
 	clock     func() time.Time
 }
@@ -293,7 +294,12 @@ func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, op
 		}
 		return newHTTPClient(lanes)
 	}
-	if s.providers, err = s.newProviders(opts.TLSConfig, size, client); err != nil {
+	what := "every email provider failed"
+	if len(cfg.Providers) == 0 {
+		what = "every smtp server failed" // channels.email.smtp's list
+	}
+	s.providers = &failover.List[*route]{Channel: Name, Exhausted: what, Clock: s.clock, Log: s.log}
+	if s.providers.Providers, err = s.newProviders(opts.TLSConfig, size, client); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -661,9 +667,9 @@ var _ channels.Advisor = (*Sender)(nil)
 // Close closes the pooled connections. Sends in flight finish (or time out)
 // and close their connection; sends after Close fail.
 func (s *Sender) Close() error {
-	for _, p := range s.providers {
-		if p.pool != nil {
-			p.pool.close()
+	for _, p := range s.providers.Providers {
+		if p.Via.pool != nil {
+			p.Via.pool.close()
 		}
 	}
 	return nil

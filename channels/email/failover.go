@@ -7,32 +7,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	netmail "net/mail"
 	"strings"
 	"time"
 
 	"github.com/wneessen/go-mail"
-	"golang.org/x/time/rate"
 
-	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/internal/failover"
 )
 
-// provider is one entry of the provider list (Config.ProviderList) with its
-// own lanes, rate limiter and circuit breaker, so that a slow or failing
-// provider holds up only the messages that are trying it.
-type provider struct {
-	name       string // recorded as the delivery's provider
-	kind       string
-	timeout    time.Duration
-	timeoutKey string // the config key of timeout, for its error
-	rateText   string
-	limiter    *rate.Limiter // nil: unlimited
-	breaker    breaker
-	pool       *pool // kind smtp: its connections (the lanes)
-	api        api   // other kinds
-	lanes      chan struct{}
+// provider is one entry of the provider list (Config.ProviderList): its
+// failover.Provider keeps the lanes, rate limit and circuit breaker.
+type provider = failover.Provider[*route]
+
+// route is how a provider sends: an smtp entry's pool of connections (which
+// are its lanes), or an email API.
+type route struct {
+	pool *pool // kind smtp
+	api  api   // other kinds
 }
 
 // api is an email API: it builds the request for a message and reads the
@@ -103,6 +96,23 @@ func (o *outgoing) headers() ([][2]string, error) {
 	return out, nil
 }
 
+// structured returns what a JSON API is given besides the subject and the
+// bodies: From, To and the carried headers by name.
+func (o *outgoing) structured() (from, to *netmail.Address, headers map[string]string, err error) {
+	if from, to, err = o.addresses(); err != nil {
+		return nil, nil, nil, err
+	}
+	hs, err := o.headers()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	headers = make(map[string]string, len(hs))
+	for _, h := range hs {
+		headers[h[0]] = h[1]
+	}
+	return from, to, headers, nil
+}
+
 // addresses returns the message's From and To.
 func (o *outgoing) addresses() (from, to *netmail.Address, err error) {
 	if o.m == nil {
@@ -133,183 +143,60 @@ func (s *Sender) newProviders(tlsConfig *tls.Config, size int, client func(lanes
 		if lanes <= 0 {
 			lanes = size
 		}
-		p := &provider{name: pc.DisplayName(), kind: pc.Kind, timeout: pc.timeoutOf(s.timeout),
-			timeoutKey: "channels.email.timeout", rateText: pc.Rate}
+		spec := failover.Spec{Name: pc.DisplayName(), Kind: pc.Kind, Timeout: pc.timeoutOf(s.timeout),
+			TimeoutKey: "channels.email.timeout", Rate: pc.Rate, Lanes: lanes}
 		if pc.Timeout > 0 {
-			p.timeoutKey = fmt.Sprintf("channels.email.providers[%d].timeout", i)
+			spec.TimeoutKey = fmt.Sprintf("channels.email.providers[%d].timeout", i)
 		}
-		r, err := ParseRate(pc.Rate)
-		if err != nil {
-			return nil, fmt.Errorf("email: channels.email.providers[%d].rate: %w", i, err)
-		}
-		if r > 0 {
-			p.limiter = rate.NewLimiter(rate.Limit(r), max(1, int(math.Ceil(r))))
-		}
+		r := &route{}
 		if pc.Kind == KindSMTP {
 			dial, err := s.dialer(pc.smtp(), tlsConfig)
 			if err != nil {
 				return nil, err
 			}
 			// Idle expiry is about real sockets, not Options.Clock.
-			p.pool = newPool(lanes, dial, time.Now)
+			r.pool = newPool(lanes, dial, time.Now)
+			spec.Lanes = 0 // the pool's connections are the lanes
 		} else {
 			if legacy {
 				return nil, fmt.Errorf("email: unknown provider kind %q", pc.Kind)
 			}
-			if p.api, err = newAPI(pc, client(lanes), s.clock); err != nil {
+			var err error
+			if r.api, err = newAPI(pc, client(lanes), s.clock); err != nil {
 				return nil, fmt.Errorf("email: channels.email.providers[%d]: %w", i, err)
 			}
-			p.lanes = make(chan struct{}, lanes)
+		}
+		p, err := failover.NewProvider(spec, r)
+		if err != nil {
+			return nil, fmt.Errorf("email: channels.email.providers[%d].rate: %w", i, err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-// order returns the providers a message tries, in config order, leaving
-// out those whose breaker is open unless that leaves none.
-func (s *Sender) order(now time.Time) []*provider {
-	if len(s.providers) == 1 {
-		return s.providers
-	}
-	out := make([]*provider, 0, len(s.providers))
-	for _, p := range s.providers {
-		if p.breaker.allows(now) {
-			out = append(out, p)
-		}
-	}
-	if len(out) == 0 {
-		return s.providers
-	}
-	return out
-}
-
-// final reports whether err ends the message's failover: the provider
-// refused the message or its recipient (a permanent error, 5xx over SMTP),
-// which another provider would refuse too.
-func final(err error) bool {
-	kind, _ := channels.Classify(err)
-	return kind == channels.KindPermanent || kind == channels.KindGone
-}
-
-// failover sends o to the providers in order until one takes it. A
-// temporary failure (an unreachable provider, a timeout, a 4xx SMTP reply,
-// an API's 5xx, 429, or refusal of the credentials), or the provider's own
-// rate reached, moves on to the next provider within the same attempt; a
-// permanent refusal of the message or its address is final. Every provider
-// tried is recorded with channels.SetProvider, so the delivery's provider is
-// the one that accepted the message (whose message id is recorded with
-// channels.SetProviderMessageID), or the last one tried. When every
-// provider failed the error is temporary and names each failure; rate
-// limited, when every provider was over its rate.
+// failover sends o to the providers in order until one takes it (see
+// package failover): a temporary failure (an unreachable provider, a
+// timeout, a 4xx SMTP reply, an API's 5xx, 429, or refusal of the
+// credentials), or the provider's own rate reached, moves on to the next
+// provider within the same attempt; a permanent refusal of the message or
+// its address (a 5xx SMTP reply) is final.
 func (s *Sender) failover(ctx context.Context, o *outgoing) error {
-	providers := s.order(s.clock())
-	var failures []string
-	var last error
-	limited, wait := true, time.Duration(0)
-	for i, p := range providers {
-		id, err := s.sendVia(ctx, p, o)
-		channels.SetProvider(ctx, p.name)
-		if err == nil {
-			channels.SetProviderMessageID(ctx, id)
-			return nil
-		}
-		last = err
-		if final(err) {
-			return err
-		}
-		if kind, after := channels.Classify(err); kind == channels.KindRateLimited {
-			if wait == 0 || after < wait {
-				wait = after
+	return s.providers.Send(ctx, func(ctx context.Context, p *provider) (string, error) {
+		if p.Via.pool != nil {
+			if err := s.sendSMTP(ctx, p, o); err != nil {
+				return "", classify(err)
 			}
-		} else {
-			limited = false
+			return o.messageID(), nil
 		}
-		failures = append(failures, p.name+": "+err.Error())
-		if ctx.Err() != nil {
-			break // the send itself was cancelled: no time left for another provider
-		}
-		if i < len(providers)-1 {
-			s.log.Debug("email provider failed, trying the next", "channel", Name, "provider", p.name, "err", err)
-		}
-	}
-	if len(failures) == 1 {
-		return last
-	}
-	what := "every email provider failed"
-	if len(s.cfg.Providers) == 0 {
-		what = "every smtp server failed" // channels.email.smtp's list
-	}
-	err := fmt.Errorf("%s: %s: %w", what, strings.Join(failures, "; "), last)
-	if limited {
-		return channels.RateLimited(err, wait)
-	}
-	return channels.Temporary(err, 0)
-}
-
-// sendVia sends o through p within p's timeout, after p's rate limit, and
-// returns the provider's message id. Its errors are classified. It keeps
-// p's breaker (see account) before it gives its lane back, so a message
-// that was waiting for the lane sees the breaker a failure opened.
-func (s *Sender) sendVia(ctx context.Context, p *provider, o *outgoing) (id string, err error) {
-	if p.limiter != nil {
-		now := s.clock()
-		res := p.limiter.ReserveN(now, 1)
-		if d := res.DelayFrom(now); d > 0 {
-			res.CancelAt(now) // give the token back: the message goes elsewhere or comes back later
-			return "", channels.RateLimited(fmt.Errorf("%s: its rate (%s) is reached", p.name, p.rateText), d)
-		}
-	}
-	ctx, cancel := context.WithTimeoutCause(ctx, p.timeout,
-		fmt.Errorf("%s send timed out after %s (%s)", p.kind, p.timeout, p.timeoutKey))
-	defer cancel()
-	if p.pool != nil {
-		if err := s.sendSMTP(ctx, p, o); err != nil {
-			err = classify(err)
-			s.account(p, err)
-			return "", err
-		}
-		s.account(p, nil)
-		return o.messageID(), nil
-	}
-	select {
-	case p.lanes <- struct{}{}:
-	case <-ctx.Done():
-		err := channels.Temporary(fmt.Errorf("wait for a lane to %s: %w", p.name, context.Cause(ctx)), 0)
-		s.account(p, err)
-		return "", err
-	}
-	defer func() { <-p.lanes }()
-	if len(s.providers) > 1 && !p.breaker.allows(s.clock()) {
-		// Its breaker opened while this message waited for a lane: the
-		// provider is not answering, so the message does not wait on it too.
-		return "", channels.Temporary(fmt.Errorf("%s is skipped: it failed %d messages in a row", p.name, breakerThreshold), 0)
-	}
-	id, err = s.sendAPI(ctx, p, o)
-	s.account(p, err)
-	return id, err
-}
-
-// account keeps p's breaker: an answer (a success, or a refusal of the
-// message) closes it; a rate limit says nothing; any other failure counts.
-func (s *Sender) account(p *provider, err error) {
-	if err == nil || final(err) {
-		p.breaker.succeeded()
-		return
-	}
-	if kind, _ := channels.Classify(err); kind == channels.KindRateLimited {
-		return
-	}
-	if p.breaker.failed(s.clock()) && len(s.providers) > 1 {
-		s.log.Warn("email provider keeps failing, skipping it for a while", "channel", Name,
-			"provider", p.name, "cooldown", breakerCooldown, "err", err)
-	}
+		return s.sendAPI(ctx, p, o)
+	})
 }
 
 // sendSMTP sends o on a connection to p's server.
 func (s *Sender) sendSMTP(ctx context.Context, p *provider, o *outgoing) error {
 	for attempt := 1; ; attempt++ {
-		c, err := p.pool.acquire(ctx)
+		c, err := p.Via.pool.acquire(ctx)
 		if err != nil {
 			return err
 		}
@@ -323,8 +210,8 @@ func (s *Sender) sendSMTP(ctx context.Context, p *provider, o *outgoing) error {
 		if attempt == 1 && c.reused && beforeData(err) && ctx.Err() == nil {
 			// The server most likely dropped its other idle connections too
 			// (a restart, an idle timeout): dial afresh rather than try them.
-			s.log.Debug("smtp connection was dead, redialling", "channel", Name, "server", p.name, "err", err)
-			p.pool.dropIdle()
+			s.log.Debug("smtp connection was dead, redialling", "channel", Name, "server", p.Name, "err", err)
+			p.Via.pool.dropIdle()
 			continue
 		}
 		return err

@@ -13,50 +13,6 @@ import (
 	"github.com/wneessen/go-mail/smtp"
 )
 
-// A provider that failed breakerThreshold messages in a row (it could not be
-// reached, timed out or answered with a temporary error) is skipped for
-// breakerCooldown: the messages after it go straight to the next provider
-// instead of each waiting for a dead primary first. When the cool-down is
-// over the next message tries it again; one more failure skips it for
-// another cool-down, a success closes the breaker. With every provider
-// skipped they are all tried anyway.
-const (
-	breakerThreshold = 3
-	breakerCooldown  = 30 * time.Second
-)
-
-// breaker counts a server's consecutive failed messages.
-type breaker struct {
-	mu        sync.Mutex
-	failures  int
-	openUntil time.Time
-}
-
-// allows reports whether a message may try the server at now.
-func (b *breaker) allows(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !now.Before(b.openUntil)
-}
-
-func (b *breaker) succeeded() {
-	b.mu.Lock()
-	b.failures, b.openUntil = 0, time.Time{}
-	b.mu.Unlock()
-}
-
-// failed counts a failure and reports whether it opened the breaker.
-func (b *breaker) failed(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failures++
-	if b.failures >= breakerThreshold && !now.Before(b.openUntil) {
-		b.openUntil = now.Add(breakerCooldown)
-		return true
-	}
-	return false
-}
-
 // maxIdle is how long a pooled connection may sit unused before it is closed
 // instead of reused. Servers drop idle clients after a while (RFC 5321 asks for
 // at least 5 minutes); staying well below that keeps stale connections rare,

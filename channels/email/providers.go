@@ -2,13 +2,11 @@ package email
 
 import (
 	"fmt"
-	"math"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/channels/internal/failover"
 	"github.com/notifyd/notifyd/config"
 )
 
@@ -90,30 +88,9 @@ func (p *Provider) DisplayName() string {
 	return p.Kind
 }
 
-var rateRE = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*$`)
-
 // ParseRate reads a provider's rate ("14/s", "600/m", "50000/h", "14") as
 // messages per second; "" and "0" are 0, unlimited.
-func ParseRate(s string) (float64, error) {
-	if strings.TrimSpace(s) == "" {
-		return 0, nil
-	}
-	m := rateRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("want a rate such as 14/s, 600/m or 50000/h, got %q", s)
-	}
-	n, err := strconv.ParseFloat(m[1], 64)
-	if err != nil || math.IsInf(n, 0) {
-		return 0, fmt.Errorf("want a rate such as 14/s, got %q", s)
-	}
-	switch m[2] {
-	case "m", "min", "minute":
-		n /= 60
-	case "h", "hour":
-		n /= 3600
-	}
-	return n, nil
-}
+func ParseRate(s string) (float64, error) { return failover.ParseRate(s) }
 
 // checkProviders reports what is wrong with each entry of
 // channels.email.providers at its own key ("providers[1].api_key").

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,12 @@ type awsCredentials struct {
 // sets X-Amz-Date (and X-Amz-Security-Token for temporary credentials) and
 // Authorization. Every header already on req is signed, with Host.
 func signV4(req *http.Request, body []byte, c awsCredentials, region, service string, now time.Time) {
+	signV4With(req, body, c, region, service, now, nil)
+}
+
+// signV4With is signV4 taking the signing key of a day from keyFor (nil:
+// derived here).
+func signV4With(req *http.Request, body []byte, c awsCredentials, region, service string, now time.Time, keyFor func(day string) []byte) {
 	now = now.UTC()
 	amzDate := now.Format("20060102T150405Z")
 	day := now.Format("20060102")
@@ -65,13 +72,53 @@ func signV4(req *http.Request, body []byte, c awsCredentials, region, service st
 	scope := day + "/" + region + "/" + service + "/aws4_request"
 	hashed := sha256.Sum256([]byte(canonical))
 	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(hashed[:])
-	key := hmacSHA256([]byte("AWS4"+c.SecretAccessKey), day)
-	key = hmacSHA256(key, region)
-	key = hmacSHA256(key, service)
-	key = hmacSHA256(key, "aws4_request")
+	var key []byte
+	if keyFor != nil {
+		key = keyFor(day)
+	} else {
+		key = signingKey(c.SecretAccessKey, day, region, service)
+	}
 	sig := hex.EncodeToString(hmacSHA256(key, toSign))
 	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+c.AccessKeyID+"/"+scope+
 		", SignedHeaders="+signed+", Signature="+sig)
+}
+
+// signingKey is the key of day's requests to service in region, derived
+// from the secret.
+func signingKey(secret, day, region, service string) []byte {
+	key := hmacSHA256([]byte("AWS4"+secret), day)
+	key = hmacSHA256(key, region)
+	key = hmacSHA256(key, service)
+	return hmacSHA256(key, "aws4_request")
+}
+
+// sigV4Signer signs requests for one service and region, keeping the day's
+// signing key: four HMACs a message fewer.
+type sigV4Signer struct {
+	creds           awsCredentials
+	region, service string
+
+	mu  sync.Mutex
+	day string
+	key []byte
+}
+
+func newSigV4Signer(c awsCredentials, region, service string) *sigV4Signer {
+	return &sigV4Signer{creds: c, region: region, service: service}
+}
+
+// sign signs req, whose body is body, at now (see signV4).
+func (s *sigV4Signer) sign(req *http.Request, body []byte, now time.Time) {
+	signV4With(req, body, s.creds, s.region, s.service, now, s.keyFor)
+}
+
+func (s *sigV4Signer) keyFor(day string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.day != day {
+		s.day, s.key = day, signingKey(s.creds.SecretAccessKey, day, s.region, s.service)
+	}
+	return s.key
 }
 
 func hmacSHA256(key []byte, data string) []byte {

@@ -29,9 +29,6 @@ var Plugin = channels.Plugin{
 	Open:         open,
 }
 
-// DefaultBaseURL is Twilio's REST API.
-const DefaultBaseURL = "https://api.twilio.com"
-
 // DefaultMaxSegments is the longest text sent when channels.sms.max_segments
 // is not set: ten parts, 1530 GSM characters or 670 UCS-2 ones.
 const DefaultMaxSegments = 10
@@ -65,6 +62,10 @@ type Config struct {
 	// sent in any 24 hours, whatever the notifier; the rest are `throttled`.
 	// Default DefaultMaxPerRecipientPerDay; 0 is no cap.
 	MaxPerRecipientPerDay int `yaml:"max_per_recipient_per_day"`
+	// Providers replaces account_sid, auth_token, from and base_url with an
+	// ordered list of SMS providers (twilio, vonage) tried in turn for each
+	// text (see Provider).
+	Providers []*Provider `yaml:"providers"`
 }
 
 // DefaultMaxPerRecipientPerDay is channels.sms.max_per_recipient_per_day
@@ -94,6 +95,7 @@ var (
 	senderIDRE = regexp.MustCompile(`^[A-Za-z0-9 ]{1,11}$`)
 	letterRE   = regexp.MustCompile(`[A-Za-z]`)
 	countryRE  = regexp.MustCompile(`^[1-9][0-9]{0,2}$`)
+	uuidRE     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
 func open(s *channels.Setup) (any, error) {
@@ -121,22 +123,23 @@ func open(s *channels.Setup) (any, error) {
 		return nil, nil
 	}
 	sec := s.Section
-	if !sidRE.MatchString(cfg.AccountSID) {
-		p.Add(sec, "account_sid", "want a Twilio account SID (AC and 32 hex digits), got %q", cfg.AccountSID)
-	}
-	if cfg.AuthToken == "" && !s.Checking {
-		p.Add(sec, "auth_token", "must be set (the account's auth token, for example ${TWILIO_AUTH_TOKEN})")
-	}
-	switch {
-	case cfg.From == "":
-		p.Add(sec, "from", "must be set: an E.164 number such as +14155550123, or an alphanumeric sender id")
-	case e164RE.MatchString(cfg.From):
-	case cfg.From[0] == '+' || !senderIDRE.MatchString(cfg.From) || !letterRE.MatchString(cfg.From):
-		p.Add(sec, "from", "want an E.164 number such as +14155550123, or an alphanumeric sender id (1 to 11 letters, digits or spaces, at least one letter), got %q", cfg.From)
-	}
-	p.HTTPURL(sec, "base_url", cfg.BaseURL)
-	if msg := checkBaseURL(cfg.BaseURL); msg != "" {
-		p.Add(sec, "base_url", "%s", msg)
+	if cfg.Providers != nil {
+		if len(cfg.Providers) == 0 {
+			p.Add(sec, "providers", "an empty list: want one provider or more, tried in order")
+		}
+		checkProviders(p, sec, cfg, s.Checking)
+	} else {
+		if !sidRE.MatchString(cfg.AccountSID) {
+			p.Add(sec, "account_sid", "want a Twilio account SID (AC and 32 hex digits), got %q", cfg.AccountSID)
+		}
+		if cfg.AuthToken == "" && !s.Checking {
+			p.Add(sec, "auth_token", "must be set (the account's auth token, for example ${TWILIO_AUTH_TOKEN})")
+		}
+		checkFrom(p, sec, "from", cfg.From)
+		p.HTTPURL(sec, "base_url", cfg.BaseURL)
+		if msg := checkBaseURL(cfg.BaseURL); msg != "" {
+			p.Add(sec, "base_url", "%s", msg)
+		}
 	}
 	for i, cc := range cfg.AllowedCountries {
 		if !countryRE.MatchString(cc) {
@@ -153,8 +156,8 @@ func open(s *channels.Setup) (any, error) {
 		p.Add(sec, "max_segments", "must be at least 1, got %d", cfg.MaxSegments)
 	}
 	p.Positive(sec, "timeout", cfg.Timeout)
-	if p.Err() != nil || cfg.AuthToken == "" {
-		return nil, nil
+	if p.Err() != nil || !credentialed(cfg) {
+		return nil, nil // checking, with a secret left to the environment
 	}
 	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})
 }
@@ -175,4 +178,14 @@ func checkBaseURL(base string) string {
 		return "must be an https URL (it carries the account's auth token); http only for a loopback host"
 	}
 	return ""
+}
+
+// credentialed reports whether every provider has its secret.
+func credentialed(cfg *Config) bool {
+	for _, pr := range cfg.ProviderList() {
+		if pr == nil || (pr.Kind == KindTwilio && pr.AuthToken == "") || (pr.Kind == KindVonage && pr.PrivateKey == "") {
+			return false
+		}
+	}
+	return true
 }

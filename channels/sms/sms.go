@@ -1,18 +1,37 @@
 // Package sms is the SMS channel: it renders a notifier's sms text for one
 // recipient and sends it to the recipient's phone (profile `phone`, E.164)
-// through Twilio's Messages API.
+// through an SMS API: Twilio's Messages API, or Vonage's Messages API.
 //
-// # Request
+// # Providers
+//
+// channels.sms.providers is an ordered list of providers (Provider), each
+// with its credentials, lanes, rate and timeout; a text tries them in order
+// (package channels/internal/failover): a provider that is down, times out,
+// answers 5xx or 429, or refuses its own credentials or balance passes the
+// text to the next within the same attempt; a refusal of the number or the
+// text is final. Without the list, channels.sms's own account_sid,
+// auth_token, from and base_url are one Twilio provider named twilio.
+//
+// # Requests
+//
+// Twilio:
 //
 //	POST {base_url}/2010-04-01/Accounts/{account_sid}/Messages.json
 //	Authorization: Basic base64(account_sid:auth_token)
 //	Content-Type: application/x-www-form-urlencoded
 //
-//	To=+14155550123&From=<channels.sms.from>&Body=<rendered text>
+//	To=+14155550123&From=<from>&Body=<rendered text>
 //
-// base_url is Twilio's public API unless channels.sms.base_url says
-// otherwise (a regional edge, or a local server speaking the same API in
-// tests).
+// Vonage:
+//
+//	POST {base_url}/v1/messages
+//	Authorization: Bearer <JWT, RS256, claims application_id, iat, exp, jti>
+//	Content-Type: application/json
+//
+//	{"message_type":"text","channel":"sms","to":"14155550123","from":"<from>","text":"<rendered text>"}
+//
+// base_url is the provider's public API unless the entry says otherwise (a
+// regional edge, or a local server speaking the same API in tests).
 //
 // # Length
 //
@@ -23,38 +42,38 @@
 // cut-off notification can say the opposite of the whole one, and `notifyd
 // check` already reports a notifier whose example renders too long. The
 // segment count is recorded with the provider on the delivery's ledger row
-// ("twilio (2 segments)", channels.SetProvider), Twilio's own num_segments
-// when its reply carries one, else ours.
+// ("twilio (2 segments)", channels.SetProvider), the provider's own count
+// when its reply carries one (Twilio's num_segments), else ours; the
+// provider's message id (Twilio's sid, Vonage's message_uuid) with
+// channels.SetProviderMessageID.
 //
 // # Outcomes
 //
-// 2xx is sent. Twilio's invalid-number errors (21211 invalid To, 21614 not a
-// mobile number, 21610 the recipient replied STOP, 21408 and 21612 a number
-// the account cannot reach) and any other 4xx are refused
+// Twilio: 2xx is sent. Its invalid-number errors (21211 invalid To, 21614
+// not a mobile number, 21610 the recipient replied STOP, 21408 and 21612 a
+// number the account cannot reach) and any other 4xx are refused
 // (channels.Permanent). 429 is rate limited, Retry-After honoured. 5xx,
 // timeouts and connection errors are temporary. 401 and 403 are temporary
-// with an error that names the credentials: the account or its token is
-// wrong, and once the operator fixes it the retries go through.
+// with an error that names the credentials.
+//
+// Vonage: 202 is sent; 400 and 422 refused; 401, 403 and 402 (low balance)
+// temporary; 429 rate limited; 5xx temporary.
 package sms
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/channels/internal/safehttp"
+	"github.com/notifyd/notifyd/channels/internal/failover"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/templates"
 )
@@ -76,15 +95,16 @@ type Options struct {
 	Client *http.Client
 }
 
-// Sender sends text messages through Twilio. It is safe for concurrent use.
+// Sender sends text messages through its providers. It is safe for
+// concurrent use.
 type Sender struct {
 	cfg       *Config
-	endpoint  string
 	notifiers map[string]*Templates
 	client    *http.Client
 	logger    *slog.Logger
 	clock     func() time.Time
 	limiter   *rate.Limiter // nil: unlimited (channels.sms.rate)
+	providers *failover.List[api]
 }
 
 // New returns a Sender for channels.sms cfg, sending the notifiers' sms
@@ -94,23 +114,12 @@ func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, e
 	if cfg == nil {
 		return nil, errors.New("sms: channels.sms is not configured")
 	}
-	if cfg.AccountSID == "" || cfg.AuthToken == "" || cfg.From == "" {
-		return nil, errors.New("sms: channels.sms needs account_sid, auth_token and from")
-	}
-	base := strings.TrimRight(cfg.BaseURL, "/")
-	if base == "" {
-		base = DefaultBaseURL
-	}
 	s := &Sender{
 		cfg:       cfg,
-		endpoint:  base + "/2010-04-01/Accounts/" + url.PathEscape(cfg.AccountSID) + "/Messages.json",
 		notifiers: map[string]*Templates{},
 		client:    opts.Client,
 		logger:    opts.Logger,
 		clock:     opts.Clock,
-	}
-	if _, err := url.Parse(s.endpoint); err != nil {
-		return nil, fmt.Errorf("sms: channels.sms.base_url: %w", err)
 	}
 	if s.cfg.MaxSegments <= 0 {
 		s.cfg.MaxSegments = DefaultMaxSegments
@@ -120,11 +129,11 @@ func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, e
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), max(1, int(math.Ceil(cfg.Rate))))
 	}
 	if s.client == nil {
-		timeout := cfg.Timeout.D()
-		if timeout <= 0 {
-			timeout = 10 * time.Second
-		}
-		s.client = &http.Client{Timeout: timeout,
+		// Each provider's timeout bounds its requests (see failover).
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		t.MaxIdleConnsPerHost = 64
+		s.client = &http.Client{Transport: t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if s.logger == nil {
@@ -133,6 +142,12 @@ func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, e
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	ps, err := newProviders(cfg, s.client, s.clock)
+	if err != nil {
+		return nil, err
+	}
+	s.providers = &failover.List[api]{Providers: ps, Channel: Name, Exhausted: "every sms provider failed",
+		Clock: s.clock, Log: s.logger}
 	for name, t := range notifiers {
 		if t == nil {
 			continue
@@ -217,32 +232,6 @@ func (s *Sender) Preview(notifier string, params map[string]any, _ channels.Reci
 	return []channels.Part{{Name: "text", Value: text}, {Name: "segments", Value: fmt.Sprintf("%d (%s)", segs, enc)}}, nil
 }
 
-// twilioError is the JSON body of a Twilio error response.
-type twilioError struct {
-	Code     int    `json:"code"`
-	Message  string `json:"message"`
-	MoreInfo string `json:"more_info"`
-}
-
-// twilioMessage is the part of a created Message resource we read.
-type twilioMessage struct {
-	SID         string `json:"sid"`
-	NumSegments string `json:"num_segments"`
-}
-
-// refusedCodes are the Twilio error codes that say the number cannot get the
-// message, whatever the retry.
-// twilioUnsubscribed is Twilio's error for a number that replied STOP.
-const twilioUnsubscribed = 21610
-
-var refusedCodes = map[int]string{
-	21211: "invalid To number",
-	21614: "To is not a mobile number",
-	21610: "the recipient unsubscribed (replied STOP)",
-	21408: "the account may not send to this region",
-	21612: "the To number cannot be reached from the From number",
-}
-
 // Send renders msg's text and posts it to the recipient's phone. See the
 // package doc for how outcomes are classified.
 func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
@@ -273,17 +262,13 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 			return channels.RateLimited(fmt.Errorf("channels.sms.rate (%g/s) reached", s.cfg.Rate), d)
 		}
 	}
-	form := url.Values{"To": {r.Phone}, "From": {s.cfg.From}, "Body": {text}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return channels.Permanent(fmt.Errorf("sms: build request: %w", err))
-	}
-	req.SetBasicAuth(s.cfg.AccountSID, s.cfg.AuthToken)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "notifyd")
-	channels.SetProvider(ctx, "twilio")
-	billed, err := s.post(req, segs, r.Phone)
+	var billed int
+	var via string
+	err = s.providers.Send(ctx, func(ctx context.Context, p *provider) (string, error) {
+		id, n, err := p.Via.send(ctx, r.Phone, text)
+		billed, via = n, p.Name
+		return id, err
+	})
 	attrs := []any{slog.String("channel", Name), slog.String("delivery_id", msg.DeliveryID),
 		slog.String("notifier", msg.Notifier), slog.String("recipient", r.ID),
 		slog.Int("segments", segs), slog.String("encoding", string(enc)), slog.Int("attempt", msg.Attempt)}
@@ -293,70 +278,19 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 		return fmt.Errorf("sms %s to recipient %s: %w", msg.Notifier, r.ID, err)
 	}
 	s.logger.DebugContext(ctx, "sms sent", attrs...)
-	// The provider records the bill: Twilio's count when it gave one.
-	channels.SetProvider(ctx, provider(billed))
+	// The provider records the bill: the provider's count when it gave one.
+	if billed <= 0 {
+		billed = segs
+	}
+	channels.SetProvider(ctx, providerLabel(via, billed))
 	return nil
 }
 
-// provider is the ledger's provider for a message of segs segments.
-func provider(segs int) string {
+// providerLabel is the ledger's provider for a message of segs segments
+// sent through the provider the report names.
+func providerLabel(name string, segs int) string {
 	if segs == 1 {
-		return "twilio (1 segment)"
+		return name + " (1 segment)"
 	}
-	return fmt.Sprintf("twilio (%d segments)", segs)
-}
-
-// post sends req, a message to the number to, and classifies Twilio's
-// answer. On success it returns the segments the message was billed as:
-// Twilio's num_segments, else segs. Error 21610 (the recipient replied STOP)
-// also suppresses the number, so no later message is sent to it.
-func (s *Sender) post(req *http.Request, segs int, to string) (int, error) {
-	const dest = "twilio messages api"
-	resp, err := s.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL carries the account SID; the error need not
-		}
-		return 0, channels.Temporary(fmt.Errorf("%s: %w", dest, err), 0)
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, safehttp.MaxResponseBody))
-	resp.Body.Close()
-	code := resp.StatusCode
-	if code >= 200 && code < 300 {
-		var m twilioMessage
-		if json.Unmarshal(body, &m) == nil {
-			if n, err := strconv.Atoi(m.NumSegments); err == nil && n > 0 {
-				return n, nil
-			}
-		}
-		return segs, nil
-	}
-	var te twilioError
-	_ = json.Unmarshal(body, &te)
-	what := fmt.Sprintf("%s: HTTP %d", dest, code)
-	if te.Code != 0 {
-		what += fmt.Sprintf(", error %d", te.Code)
-	}
-	if te.Message != "" {
-		what += ": " + te.Message
-	}
-	err = errors.New(what)
-	retryAfter := safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), s.clock())
-	switch {
-	case te.Code == twilioUnsubscribed:
-		return 0, channels.Suppress(fmt.Errorf("%w (%s)", err, refusedCodes[te.Code]), to, refusedCodes[te.Code])
-	case refusedCodes[te.Code] != "":
-		return 0, channels.Permanent(fmt.Errorf("%w (%s)", err, refusedCodes[te.Code]))
-	case code == http.StatusTooManyRequests:
-		return 0, channels.RateLimited(err, retryAfter)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return 0, channels.Temporary(fmt.Errorf("%w: Twilio refused the credentials: check channels.sms.account_sid and auth_token", err), 0)
-	case code >= 500:
-		return 0, channels.Temporary(err, retryAfter)
-	case code >= 400:
-		return 0, channels.Permanent(err)
-	default:
-		return 0, channels.Temporary(err, retryAfter)
-	}
+	return fmt.Sprintf("%s (%d segments)", name, segs)
 }

@@ -40,7 +40,6 @@ import (
 	"strings"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/chat"
@@ -246,24 +245,16 @@ func (s *Sender) Render(notifier string, params map[string]any) (string, error) 
 	if !ok {
 		return "", fmt.Errorf("notifier %q has no telegram templates", notifier)
 	}
-	text, err := chat.Render(t, chat.EscapeParams(params, Escape))
+	text, err := chat.RenderText(t, params, Escape, MaxText)
 	if err != nil {
 		return "", fmt.Errorf("telegram: render text: %w", err)
-	}
-	if utf8.RuneCountInString(text) > MaxText {
-		r := []rune(text)
-		text = string(r[:MaxText-1]) + "…"
 	}
 	return text, nil
 }
 
 // Preview renders the notifier's message without sending.
 func (s *Sender) Preview(notifier string, params map[string]any, _ channels.Recipient) ([]channels.Part, error) {
-	text, err := s.Render(notifier, params)
-	if err != nil {
-		return nil, err
-	}
-	return []channels.Part{{Name: "text", Value: text}}, nil
+	return chat.TextPreview(s.Render(notifier, params))
 }
 
 type sendMessage struct {

@@ -26,7 +26,7 @@ func (c *DevCommand) parse(args []string) (devFlags, slog.Level, error) {
 	fs := c.main.newFlagSet("dev", &f.config)
 	fs.StringVar(&f.dir, "dir", ".notifyd", "where the private PostgreSQL keeps its data")
 	fs.StringVar(&f.smtp, "smtp", "capture", "capture: email goes to dev's own SMTP server, shown on /dev/; config: to channels.email's server")
-	fs.StringVar(&f.hooks, "hooks", "capture", "capture: notifier-level webhooks and Slack messages go to dev's own receiver, shown on /dev/; config: to the URLs in the config")
+	fs.StringVar(&f.hooks, "hooks", "capture", "capture: notifier-level webhooks, Slack messages and the SMS, WhatsApp and Telegram providers go to dev's own receiver, shown on /dev/; config: to the URLs in the config")
 	fs.StringVar(&f.level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.listen, "listen", "", "the address to serve on, loopback only (default: $NOTIFYD_LISTEN, then http.listen)")
 	if err := fs.Parse(args); err != nil {

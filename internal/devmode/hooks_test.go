@@ -120,3 +120,77 @@ notifiers:
 		t.Fatalf("the loopback server got %d requests", n)
 	}
 }
+
+// CaptureProviders points the SMS providers (each entry of the list), the
+// WhatsApp and the Telegram APIs at the dev receiver, filling in the
+// secrets left to unset variables: each channel then sends there, the
+// receiver answers as the provider does (so the provider's message id is
+// recorded) and keeps the message for /dev/.
+func TestCaptureProvidersAnswersAsEachProvider(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Parse("dev.yaml", []byte(`
+channels:
+  sms:
+    providers:
+      - {kind: twilio, account_sid: AC0123456789abcdef0123456789abcdef, auth_token: "", from: "+15005550006"}
+      - {kind: vonage, name: backup, application_id: aaaaaaaa-bbbb-4ccc-8ddd-0123456789ab, from: Acme}
+  whatsapp: {provider: cloud_api, phone_number_id: "1065403522", access_token: ""}
+  telegram: {bot_token: ""}
+notifiers:
+  order.shipped:
+    channels:
+      sms: {text: "Order {{.order}} shipped"}
+      whatsapp: {template: {name: order_shipped, language: en_US, params: ["{{.order}}"]}}
+      telegram: {text: "Order {{.order}} shipped"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := StartHooks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := CaptureProviders(cfg, h); err != nil {
+		t.Fatal(err)
+	}
+	set, err := builtin.MustRegistry().Open(cfg, nil, nil)
+	if err != nil {
+		t.Fatalf("the captured config does not open: %v", err)
+	}
+	defer set.Close()
+	for _, c := range []struct{ channel, provider, id string }{
+		{"sms", "twilio (1 segment)", "SMdev"},
+		{"whatsapp", "cloud_api", "wamid.dev"},
+		{"telegram", "telegram", ""},
+	} {
+		ch, ok := set.Channels[c.channel]
+		if !ok {
+			t.Fatalf("%s did not open", c.channel)
+		}
+		ctx, rep := channels.WithReport(context.Background())
+		err := ch.Send(ctx, channels.Message{DeliveryID: "d-1", Notifier: "order.shipped",
+			Params: map[string]any{"order": "A-17"},
+			Recipient: &channels.Recipient{ID: "u1", Phone: "+14155550123",
+				Data: map[string]any{"telegram_chat_id": float64(987654321)}}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.channel, err)
+		}
+		if rep.Provider != c.provider || rep.ProviderMessageID == "" || !strings.HasPrefix(rep.ProviderMessageID, c.id) {
+			t.Errorf("%s: report %q %q", c.channel, rep.Provider, rep.ProviderMessageID)
+		}
+	}
+	got := map[string]bool{}
+	for _, r := range h.Requests() {
+		got[r.Channel] = true
+		if strings.Contains(r.Body, "dev-") {
+			t.Errorf("a captured body shows a credential: %s", r.Body)
+		}
+	}
+	if !got["sms"] || !got["whatsapp"] || !got["telegram"] {
+		t.Errorf("captured %v, want sms, whatsapp and telegram", got)
+	}
+	if v, _ := cfg.Channels["sms"].Value("providers.1.base_url"); !strings.HasSuffix(v, "/provider/sms/backup") {
+		t.Errorf("the second sms provider's base_url is %q", v)
+	}
+}

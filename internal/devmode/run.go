@@ -156,14 +156,19 @@ func (e *Env) DemoToken() string {
 }
 
 // CaptureHooks starts the webhook and Slack capture and points cfg's
-// notifier-level webhooks and Slack messages at it (see CaptureHooks), shown
-// on the dev page.
+// notifier-level webhooks and Slack messages (CaptureHooks) and the SMS,
+// WhatsApp and Telegram provider APIs (CaptureProviders) at it, shown on
+// the dev page.
 func (e *Env) CaptureHooks(cfg *config.Config) error {
 	h, err := StartHooks()
 	if err != nil {
 		return err
 	}
 	if err := CaptureHooks(cfg, h); err != nil {
+		_ = h.Close()
+		return err
+	}
+	if err := CaptureProviders(cfg, h); err != nil {
 		_ = h.Close()
 		return err
 	}

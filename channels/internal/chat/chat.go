@@ -1,7 +1,7 @@
-// Package chat is what the notifier-level chat channels (Discord, Teams)
-// share: their params escaped for the target's markup before the
-// notifier's templates see them, and one webhook post with the SSRF-guarded
-// client.
+// Package chat is what the chat channels (Discord, Teams, Telegram) share:
+// their params escaped for the target's markup before the notifier's
+// templates see them, a text cut to the target's length, and one webhook
+// post with the SSRF-guarded client.
 package chat
 
 import (
@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
@@ -52,6 +53,29 @@ func escape(v any, esc func(string) string) any {
 // renders "".
 func Render(t *template.Template, params map[string]any) (string, error) {
 	return templates.RenderText(t, params)
+}
+
+// RenderText renders t over params with every string param escaped by esc
+// (EscapeParams), cut to limit characters with "…" when longer.
+func RenderText(t *template.Template, params map[string]any, esc func(string) string, limit int) (string, error) {
+	text, err := Render(t, EscapeParams(params, esc))
+	if err != nil {
+		return "", err
+	}
+	if utf8.RuneCountInString(text) > limit {
+		r := []rune(text)
+		text = string(r[:limit-1]) + "…"
+	}
+	return text, nil
+}
+
+// TextPreview is a chat channel's preview: its rendered text, one part
+// named "text", or render's error.
+func TextPreview(text string, err error) ([]channels.Part, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []channels.Part{{Name: "text", Value: text}}, nil
 }
 
 // Post posts the JSON body to a webhook URL with client and classifies the
