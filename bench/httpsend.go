@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -186,16 +187,18 @@ func timeLanes(ctx context.Context, h *harness, scenario, dbName string, n, conc
 }
 
 // runClientCommand is the hook for the client packages' rows (enqueue from
-// the Node and Python clients: "INSERT a row + send" vs "INSERT a row"
-// alone, same client, same connections): it runs cmd through sh with
-// DATABASE_URL naming a fresh migrated database (the daemon's notifier
-// catalog published, no workers running) and BENCH_CONC the concurrency,
-// and reads the lines it prints of the form
+// the Node and Python clients: "app INSERT + send" vs "app INSERT + one
+// INSERT INTO river_job", same client, same connections): it runs cmd
+// through sh with DATABASE_URL naming a fresh migrated database (the
+// daemon's notifier catalog published, no workers running) and BENCH_CONC
+// the concurrency, and reads the lines it prints of the forms
 //
 //	row <name> <measured> <baseline> <target>
+//	fail <name> <what is missing, or what failed>
 //
-// (tx/s, the target a ratio), one per row, into the table. Any other line is
-// passed through.
+// (tx/s, the target a ratio), one per row, into the table; a fail line is a
+// failed row with its reason, printed as well. Any other line is passed
+// through.
 func runClientCommand(ctx context.Context, h *harness, cmd string, conc int) []Result {
 	db, err := h.freshDB(ctx, "clients")
 	if err != nil {
@@ -228,6 +231,12 @@ func runClientCommand(ctx context.Context, h *harness, cmd string, conc int) []R
 	var rs []Result
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "fail" {
+			reason := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "fail "+f[1]))
+			fmt.Printf("  FAILED %s: %s\n", f[1], reason)
+			rs = append(rs, errorResult(f[1], "tx/s", ">=", 0.7, "ratio", errors.New(reason)))
+			continue
+		}
 		if len(f) != 5 || f[0] != "row" {
 			if strings.TrimSpace(line) != "" {
 				fmt.Println("  " + line)
@@ -241,7 +250,7 @@ func runClientCommand(ctx context.Context, h *harness, cmd string, conc int) []R
 			rs = append(rs, errorResult(f[1], "tx/s", ">=", 0, "ratio", fmt.Errorf("unreadable row %q", line)))
 			continue
 		}
-		r := ratioResult(f[1], "tx/s", measured, baseline, "same client, INSERT alone", "tx/s", ">=", target)
+		r := ratioResult(f[1], "tx/s", measured, baseline, "same client, INSERT + river_job", "tx/s", ">=", target)
 		r.CPU, r.Notes = cpu.use(), "from "+cmd
 		rs = append(rs, r)
 	}

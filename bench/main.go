@@ -20,7 +20,8 @@
 //	enqueue  application transactions/s (UPDATE + SendTx) vs (UPDATE + River
 //	         InsertTx), -enqueue-conc goroutines, -enqueue-n transactions
 //	httpsend POST /v1/notifications (one recipient) vs SendTx at the same
-//	         concurrency; -client-cmd adds the client packages' rows
+//	         concurrency, and the client packages' rows (-client-cmd,
+//	         bench/clients.sh by default)
 //	latency  commit → inbox.created on /v1/inbox/stream, -latency-n sends at
 //	         -latency-rate per second: p50 and p99
 //	maillatency  commit → email accepted by the SMTP sink, -maillatency-n
@@ -159,7 +160,7 @@ func run() int {
 	flag.Float64Var(&o.inbox.rate, "inbox-rate", 200, "requests/s of the inbox latency rows")
 	flag.IntVar(&o.inbox.rateN, "inbox-rate-n", 2000, "requests per inbox latency row")
 	flag.BoolVar(&o.inboxStandby, "inbox-standby", false, "also measure the inbox counts with database.read_url on a streaming standby (the bench's cluster then keeps wal_level=replica for every scenario)")
-	flag.StringVar(&o.clientCmd, "client-cmd", "", "with httpsend: a command printing \"row <name> <measured> <baseline> <target>\" lines (the client packages' rows; DATABASE_URL and BENCH_CONC are set)")
+	flag.StringVar(&o.clientCmd, "client-cmd", "sh bench/clients.sh", "with httpsend: a command printing \"row <name> <measured> <baseline> <target>\" or \"fail <name> <what is missing>\" lines (the client packages' rows; DATABASE_URL and BENCH_CONC are set; empty: no client rows)")
 	flag.IntVar(&o.marksN, "marks-n", 20_000, "inbox-mark transactions per variant of the marks scenario")
 	flag.IntVar(&o.marksConc, "marks-conc", 32, "connections of the marks scenario")
 	flag.BoolVar(&o.marksDurable, "marks-durable", true, "also run the marks scenario with durable commits (fsync and synchronous_commit on), on a second private cluster")

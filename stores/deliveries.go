@@ -43,73 +43,83 @@ type Claimed struct {
 // sent, not terminal and not claimed by someone else (see protectedStatuses —
 // an unknown status is claimable), and whose retry time has come. Two workers
 // racing for the same row: one UPDATE wins, the other sees it `sending` and
-// skips it. attempts counts the attempt being made. A row whose notification
+// skips it (the UPDATE re-checks status and retry time on the row version
+// it locks). attempts counts the attempt being made. A row whose notification
 // was cancelled (a retry scheduled before the cancel committed) is settled
 // `cancelled` instead of being claimed — except a carrier of a batch that
-// still has members (carried): the cancel could not hand it to the next
-// member while it was in flight, and the members' message must still go.
+// still has members: the cancel could not hand it to the next member while
+// it was in flight, and the members' message must still go.
 //
 // Suppression: a row whose recipient's address for its channel (the pairs
 // $4 channel, $5 profile field: AddressFields) is on the suppression list is
 // settled `suppressed` here, with the suppression's reason, and not
-// returned, so its channel is never called. sup is one probe of the list's
-// primary key (channel, address) per row of the batch, skipped whole while
-// the list is empty. The addresses are worked out in a subquery of their
-// own: joined in one, the planner probed the list by channel alone and
-// filtered every address of the channel.
+// returned, so its channel is never called. The check is one probe of the
+// list's primary key (channel, address) per row, skipped whole while the
+// list is empty.
 //
 // Workflows: a delivery with an `unless` condition whose recipient has read
 // (or seen) the notification's inbox item is settled `skipped` by this same
-// statement (the met CTE reads the item at the statement's snapshot), so a
-// mark that committed before the claim always wins over the send.
+// statement (t.met reads the item at the statement's snapshot), so a mark
+// that committed before the claim always wins over the send.
+//
+// The shape is for the planner as much as for the executor. The ledger is
+// partitioned, and every reference to it is planned over every partition
+// with all of its indexes, so the statement names it twice only: t reads
+// each row once with everything the claim decides by and everything the
+// send needs (notification, profile, tenant), and the UPDATE writes it. Its
+// generic plan (genericBatch) is made once per connection and again after
+// an ANALYZE of a table it reads; with the ledger named four times (one CTE
+// each for suppression, unless and batch carriers) that cost 10–15 ms a
+// connection on a loaded two-core machine, a third of it now.
 const claimSQL = `
-WITH sup AS (
-    SELECT x.id, 'address is suppressed: ' || s.reason AS reason
-    FROM (
-        SELECT d.id, d.channel,
-               lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url
-                                        WHEN 'phone' THEN p.phone END)) AS address
-        FROM notify_deliveries d
-        JOIN unnest($4::text[], $5::text[]) AS a(channel, field) ON a.channel = d.channel
-        JOIN notify_recipients p ON p.id = d.recipient
-        WHERE d.id = ANY($1::text[]::uuid[]) AND EXISTS (SELECT 1 FROM notify_suppressions)
-        OFFSET 0 -- planned on its own, so the probe below is by the whole primary key
-    ) x
-    JOIN notify_suppressions s ON s.channel = x.channel AND s.address = x.address
-), met AS (
-    SELECT d.id FROM notify_deliveries d
-    JOIN notify_inbox i ON i.notification_id = d.notification_id AND i.recipient = d.recipient
-    WHERE d.id = ANY($1::text[]::uuid[]) AND d.unless IS NOT NULL
-      AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL
-), carried AS (
-    -- Carriers of a batch that still has members, whose own notification
-    -- was cancelled while they were in flight: sent for the members.
-    SELECT d.id FROM notify_deliveries d
-    JOIN notify_batches b ON b.id = d.batch_id
-    WHERE d.id = ANY($1::text[]::uuid[]) AND d.batch_id IS NOT NULL AND cardinality(b.members) > 0
+WITH t AS MATERIALIZED (
+    SELECT d.id, d.notification_id,
+           n.status = 'cancelled' AND NOT (d.batch_id IS NOT NULL AND EXISTS (
+               SELECT 1 FROM notify_batches b WHERE b.id = d.batch_id AND cardinality(b.members) > 0)) AS cancelled,
+           CASE WHEN d.recipient IS NOT NULL AND EXISTS (SELECT 1 FROM notify_suppressions) THEN (
+               SELECT 'address is suppressed: ' || s.reason
+               FROM unnest($4::text[], $5::text[]) AS a(channel, field)
+               JOIN notify_suppressions s ON s.channel = a.channel
+                AND s.address = lower(btrim(CASE a.field WHEN 'email' THEN p.email WHEN 'webhook_url' THEN p.webhook_url
+                                                         WHEN 'phone' THEN p.phone END))
+               WHERE a.channel = d.channel
+               LIMIT 1) END AS suppressed,
+           CASE WHEN d.unless IS NOT NULL AND d.recipient IS NOT NULL THEN EXISTS (
+               SELECT 1 FROM notify_inbox i
+               WHERE i.notification_id = d.notification_id AND i.recipient = d.recipient
+                 AND CASE d.unless WHEN 'seen' THEN coalesce(i.seen_at, i.read_at) ELSE i.read_at END IS NOT NULL)
+                ELSE false END AS met,
+           n.params, coalesce(n.actor, '') AS actor,
+           coalesce(p.email, '') AS email, coalesce(p.name, '') AS name, coalesce(p.locale, '') AS locale,
+           coalesce(p.timezone, '') AS timezone,
+           CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END AS webhook,
+           coalesce(p.data, '{}') AS data, coalesce(p.phone, '') AS phone,
+           (SELECT jsonb_build_object('id', tn.id, 'name', tn.name, 'branding', tn.branding)
+            FROM notify_tenants tn WHERE tn.id = n.tenant) AS tenant
+    FROM notify_deliveries d
+    JOIN notify_notifications n ON n.id = d.notification_id
+    LEFT JOIN notify_recipients p ON p.id = d.recipient
+    WHERE d.id = ANY($1::text[]::uuid[])
+      AND d.status <> ALL($2::text[])
+      AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $3)
 ), claimed AS (
     UPDATE notify_deliveries d
-    SET status = CASE WHEN n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried) THEN 'cancelled'
-                      WHEN d.id IN (SELECT id FROM sup) THEN 'suppressed'
-                      WHEN d.id IN (SELECT id FROM met) THEN 'skipped' ELSE 'sending' END,
-        claimed_at = CASE WHEN (n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried)) OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
-                          THEN NULL ELSE $3::timestamptz END,
+    SET status = CASE WHEN t.cancelled THEN 'cancelled' WHEN t.suppressed IS NOT NULL THEN 'suppressed'
+                      WHEN t.met THEN 'skipped' ELSE 'sending' END,
+        claimed_at = CASE WHEN t.cancelled OR t.suppressed IS NOT NULL OR t.met THEN NULL ELSE $3::timestamptz END,
         claimed_by = nullif($6::text, ''),
-        attempts = d.attempts + CASE WHEN (n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried)) OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
-                                     THEN 0 ELSE 1 END,
-        settled_at = CASE WHEN (n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried)) OR d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met)
-                          THEN $3::timestamptz END,
-        last_error = CASE WHEN n.status = 'cancelled' AND d.id NOT IN (SELECT id FROM carried) THEN 'notification cancelled'
-                          WHEN d.id IN (SELECT id FROM sup) THEN (SELECT reason FROM sup WHERE sup.id = d.id LIMIT 1)
-                          WHEN d.id IN (SELECT id FROM met)
+        attempts = d.attempts + CASE WHEN t.cancelled OR t.suppressed IS NOT NULL OR t.met THEN 0 ELSE 1 END,
+        settled_at = CASE WHEN t.cancelled OR t.suppressed IS NOT NULL OR t.met THEN $3::timestamptz END,
+        last_error = CASE WHEN t.cancelled THEN 'notification cancelled'
+                          WHEN t.suppressed IS NOT NULL THEN t.suppressed
+                          WHEN t.met
                           THEN 'unless ' || d.unless || ': the recipient had ' || d.unless || ' the in-app item when the delivery was due'
                           ELSE d.last_error END,
-        next_attempt_at = CASE WHEN d.id IN (SELECT id FROM sup) OR d.id IN (SELECT id FROM met) THEN NULL
-                               ELSE d.next_attempt_at END,
+        next_attempt_at = CASE WHEN t.suppressed IS NOT NULL OR t.met THEN NULL ELSE d.next_attempt_at END,
         updated_at = $3
-    FROM notify_notifications n
+    FROM t
     WHERE d.id = ANY($1::text[]::uuid[])
-      AND n.id = d.notification_id
+      AND d.id = t.id AND d.notification_id = t.notification_id
       AND d.status <> ALL($2::text[])
       AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= $3)
     RETURNING d.id, d.notification_id, d.notifier, d.key, d.recipient, d.channel, d.reason, d.mode, d.attempts,
@@ -117,15 +127,9 @@ WITH sup AS (
 )
 SELECT c.id::text, c.notification_id::text, c.notifier, c.key, c.recipient, c.channel, c.reason, c.mode,
        c.attempts, c.created_at, c.claimed_at, c.last_error,
-       n.params, coalesce(n.actor, ''),
-       coalesce(p.email, ''), coalesce(p.name, ''), coalesce(p.locale, ''), coalesce(p.timezone, ''),
-       CASE WHEN p.webhook_gone_at IS NULL THEN coalesce(p.webhook_url, '') ELSE '' END,
-       coalesce(p.data, '{}'), coalesce(p.phone, ''),
-       (SELECT jsonb_build_object('id', t.id, 'name', t.name, 'branding', t.branding)
-        FROM notify_tenants t WHERE t.id = n.tenant)
+       t.params, t.actor, t.email, t.name, t.locale, t.timezone, t.webhook, t.data, t.phone, t.tenant
 FROM claimed c
-JOIN notify_notifications n ON n.id = c.notification_id
-LEFT JOIN notify_recipients p ON p.id = c.recipient
+JOIN t ON t.id = c.id
 WHERE c.status = 'sending'
 ORDER BY c.id`
 

@@ -1,6 +1,7 @@
 // The Node client's bench row: transactions/s of "INSERT a row + send" vs
-// "INSERT a row" alone, same client, same connection count. Run by
-// `go run ./bench -only httpsend -client-cmd 'sh bench/clients.sh'` with
+// "INSERT a row + INSERT INTO river_job" (what an application using River
+// from another language does), same client, same connection count. Run by
+// `go run ./bench -only httpsend` (its -client-cmd, bench/clients.sh) with
 // DATABASE_URL (a fresh migrated database, the notifier catalog published,
 // no workers) and BENCH_CONC; prints "row <name> <measured> <baseline> <target>".
 // BENCH_CLIENT_N sets the transactions per run (default 5000).
@@ -16,6 +17,11 @@ const params = { actor: "ada", item: "post-9" };
 const pool = new pg.Pool({ connectionString: url, max: conc });
 await pool.query("CREATE TABLE IF NOT EXISTS bench_client_rows (id bigserial PRIMARY KEY, body text NOT NULL)");
 
+// The baseline's job: one row as River's own insert writes it (no worker
+// runs it here, as no daemon runs the sends).
+const riverInsert = `INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, tags, metadata)
+  VALUES ($1, 'bench.noop', 25, 1, 'default', 'available', now(), '{}', '{}')`;
+
 let seq = 0;
 async function run(withSend) {
   const clients = await Promise.all(Array.from({ length: conc }, () => pool.connect()));
@@ -30,6 +36,8 @@ async function run(withSend) {
         await c.query("INSERT INTO bench_client_rows (body) VALUES ($1)", [`row ${i}`]);
         if (withSend) {
           await send(c, { notifier: "bench.inapp", key: `node-${seq++}`, recipients: [`u${(i % 1000) + 1}`], params });
+        } else {
+          await c.query(riverInsert, [JSON.stringify({ row: i, recipient: `u${(i % 1000) + 1}`, params })]);
         }
         await c.query("COMMIT");
       }
@@ -45,9 +53,9 @@ const best = [0, 0];
 for (let r = 1; r <= rounds; r++) {
   for (const withSend of [false, true]) {
     const rate = await run(withSend);
-    console.log(`  node round ${r}: ${withSend ? "INSERT + send" : "INSERT alone"}: ${rate.toFixed(0)} tx/s`);
+    console.log(`  node round ${r}: ${withSend ? "INSERT + send" : "INSERT + river_job"}: ${rate.toFixed(0)} tx/s`);
     best[withSend ? 1 : 0] = Math.max(best[withSend ? 1 : 0], rate);
   }
 }
-console.log(`row node:INSERT+send_vs_INSERT ${best[1].toFixed(1)} ${best[0].toFixed(1)} 0.7`);
+console.log(`row node:INSERT+send_vs_INSERT+river_job ${best[1].toFixed(1)} ${best[0].toFixed(1)} 0.7`);
 await pool.end();
