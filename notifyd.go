@@ -117,6 +117,9 @@ const (
 	StatusBatched       = notifytype.StatusBatched
 	StatusThrottled     = notifytype.StatusThrottled
 	StatusSuppressed    = notifytype.StatusSuppressed
+	StatusDelivered     = notifytype.StatusDelivered
+	StatusBounced       = notifytype.StatusBounced
+	StatusComplained    = notifytype.StatusComplained
 )
 
 // Rule is one preference rule of a recipient: Scope "*", "category:<c>" or

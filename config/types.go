@@ -37,6 +37,8 @@ type Config struct {
 	Digest    Digest               `yaml:"digest"`
 	Retention Retention            `yaml:"retention"`
 	Notifiers map[string]*Notifier `yaml:"notifiers"`
+	// Providers verifies the event webhooks of POST /v1/providers/{kind}/events.
+	Providers Providers `yaml:"providers"`
 
 	// Path is the file the config was loaded from ("" when parsed from bytes).
 	Path string `yaml:"-"`
@@ -193,6 +195,67 @@ type Digest struct {
 	ScheduleCron cron.Schedule `yaml:"-"`
 	// SweepCron is Sweep parsed. It satisfies river.PeriodicSchedule.
 	SweepCron cron.Schedule `yaml:"-"`
+}
+
+// Providers configures POST /v1/providers/{kind}/events: how the event
+// webhook of each provider is verified. A provider left out has no route
+// (404): nothing unverified is ever taken.
+type Providers struct {
+	SES      *SESEvents      `yaml:"ses"`
+	SendGrid *SendGridEvents `yaml:"sendgrid"`
+	Postmark *PostmarkEvents `yaml:"postmark"`
+	Mailgun  *MailgunEvents  `yaml:"mailgun"`
+	Twilio   *TwilioEvents   `yaml:"twilio"`
+}
+
+// SESEvents takes Amazon SES events through an SNS topic subscribed over
+// HTTPS.
+type SESEvents struct {
+	// TopicARNs are the SNS topics whose messages are taken (required): a
+	// message of another topic, a subscription confirmation included, is
+	// refused, however well signed (anyone can make an SNS topic).
+	TopicARNs []string `yaml:"topic_arns"`
+	// CertFile is a PEM file with SNS's signing certificate. Set, it is the
+	// only certificate used and nothing is fetched.
+	CertFile string `yaml:"cert_file"`
+	// CertHosts are the hosts a signing certificate (SigningCertURL) and a
+	// subscription's SubscribeURL may be fetched from, over HTTPS. Empty:
+	// sns.<region>.amazonaws.com (and .com.cn).
+	CertHosts []string `yaml:"cert_hosts"`
+	// MaxAge is how old a message's Timestamp may be (default 1h).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+// SendGridEvents takes SendGrid's signed Event Webhook.
+type SendGridEvents struct {
+	// PublicKey is the webhook's verification key as SendGrid shows it
+	// (base64 of the DER ECDSA public key). Required.
+	PublicKey string `yaml:"public_key"`
+	// MaxAge is how far the signed timestamp may be from now (default 10m).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+// PostmarkEvents takes Postmark's webhooks, authenticated by the basic
+// auth credentials in the webhook's URL.
+type PostmarkEvents struct {
+	Username string `yaml:"username"` // required
+	Password string `yaml:"password"` // required
+}
+
+// MailgunEvents takes Mailgun's webhooks, signed with the HTTP webhook
+// signing key.
+type MailgunEvents struct {
+	SigningKey string `yaml:"signing_key"` // required
+	// MaxAge is how far the signed timestamp may be from now (default 10m).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+// TwilioEvents takes Twilio's message status callbacks (X-Twilio-Signature).
+type TwilioEvents struct {
+	AuthToken string `yaml:"auth_token"` // required: the account's auth token
+	// URL is the callback URL exactly as Twilio calls it (the signature
+	// covers it). Empty: https:// and the request's Host and path.
+	URL string `yaml:"url"`
 }
 
 // Retention says how long rows are kept.

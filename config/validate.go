@@ -98,6 +98,8 @@ func (c *Config) validate(el *errorList) {
 
 	c.validateDigest(el)
 
+	c.validateProviders(el)
+
 	positive(el, "retention.inbox", c.Retention.Inbox)
 	positive(el, "retention.deliveries", c.Retention.Deliveries)
 	positive(el, "retention.changes", c.Retention.Changes)
@@ -378,5 +380,56 @@ func (c *Config) validateTokens(el *errorList) {
 	// secret's powers.
 	if b := c.HTTP.BounceToken; b != "" && (b == c.HTTP.AdminToken || b == c.HTTP.TokenSecret) {
 		el.add("http.bounce_token", "must differ from http.admin_token and http.token_secret")
+	}
+}
+
+// validateProviders checks providers.<kind>: each provider named has the
+// secrets its verification needs, and gets its default windows.
+func (c *Config) validateProviders(el *errorList) {
+	p := &c.Providers
+	if v := p.SES; v != nil {
+		if len(v.TopicARNs) == 0 {
+			el.add("providers.ses.topic_arns", "must name at least one SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)")
+		}
+		for i, a := range v.TopicARNs {
+			if !strings.HasPrefix(a, "arn:aws") || strings.Count(a, ":") != 5 {
+				el.add(fmt.Sprintf("providers.ses.topic_arns[%d]", i), "want an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>), got %q", a)
+			}
+		}
+		if v.MaxAge == 0 {
+			v.MaxAge = Duration(time.Hour)
+		}
+		positive(el, "providers.ses.max_age", v.MaxAge)
+	}
+	if v := p.SendGrid; v != nil {
+		if v.PublicKey == "" {
+			el.add("providers.sendgrid.public_key", "must be set (the Event Webhook's verification key)")
+		}
+		if v.MaxAge == 0 {
+			v.MaxAge = Duration(10 * time.Minute)
+		}
+		positive(el, "providers.sendgrid.max_age", v.MaxAge)
+	}
+	if v := p.Postmark; v != nil {
+		if v.Username == "" || v.Password == "" {
+			el.add("providers.postmark", "needs username and password (the basic auth credentials in the webhook's URL)")
+		}
+	}
+	if v := p.Mailgun; v != nil {
+		if v.SigningKey == "" {
+			el.add("providers.mailgun.signing_key", "must be set (the HTTP webhook signing key)")
+		}
+		if v.MaxAge == 0 {
+			v.MaxAge = Duration(10 * time.Minute)
+		}
+		positive(el, "providers.mailgun.max_age", v.MaxAge)
+	}
+	if v := p.Twilio; v != nil {
+		if v.AuthToken == "" {
+			el.add("providers.twilio.auth_token", "must be set (the account's auth token)")
+		}
+		if v.URL != "" && !strings.HasPrefix(v.URL, "https://") && !strings.HasPrefix(v.URL, "http://") {
+			el.add("providers.twilio.url", "want the callback's absolute URL, got %q", v.URL)
+		}
 	}
 }

@@ -55,6 +55,12 @@ const (
 	StatusBatched    DeliveryStatus = "batched"    // carried by another delivery of its batch
 	StatusThrottled  DeliveryStatus = "throttled"  // over the notifier channel's throttle limit
 	StatusSuppressed DeliveryStatus = "suppressed" // the address is on the suppression list
+	// Sent, then reported by the provider (POST /v1/providers/{kind}/events):
+	// a delivery moves on from sent to one of these, and never back; a
+	// complaint outranks a bounce, which outranks a delivery.
+	StatusDelivered  DeliveryStatus = "delivered"  // the receiving server accepted it
+	StatusBounced    DeliveryStatus = "bounced"    // the receiving server refused it after it was sent
+	StatusComplained DeliveryStatus = "complained" // the recipient marked it as spam
 )
 
 // Terminal reports whether s is a final status. Unknown statuses are not terminal.
@@ -62,7 +68,7 @@ func (s DeliveryStatus) Terminal() bool {
 	switch s {
 	case StatusSent, StatusRefused, StatusExpired, StatusUnavailable, StatusSkipped,
 		StatusCancelled, StatusDigestSent, StatusDigestFailed, StatusDigestDropped,
-		StatusBatched, StatusThrottled, StatusSuppressed:
+		StatusBatched, StatusThrottled, StatusSuppressed, StatusDelivered, StatusBounced, StatusComplained:
 		return true
 	}
 	return false

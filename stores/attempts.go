@@ -38,6 +38,9 @@ type DeliveryDetail struct {
 	// FailedAttempts are the failed attempts, oldest first; empty when every
 	// attempt so far went through (or none was made).
 	FailedAttempts []Attempt
+	// Events are what the provider reported after the send, oldest first;
+	// empty when it reported nothing (yet).
+	Events []DeliveryEvent
 }
 
 const getDeliverySQL = `
@@ -80,6 +83,17 @@ func GetDelivery(ctx context.Context, db DB, id string) (*DeliveryDetail, error)
 				return err
 			}
 			d.FailedAttempts = append(d.FailedAttempts, a)
+		}
+		return rows.Err()
+	})
+	d.Events = []DeliveryEvent{}
+	b.Queue(listDeliveryEventsSQL, id, maxEvents).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var e DeliveryEvent
+			if err := rows.Scan(&e.Type, &e.At, &e.Source, &e.Detail, &e.Machine); err != nil {
+				return err
+			}
+			d.Events = append(d.Events, e)
 		}
 		return rows.Err()
 	})

@@ -178,6 +178,10 @@ WITH nt AS (
     DELETE FROM notify_delivery_attempts a
     WHERE a.delivery_id = ANY(ARRAY(SELECT id FROM twins))
       AND (a.delivery_id, a.notification_id) IN (SELECT id, notification_id FROM twins)
+), twin_events AS (
+    DELETE FROM notify_delivery_events e
+    WHERE e.delivery_id = ANY(ARRAY(SELECT id FROM twins))
+      AND (e.delivery_id, e.notification_id) IN (SELECT id, notification_id FROM twins)
 ), dl AS (
     UPDATE notify_deliveries d
     SET recipient = $2,

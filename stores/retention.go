@@ -28,7 +28,7 @@ WHERE (id, notification_id) IN (SELECT id, notification_id FROM notify_inbox WHE
 // the cutoff's millisecond (uuidv7.Floor), so the scan reads old rows only,
 // oldest first, with no index on created_at to keep up on every write.
 //
-// A delivery's failed attempts go with it: the partitioned ledger has no
+// A delivery's failed attempts and provider events go with it: the partitioned ledger has no
 // foreign key to cascade the delete.
 const deleteOldDeliveriesSQL = `
 WITH gone AS (
@@ -41,6 +41,10 @@ WITH gone AS (
     DELETE FROM notify_delivery_attempts a
     WHERE a.delivery_id = ANY(ARRAY(SELECT id FROM gone))
       AND (a.delivery_id, a.notification_id) IN (SELECT id, notification_id FROM gone)
+), events AS (
+    DELETE FROM notify_delivery_events e
+    WHERE e.delivery_id = ANY(ARRAY(SELECT id FROM gone))
+      AND (e.delivery_id, e.notification_id) IN (SELECT id, notification_id FROM gone)
 )
 SELECT count(*) FROM gone`
 

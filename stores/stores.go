@@ -56,6 +56,7 @@ var protectedStatuses = []string{
 	"sending", "digest_sending", "sent", "refused", "expired", "unavailable", "skipped", "cancelled",
 	"digest_pending", "digest_sent", "digest_failed", "digest_dropped",
 	"batched", "throttled", "suppressed", // workflows and deliverability: terminal (00015_workflows.sql)
+	"delivered", "bounced", "complained", // sent, then reported by its provider (00045_delivery_events.sql)
 }
 
 func notFound(err error) error {

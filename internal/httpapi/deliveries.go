@@ -41,6 +41,7 @@ var deliveryStatuses = []notifytype.DeliveryStatus{
 	notifytype.StatusSkipped, notifytype.StatusCancelled, notifytype.StatusDigestPending, notifytype.StatusDigestSending,
 	notifytype.StatusDigestSent, notifytype.StatusDigestFailed, notifytype.StatusDigestDropped, notifytype.StatusScheduled,
 	notifytype.StatusBatched, notifytype.StatusThrottled, notifytype.StatusSuppressed,
+	notifytype.StatusDelivered, notifytype.StatusBounced, notifytype.StatusComplained,
 }
 
 // deliveryFilterParams are the query parameters of a delivery filter.
@@ -472,7 +473,8 @@ type queueJSON struct {
 var (
 	failedStatuses = []string{string(notifytype.StatusFailed), string(notifytype.StatusRefused),
 		string(notifytype.StatusExpired), string(notifytype.StatusDigestFailed)}
-	sentStatuses = []string{string(notifytype.StatusSent), string(notifytype.StatusDigestSent)}
+	sentStatuses = []string{string(notifytype.StatusSent), string(notifytype.StatusDigestSent),
+		string(notifytype.StatusDelivered), string(notifytype.StatusBounced), string(notifytype.StatusComplained)}
 )
 
 // overview is GET /v1/overview: the last 24 hours of the ledger (deliveries

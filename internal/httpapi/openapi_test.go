@@ -354,6 +354,7 @@ const openAPIConfig = `
 reasons: [assigned, author, mentioned, subscribed, role-default]
 queues: {fanout: 2, send: 2, digest: 1, maintenance: 1}
 http: {admin_token: ` + adminToken + `, token_secret: ` + tokenSecret + `}
+providers: {postmark: {username: hooks, password: hooks-secret}}
 notifiers:
   comment.created:
     category: comments
@@ -1583,6 +1584,26 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "address": "bob@example.test", "kind": "bounced"}, 422)
 	c.call(t, b, "POST", "/v1/bounces", adminToken, map[string]any{"channel": "email", "kind": "hard"}, 422)
 	c.call(t, b, "DELETE", "/v1/recipients/u3?suppressions=true", adminToken, nil, 200)
+	// A provider's event webhook (Postmark's: basic auth in its URL).
+	pmEvent := func(user string) response {
+		req, err := http.NewRequestWithContext(t.Context(), "POST", b.srv.URL+"/v1/providers/postmark/events",
+			strings.NewReader(`{"RecordType":"Delivery","MessageID":"883953f4-6105-42a2-a16a-77a8eac79483","Recipient":"john@example.com","DeliveredAt":"2026-12-01T09:00:00Z","Details":"250 OK"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(user, "hooks-secret")
+		r := rawRequest(t, b, req)
+		c.check(t, "POST", "/v1/providers/postmark/events", r)
+		return r
+	}
+	if r := pmEvent("hooks"); r.status != 200 {
+		t.Fatalf("postmark event: %d %s", r.status, r.raw)
+	}
+	if r := pmEvent("nobody"); r.status != 401 {
+		t.Fatalf("postmark event with wrong credentials: %d %s", r.status, r.raw)
+	}
+	c.call(t, b, "POST", "/v1/providers/sendgrid/events", "", []any{}, 404)
 
 	// Erasure.
 	c.call(t, b, "DELETE", "/v1/recipients/u2", adminToken, nil, 200)

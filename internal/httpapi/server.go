@@ -16,6 +16,7 @@ import (
 	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
+	"github.com/notifyd/notifyd/internal/providerevents"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/web"
@@ -68,6 +69,10 @@ type Options struct {
 	// endpoints and gives browsers the VAPID key. Nil means web push is not
 	// configured: the push subscription routes answer 404.
 	Push channels.PushService
+	// ProviderClient fetches SNS signing certificates and confirms SNS
+	// subscriptions for POST /v1/providers/ses/events. Nil: a client with a
+	// 10s timeout.
+	ProviderClient *http.Client
 	// Reads routes the read-only queries (inbox pages and counts,
 	// preferences, recipients, the ledger) to a read replica
 	// (database.read_url) while it is close enough behind. Nil: every query
@@ -159,6 +164,9 @@ type Server struct {
 	tenantRate    tenantLimits
 
 	adminLazy adminState // what the operator's endpoints open on first use (admin.go)
+
+	events    *providerevents.Verifier // nil: no providers.<kind> is configured, or eventsErr
+	eventsErr error                    // providers.ses.cert_file could not be read
 }
 
 // read is where a read-only query that need not see this request's own
@@ -209,6 +217,10 @@ func New(opts Options) *Server {
 	}
 	s.openapi = doc
 	s.unsub, _ = unsubscribe.NewSigner(s.cfg.HTTP.TokenSecret) // nil without a secret
+	if p := s.cfg.Providers; p.SES != nil || p.SendGrid != nil || p.Postmark != nil || p.Mailgun != nil || p.Twilio != nil {
+		s.events, s.eventsErr = providerevents.New(providerevents.Options{Providers: p, TokenSecret: s.cfg.HTTP.TokenSecret,
+			Client: opts.ProviderClient, Clock: opts.Clock})
+	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -330,6 +342,7 @@ func (s *Server) routes() {
 	s.mux.Handle("PUT /v1/suppressions/{channel}/{address}", s.admin(s.putSuppression))
 	s.mux.Handle("DELETE /v1/suppressions/{channel}/{address}", s.admin(s.deleteSuppression))
 	// A bounce relay may hold http.bounce_token instead of the admin token.
+	s.mux.Handle("POST /v1/providers/{kind}/events", s.public(s.postProviderEvents))
 	s.mux.Handle("POST /v1/bounces", AdminPage(s.sameOrigin(s.requireBounce(s.limitAdmin(s.public(s.postBounce))))))
 	s.mux.Handle("POST /v1/push-subscriptions", s.recipient(s.createPushSubscription))
 	s.mux.Handle("GET /v1/push-subscriptions", s.recipient(s.listPushSubscriptions))

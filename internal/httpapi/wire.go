@@ -177,10 +177,24 @@ type deliveryDetailJSON struct {
 	CreatedAt      time.Time     `json:"created_at"`
 	Tenant         *string       `json:"tenant"`
 	FailedAttempts []attemptJSON `json:"failed_attempts"`
+	// Events are what the provider reported after the send (delivered,
+	// bounced, opened...), oldest first; GET /v1/deliveries/{id} reads them,
+	// lists have [].
+	Events []deliveryEventJSON `json:"events"`
 	// Circuit is the open circuit breaker of the delivery's target (GET
 	// /v1/deliveries/{id} only): a retry would be parked again until it
 	// closes. Absent while the target answers.
 	Circuit *circuitJSON `json:"circuit,omitempty"`
+}
+
+type deliveryEventJSON struct {
+	Type   string    `json:"type"`
+	At     time.Time `json:"at"`
+	Source string    `json:"source"`
+	Detail string    `json:"detail"`
+	// Machine marks an open or click by a machine (a privacy proxy, a link
+	// scanner); absent for a person's.
+	Machine bool `json:"machine,omitempty"`
 }
 
 type attemptJSON struct {
@@ -196,6 +210,10 @@ func deliveryDetailWire(d *stores.DeliveryDetail) deliveryDetailJSON {
 		CreatedAt: d.CreatedAt, Tenant: nonEmpty(d.Tenant), FailedAttempts: make([]attemptJSON, len(d.FailedAttempts))}
 	for i, a := range d.FailedAttempts {
 		out.FailedAttempts[i] = attemptJSON{Attempt: a.Attempt, At: a.At, Error: a.Error, Provider: a.Provider}
+	}
+	out.Events = make([]deliveryEventJSON, len(d.Events))
+	for i, e := range d.Events {
+		out.Events[i] = deliveryEventJSON{Type: e.Type, At: e.At, Source: e.Source, Detail: e.Detail, Machine: e.Machine}
 	}
 	return out
 }

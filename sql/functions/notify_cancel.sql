@@ -208,7 +208,7 @@ BEGIN
           AND (d.status = 'digest_pending' OR d.status <> ALL (ARRAY[
               'sending', 'digest_sending', 'sent', 'refused', 'expired', 'unavailable', 'skipped', 'cancelled',
               'digest_pending', 'digest_sent', 'digest_failed', 'digest_dropped',
-              'batched', 'throttled', 'suppressed']))
+              'batched', 'throttled', 'suppressed', 'delivered', 'bounced', 'complained']))
         RETURNING d.id
     ), i AS (
         DELETE FROM notify_inbox i

@@ -9,7 +9,8 @@
 -- through the primary key. A ledger partition that still holds an unsettled
 -- row (the statuses of unsettledStatuses in stores/retention.go) is kept:
 -- nothing disappears before it reached a terminal status. A delivery
--- partition is dropped with the attempts partition of the same range.
+-- partition is dropped with the attempts and events partitions of the same
+-- range.
 CREATE OR REPLACE FUNCTION notify_ledger_drop_before(inbox_cutoff timestamptz, deliveries_cutoff timestamptz,
                                                      OUT inbox_dropped integer, OUT deliveries_dropped integer)
 LANGUAGE plpgsql
@@ -54,6 +55,9 @@ BEGIN
         suffix := substr(p.relname, length('notify_deliveries_') + 1);
         IF to_regclass(quote_ident('notify_delivery_attempts_' || suffix)) IS NOT NULL THEN
             EXECUTE format('DROP TABLE %I', 'notify_delivery_attempts_' || suffix);
+        END IF;
+        IF to_regclass(quote_ident('notify_delivery_events_' || suffix)) IS NOT NULL THEN
+            EXECUTE format('DROP TABLE %I', 'notify_delivery_events_' || suffix);
         END IF;
         EXECUTE format('DROP TABLE %I', p.relname);
         deliveries_dropped := deliveries_dropped + 1;

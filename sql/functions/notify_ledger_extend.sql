@@ -1,5 +1,6 @@
 -- notify_ledger_extend creates the month partitions (notify_inbox_pYYYYMM,
--- notify_deliveries_pYYYYMM, notify_delivery_attempts_pYYYYMM) from the
+-- notify_deliveries_pYYYYMM, notify_delivery_attempts_pYYYYMM,
+-- notify_delivery_events_pYYYYMM) from the
 -- current UTC month through `ahead` months after it that do not exist yet,
 -- and returns how many it created. A month below the legacy partition's bound
 -- is covered by it; the month the bound falls in gets a partition from the
@@ -23,7 +24,7 @@ BEGIN
     -- DDL on these tables waits for an exclusive lock; never queue writers
     -- behind it for long. A run that times out is retried by the next one.
     PERFORM set_config('lock_timeout', '5s', true);
-    FOREACH t IN ARRAY ARRAY['notify_inbox', 'notify_deliveries', 'notify_delivery_attempts'] LOOP
+    FOREACH t IN ARRAY ARRAY['notify_inbox', 'notify_deliveries', 'notify_delivery_attempts', 'notify_delivery_events'] LOOP
         legacy_hi := CASE WHEN to_regclass(quote_ident(t || '_legacy')) IS NOT NULL
                           THEN notify_partition_upper(to_regclass(quote_ident(t || '_legacy'))) END;
         FOR i IN 0 .. ahead LOOP
@@ -38,7 +39,7 @@ BEGIN
                            t || '_default', lo, hi) INTO found_default;
             CONTINUE WHEN found_default;
             EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)', part, t, lo, hi);
-            IF t <> 'notify_delivery_attempts' THEN
+            IF t IN ('notify_inbox', 'notify_deliveries') THEN
                 EXECUTE format('ALTER TABLE %I ADD CONSTRAINT %I PRIMARY KEY (id)', part, part || '_pkey');
             END IF;
             created := created + 1;

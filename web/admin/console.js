@@ -262,7 +262,8 @@ function tenantSelect(id, selected) {
 const RANGES = [["15m", "last 15 minutes", 15 * 60e3], ["1h", "last hour", 3600e3], ["24h", "last 24 hours", 86400e3],
   ["7d", "last 7 days", 7 * 86400e3], ["", "any time", 0], ["custom", "between…", 0]];
 const DELIVERY_STATUS_CHOICES = [["", "any"], ["failed,refused,expired", "failures (failed, refused, expired)"],
-  ["failed", "failed"], ["refused", "refused"], ["expired", "expired"], ["sent", "sent"], ["pending", "pending"],
+  ["failed", "failed"], ["refused", "refused"], ["expired", "expired"], ["sent", "sent"], ["delivered", "delivered"],
+  ["bounced", "bounced"], ["complained", "complained"], ["pending", "pending"],
   ["sending", "sending"], ["scheduled", "scheduled"], ["rate_limited", "rate_limited"], ["skipped", "skipped"],
   ["suppressed", "suppressed"], ["unavailable", "unavailable"], ["cancelled", "cancelled"], ["throttled", "throttled"],
   ["batched", "batched"], ["digest_pending", "digest_pending"], ["digest_sent", "digest_sent"], ["digest_failed", "digest_failed"]];
