@@ -124,6 +124,9 @@ func TestBrowserConsole(t *testing.T) {
 	p.click(ctx, `document.querySelector("#token-form button")`)
 	rows := `[...document.querySelectorAll("#notifications tr")].map((tr) => tr.children[2].textContent)`
 	p.waitFor(ctx, "three notifications, newest first", `JSON.stringify(`+rows+`) === '["m-later","m-ada","m-grace"]'`, state)
+	// The config's admin token is break-glass: a banner says so.
+	p.waitFor(ctx, "the break-glass banner", `!document.querySelector("#break-glass").hidden &&
+		document.querySelector("#whoami").textContent.includes("admin")`, state)
 	var stored string
 	p.eval(ctx, `sessionStorage.getItem("notifyd.admin_token")`, &stored)
 	if stored != admin {

@@ -199,7 +199,13 @@ func (c *SendCommand) Run(ctx context.Context, args []string) error {
 type TokenCommand struct{ main *Main }
 
 // Run prints a recipient token alone on stdout.
-func (c *TokenCommand) Run(_ context.Context, args []string) error {
+func (c *TokenCommand) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "create", "list", "revoke":
+			return (&OperatorTokenCommand{main: c.main}).Run(ctx, args[0], args[1:])
+		}
+	}
 	var path, recipient string
 	var ttl time.Duration
 	fs := c.main.newFlagSet("token", &path)

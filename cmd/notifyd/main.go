@@ -4,7 +4,7 @@
 //	notifyd migrate    apply notifyd's and River's migrations
 //	notifyd check      validate a config file
 //	notifyd send       enqueue a notification
-//	notifyd token      mint a recipient token
+//	notifyd token      mint a recipient token; token create|list|revoke: operator tokens
 //	notifyd webhook-secret  print one webhook destination's signing secret
 //	notifyd deliveries print a notification's ledger
 //	notifyd retry      re-drive failed deliveries
@@ -66,7 +66,8 @@ commands:
   migrate     apply notifyd's and River's migrations (idempotent)
   check       validate a config file
   send        enqueue a notification
-  token       print a recipient token
+  token       print a recipient token (-recipient ID)
+  token create|list|revoke  manage operator tokens for the admin API (-role viewer|operator|admin)
   webhook-secret  print the signing secret of a notifier's webhook (-notifier N) or a recipient's (-recipient ID)
   deliveries  print a notification's delivery ledger
   retry       re-drive failed deliveries (-status failed -since 1h)

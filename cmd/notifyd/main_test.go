@@ -276,3 +276,47 @@ notifiers:
 		t.Fatalf("preview -tenant nobody = %v", err)
 	}
 }
+
+// TestOperatorTokenCommands: `notifyd token create` prints the token alone
+// (stored as its SHA-256 only), `list` shows it without the token, `revoke`
+// stops it.
+func TestOperatorTokenCommands(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	cfg := writeConfig(t, `database: {url: "`+url+`"}`+"\n")
+	if _, _, err := run(t, "migrate", "-config", cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "token", "create", "-config", cfg, "-role", "root"); err == nil || !strings.Contains(err.Error(), "viewer, operator, admin") {
+		t.Fatalf("create -role root = %v", err)
+	}
+	if _, _, err := run(t, "token", "create", "-config", cfg, "-role", "viewer", "-tenants", "nope"); err == nil || !strings.Contains(err.Error(), "no tenant nope") {
+		t.Fatalf("create -tenants nope = %v", err)
+	}
+	out, _, err := run(t, "token", "create", "-config", cfg, "-role", "operator", "-name", "deploy-bot", "-ttl", "24h")
+	tok := strings.TrimSpace(out)
+	if err != nil || !strings.HasPrefix(tok, "nto_") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("create = %q, %v", out, err)
+	}
+	db, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var id, createdBy string
+	if err := db.QueryRow(context.Background(), `SELECT id::text, created_by FROM notify_operator_tokens WHERE hash = sha256($1::bytea) AND role = 'operator' AND expires_at > now() + interval '23 hours'`,
+		[]byte(tok)).Scan(&id, &createdBy); err != nil || !strings.HasPrefix(createdBy, "cli") {
+		t.Fatalf("stored token: %v (created by %q)", err, createdBy)
+	}
+	out, _, err = run(t, "token", "list", "-config", cfg)
+	if err != nil || !strings.Contains(out, id) || !strings.Contains(out, "deploy-bot") || strings.Contains(out, tok) {
+		t.Fatalf("list = %q, %v", out, err)
+	}
+	out, _, err = run(t, "token", "revoke", "-config", cfg, id)
+	if err != nil || !strings.HasPrefix(out, "revoked "+id) {
+		t.Fatalf("revoke = %q, %v", out, err)
+	}
+	if _, _, err := run(t, "token", "revoke", "-config", cfg, "0190b8a4-0000-7000-8000-000000000000"); err == nil {
+		t.Fatal("revoking an unknown token succeeded")
+	}
+}

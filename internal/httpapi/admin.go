@@ -160,6 +160,9 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err := s.DecodeJSON(w, r, &req, true); err != nil {
 		return err
 	}
+	if err := s.deliveryInTenant(r, id); err != nil {
+		return err
+	}
 	retry := s.ops.RetryDelivery
 	if req.CloseCircuit {
 		retry = s.ops.CloseCircuitAndRetry

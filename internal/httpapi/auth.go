@@ -12,13 +12,16 @@ import (
 	"github.com/notifyd/notifyd/stores"
 )
 
-// RequireAdmin wraps h so it runs only for "Authorization: Bearer
-// <http.admin_token>". With no admin_token configured every request is
-// refused: admin endpoints are disabled, never open. A recipient token is not
-// an admin token and gets a 401 like any other wrong token.
+// RequireAdmin wraps h so it runs only for an admin caller whose role the
+// route's rule allows (routeRules, by the pattern the request was routed
+// to): "Authorization: Bearer <operator token>", or the config's
+// http.admin_token (the break-glass admin). A recipient token or a tenant
+// key is not an admin credential; a role too weak for the route, or a
+// caller confined to tenants on a route that reaches across them, is a 403.
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.checkAdmin(r); err != nil {
+		r, err := s.checkAdmin(r)
+		if err != nil {
 			wire.WriteError(w, r, err)
 			return
 		}
@@ -44,31 +47,18 @@ func (s *Server) requireBounce(h http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) checkAdmin(r *http.Request) error {
-	want := s.cfg.HTTP.AdminToken
-	if want == "" {
-		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "admin endpoints are disabled: http.admin_token is not set")
+// checkAdmin authenticates an admin request and authorizes it for its
+// route, returning the request carrying who made it.
+func (s *Server) checkAdmin(r *http.Request) (*http.Request, error) {
+	p, err := s.authenticateStaff(r)
+	if err != nil {
+		return r, err
 	}
-	got, ok := bearer(r)
-	if !ok {
-		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "missing admin credentials: send Authorization: Bearer <admin token> (River UI also takes it as the Basic-auth password)")
+	ar, err := authorize(r, p)
+	if err != nil {
+		return r, err
 	}
-	if strings.HasPrefix(got, TenantKeyPrefix) {
-		// A valid tenant key is a credential of too little right here (403);
-		// anything else shaped like one is no credential at all (401).
-		if _, err := s.tenantKey(r); err != nil {
-			return err
-		}
-		return forbidden("a tenant key may only send and read its own tenant's notifications, ledger and " +
-			"recipients' preferences; this endpoint needs the admin token")
-	}
-	// Compare digests: constant time, and the length of the token does not
-	// leak through an early return.
-	g, wnt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	if subtle.ConstantTimeCompare(g[:], wnt[:]) != 1 {
-		return errorf(http.StatusUnauthorized, wire.CodeUnauthorized, "invalid admin token")
-	}
-	return nil
+	return ar, nil
 }
 
 // Recipient authenticates a recipient request and returns the recipient id
@@ -168,7 +158,8 @@ func (s *Server) RequireAdminBrowser(h http.Handler) http.Handler {
 			r = r.Clone(r.Context())
 			r.Header.Set("Authorization", "Bearer "+pass)
 		}
-		if err := s.checkAdmin(r); err != nil {
+		r, err := s.checkAdmin(r)
+		if err != nil {
 			wire.WriteError(basicChallenge{w}, r, err)
 			return
 		}

@@ -285,6 +285,9 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
+	if err := s.deliveryInTenant(r, id); err != nil {
+		return err
+	}
 	m, err := readByID(r.Context(), s, id, stores.GetDeliveryMessage)
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no delivery %q (an in-app delivery is its inbox item: its title and body are the message)", id)
@@ -580,6 +583,9 @@ func (s *Server) cancelByID(w http.ResponseWriter, r *http.Request) error {
 		return notFoundError("no notification %q", id)
 	}
 	if err != nil {
+		return err
+	}
+	if err := inTenant(r, n.Tenant, "notification "+id); err != nil {
 		return err
 	}
 	if n.Notifier != notifier || n.Key != key {

@@ -31,6 +31,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		return &wire.Error{Status: http.StatusServiceUnavailable, Code: wire.CodeNotReady, Message: err.Error(), Err: err}
 	}
 	resp := readyResponse{Status: "ready", Version: version.Version}
+	if w := s.breakGlassWarning(); w != "" {
+		resp.Warnings = append(resp.Warnings, w)
+	}
 	if s.reads != nil {
 		st := s.reads.ReadStatus()
 		rr := &readReplica{Reads: st.Reads, LagMS: st.Lag.Milliseconds(), Error: st.Error}
@@ -51,6 +54,9 @@ type readyResponse struct {
 	Status      string       `json:"status"`
 	Version     string       `json:"version"`
 	ReadReplica *readReplica `json:"read_replica,omitempty"`
+	// Warnings are what an operator should act on though the replica
+	// serves: the break-glass admin token in use.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 type readReplica struct {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +65,8 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 			return forbidden("this tenant key sends only for tenant %q", confined)
 		}
 		n.Tenant = confined
+	} else if several := confinedTenants(r); len(several) > 0 && !slices.Contains(several, n.Tenant) {
+		return forbidden("this credential sends only for tenants %s: name one in \"tenant\"", strings.Join(several, ", "))
 	}
 	// One statement in a transaction of its own (Client.Send): no BEGIN and
 	// COMMIT round trips around it.

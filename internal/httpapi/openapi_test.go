@@ -1342,6 +1342,25 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "DELETE", "/v1/tenants/gone", adminToken, nil, 200)
 	c.call(t, b, "DELETE", "/v1/tenants/gone", adminToken, nil, 404)
 
+	// Team access: operators and operator tokens.
+	c.call(t, b, "GET", "/v1/me", adminToken, nil, 200)
+	c.call(t, b, "PUT", "/v1/operators/ada@example.test", adminToken, map[string]any{"name": "Ada", "role": "admin"}, 201)
+	c.call(t, b, "PUT", "/v1/operators/ada@example.test", adminToken, map[string]any{"role": "viewer", "tenants": []string{"acme"}}, 200)
+	c.call(t, b, "PUT", "/v1/operators/ada@example.test", adminToken, map[string]any{"role": "root"}, 422)
+	c.call(t, b, "GET", "/v1/operators", adminToken, nil, 200)
+	c.call(t, b, "DELETE", "/v1/operators/ada@example.test", adminToken, nil, 204)
+	c.call(t, b, "DELETE", "/v1/operators/ada@example.test", adminToken, nil, 404)
+	opTok := c.call(t, b, "POST", "/v1/operator-tokens", adminToken, map[string]any{"name": "bot", "role": "viewer",
+		"tenants": []string{"acme"}, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, 201)
+	c.call(t, b, "POST", "/v1/operator-tokens", adminToken, map[string]any{"role": "viewer", "tenants": []string{"nobody"}}, 422)
+	c.call(t, b, "GET", "/v1/me", opTok.body["token"].(string), nil, 200)
+	c.call(t, b, "GET", "/v1/operator-tokens", opTok.body["token"].(string), nil, 403)
+	c.call(t, b, "GET", "/v1/operator-tokens", adminToken, nil, 200)
+	c.call(t, b, "DELETE", "/v1/operator-tokens/"+opTok.body["id"].(string), adminToken, nil, 200)
+	c.call(t, b, "DELETE", "/v1/operator-tokens/0190b8a4-0000-7000-8000-000000000000", adminToken, nil, 404)
+	c.call(t, b, "GET", "/v1/me", opTok.body["token"].(string), nil, 401)
+	c.call(t, b, "GET", "/readyz", "", nil, 200)
+
 	// The fan-out reaches u2's stream and inbox; the email is sent.
 	created := live.next(t, c, "inbox.created")
 	var item struct {

@@ -302,7 +302,7 @@ func (s *Server) readPreferences(r *http.Request, db stores.DB, recipient, tenan
 	// to a tenant (a token's claim, a tenant key) can neither read nor change
 	// them, so its effective map is resolved without them.
 	var mutes []stores.Mute
-	if confined, _ := confinedTenant(r); confined == "" {
+	if len(confinedTenants(r)) == 0 {
 		if mutes, err = stores.ListMutes(r.Context(), db, recipient); err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
@@ -165,8 +166,9 @@ type Server struct {
 
 	adminLazy adminState // what the operator's endpoints open on first use (admin.go)
 
-	events    *providerevents.Verifier // nil: no providers.<kind> is configured, or eventsErr
-	eventsErr error                    // providers.ses.cert_file could not be read
+	events     *providerevents.Verifier // nil: no providers.<kind> is configured, or eventsErr
+	eventsErr  error                    // providers.ses.cert_file could not be read
+	breakGlass atomic.Int64             // when the config's admin token was last used (UnixNano); 0: never
 }
 
 // read is where a read-only query that need not see this request's own
@@ -316,6 +318,14 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/recipients/{id}/deliveries", s.admin(s.recipientDeliveries))
 	s.mux.Handle("GET /v1/notifiers", s.admin(s.listNotifiers))
 	s.mux.Handle("GET /v1/notifiers/{notifier}/preview/{channel}", s.admin(s.previewTemplate))
+	// Team access (staff.go): who the caller is, operators and their tokens.
+	s.mux.Handle("GET /v1/me", s.admin(s.me))
+	s.mux.Handle("GET /v1/operators", s.admin(s.listOperators))
+	s.mux.Handle("PUT /v1/operators/{id}", s.admin(s.putOperator))
+	s.mux.Handle("DELETE /v1/operators/{id}", s.admin(s.deleteOperator))
+	s.mux.Handle("POST /v1/operator-tokens", s.admin(s.createOperatorToken))
+	s.mux.Handle("GET /v1/operator-tokens", s.admin(s.listOperatorTokens))
+	s.mux.Handle("DELETE /v1/operator-tokens/{id}", s.admin(s.revokeOperatorToken))
 	s.mux.Handle("GET /admin/{file...}", AdminPage(web.Admin()))
 	s.mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
 

@@ -13,6 +13,7 @@ import (
 	"net/mail"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,11 +33,13 @@ const TenantKeyPrefix = "ntk_"
 // accessKey is the context key of a request's access.
 type accessKey struct{}
 
-// access is what confines a request to one tenant: a tenant API key, or a
-// recipient token's tenant claim.
+// access is what confines a request to tenants: a tenant API key, a
+// recipient token's tenant claim, or an operator (or operator token)
+// confined to a list of tenants.
 type access struct {
-	tenant string            // "" for none
-	key    *stores.TenantKey // the tenant key used; nil for a token's claim
+	tenant  string            // the one tenant; "" for none or for several
+	tenants []string          // an operator's tenants when there are several
+	key     *stores.TenantKey // the tenant key used; nil otherwise
 }
 
 func withAccess(r *http.Request, a access) *http.Request {
@@ -48,6 +51,16 @@ func withAccess(r *http.Request, a access) *http.Request {
 func confinedTenant(r *http.Request) (tenant string, byKey bool) {
 	a, _ := r.Context().Value(accessKey{}).(access)
 	return a.tenant, a.key != nil
+}
+
+// confinedTenants is every tenant the request is confined to: none (nil)
+// when it is not confined.
+func confinedTenants(r *http.Request) []string {
+	a, _ := r.Context().Value(accessKey{}).(access)
+	if a.tenant != "" {
+		return []string{a.tenant}
+	}
+	return a.tenants
 }
 
 // forbidden is the 403 of a request confined to a tenant that reaches
@@ -62,7 +75,11 @@ func forbidden(format string, args ...any) *wire.Error {
 func requestTenant(r *http.Request, q url.Values) (string, error) {
 	confined, _ := confinedTenant(r)
 	asked, given := q["tenant"]
+	several := confinedTenants(r)
 	if !given {
+		if confined == "" && len(several) > 0 {
+			return "", forbidden("this credential reaches only tenants %s: name one with ?tenant=", strings.Join(several, ", "))
+		}
 		return confined, nil
 	}
 	t := ""
@@ -75,6 +92,9 @@ func requestTenant(r *http.Request, q url.Values) (string, error) {
 	if confined != "" && t != confined {
 		return "", forbidden("this credential reaches only tenant %q", confined)
 	}
+	if len(several) > 0 && !slices.Contains(several, t) {
+		return "", forbidden("this credential reaches only tenants %s", strings.Join(several, ", "))
+	}
 	return t, nil
 }
 
@@ -84,6 +104,9 @@ func inTenant(r *http.Request, objectTenant, what string) error {
 	confined, _ := confinedTenant(r)
 	if confined != "" && objectTenant != confined {
 		return forbidden("%s is not of tenant %q, which this credential is confined to", what, confined)
+	}
+	if several := confinedTenants(r); len(several) > 0 && !slices.Contains(several, objectTenant) {
+		return forbidden("%s is not of the tenants this credential is confined to (%s)", what, strings.Join(several, ", "))
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ async function api(method, path, body) {
   }
   if (res.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
-    showSignin("The admin token was refused: " + ((data && data.error && data.error.message) || "401"));
+    showSignin("The token was refused: " + ((data && data.error && data.error.message) || "401"));
   }
   if (!res.ok) throw new APIError(res.status, data);
   return data;
@@ -1040,6 +1040,9 @@ function fail(e) {
 }
 
 function showSignin(message) {
+  me = null;
+  $("#break-glass").hidden = true;
+  $("#whoami").hidden = true;
   $("#signin").hidden = false;
   $("#signout").hidden = true;
   $("#view").replaceChildren();
@@ -1060,6 +1063,7 @@ async function route() {
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("current", a.getAttribute("href") === "#/" + (parts[0] || ""));
   try {
+    await whoami();
     await notifierCatalog();
     switch (parts[0]) {
       case undefined:
@@ -1086,11 +1090,24 @@ async function route() {
   }
 }
 
+// me is GET /v1/me for the signed-in credential: its role, its tenants, and
+// whether it is the break-glass admin token (then a banner says so on every view).
+let me = null;
+async function whoami() {
+  if (!me) me = await api("GET", "/v1/me");
+  $("#break-glass").hidden = !me.break_glass;
+  const who = $("#whoami");
+  who.hidden = false;
+  who.textContent = `Signed in as ${me.actor_kind === "admin_token" ? "the admin token" : me.actor} (${me.role}` +
+    (me.tenants.length ? `, tenants ${me.tenants.join(", ")}` : "") + ")";
+}
+
 $("#token-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   sessionStorage.setItem(TOKEN_KEY, $("#token").value.trim());
   $("#token").value = "";
   catalog = null;
+  me = null;
   route();
 });
 $("#signout").addEventListener("click", () => {
