@@ -1,5 +1,6 @@
 // <notifyd-inbox>: the notifyd in-app inbox as a custom element. Plain
-// JavaScript, an ES module, no dependencies and no build step.
+// JavaScript, an ES module, no build step; its one dependency is the headless
+// client notifyd serves beside it (notifyd-client.js, @notifyd/browser).
 //
 //   <script type="module" src="https://notify.example.test/ui/notifyd-inbox.js"></script>
 //   <notifyd-inbox endpoint="https://notify.example.test" token="<recipient JWT>"></notifyd-inbox>

@@ -194,7 +194,8 @@ func (p *cutProxy) Restore() {
 // shows in the <Bell> count, the <Inbox> and a toast; marks round-trip; the
 // stream's short-lived token expires and the refresh callback fetches a new
 // one; a cut connection resumes from the last cursor without losing or
-// repeating an item; axe-core finds no serious violation. It logs the
+// repeating an item, and a mark that fails meanwhile is rolled back; axe-core
+// finds no serious violation. It logs the
 // packages' bundle size and fails above 15 KB.
 func TestBrowserReactInbox(t *testing.T) {
 	bin := findChromium(t)
@@ -360,6 +361,11 @@ func TestBrowserReactInbox(t *testing.T) {
 	p.eval(ctx, pageLoads, &loadsBefore)
 	proxy.Cut()
 	p.waitFor(ctx, "the page to notice the cut", `document.querySelector(".connection")?.dataset.state !== "open"`, state)
+	// A mark that fails (no answer while cut) is rolled back: the archived
+	// item comes back and the error shows.
+	p.click(ctx, `document.querySelector(".notifyd-item .notifyd-archive")`)
+	p.waitFor(ctx, "the failed archive to be rolled back", `document.querySelectorAll(".notifyd-item").length === 2 &&
+		[...document.querySelectorAll(".notifyd-inbox .notifyd-status")].some((s) => s.textContent.startsWith("network error"))`, state)
 	send("third")
 	servertest.Wait(left(ctx), func() bool { return len(serverItems().Items) == 3 || ctx.Err() != nil })
 	proxy.Restore()
