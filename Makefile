@@ -55,6 +55,12 @@ test: lint
 		echo "npm ci in clients/node/testdata/drivers"; (cd clients/node/testdata/drivers && npm ci --no-audit --no-fund); fi
 	@if command -v npm >/dev/null 2>&1 && [ ! -d examples/node-express/node_modules ]; then \
 		echo "npm ci in examples/node-express"; (cd examples/node-express && npm ci --no-audit --no-fund); fi
+	@# The front-end packages' test (web/react_browser_test.go) builds, packs and
+	@# installs them; clients/react links clients/browser; testdata/react18 is
+	@# the React 18 its server rendering test renders with.
+	@for dir in clients/browser clients/react clients/react/testdata/react18; do \
+		if command -v npm >/dev/null 2>&1 && [ ! -d $$dir/node_modules ]; then \
+			echo "npm ci in $$dir"; (cd $$dir && npm ci --no-audit --no-fund); fi; done
 	@# The OpenAPI tools test (internal/httpapi/openapi_tools_test.go) runs the
 	@# generators pinned there.
 	@if command -v npm >/dev/null 2>&1 && [ ! -d internal/httpapi/testdata/openapi-tools/node_modules ]; then \

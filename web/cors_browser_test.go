@@ -15,7 +15,7 @@ import (
 
 // appPage is an application's page on another origin than the daemon: it
 // loads the components from the daemon's /ui/ (public code, any origin may)
-// and points them at the daemon's API, as docs/web-components.md shows.
+// and points them at the daemon's API, as docs/front-end.md shows.
 var appPage = template.Must(template.New("app").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>app</title>
 <script type="module" src="{{.UI}}/ui/notifyd-inbox.js"></script>

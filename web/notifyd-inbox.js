@@ -1,5 +1,6 @@
 // <notifyd-inbox>: the notifyd in-app inbox as a custom element. Plain
-// JavaScript, an ES module, no dependencies and no build step.
+// JavaScript, an ES module, no build step; its one dependency is the headless
+// client notifyd serves beside it (notifyd-client.js, @notifyd/browser).
 //
 //   <script type="module" src="https://notify.example.test/ui/notifyd-inbox.js"></script>
 //   <notifyd-inbox endpoint="https://notify.example.test" token="<recipient JWT>"></notifyd-inbox>
@@ -32,7 +33,8 @@
 // (POST /v1/inbox/archive). Changes are shown at once and undone if the API
 // refuses them.
 //
-// Live updates: one EventSource on GET /v1/inbox/stream. inbox.created items
+// Live updates: one EventSource on GET /v1/inbox/stream, held by the headless
+// client (notifyd-client.js, the npm package @notifyd/browser). inbox.created items
 // are inserted in order, inbox.updated and inbox.deleted are applied, counts
 // update the badge, reset reloads the list. The browser's EventSource
 // reconnects by itself after a dropped connection and sends the Last-Event-ID
@@ -99,15 +101,13 @@
 // params cannot inject markup. Item urls are followed only when they are
 // http: or https:.
 
-import { NotifydError, apiURL, request, withTenant } from "./notifyd-api.js";
+import { NotifydError, createClient, request, withTenant } from "./notifyd-api.js";
 import { disablePush, enablePush, pushSupported } from "./notifyd-push.js";
 
 export { NotifydError };
 
 const DEFAULT_PAGE_SIZE = 20;
 const MAX_PAGE_SIZE = 200;
-const RETRY_MIN_MS = 1000;
-const RETRY_MAX_MS = 60000;
 
 /** A URL an item may link to: http(s) only, resolved against the page. */
 function safeURL(raw) {
@@ -232,10 +232,8 @@ export class NotifydInbox extends HTMLElement {
   #listGen = 0; // bumped when the list is dropped
   #gen = 0; // bumped on every (re)start: async results of older ones are dropped
   #abort = null;
-  #es = null;
-  #lastEventId = "";
-  #retryTimer = 0;
-  #retryDelay = RETRY_MIN_MS;
+  #client = null; // the headless client (notifyd-client.js) of this endpoint and token
+  #unsubscribe = null; // ends this element's stream listener
   #state = "idle";
   #isOpen = false;
   #observer = null;
@@ -351,7 +349,7 @@ export class NotifydInbox extends HTMLElement {
           // The fresh token after a reauth: the same inbox, resumed from
           // the last event id, the list kept.
           this.#reauth = false;
-          this.#connect(this.#gen);
+          this.#client.setToken(this.token);
           return;
         }
         this.#start();
@@ -492,8 +490,6 @@ export class NotifydInbox extends HTMLElement {
     this.#reauth = false;
     const gen = ++this.#gen;
     this.#abort = new AbortController();
-    this.#lastEventId = "";
-    this.#retryDelay = RETRY_MIN_MS;
     this.#dropList();
     this.#setCounts({ unread: 0, unseen: 0 }, false);
     this.#setStatus("");
@@ -501,6 +497,7 @@ export class NotifydInbox extends HTMLElement {
       this.#setState("idle");
       return;
     }
+    this.#client = createClient({ baseUrl: this.endpoint, token: this.token, tenant: this.tenant });
     this.#refreshCounts();
     this.#checkPush(gen);
     this.#connect(gen);
@@ -525,11 +522,9 @@ export class NotifydInbox extends HTMLElement {
 
   #stop(report = true) {
     this.#gen++;
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = 0;
-    if (this.#es) {
-      this.#es.close();
-      this.#es = null;
+    if (this.#unsubscribe) {
+      this.#unsubscribe();
+      this.#unsubscribe = null;
     }
     if (this.#abort) {
       this.#abort.abort();
@@ -540,100 +535,42 @@ export class NotifydInbox extends HTMLElement {
 
   // --- the stream ---
 
+  // The client opens the stream, resumes it from the last event id after a
+  // dropped connection (the browser's own retry, then backoff: 1 s doubling
+  // to 60 s, jittered), stops at unauthorized after a 401, and at reauth when
+  // the token expires (a fresh token attribute resumes it: setToken).
   #connect(gen) {
-    let url = apiURL(this.endpoint, "/v1/inbox/stream") + "?access_token=" + encodeURIComponent(this.token);
-    if (this.tenant) url += "&tenant=" + encodeURIComponent(this.tenant);
-    // EventSource sends Last-Event-ID itself on its own reconnects; a new
-    // EventSource (ours, after it gave up) carries the position in the query.
-    if (this.#lastEventId) url += "&last_event_id=" + encodeURIComponent(this.#lastEventId);
-    const es = new EventSource(url);
-    this.#es = es;
-    this.#setState(this.#lastEventId ? "reconnecting" : "connecting");
-    const on = (name, fn) =>
-      es.addEventListener(name, (e) => {
-        if (gen !== this.#gen) return;
-        if (e.lastEventId) this.#lastEventId = e.lastEventId;
-        let data;
-        try {
-          data = JSON.parse(e.data);
-        } catch {
-          return;
-        }
-        fn(data);
-      });
-    es.onopen = () => {
-      if (gen !== this.#gen) return;
-      this.#retryDelay = RETRY_MIN_MS;
-      this.#setState("open");
+    const live = (fn) => (data) => {
+      if (gen === this.#gen) fn(data);
     };
-    es.onerror = () => {
-      if (gen !== this.#gen) return;
-      if (es.readyState === EventSource.CONNECTING) {
-        this.#setState("reconnecting"); // the browser retries, with Last-Event-ID
-        return;
-      }
-      // The browser gave up (an HTTP error or a wrong content type).
-      es.close();
-      if (this.#es === es) this.#es = null;
-      this.#setState("closed");
-      this.#scheduleReconnect(gen);
-    };
-    on("counts", (c) => {
-      this.#countsSeq++;
-      this.#setCounts(c, true);
+    this.#unsubscribe = this.#client.subscribe({
+      state: live((state) => this.#setState(state)),
+      error: live((err) => this.#failed(err, "stream")),
+      counts: live((c) => {
+        this.#countsSeq++;
+        this.#setCounts(c, true);
+      }),
+      created: live((item) => {
+        this.#event({ kind: "created", item });
+        this.#emit("notifyd:item", { item });
+      }),
+      updated: live((u) => {
+        this.#event({ kind: "updated", u });
+        this.#emit("notifyd:updated", u);
+      }),
+      deleted: live((d) => {
+        this.#event({ kind: "deleted", ids: d.ids || [] });
+        this.#emit("notifyd:deleted", { ids: d.ids || [] });
+      }),
+      reset: live(() => {
+        this.#emit("notifyd:reset", {});
+        if (this.#loaded || this.#loading) this.reload();
+      }),
+      reauth: live(() => {
+        this.#reauth = true;
+        this.#emit("notifyd:reauth", {});
+      }),
     });
-    on("inbox.created", (item) => {
-      this.#event({ kind: "created", item });
-      this.#emit("notifyd:item", { item });
-    });
-    on("inbox.updated", (u) => {
-      this.#event({ kind: "updated", u });
-      this.#emit("notifyd:updated", u);
-    });
-    on("inbox.deleted", (d) => {
-      this.#event({ kind: "deleted", ids: d.ids || [] });
-      this.#emit("notifyd:deleted", { ids: d.ids || [] });
-    });
-    on("reset", () => {
-      this.#emit("notifyd:reset", {});
-      if (this.#loaded || this.#loading) this.reload();
-    });
-    // The token expired: the server closes the stream. Close it first, or
-    // the browser would reconnect with the expired token and get a 401.
-    on("reauth", () => {
-      es.close();
-      if (this.#es === es) this.#es = null;
-      this.#reauth = true;
-      this.#setState("reauth");
-      this.#emit("notifyd:reauth", {});
-    });
-  }
-
-  async #scheduleReconnect(gen) {
-    // A 401 will not get better by retrying: ask for a new token.
-    try {
-      await this.#request("GET", "/v1/inbox/counts");
-    } catch (err) {
-      if (gen !== this.#gen) return;
-      if (err.status === 401) {
-        this.#setState("unauthorized");
-        this.#failed(err, "stream");
-        return;
-      }
-      // This page's origin is not allowed: retrying will not change that.
-      if (err.code === "origin_not_allowed") {
-        this.#setState("closed");
-        this.#failed(err, "stream");
-        return;
-      }
-    }
-    if (gen !== this.#gen) return;
-    const delay = this.#retryDelay * (0.75 + Math.random() / 2);
-    this.#retryDelay = Math.min(this.#retryDelay * 2, RETRY_MAX_MS);
-    this.#setState("reconnecting");
-    this.#retryTimer = setTimeout(() => {
-      if (gen === this.#gen) this.#connect(gen);
-    }, delay);
   }
 
   #setState(state) {
@@ -949,7 +886,7 @@ export class NotifydInbox extends HTMLElement {
 
   /** After a write, the stream's counts event corrects the badge; without a stream, ask. */
   #afterWrite() {
-    if (!this.#es || this.#es.readyState !== EventSource.OPEN) this.#refreshCounts();
+    if (!this.#client || this.#client.connectionState !== "open") this.#refreshCounts();
   }
 
   // --- plumbing ---
@@ -957,7 +894,8 @@ export class NotifydInbox extends HTMLElement {
   #request(method, path, body, keepalive = false) {
     const signal = this.#abort && !keepalive ? this.#abort.signal : undefined;
     path = withTenant(path, this.tenant);
-    return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal, keepalive });
+    if (!this.#client) return request({ endpoint: this.endpoint, token: this.token, method, path, body, signal, keepalive });
+    return this.#client.request(method, path, body, { signal, keepalive });
   }
 
   /** Turns on desktop notifications for this browser (see the file's doc). */

@@ -7,8 +7,9 @@
 //   - /ui/notifyd-preferences.js defines <notifyd-preferences endpoint
 //     token>: the effective preferences as a notifier × channel table whose
 //     changes are saved as rules with PUT /v1/preferences.
-//   - /ui/notifyd-api.js is what both import by relative URL: the API error
-//     type and the JSON request helper.
+//   - /ui/notifyd-client.js is @notifyd/browser, the headless client
+//     (clients/browser), which the components use for every request and the
+//     stream; /ui/notifyd-api.js adapts it to the components' calls.
 //   - /ui/notifyd-push.js is the inbox's desktop notifications (web push):
 //     service worker registration, subscription, registration with the API;
 //     /ui/notifyd-sw.js is that service worker, which shows each push and
@@ -32,6 +33,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/notifyd/notifyd/clients/browser"
 )
 
 //go:embed notifyd-api.js notifyd-inbox.js notifyd-preferences.js notifyd-push.js notifyd-sw.js demo.html
@@ -60,6 +63,9 @@ var served = func() map[string]*asset {
 	m := map[string]*asset{}
 	for _, name := range Files() {
 		body, err := fs.ReadFile(files, name)
+		if name == ClientFile {
+			body, err = browser.Source, nil
+		}
 		if err != nil {
 			panic(err) // embedded above: cannot happen
 		}
@@ -74,11 +80,16 @@ var served = func() map[string]*asset {
 	return m
 }()
 
-// Files lists the names Handler serves under /ui/, sorted. notifyd-api.js is
-// the helper both components import by relative URL; notifyd-push.js and
-// notifyd-sw.js are the inbox's desktop notifications.
+// ClientFile is the name under /ui/ of @notifyd/browser's ES module
+// (clients/browser/src/index.js).
+const ClientFile = "notifyd-client.js"
+
+// Files lists the names Handler serves under /ui/, sorted. notifyd-client.js
+// is the headless client and notifyd-api.js the helper both components import
+// by relative URL; notifyd-push.js and notifyd-sw.js are the inbox's desktop
+// notifications.
 func Files() []string {
-	return []string{"notifyd-api.js", "notifyd-inbox.js", "notifyd-preferences.js", "notifyd-push.js", "notifyd-sw.js"}
+	return []string{"notifyd-api.js", ClientFile, "notifyd-inbox.js", "notifyd-preferences.js", "notifyd-push.js", "notifyd-sw.js"}
 }
 
 func contentType(name string) string {

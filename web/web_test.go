@@ -38,7 +38,7 @@ func TestHandlerServesTheComponents(t *testing.T) {
 	mux.Handle("GET /ui/{file}", web.Handler())
 	for _, name := range web.Files() {
 		t.Run(name, func(t *testing.T) {
-			want, err := os.ReadFile(name)
+			want, err := os.ReadFile(sourceOf(name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,10 +127,18 @@ func TestJavaScriptParses(t *testing.T) {
 // TestJavaScriptSetsItemTextSafely is a guard on the components' source: data
 // reaches the DOM through textContent only. innerHTML is used once per
 // component, for the static shadow-root template.
+// sourceOf is the file in the repository that /ui/name serves.
+func sourceOf(name string) string {
+	if name == web.ClientFile {
+		return filepath.Join("..", "clients", "browser", "src", "index.js")
+	}
+	return name
+}
+
 func TestJavaScriptSetsItemTextSafely(t *testing.T) {
 	t.Parallel()
 	for _, name := range web.Files() {
-		src, err := os.ReadFile(name)
+		src, err := os.ReadFile(sourceOf(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +151,7 @@ func TestJavaScriptSetsItemTextSafely(t *testing.T) {
 		// The components set innerHTML once, for their static template; the
 		// shared helpers and the service worker render nothing.
 		want := 1
-		if name == "notifyd-api.js" || name == "notifyd-push.js" || name == "notifyd-sw.js" {
+		if name == "notifyd-api.js" || name == web.ClientFile || name == "notifyd-push.js" || name == "notifyd-sw.js" {
 			want = 0
 		}
 		if n := strings.Count(s, ".innerHTML"); n != want || (want == 1 && !strings.Contains(s, "root.innerHTML = `<style>${STYLE}</style>")) {

@@ -1,0 +1,401 @@
+package web_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/internal/gentypes"
+	"github.com/notifyd/notifyd/internal/smtpcapture"
+	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/server/servertest"
+)
+
+// maxBundleGzip is the budget of @notifyd/react with @notifyd/browser,
+// minified and gzipped, React excluded.
+const maxBundleGzip = 15 * 1024
+
+// needNode skips (or, under CI or EnvRequireBrowser, fails) when npm or the
+// front-end packages' node_modules are missing.
+func needNode(t *testing.T) {
+	t.Helper()
+	msg := ""
+	if _, err := exec.LookPath("npm"); err != nil {
+		msg = "npm (Node.js 20 or later) is not installed"
+	} else {
+		for _, dir := range []string{"../clients/browser", "../clients/react"} {
+			if _, err := os.Stat(filepath.Join(dir, "node_modules", "esbuild")); err != nil {
+				msg = dir + "/node_modules is missing: run `npm ci` there"
+			}
+		}
+	}
+	if msg == "" {
+		return
+	}
+	if os.Getenv("CI") != "" || os.Getenv(EnvRequireBrowser) != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// runIn runs a command in dir and fails the test with its output.
+func runIn(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_fund=false", "npm_config_audit=false")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// buildReactExample packs @notifyd/browser and @notifyd/react with npm pack,
+// installs the tarballs into a copy of examples/react-inbox outside the
+// repository, offline (everything else comes from npm's cache, which `npm
+// ci` in clients/react filled), with notifier types generated from cfgYAML
+// notifiers, and builds it (tsc, then esbuild). It returns the app's public
+// directory and the gzipped size of the two packages' minified bundle.
+func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public string, gz int) {
+	t.Helper()
+	tmp := t.TempDir()
+	packs := filepath.Join(tmp, "packs")
+	if err := os.Mkdir(packs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var tarballs []string
+	for _, pkg := range []string{"browser", "react"} {
+		out := runIn(t, filepath.Join("..", "clients", pkg), "npm", "pack", "--silent", "--pack-destination", packs)
+		lines := strings.Fields(strings.TrimSpace(out))
+		tarballs = append(tarballs, filepath.Join(packs, lines[len(lines)-1]))
+	}
+	app := filepath.Join(tmp, "app")
+	runIn(t, ".", "cp", "-R", filepath.Join("..", "examples", "react-inbox"), app)
+	_ = os.RemoveAll(filepath.Join(app, "node_modules"))
+	_ = os.RemoveAll(filepath.Join(app, "public", "build"))
+	code, err := gentypes.Generate("ts", notifiers, gentypes.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(app, "src", "notifiers.ts"), code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, app, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
+	runIn(t, app, "npm", "run", "build")
+
+	// The size a React app pays for the two packages: both bundled,
+	// minified, React left out, gzipped.
+	if err := os.WriteFile(filepath.Join(app, "size.js"), []byte(`export * from "@notifyd/react";`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "size.js", "--bundle", "--minify", "--format=esm",
+		"--external:react", "--external:react-dom", "--external:react/jsx-runtime", "--outfile=size.min.js")
+	min, err := os.ReadFile(filepath.Join(app, "size.min.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	_, _ = zw.Write(min)
+	_ = zw.Close()
+	return filepath.Join(app, "public"), buf.Len()
+}
+
+// cutProxy forwards TCP connections to a daemon until Cut: then it closes
+// every open connection and refuses new ones until Restore.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]struct{}
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.Cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) serve(c net.Conn) {
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[up] = struct{}{}
+	p.mu.Unlock()
+	go func() {
+		_, _ = io.Copy(up, c)
+		up.Close()
+	}()
+	_, _ = io.Copy(c, up)
+	c.Close()
+}
+
+// Cut closes every connection and refuses new ones.
+func (p *cutProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// Restore accepts connections again.
+func (p *cutProxy) Restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// TestBrowserReactInbox builds examples/react-inbox from the npm pack
+// tarballs of @notifyd/browser and @notifyd/react, installed offline in a
+// clean directory, and drives it in headless Chromium against a real daemon
+// (behind a proxy the test can cut): a notification sent through the API
+// shows in the <Bell> count, the <Inbox> and a toast; marks round-trip; the
+// stream's short-lived token expires and the refresh callback fetches a new
+// one; a cut connection resumes from the last cursor without losing or
+// repeating an item, and a mark that fails meanwhile is rolled back; axe-core
+// finds no serious violation. It logs the
+// packages' bundle size and fails above 15 KB.
+func TestBrowserReactInbox(t *testing.T) {
+	bin := findChromium(t)
+	needNode(t)
+	t.Parallel()
+
+	_, dbURL := pgtest.NewDBURL(t)
+	mailbox := smtpcapture.Start(t)
+	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	cfg.Database.URL = dbURL
+
+	var notifiers []gentypes.Notifier
+	for _, name := range cfg.NotifierNames() {
+		nf, _ := cfg.Notifier(name)
+		notifiers = append(notifiers, gentypes.Notifier{Name: name, Schema: nf.Params})
+	}
+	public, gz := buildReactExample(t, notifiers)
+	t.Logf("bundle size of @notifyd/react + @notifyd/browser (minified, gzipped, React excluded): %d bytes (%.1f KB; budget %d KB)",
+		gz, float64(gz)/1024, maxBundleGzip/1024)
+	if gz > maxBundleGzip {
+		t.Errorf("@notifyd/react + @notifyd/browser are %d bytes minified and gzipped; the budget is %d", gz, maxBundleGzip)
+	}
+	ctx := browserContext(t) // after the build: the browser's budget is for the browser
+
+	// The app's own server: the built page, and the token endpoint its
+	// backend would have. The first token lives a few seconds, the next an
+	// hour: the stream's reauth (or a 401) must make the client ask again.
+	var tokenCalls atomic.Int32
+	appMux := http.NewServeMux()
+	appMux.Handle("GET /", http.FileServer(http.Dir(public)))
+	appMux.HandleFunc("GET /notifyd-token", func(w http.ResponseWriter, r *http.Request) {
+		ttl := time.Hour
+		if tokenCalls.Add(1) == 1 {
+			ttl = 5 * time.Second
+		}
+		tok, err := notifyd.RecipientToken(cfg.HTTP.TokenSecret, "u2", ttl)
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		_, _ = io.WriteString(w, tok)
+	})
+	appLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appSrv := &http.Server{Handler: appMux}
+	go func() { _ = appSrv.Serve(appLn) }()
+	t.Cleanup(func() { _ = appSrv.Close() })
+	appOrigin := "http://" + appLn.Addr().String()
+	cfg.HTTP.AllowedOrigins = []string{appOrigin}
+
+	d := startDemoDaemon(t, ctx, cfg, nil)
+	proxy := startCutProxy(t, d.Addr())
+	api, token := d.api, d.token
+	send := func(key string) {
+		t.Helper()
+		if code := api.do("POST", "/v1/notifications", servertest.AdminToken, map[string]any{
+			"notifier": "comment.created", "key": key, "actor": "u1", "recipients": []any{"u2"},
+			"params": map[string]any{"post_title": key, "author_name": "Ada", "url": ""},
+		}, nil); code != http.StatusAccepted {
+			t.Fatalf("send %s = %d", key, code)
+		}
+	}
+	serverItems := func() inboxPage {
+		var pg inboxPage
+		if code := api.do("GET", "/v1/inbox?limit=200", token, nil, &pg); code != 200 {
+			t.Fatalf("GET /v1/inbox = %d", code)
+		}
+		return pg
+	}
+
+	b := startBrowser(t, bin)
+	p := b.newPage(ctx)
+	p.navigate(ctx, appOrigin+"/?notifyd="+proxyURL(proxy))
+	const state = `({connection: document.querySelector(".connection")?.dataset.state,
+		bell: document.querySelector(".notifyd-bell-button")?.getAttribute("aria-label"),
+		badge: document.querySelector(".notifyd-badge")?.textContent ?? "",
+		items: [...document.querySelectorAll(".notifyd-item")].map((li) => li.className + " " + li.querySelector(".notifyd-title").textContent),
+		toasts: [...document.querySelectorAll(".notifyd-toast")].length,
+		status: [...document.querySelectorAll(".notifyd-status")].map((s) => s.textContent)})`
+	p.waitFor(ctx, "the stream to open", `document.querySelector(".connection")?.dataset.state === "open"`, state)
+	p.waitFor(ctx, "the preference center", `document.querySelectorAll(".notifyd-pref-table select").length > 0`, state)
+
+	// 1. The first token expires: the stream ends with reauth (or a request
+	// gets a 401) and the refresh callback fetches a fresh token; the stream
+	// opens again.
+	servertest.Wait(left(ctx), func() bool { return tokenCalls.Load() >= 2 || ctx.Err() != nil })
+	if n := tokenCalls.Load(); n < 2 {
+		t.Fatalf("the token endpoint was called %d times: the expired token did not trigger the refresh callback", n)
+	}
+	p.waitFor(ctx, "the stream to open with the fresh token", `document.querySelector(".connection")?.dataset.state === "open"`, state)
+
+	// 2. A notification sent through the API shows in the bell's count and
+	// as a toast, and in the inbox when the bell opens.
+	send("first")
+	p.waitFor(ctx, "the bell to count it", `document.querySelector(".notifyd-badge")?.textContent === "1" &&
+		document.querySelector(".notifyd-bell-button").getAttribute("aria-label") === "Notifications, 1 unread"`, state)
+	p.waitFor(ctx, "the toast", `[...document.querySelectorAll(".notifyd-toast .notifyd-title")].some((e) => e.textContent === "Ada commented on first")`, state)
+	p.click(ctx, `document.querySelector(".notifyd-bell-button")`)
+	p.waitFor(ctx, "the inbox to list it", `[...document.querySelectorAll(".notifyd-item.notifyd-unread .notifyd-title")].map((e) => e.textContent).join() === "Ada commented on first"`, state)
+	var focused bool
+	p.eval(ctx, `document.activeElement?.tagName === "H2"`, &focused)
+	if !focused {
+		t.Error("opening the bell did not move focus into the panel")
+	}
+	send("second")
+	p.waitFor(ctx, "the second item live, newest first", `[...document.querySelectorAll(".notifyd-item .notifyd-title")].map((e) => e.textContent).join("|") === "Ada commented on second|Ada commented on first"`, state)
+
+	// 3. axe-core on the page with the panel open, a toast and the
+	// preference center: no serious or critical violation.
+	axe, err := os.ReadFile(filepath.Join("..", "clients", "react", "node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.eval(ctx, string(axe)+";true", nil)
+	var violations []struct {
+		ID     string `json:"id"`
+		Impact string `json:"impact"`
+		Help   string `json:"help"`
+		Nodes  []struct {
+			Target []any `json:"target"`
+		} `json:"nodes"`
+	}
+	p.eval(ctx, `axe.run(document, {resultTypes: ["violations"]}).then((r) => r.violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+		.map((v) => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map((n) => ({target: n.target}))})))`, &violations)
+	for _, v := range violations {
+		t.Errorf("axe-core: %s (%s): %s at %v", v.ID, v.Impact, v.Help, v.Nodes)
+	}
+
+	// 4. Marks round-trip: a click marks the item read in the daemon and
+	// the count drops; a read made elsewhere arrives through the stream.
+	p.click(ctx, `[...document.querySelectorAll(".notifyd-item")].find((li) => li.textContent.includes("first")).querySelector(".notifyd-item-main")`)
+	p.waitFor(ctx, "the count to drop", `document.querySelector(".notifyd-badge")?.textContent === "1"`, state)
+	servertest.Wait(left(ctx), func() bool {
+		for _, it := range serverItems().Items {
+			if it.Key == "first" {
+				return it.ReadAt != nil
+			}
+		}
+		return ctx.Err() != nil
+	})
+	var second string
+	for _, it := range serverItems().Items {
+		if it.Key == "first" && it.ReadAt == nil {
+			t.Fatal("the click did not mark the item read in the daemon")
+		}
+		if it.Key == "second" {
+			second = it.ID
+		}
+	}
+	if code := api.do("POST", "/v1/inbox/read", token, map[string]any{"ids": []string{second}}, nil); code != 200 {
+		t.Fatalf("POST /v1/inbox/read = %d", code)
+	}
+	p.waitFor(ctx, "the read from elsewhere to arrive", `document.querySelectorAll(".notifyd-item.notifyd-unread").length === 0 && !document.querySelector(".notifyd-badge")`, state)
+
+	// 5. The connection is cut; a notification sent meanwhile arrives once
+	// the proxy is back, and no item shows twice. The list is not reloaded
+	// on a reconnect (only on the stream's reset), so the item can only come
+	// from the stream resumed from the last cursor.
+	const pageLoads = `performance.getEntriesByType("resource").filter((e) => e.name.includes("/v1/inbox?")).length`
+	var loadsBefore, loadsAfter int
+	p.eval(ctx, pageLoads, &loadsBefore)
+	proxy.Cut()
+	p.waitFor(ctx, "the page to notice the cut", `document.querySelector(".connection")?.dataset.state !== "open"`, state)
+	// A mark that fails (no answer while cut) is rolled back: the archived
+	// item comes back and the error shows.
+	p.click(ctx, `document.querySelector(".notifyd-item .notifyd-archive")`)
+	p.waitFor(ctx, "the failed archive to be rolled back", `document.querySelectorAll(".notifyd-item").length === 2 &&
+		[...document.querySelectorAll(".notifyd-inbox .notifyd-status")].some((s) => s.textContent.startsWith("network error"))`, state)
+	send("third")
+	servertest.Wait(left(ctx), func() bool { return len(serverItems().Items) == 3 || ctx.Err() != nil })
+	proxy.Restore()
+	p.waitFor(ctx, "the item sent during the cut, once", `document.querySelector(".connection")?.dataset.state === "open" &&
+		[...document.querySelectorAll(".notifyd-item .notifyd-title")].map((e) => e.textContent).join("|") ===
+		"Ada commented on third|Ada commented on second|Ada commented on first" &&
+		document.querySelector(".notifyd-badge")?.textContent === "1"`, state)
+	p.eval(ctx, pageLoads, &loadsAfter)
+	if loadsBefore == 0 || loadsAfter != loadsBefore {
+		t.Errorf("the inbox was loaded %d times before the cut and %d after: the item must come from the resumed stream, not a reload", loadsBefore, loadsAfter)
+	}
+
+	// 6. Mark all read and archive round-trip.
+	p.click(ctx, `document.querySelector(".notifyd-mark-all")`)
+	p.waitFor(ctx, "mark all read", `!document.querySelector(".notifyd-badge") && document.querySelectorAll(".notifyd-item.notifyd-unread").length === 0`, state)
+	p.click(ctx, `document.querySelector(".notifyd-item .notifyd-archive")`)
+	p.waitFor(ctx, "the archived item to leave", `document.querySelectorAll(".notifyd-item").length === 2`, state)
+	servertest.Wait(left(ctx), func() bool { return len(serverItems().Items) == 2 || ctx.Err() != nil })
+	for _, it := range serverItems().Items {
+		if it.ReadAt == nil {
+			t.Errorf("item %s is unread in the daemon after mark all read", it.Key)
+		}
+	}
+	if n := len(serverItems().Items); n != 2 {
+		t.Errorf("the daemon lists %d items after archiving one of three", n)
+	}
+
+	// 7. Escape closes the panel and focus returns to the bell.
+	p.eval(ctx, `document.querySelector(".notifyd-panel").dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true})), true`, nil)
+	p.waitFor(ctx, "Escape to close the panel", `!document.querySelector(".notifyd-panel") && document.activeElement === document.querySelector(".notifyd-bell-button")`, state)
+}
+
+func proxyURL(p *cutProxy) string { return "http://" + p.ln.Addr().String() }
