@@ -63,6 +63,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/safehttp"
 	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/templates"
 )
 
 var (
@@ -233,7 +234,7 @@ func (s *Sender) render(notifier string, params map[string]any, r channels.Recip
 			return message{}, fmt.Errorf("recipient %s last wrote more than 24 hours ago (data.%s), and notifier %q has no template for messages outside the window",
 				r.ID, s.cfg.WindowKey, notifier)
 		}
-		text, err := config.RenderText(t.text, params)
+		text, err := templates.RenderText(t.text, params)
 		if err != nil {
 			return message{}, fmt.Errorf("render whatsapp text: %w", err)
 		}
@@ -244,7 +245,7 @@ func (s *Sender) render(notifier string, params map[string]any, r channels.Recip
 	}
 	m := message{template: t.Template}
 	for i, pt := range t.Template.params {
-		v, err := config.RenderText(pt, params)
+		v, err := templates.RenderText(pt, params)
 		if err != nil {
 			return message{}, fmt.Errorf("render whatsapp template.params[%d]: %w", i, err)
 		}
