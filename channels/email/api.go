@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/deliverytag"
 )
 
 // maxAnswer is how much of an API's answer is read.
@@ -168,6 +169,8 @@ func (a *sesAPI) request(ctx context.Context, o *outgoing) (*http.Request, []byt
 		"FromEmailAddress": from.String(),
 		"Destination":      map[string]any{"ToAddresses": []string{to.String()}},
 		"Content":          map[string]any{"Raw": map[string]any{"Data": base64.StdEncoding.EncodeToString(raw)}},
+		// SES echoes message tags in its published events (mail.tags).
+		"EmailTags": []map[string]string{{"Name": deliverytag.Field, "Value": o.tag}},
 	}
 	if a.config != "" {
 		body["ConfigurationSetName"] = a.config
@@ -273,7 +276,7 @@ func (a *sendgridAPI) request(ctx context.Context, o *outgoing) (*http.Request, 
 		"subject":          o.subject,
 		"content":          content,
 		"headers":          headers,
-		"custom_args":      map[string]string{"notifyd_delivery": o.delivery},
+		"custom_args":      map[string]string{deliverytag.Field: o.tag},
 	}
 	req, b, err := jsonRequest(ctx, a.base+SendGridPath, body)
 	if err != nil {
@@ -347,7 +350,7 @@ func (a *postmarkAPI) request(ctx context.Context, o *outgoing) (*http.Request, 
 		"Subject":       o.subject,
 		"Headers":       headers,
 		"MessageStream": a.stream,
-		"Metadata":      map[string]string{"notifyd_delivery": o.delivery},
+		"Metadata":      map[string]string{deliverytag.Field: o.tag},
 	}
 	if o.text != "" {
 		body["TextBody"] = o.text
@@ -410,7 +413,7 @@ func (a *mailgunAPI) request(ctx context.Context, o *outgoing) (*http.Request, [
 	var b bytes.Buffer
 	w := multipart.NewWriter(&b)
 	_ = w.WriteField("to", to.Address)
-	_ = w.WriteField("v:notifyd_delivery", o.delivery)
+	_ = w.WriteField("v:"+deliverytag.Field, o.tag)
 	hdr := textproto.MIMEHeader{}
 	hdr.Set("Content-Disposition", `form-data; name="message"; filename="message.mime"`)
 	hdr.Set("Content-Type", "message/rfc822")
@@ -478,7 +481,7 @@ func (a *resendAPI) request(ctx context.Context, o *outgoing) (*http.Request, []
 		"to":      []string{to.String()},
 		"subject": o.subject,
 		"headers": headers,
-		"tags":    []map[string]string{{"name": "notifyd_delivery", "value": o.delivery}},
+		"tags":    []map[string]string{{"name": deliverytag.Field, "value": o.tag}},
 	}
 	if o.text != "" {
 		body["text"] = o.text
