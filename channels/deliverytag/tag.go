@@ -4,11 +4,11 @@
 // variables), so POST /v1/providers/{kind}/events can name the delivery an
 // event is about even when the provider's message id is not known.
 //
-// A tag is the delivery id, ".", and base64url of the first 96 bits of
+// A tag is the delivery id, "_", and base64url of the first 96 bits of
 // HMAC-SHA256 over the id, keyed with HMAC(http.token_secret, Domain): a tag
 // cannot be forged or moved to another delivery without the secret, and it
 // uses only characters every provider allows in a tag value (letters,
-// digits, "-", "_", "."). Rotating http.token_secret makes the tags of
+// digits, "-", "_": Resend allows no more). Rotating http.token_secret makes the tags of
 // messages already sent match nothing; their events are still matched by
 // the provider's message id.
 package deliverytag
@@ -52,12 +52,13 @@ func (s *Signer) mac(id string) string {
 }
 
 // Tag is delivery id's tag.
-func (s *Signer) Tag(id string) string { return id + "." + s.mac(id) }
+func (s *Signer) Tag(id string) string { return id + "_" + s.mac(id) }
 
 // Delivery returns the delivery id tag names, and false when tag is not one
 // this Signer made (malformed, forged, another secret's, or a bare id).
 func (s *Signer) Delivery(tag string) (string, bool) {
-	id, mac, ok := strings.Cut(tag, ".")
+	// A delivery id has no "_"; the mac may.
+	id, mac, ok := strings.Cut(tag, "_")
 	if !ok || id == "" || len(tag) > 100 {
 		return "", false
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/deliverytag"
 )
 
 // maxAnswer is how much of an API's answer is read.
@@ -183,6 +184,14 @@ func (a *sesAPI) request(ctx context.Context, o *outgoing) (*http.Request, []byt
 	b = append(b, `]},"Content":{"Raw":{"Data":"`...)
 	b = base64.StdEncoding.AppendEncode(b, raw)
 	b = append(b, `"}}`...)
+	// SES echoes message tags in its published events (mail.tags).
+	tag, err := json.Marshal(o.tag)
+	if err != nil {
+		return nil, nil, err
+	}
+	b = append(b, `,"EmailTags":[{"Name":"`+deliverytag.Field+`","Value":`...)
+	b = append(b, tag...)
+	b = append(b, `}]`...)
 	if a.config != "" {
 		cs, err := json.Marshal(a.config)
 		if err != nil {
@@ -285,7 +294,7 @@ func (a *sendgridAPI) request(ctx context.Context, o *outgoing) (*http.Request, 
 		"subject":          o.subject,
 		"content":          content,
 		"headers":          headers,
-		"custom_args":      map[string]string{"notifyd_delivery": o.delivery},
+		"custom_args":      map[string]string{deliverytag.Field: o.tag},
 	}
 	req, b, err := jsonRequest(ctx, a.base+SendGridPath, body)
 	if err != nil {
@@ -359,7 +368,7 @@ func (a *postmarkAPI) request(ctx context.Context, o *outgoing) (*http.Request, 
 		"Subject":       o.subject,
 		"Headers":       headers,
 		"MessageStream": a.stream,
-		"Metadata":      map[string]string{"notifyd_delivery": o.delivery},
+		"Metadata":      map[string]string{deliverytag.Field: o.tag},
 	}
 	if o.text != "" {
 		body["TextBody"] = o.text
@@ -422,7 +431,7 @@ func (a *mailgunAPI) request(ctx context.Context, o *outgoing) (*http.Request, [
 	var b bytes.Buffer
 	w := multipart.NewWriter(&b)
 	_ = w.WriteField("to", to.Address)
-	_ = w.WriteField("v:notifyd_delivery", o.delivery)
+	_ = w.WriteField("v:"+deliverytag.Field, o.tag)
 	hdr := textproto.MIMEHeader{}
 	hdr.Set("Content-Disposition", `form-data; name="message"; filename="message.mime"`)
 	hdr.Set("Content-Type", "message/rfc822")
@@ -482,7 +491,7 @@ func (a *resendAPI) request(ctx context.Context, o *outgoing) (*http.Request, []
 		"to":      []string{to.String()},
 		"subject": o.subject,
 		"headers": headers,
-		"tags":    []map[string]string{{"name": "notifyd_delivery", "value": o.delivery}},
+		"tags":    []map[string]string{{"name": deliverytag.Field, "value": o.tag}},
 	}
 	if o.text != "" {
 		body["text"] = o.text

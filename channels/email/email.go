@@ -141,6 +141,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/notifyd/notifyd/channels"
+	"github.com/notifyd/notifyd/channels/deliverytag"
 	"github.com/notifyd/notifyd/channels/internal/failover"
 	"github.com/notifyd/notifyd/config"
 )
@@ -188,6 +189,7 @@ type Sender struct {
 	notifiers map[string]*notifierTemplates
 	digest    *digestTemplates
 	unsub     *unsubscriber          // nil: no List-Unsubscribe
+	tags      *deliverytag.Signer    // nil without http.token_secret: no delivery tags
 	dkim      *dkimSigner            // nil: unsigned
 	limiter   *rate.Limiter          // nil: unlimited
 	providers *failover.List[*route] // in order (see failover)
@@ -235,6 +237,9 @@ func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, op
 	if s.timeout <= 0 {
 		s.timeout = defaultTimeout
 	}
+	// The delivery tag API providers echo back with their events, signed
+	// so a forged tag matches no delivery (POST /v1/providers/{kind}/events).
+	s.tags, _ = deliverytag.New(opts.TokenSecret)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -435,7 +440,10 @@ func (s *Sender) deliver(ctx context.Context, m *mail.Msg, delivery, subject, te
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("envelope recipients: %w", err))
 	}
-	o := &outgoing{m: m, from: from, rcpts: rcpts, smtpBody: m, subject: subject, text: text, html: html, delivery: delivery}
+	o := &outgoing{m: m, from: from, rcpts: rcpts, smtpBody: m, subject: subject, text: text, html: html, delivery: delivery, tag: delivery}
+	if s.tags != nil {
+		o.tag = s.tags.Tag(delivery)
+	}
 	if s.dkim != nil {
 		var raw bytes.Buffer
 		if _, err := m.WriteTo(&raw); err != nil {

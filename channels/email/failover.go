@@ -46,6 +46,10 @@ type outgoing struct {
 	text     string
 	html     string
 	delivery string // the delivery (or digest) id
+	// tag is the delivery's signed tag (deliverytag), the value of the
+	// tag, custom arg, metadata or variable an API provider echoes back with
+	// its events; the bare id without http.token_secret.
+	tag string
 
 	raw []byte // m rendered, unsigned; filled by rawMessage
 }

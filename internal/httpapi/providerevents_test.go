@@ -256,7 +256,7 @@ func TestProviderEventsSES(t *testing.T) {
 
 	// An unknown message, and a forged tag: 200, nothing written.
 	before := b.eventCount(t)
-	for i, msg := range []string{fmt.Sprintf(sesComplaint, "nobody"), sesBounce("nobody", jane+".AAAAAAAAAAAAAAAA")} {
+	for i, msg := range []string{fmt.Sprintf(sesComplaint, "nobody"), sesBounce("nobody", jane+"_AAAAAAAAAAAAAAAA")} {
 		if r := post(sns.sign(t, snsNotification("sns-unknown-"+strconv.Itoa(i), msg), "2")); r.status != http.StatusOK || num(r, "matched") != 0 {
 			t.Fatalf("unknown %d: %d %s", i, r.status, r.raw)
 		}
