@@ -86,6 +86,3 @@ var (
 	ApplyFunctions   = applyFunctions
 	PendingFunctions = pendingFunctions
 )
-
-// DigestClaimSQLs are the claims of new and of existing digests.
-func DigestClaimSQLs() (fresh, reclaim string) { return claimDigestsSQL, reclaimDigestsSQL }
