@@ -208,6 +208,57 @@ func TestSettleDuringACancelSeesIt(t *testing.T) {
 	}
 }
 
+// A cancel and a send job's claim of the same notification's deliveries lock
+// them in the same order (by id), so neither waits for the other while
+// holding a row the other needs. Here the claim holds the lower id and then
+// claims the higher one, which the cancel would find first (it was written
+// first, for recipient "a"): a cancel that locked in its own order held that
+// row while it waited, and one of the two was aborted as a deadlock.
+func TestCancelAndAClaimInFlightNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := context.Background()
+	const nid, high, low = "01900000-0000-7000-8000-00000000c301", "01900000-0000-7000-8000-00000000c3ff", "01900000-0000-7000-8000-00000000c302"
+	exec(t, pool, `INSERT INTO notify_notifications (id, notifier, key, status, normalized) VALUES ($1, 'n', 'k4', 'fanned_out', true)`, nid)
+	for _, d := range []struct{ id, recipient string }{{high, "a"}, {low, "b"}} {
+		exec(t, pool, `INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, mode, status)
+			VALUES ($1, $2, 'n', 'k4', $3, 'email', 'immediate', 'pending')`, d.id, nid, d.recipient)
+	}
+	claim, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claim.Rollback(ctx)
+	if c, err := stores.ClaimDeliveries(ctx, claim, []string{low}, time.Now()); err != nil || len(c) != 1 {
+		t.Fatalf("claim: %d rows, %v", len(c), err)
+	}
+	cancel, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel.Release()
+	pid := backendPID(t, cancel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := stores.CancelNotification(ctx, cancel, "", "n", "k4")
+		done <- err
+	}()
+	waitForLock(t, pool, pid, "the cancel", done)
+	// The claim goes on with the other row: it must not wait for the cancel.
+	if _, err := claim.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := stores.ClaimDeliveries(ctx, claim, []string{high}, time.Now()); err != nil || len(c) != 1 {
+		t.Fatalf("the claim of the row the cancel had not reached: %d rows, %v", len(c), err)
+	}
+	if err := claim.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the cancel: %v", err)
+	}
+}
+
 // pendingEmail writes a notification (notifier n, the given key) with one
 // pending email delivery.
 func pendingEmail(t *testing.T, db stores.DB, nid, did, key string) {

@@ -258,37 +258,13 @@ func (h *Hub) read(ctx context.Context) (held bool, err error) {
 // reconnect with those ids and get a reset. A subscription made after this
 // starts from the new head; one made before it whose handler already read the
 // new epoch is dropped too, and its client resumes with a cursor of the new
-// epoch.
-//
-// The same epoch is the same log, on the same server or on a standby
+// epoch. The same epoch is the same log, on the same server or on a standby
 // promoted in its place (a failover keeps the epoch: stores.ChangeLogEpoch),
-// and the streams go on. Unless the log there ends before the newest change
-// the Hub read: a promotion that lost the old primary's last commits
-// (asynchronous replication) goes on from an earlier point and hands those
-// positions out again for other changes. Then every stream is dropped too,
-// and its client's cursor, beyond the newest change, resets.
+// and the streams go on.
 func (h *Hub) checkEpoch(ctx context.Context) error {
 	epoch, err := stores.ChangeLogEpoch(ctx, h.pool)
-	if err != nil {
+	if err != nil || epoch == h.epoch {
 		return err
-	}
-	why := "the database is not the one the streams were reading (restored, or another one); closing every stream, whose clients will reset"
-	if epoch == h.epoch {
-		newest, err := stores.NewestChangeSeq(ctx, h.pool)
-		if err != nil {
-			return err
-		}
-		trimmed, err := stores.TrimmedThrough(ctx, h.pool)
-		if err != nil {
-			return err
-		}
-		h.mu.Lock()
-		last := h.last
-		h.mu.Unlock()
-		if last <= max(newest, trimmed) {
-			return nil
-		}
-		why = "the database lacks changes the streams were sent (a failover that lost the last commits?); closing every stream, whose clients will reset"
 	}
 	head, err := stores.MaxChangeSeq(ctx, h.pool)
 	if err != nil {
@@ -296,7 +272,7 @@ func (h *Hub) checkEpoch(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.logger.WarnContext(ctx, "stream hub: "+why,
+	h.logger.WarnContext(ctx, "stream hub: the database is not the one the streams were reading (restored, or another one); closing every stream, whose clients will reset",
 		"epoch", epoch, "was", h.epoch, "streams", h.clients)
 	h.epoch = epoch
 	h.last = head

@@ -199,6 +199,19 @@ BEGIN
         END IF;
     END IF;
 
+    -- The deliveries it withdraws are locked first, in id order: the order
+    -- a send job's claim locks its batch in (by the primary key, for
+    -- id = ANY(...)). Locked in the order the update below finds them, a
+    -- cancel and a claim in flight of a large notification each held a row
+    -- the other waited for, and one of them was aborted as a deadlock.
+    PERFORM 1 FROM notify_deliveries d
+    WHERE d.notification_id = v_id
+      AND (d.status = 'digest_pending' OR d.status <> ALL (ARRAY[
+          'sending', 'digest_sending', 'sent', 'refused', 'expired', 'unavailable', 'skipped', 'cancelled',
+          'digest_pending', 'digest_sent', 'digest_failed', 'digest_dropped',
+          'batched', 'throttled', 'suppressed']))
+    ORDER BY d.id
+    FOR UPDATE;
     WITH d AS (
         UPDATE notify_deliveries d
         SET status = CASE WHEN d.status = 'digest_pending' THEN 'digest_dropped' ELSE 'cancelled' END,
