@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -50,12 +51,13 @@ func needNode(t *testing.T) {
 	t.Skip(msg)
 }
 
-// runIn runs a command in dir and fails the test with its output.
-func runIn(t *testing.T, dir string, name string, args ...string) string {
+// runIn runs a command in dir, with env added to the environment, and fails
+// the test with its output.
+func runIn(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_fund=false", "npm_config_audit=false")
+	cmd.Env = append(append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_fund=false", "npm_config_audit=false"), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
@@ -63,13 +65,16 @@ func runIn(t *testing.T, dir string, name string, args ...string) string {
 	return string(out)
 }
 
-// buildReactExample packs @notifyd/browser and @notifyd/react with npm pack,
-// installs the tarballs into a copy of examples/react-inbox outside the
-// repository, offline (everything else comes from npm's cache, which `npm
-// ci` in clients/react filled), with notifier types generated from cfgYAML
+// buildReactExample builds @notifyd/browser and @notifyd/react and runs
+// their own suites (`npm test`: the headless client in Node against the
+// daemon env names, server rendering with React 19 and 18), packs them with
+// npm pack, installs the tarballs into a copy of examples/react-inbox outside
+// the repository, offline (everything else comes from npm's cache, which `npm
+// ci` in clients/react filled), with notifier types generated from
 // notifiers, and builds it (tsc, then esbuild). It returns the app's public
-// directory and the gzipped size of the two packages' minified bundle.
-func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public string, gz int) {
+// directory and the gzipped size of the two packages' minified bundle. This
+// is the one test that writes the packages' dist/ directories.
+func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string) (public string, gz int) {
 	t.Helper()
 	tmp := t.TempDir()
 	packs := filepath.Join(tmp, "packs")
@@ -78,12 +83,14 @@ func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public stri
 	}
 	var tarballs []string
 	for _, pkg := range []string{"browser", "react"} {
-		out := runIn(t, filepath.Join("..", "clients", pkg), "npm", "pack", "--silent", "--pack-destination", packs)
+		dir := filepath.Join("..", "clients", pkg)
+		t.Logf("npm test in clients/%s:\n%s", pkg, runIn(t, dir, env, "npm", "test"))
+		out := runIn(t, dir, nil, "npm", "pack", "--ignore-scripts", "--silent", "--pack-destination", packs)
 		lines := strings.Fields(strings.TrimSpace(out))
 		tarballs = append(tarballs, filepath.Join(packs, lines[len(lines)-1]))
 	}
 	app := filepath.Join(tmp, "app")
-	runIn(t, ".", "cp", "-R", filepath.Join("..", "examples", "react-inbox"), app)
+	runIn(t, ".", nil, "cp", "-R", filepath.Join("..", "examples", "react-inbox"), app)
 	_ = os.RemoveAll(filepath.Join(app, "node_modules"))
 	_ = os.RemoveAll(filepath.Join(app, "public", "build"))
 	code, err := gentypes.Generate("ts", notifiers, gentypes.Options{})
@@ -93,15 +100,15 @@ func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public stri
 	if err := os.WriteFile(filepath.Join(app, "src", "notifiers.ts"), code, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runIn(t, app, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
-	runIn(t, app, "npm", "run", "build")
+	runIn(t, app, nil, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
+	runIn(t, app, nil, "npm", "run", "build")
 
 	// The size a React app pays for the two packages: both bundled,
 	// minified, React left out, gzipped.
 	if err := os.WriteFile(filepath.Join(app, "size.js"), []byte(`export * from "@notifyd/react";`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runIn(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "size.js", "--bundle", "--minify", "--format=esm",
+	runIn(t, app, nil, filepath.Join("node_modules", ".bin", "esbuild"), "size.js", "--bundle", "--minify", "--format=esm",
 		"--external:react", "--external:react-dom", "--external:react/jsx-runtime", "--outfile=size.min.js")
 	min, err := os.ReadFile(filepath.Join(app, "size.min.js"))
 	if err != nil {
@@ -187,9 +194,10 @@ func (p *cutProxy) Restore() {
 	p.mu.Unlock()
 }
 
-// TestBrowserReactInbox builds examples/react-inbox from the npm pack
-// tarballs of @notifyd/browser and @notifyd/react, installed offline in a
-// clean directory, and drives it in headless Chromium against a real daemon
+// TestBrowserReactInbox runs the suites of @notifyd/browser (in Node, against
+// the daemon) and @notifyd/react (server rendering, React 19 and 18), builds
+// examples/react-inbox from the packages' npm pack tarballs, installed
+// offline in a clean directory, and drives it in headless Chromium against a real daemon
 // (behind a proxy the test can cut): a notification sent through the API
 // shows in the <Bell> count, the <Inbox> and a toast; marks round-trip; the
 // stream's short-lived token expires and the refresh callback fetches a new
@@ -212,7 +220,18 @@ func TestBrowserReactInbox(t *testing.T) {
 		nf, _ := cfg.Notifier(name)
 		notifiers = append(notifiers, gentypes.Notifier{Name: name, Schema: nf.Params})
 	}
-	public, gz := buildReactExample(t, notifiers)
+	// The app's own server (started after the build) and the daemon, which
+	// takes the app's origin.
+	appLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appOrigin := "http://" + appLn.Addr().String()
+	cfg.HTTP.AllowedOrigins = []string{appOrigin}
+	d := startDemoDaemon(t, context.Background(), cfg, nil)
+
+	public, gz := buildReactExample(t, notifiers, []string{"NOTIFYD_TEST_API=" + d.api.base,
+		"NOTIFYD_TEST_TOKEN_SECRET=" + cfg.HTTP.TokenSecret, "NOTIFYD_TEST_ADMIN_TOKEN=" + servertest.AdminToken})
 	t.Logf("bundle size of @notifyd/react + @notifyd/browser (minified, gzipped, React excluded): %d bytes (%.1f KB; budget %d KB)",
 		gz, float64(gz)/1024, maxBundleGzip/1024)
 	if gz > maxBundleGzip {
@@ -238,17 +257,10 @@ func TestBrowserReactInbox(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, tok)
 	})
-	appLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	appSrv := &http.Server{Handler: appMux}
 	go func() { _ = appSrv.Serve(appLn) }()
 	t.Cleanup(func() { _ = appSrv.Close() })
-	appOrigin := "http://" + appLn.Addr().String()
-	cfg.HTTP.AllowedOrigins = []string{appOrigin}
 
-	d := startDemoDaemon(t, ctx, cfg, nil)
 	proxy := startCutProxy(t, d.Addr())
 	api, token := d.api, d.token
 	send := func(key string) {
