@@ -72,9 +72,11 @@ func runIn(t *testing.T, dir string, env []string, name string, args ...string) 
 // the repository, offline (everything else comes from npm's cache, which `npm
 // ci` in clients/react filled), with notifier types generated from
 // notifiers, and builds it (tsc, then esbuild). It returns the app's public
-// directory and the gzipped size of the two packages' minified bundle. This
+// directory and the gzipped size of the two packages' minified bundle; the
+// directory also has ssr.html, markup rendered in Node for baseURL and
+// token, and the script that hydrates it. This
 // is the one test that writes the packages' dist/ directories.
-func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string) (public string, gz int) {
+func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string, ssrURL, ssrToken string) (public string, gz int) {
 	t.Helper()
 	tmp := t.TempDir()
 	packs := filepath.Join(tmp, "packs")
@@ -102,6 +104,37 @@ func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string
 	}
 	runIn(t, app, nil, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
 	runIn(t, app, nil, "npm", "run", "build")
+
+	// Server rendering and hydration: ssr.html carries the markup that
+	// react-dom/server renders in Node for the tree hydrate.js hydrates.
+	for name, src := range map[string]string{
+		"ssr-tree.mjs": `import { createElement as h } from "react";
+import { NotifydProvider, Bell, Inbox, Toaster } from "@notifyd/react";
+export const tree = (baseUrl, token) => h(NotifydProvider, { baseUrl, token }, h(Bell), h(Inbox), h(Toaster));
+`,
+		"ssr-render.mjs": `import { renderToString } from "react-dom/server";
+import { tree } from "./ssr-tree.mjs";
+process.stdout.write(renderToString(tree(process.argv[2], process.argv[3])));
+`,
+		"ssr-hydrate.mjs": `import { hydrateRoot } from "react-dom/client";
+import { tree } from "./ssr-tree.mjs";
+window.__recoverable = [];
+const root = document.getElementById("root");
+hydrateRoot(root, tree(root.dataset.url, root.dataset.token), { onRecoverableError: (e) => window.__recoverable.push(String(e && e.message || e)) });
+window.__hydrating = true;
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runIn(t, app, nil, filepath.Join("node_modules", ".bin", "esbuild"), "ssr-hydrate.mjs", "--bundle", "--minify", "--outfile=public/build/hydrate.js")
+	html := runIn(t, app, nil, "node", "ssr-render.mjs", ssrURL, ssrToken)
+	page := `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>SSR</title><link rel="stylesheet" href="build/main.css"></head>
+<body><div id="root" data-url="` + ssrURL + `" data-token="` + ssrToken + `">` + html + `</div><script src="build/hydrate.js"></script></body></html>`
+	if err := os.WriteFile(filepath.Join(app, "public", "ssr.html"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The size a React app pays for the two packages: both bundled,
 	// minified, React left out, gzipped.
@@ -231,7 +264,7 @@ func TestBrowserReactInbox(t *testing.T) {
 	d := startDemoDaemon(t, context.Background(), cfg, nil)
 
 	public, gz := buildReactExample(t, notifiers, []string{"NOTIFYD_TEST_API=" + d.api.base,
-		"NOTIFYD_TEST_TOKEN_SECRET=" + cfg.HTTP.TokenSecret, "NOTIFYD_TEST_ADMIN_TOKEN=" + servertest.AdminToken})
+		"NOTIFYD_TEST_TOKEN_SECRET=" + cfg.HTTP.TokenSecret, "NOTIFYD_TEST_ADMIN_TOKEN=" + servertest.AdminToken}, d.api.base, d.token)
 	t.Logf("bundle size of @notifyd/react + @notifyd/browser (minified, gzipped, React excluded): %d bytes (%.1f KB; budget %d KB)",
 		gz, float64(gz)/1024, maxBundleGzip/1024)
 	if gz > maxBundleGzip {
@@ -408,6 +441,27 @@ func TestBrowserReactInbox(t *testing.T) {
 	// 7. Escape closes the panel and focus returns to the bell.
 	p.eval(ctx, `document.querySelector(".notifyd-panel").dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true})), true`, nil)
 	p.waitFor(ctx, "Escape to close the panel", `!document.querySelector(".notifyd-panel") && document.activeElement === document.querySelector(".notifyd-bell-button")`, state)
+
+	// 8. The server-rendered page hydrates without a mismatch, then loads.
+	p.navigate(ctx, appOrigin+"/ssr.html")
+	p.waitFor(ctx, "the hydrated page to load its inbox", `window.__hydrating && document.querySelectorAll(".notifyd-item").length === 2`, state)
+	var recoverable []string
+	p.eval(ctx, `window.__recoverable`, &recoverable)
+	if len(recoverable) > 0 {
+		t.Errorf("hydration: %v", recoverable)
+	}
+	for _, line := range b.consoleLines() {
+		if strings.Contains(line, "ydration") {
+			t.Errorf("console: %s", line)
+		}
+	}
 }
 
 func proxyURL(p *cutProxy) string { return "http://" + p.ln.Addr().String() }
+
+// consoleLines is a copy of the console messages and exceptions so far.
+func (b *browser) consoleLines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.console...)
+}
