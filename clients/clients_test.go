@@ -8,9 +8,8 @@
 //     the application's own table), which the clients connect as;
 //   - NOTIFYD_TEST_DATABASE_URL: the database as its owner, which the tests
 //     read notifyd's tables with to check what was (not) written;
-//   - NOTIFYD_TEST_API, NOTIFYD_TEST_TOKEN_SECRET and NOTIFYD_TEST_ADMIN_TOKEN:
-//     the daemon's HTTP API, its http.token_secret (to check that a minted
-//     token reads the inbox) and its admin token;
+//   - NOTIFYD_TEST_API and NOTIFYD_TEST_TOKEN_SECRET: the daemon's HTTP API
+//     and its http.token_secret, to check that a minted token reads the inbox;
 //   - NOTIFYD_TEST_TYPES_DIR: `notifyd gen types` output for the test config
 //     (notifiers.ts, notifiers.py), for the type-checking tests.
 //
@@ -58,25 +57,6 @@ func TestNodeClient(t *testing.T) {
 	}
 	env := startDaemon(t)
 	run(t, "node", env, "npm", "test")
-}
-
-// TestBrowserPackage runs @notifyd/browser's suite in Node against the
-// daemon: the stream read over fetch and resumed, marks, token refresh. The
-// React package's own suite (server rendering, React 18 and 19) needs no
-// daemon; its browser test is web/react_browser_test.go.
-func TestBrowserPackage(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("npm"); err != nil {
-		missing(t, "npm (Node.js 20 or later) is not installed")
-	}
-	for _, dir := range []string{"browser", "react"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "esbuild")); err != nil {
-			missing(t, "clients/"+dir+"/node_modules is missing: run `npm ci` in clients/"+dir)
-		}
-	}
-	env := startDaemon(t)
-	run(t, "browser", env, "npm", "test")
-	run(t, "react", env, "npm", "test")
 }
 
 func TestNodeExample(t *testing.T) {
@@ -213,7 +193,6 @@ func (e clientEnv) environ() []string {
 		"NOTIFYD_TEST_APP_URL="+e.appURL,
 		"NOTIFYD_TEST_API="+e.api,
 		"NOTIFYD_TEST_TOKEN_SECRET="+servertest.TokenSecret,
-		"NOTIFYD_TEST_ADMIN_TOKEN="+servertest.AdminToken,
 		"NOTIFYD_TEST_TYPES_DIR="+e.typesDir,
 	)
 }

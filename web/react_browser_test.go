@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -50,12 +51,13 @@ func needNode(t *testing.T) {
 	t.Skip(msg)
 }
 
-// runIn runs a command in dir and fails the test with its output.
-func runIn(t *testing.T, dir string, name string, args ...string) string {
+// runIn runs a command in dir, with env added to the environment, and fails
+// the test with its output.
+func runIn(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_fund=false", "npm_config_audit=false")
+	cmd.Env = append(append(os.Environ(), "NO_UPDATE_NOTIFIER=1", "npm_config_fund=false", "npm_config_audit=false"), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
@@ -63,13 +65,18 @@ func runIn(t *testing.T, dir string, name string, args ...string) string {
 	return string(out)
 }
 
-// buildReactExample packs @notifyd/browser and @notifyd/react with npm pack,
-// installs the tarballs into a copy of examples/react-inbox outside the
-// repository, offline (everything else comes from npm's cache, which `npm
-// ci` in clients/react filled), with notifier types generated from cfgYAML
+// buildReactExample builds @notifyd/browser and @notifyd/react and runs
+// their own suites (`npm test`: the headless client in Node against the
+// daemon env names, server rendering with React 19 and 18), packs them with
+// npm pack, installs the tarballs into a copy of examples/react-inbox outside
+// the repository, offline (everything else comes from npm's cache, which `npm
+// ci` in clients/react filled), with notifier types generated from
 // notifiers, and builds it (tsc, then esbuild). It returns the app's public
-// directory and the gzipped size of the two packages' minified bundle.
-func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public string, gz int) {
+// directory and the gzipped size of the two packages' minified bundle; the
+// directory also has ssr.html, markup rendered in Node for baseURL and
+// token, and the script that hydrates it. This
+// is the one test that writes the packages' dist/ directories.
+func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string, ssrURL, ssrToken string) (public string, gz int) {
 	t.Helper()
 	tmp := t.TempDir()
 	packs := filepath.Join(tmp, "packs")
@@ -78,12 +85,14 @@ func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public stri
 	}
 	var tarballs []string
 	for _, pkg := range []string{"browser", "react"} {
-		out := runIn(t, filepath.Join("..", "clients", pkg), "npm", "pack", "--silent", "--pack-destination", packs)
+		dir := filepath.Join("..", "clients", pkg)
+		t.Logf("npm test in clients/%s:\n%s", pkg, runIn(t, dir, env, "npm", "test"))
+		out := runIn(t, dir, nil, "npm", "pack", "--ignore-scripts", "--silent", "--pack-destination", packs)
 		lines := strings.Fields(strings.TrimSpace(out))
 		tarballs = append(tarballs, filepath.Join(packs, lines[len(lines)-1]))
 	}
 	app := filepath.Join(tmp, "app")
-	runIn(t, ".", "cp", "-R", filepath.Join("..", "examples", "react-inbox"), app)
+	runIn(t, ".", nil, "cp", "-R", filepath.Join("..", "examples", "react-inbox"), app)
 	_ = os.RemoveAll(filepath.Join(app, "node_modules"))
 	_ = os.RemoveAll(filepath.Join(app, "public", "build"))
 	code, err := gentypes.Generate("ts", notifiers, gentypes.Options{})
@@ -93,15 +102,46 @@ func buildReactExample(t *testing.T, notifiers []gentypes.Notifier) (public stri
 	if err := os.WriteFile(filepath.Join(app, "src", "notifiers.ts"), code, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runIn(t, app, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
-	runIn(t, app, "npm", "run", "build")
+	runIn(t, app, nil, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
+	runIn(t, app, nil, "npm", "run", "build")
+
+	// Server rendering and hydration: ssr.html carries the markup that
+	// react-dom/server renders in Node for the tree hydrate.js hydrates.
+	for name, src := range map[string]string{
+		"ssr-tree.mjs": `import { createElement as h } from "react";
+import { NotifydProvider, Bell, Inbox, Toaster } from "@notifyd/react";
+export const tree = (baseUrl, token) => h(NotifydProvider, { baseUrl, token }, h(Bell), h(Inbox), h(Toaster));
+`,
+		"ssr-render.mjs": `import { renderToString } from "react-dom/server";
+import { tree } from "./ssr-tree.mjs";
+process.stdout.write(renderToString(tree(process.argv[2], process.argv[3])));
+`,
+		"ssr-hydrate.mjs": `import { hydrateRoot } from "react-dom/client";
+import { tree } from "./ssr-tree.mjs";
+window.__recoverable = [];
+const root = document.getElementById("root");
+hydrateRoot(root, tree(root.dataset.url, root.dataset.token), { onRecoverableError: (e) => window.__recoverable.push(String(e && e.message || e)) });
+window.__hydrating = true;
+`,
+	} {
+		if err := os.WriteFile(filepath.Join(app, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runIn(t, app, nil, filepath.Join("node_modules", ".bin", "esbuild"), "ssr-hydrate.mjs", "--bundle", "--minify", "--outfile=public/build/hydrate.js")
+	html := runIn(t, app, nil, "node", "ssr-render.mjs", ssrURL, ssrToken)
+	page := `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>SSR</title><link rel="stylesheet" href="build/main.css"></head>
+<body><div id="root" data-url="` + ssrURL + `" data-token="` + ssrToken + `">` + html + `</div><script src="build/hydrate.js"></script></body></html>`
+	if err := os.WriteFile(filepath.Join(app, "public", "ssr.html"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The size a React app pays for the two packages: both bundled,
 	// minified, React left out, gzipped.
 	if err := os.WriteFile(filepath.Join(app, "size.js"), []byte(`export * from "@notifyd/react";`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runIn(t, app, filepath.Join("node_modules", ".bin", "esbuild"), "size.js", "--bundle", "--minify", "--format=esm",
+	runIn(t, app, nil, filepath.Join("node_modules", ".bin", "esbuild"), "size.js", "--bundle", "--minify", "--format=esm",
 		"--external:react", "--external:react-dom", "--external:react/jsx-runtime", "--outfile=size.min.js")
 	min, err := os.ReadFile(filepath.Join(app, "size.min.js"))
 	if err != nil {
@@ -187,9 +227,10 @@ func (p *cutProxy) Restore() {
 	p.mu.Unlock()
 }
 
-// TestBrowserReactInbox builds examples/react-inbox from the npm pack
-// tarballs of @notifyd/browser and @notifyd/react, installed offline in a
-// clean directory, and drives it in headless Chromium against a real daemon
+// TestBrowserReactInbox runs the suites of @notifyd/browser (in Node, against
+// the daemon) and @notifyd/react (server rendering, React 19 and 18), builds
+// examples/react-inbox from the packages' npm pack tarballs, installed
+// offline in a clean directory, and drives it in headless Chromium against a real daemon
 // (behind a proxy the test can cut): a notification sent through the API
 // shows in the <Bell> count, the <Inbox> and a toast; marks round-trip; the
 // stream's short-lived token expires and the refresh callback fetches a new
@@ -212,7 +253,18 @@ func TestBrowserReactInbox(t *testing.T) {
 		nf, _ := cfg.Notifier(name)
 		notifiers = append(notifiers, gentypes.Notifier{Name: name, Schema: nf.Params})
 	}
-	public, gz := buildReactExample(t, notifiers)
+	// The app's own server (started after the build) and the daemon, which
+	// takes the app's origin.
+	appLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appOrigin := "http://" + appLn.Addr().String()
+	cfg.HTTP.AllowedOrigins = []string{appOrigin}
+	d := startDemoDaemon(t, context.Background(), cfg, nil)
+
+	public, gz := buildReactExample(t, notifiers, []string{"NOTIFYD_TEST_API=" + d.api.base,
+		"NOTIFYD_TEST_TOKEN_SECRET=" + cfg.HTTP.TokenSecret, "NOTIFYD_TEST_ADMIN_TOKEN=" + servertest.AdminToken}, d.api.base, d.token)
 	t.Logf("bundle size of @notifyd/react + @notifyd/browser (minified, gzipped, React excluded): %d bytes (%.1f KB; budget %d KB)",
 		gz, float64(gz)/1024, maxBundleGzip/1024)
 	if gz > maxBundleGzip {
@@ -238,17 +290,10 @@ func TestBrowserReactInbox(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, tok)
 	})
-	appLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	appSrv := &http.Server{Handler: appMux}
 	go func() { _ = appSrv.Serve(appLn) }()
 	t.Cleanup(func() { _ = appSrv.Close() })
-	appOrigin := "http://" + appLn.Addr().String()
-	cfg.HTTP.AllowedOrigins = []string{appOrigin}
 
-	d := startDemoDaemon(t, ctx, cfg, nil)
 	proxy := startCutProxy(t, d.Addr())
 	api, token := d.api, d.token
 	send := func(key string) {
@@ -396,6 +441,27 @@ func TestBrowserReactInbox(t *testing.T) {
 	// 7. Escape closes the panel and focus returns to the bell.
 	p.eval(ctx, `document.querySelector(".notifyd-panel").dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true})), true`, nil)
 	p.waitFor(ctx, "Escape to close the panel", `!document.querySelector(".notifyd-panel") && document.activeElement === document.querySelector(".notifyd-bell-button")`, state)
+
+	// 8. The server-rendered page hydrates without a mismatch, then loads.
+	p.navigate(ctx, appOrigin+"/ssr.html")
+	p.waitFor(ctx, "the hydrated page to load its inbox", `window.__hydrating && document.querySelectorAll(".notifyd-item").length === 2`, state)
+	var recoverable []string
+	p.eval(ctx, `window.__recoverable`, &recoverable)
+	if len(recoverable) > 0 {
+		t.Errorf("hydration: %v", recoverable)
+	}
+	for _, line := range b.consoleLines() {
+		if strings.Contains(line, "ydration") {
+			t.Errorf("console: %s", line)
+		}
+	}
 }
 
 func proxyURL(p *cutProxy) string { return "http://" + p.ln.Addr().String() }
+
+// consoleLines is a copy of the console messages and exceptions so far.
+func (b *browser) consoleLines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.console...)
+}

@@ -85,3 +85,40 @@ test("React 18", async (t) => {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The declarations resolve for a TypeScript consumer under node16/nodenext,
+// from an ES module and from CommonJS (the bundler resolution the example
+// uses is the lenient case).
+test("types under nodenext, ESM and CommonJS", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const { mkdirSync, symlinkSync } = await import("node:fs");
+  const root = join(here, "..");
+  const dir = mkdtempSync(join(tmpdir(), "notifyd-react-types-"));
+  try {
+    const nm = join(dir, "node_modules");
+    mkdirSync(join(nm, "@notifyd"), { recursive: true });
+    symlinkSync(root, join(nm, "@notifyd", "react"));
+    symlinkSync(join(root, "..", "browser"), join(nm, "@notifyd", "browser"));
+    for (const p of ["react", "@types", "csstype"]) symlinkSync(join(root, "node_modules", p), join(nm, p));
+    writeFileSync(join(dir, "a.mts"), `import { Bell, InboxStore, type InboxItem } from "@notifyd/react";
+import { createClient } from "@notifyd/browser";
+type N = { "comment.created": { author_name: string } };
+export const s = new InboxStore<N>(createClient<N>({}));
+export const who = (i: InboxItem<N>) => (i.notifier === "comment.created" ? i.params.author_name : "");
+export { Bell };
+`);
+    writeFileSync(join(dir, "b.cts"), `import R = require("@notifyd/react");
+import B = require("@notifyd/browser");
+export const s = new R.InboxStore(B.createClient({}));
+`);
+    writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
+      compilerOptions: { module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, lib: ["es2022", "dom"], types: [] },
+      files: ["a.mts", "b.cts"],
+    }));
+    execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", dir], { stdio: "pipe" });
+  } catch (err) {
+    assert.fail(String(err.stdout || err));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
