@@ -681,21 +681,6 @@ notifiers:
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]float64{"": 0, "0": 0, "14/s": 14, "14": 14, "600/m": 10, "7200/h": 2, "0.5/s": 0.5} {
-		got, err := email.ParseRate(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"fast", "14/d", "-1/s", "1e400"} {
-		if _, err := email.ParseRate(in); err == nil {
-			t.Errorf("ParseRate(%q) did not fail", in)
-		}
-	}
-}
-
 // BenchmarkSendSES is BenchmarkSend through the ses provider's fake, which
 // checks every request's signature: compare the two at the same lanes (8).
 func BenchmarkSendSES(b *testing.B) {
