@@ -99,47 +99,13 @@ func lanes(n, k int, work func(i int) error) error {
 // (queues.send_per_host), after a warm-up of as many messages that opens the
 // pooled connections, as the daemon's warm-up does.
 func measureEmailChannel(ctx context.Context, h *harness, n int) (measurement, error) {
-	sink, err := smtpcapture.New("127.0.0.1:0", smtpcapture.WithDiscard())
+	c, err := openSMTPChannel(h)
 	if err != nil {
 		return measurement{}, err
 	}
-	defer sink.Close()
-	cfg, ch, _, closeCh, err := openEmailChannel(sink, h.logger)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer closeCh()
-	k := cfg.Queues.SendPerHost
-	params := decodedParams()
-	nid := uuidv7.String()
-	send := func(i int) error {
-		msg := emailMessage(nid, i%n+1, params)
-		if err := ch.Addressable(msg.Notifier, *msg.Recipient); err != nil {
-			return err
-		}
-		return ch.Send(ctx, msg)
-	}
-	if err := lanes(n, k, send); err != nil {
-		return measurement{}, fmt.Errorf("email channel warm-up: %w", err)
-	}
-	sink.Reset()
-	h.waitQuiet(ctx)
-	stopProf := h.prof.start(ctx, "email.channel", "", n, "message")
-	cpu0 := h.cpu()
-	start := time.Now()
-	err = lanes(n, k, send)
-	elapsed := time.Since(start)
-	cpu := h.cpu().sub(cpu0)
-	stopProf()
-	if err != nil {
-		return measurement{}, fmt.Errorf("email channel: %w", err)
-	}
-	if got := sink.Count(); got != n {
-		return measurement{}, fmt.Errorf("email channel: the sink accepted %d of %d messages", got, n)
-	}
-	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu,
-		note: fmt.Sprintf("%d messages, %d lanes, %.2fs, %d SMTP connections, %s", n, k, elapsed.Seconds(),
-			sink.Connections(), cpu)}, nil
+	defer c.close()
+	c.label = "email channel"
+	return measureChannel(ctx, h, c, "email.channel", n)
 }
 
 // digestMessage is the digest the digest job sends the i-th bench recipient

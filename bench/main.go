@@ -80,7 +80,7 @@ import (
 	"github.com/notifyd/notifyd/server"
 )
 
-var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "small", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "rss", "footprint"}
+var scenarios = []string{"fanout", "audience", "email", "enqueue", "httpsend", "latency", "maillatency", "small", "marks", "inbox", "digest", "delayed", "push", "mobilepush", "providers", "rss", "footprint"}
 
 type options struct {
 	fanoutN          int
@@ -301,6 +301,9 @@ func run() int {
 	}
 	if section("mobilepush", fmt.Sprintf("mobile push, %d deliveries to a local FCM and APNs", o.mobilePushN)) {
 		results = append(results, runMobilePush(ctx, h, o.mobilePushN, immediate)...)
+	}
+	if section("providers", fmt.Sprintf("%d emails through the ses provider to a local SES endpoint vs through smtp to the in-process sink", o.emailN/4)) {
+		results = append(results, runProviders(ctx, h, o.emailN/4)...)
 	}
 	if section("footprint", fmt.Sprintf("WAL, storage and connections per recipient, %d recipients, durable settings", o.footprintN)) {
 		results = append(results, runFootprint(ctx, h, o.footprintN)...)

@@ -23,11 +23,18 @@ import (
 const maxAnswer = 64 << 10
 
 // newHTTPClient is an API provider's own client, with up to lanes idle
-// connections kept, so that it needs no handshake per message.
+// connections kept, so that it needs no handshake per message. It opens no
+// more than lanes connections either: a message whose lane is free waits
+// for the connection the last answer is giving back rather than dialling
+// one more, which the idle pool (lanes) would close again.
 func newHTTPClient(lanes int) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = lanes
 	t.MaxIdleConns = lanes
+	t.MaxConnsPerHost = lanes
+	// A request is mostly the message (base64 for SES): a buffer that holds
+	// all of it writes it in one system call rather than one per 4 KiB.
+	t.WriteBufferSize = 64 << 10
 	return &http.Client{Transport: t}
 }
 

@@ -68,6 +68,7 @@ func (o *outgoing) rawMessage() ([]byte, error) {
 		return nil, errors.New("no message to render")
 	}
 	var b bytes.Buffer
+	b.Grow(2*(len(o.text)+len(o.html)) + 2048) // the bodies encoded, and the headers
 	if _, err := o.m.WriteTo(&b); err != nil {
 		return nil, fmt.Errorf("render message: %w", err)
 	}

@@ -88,10 +88,6 @@ func (p *Provider) DisplayName() string {
 	return p.Kind
 }
 
-// ParseRate reads a provider's rate ("14/s", "600/m", "50000/h", "14") as
-// messages per second; "" and "0" are 0, unlimited.
-func ParseRate(s string) (float64, error) { return failover.ParseRate(s) }
-
 // checkProviders reports what is wrong with each entry of
 // channels.email.providers at its own key ("providers[1].api_key").
 // A missing credential is not reported when only checking: it usually
@@ -145,7 +141,7 @@ func checkProviders(p *config.Problems, sec *config.Section, cfg *Config, checki
 		if pr.Kind != KindSMTP && pr.Kind != "" && pr.Host != "" {
 			p.Add(sec, key+"host", "applies to kind smtp only (an API's base URL is endpoint)")
 		}
-		if _, err := ParseRate(pr.Rate); err != nil {
+		if _, err := failover.ParseRate(pr.Rate); err != nil {
 			p.Add(sec, key+"rate", "%v", err)
 		}
 		if pr.Lanes < 0 {

@@ -548,10 +548,8 @@ func TestProviderRateMovesToNext(t *testing.T) {
 // TestHungProviderHoldsNoneOfTheNext sends 1,000 messages while the first
 // provider accepts requests and never answers: each message waits for it at
 // most its timeout (500 ms), its breaker opens after three such failures and
-// the rest go straight to the next provider. What the test asserts is the
-// channel's own behaviour (how many requests the hung provider got, how many
-// sends waited on it); the wall time is logged, and bounded only generously
-// so that a loaded machine does not fail it.
+// the rest go straight to the next provider: all within 5 seconds, with at
+// most one wave of sends having waited on the hung provider.
 func TestHungProviderHoldsNoneOfTheNext(t *testing.T) {
 	t.Parallel()
 	c := kindCases()[0] // ses
@@ -610,6 +608,9 @@ func TestHungProviderHoldsNoneOfTheNext(t *testing.T) {
 	}
 	if n := slow.Load(); n > workers {
 		t.Errorf("%d sends waited out the hung provider's timeout, want at most one wave of %d", n, workers)
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("%d messages behind a hung provider took %s, want at most 5s", total, elapsed)
 	}
 	t.Logf("%d messages behind a hung provider sent through the next in %s (%d waited on the hung one)", total, elapsed, slow.Load())
 }
@@ -676,21 +677,6 @@ notifiers:
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
-		}
-	}
-}
-
-func TestParseRate(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]float64{"": 0, "0": 0, "14/s": 14, "14": 14, "600/m": 10, "7200/h": 2, "0.5/s": 0.5} {
-		got, err := email.ParseRate(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"fast", "14/d", "-1/s", "1e400"} {
-		if _, err := email.ParseRate(in); err == nil {
-			t.Errorf("ParseRate(%q) did not fail", in)
 		}
 	}
 }

@@ -2,12 +2,17 @@ package sms
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/failover"
+	"github.com/notifyd/notifyd/channels/internal/safehttp"
 	"github.com/notifyd/notifyd/config"
 )
 
@@ -203,4 +208,30 @@ func checkFrom(p *config.Problems, sec *config.Section, key, from string) {
 	case from[0] == '+' || !senderIDRE.MatchString(from) || !letterRE.MatchString(from):
 		p.Add(sec, key, "want an E.164 number such as +14155550123, or an alphanumeric sender id (1 to 11 letters, digits or spaces, at least one letter), got %q", from)
 	}
+}
+
+// post sends req, a provider's request, and reads its answer. A request
+// that fails on the way (no connection, the provider's timeout, a dropped
+// answer) is temporary: the next provider gets the text. Errors name dest,
+// not the URL, which carries the account.
+func post(ctx context.Context, client *http.Client, req *http.Request, dest string) (int, http.Header, []byte, error) {
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "notifyd")
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err) // both: the timeout, and the net.Error
+		}
+		return 0, nil, nil, channels.Temporary(fmt.Errorf("%s: %w", dest, err), 0)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, safehttp.MaxResponseBody))
+	resp.Body.Close()
+	if err != nil && resp.StatusCode/100 == 2 {
+		return 0, nil, nil, channels.Temporary(fmt.Errorf("%s: read its answer: %w", dest, err), 0)
+	}
+	return resp.StatusCode, resp.Header, body, nil
 }

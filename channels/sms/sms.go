@@ -90,8 +90,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock dates an HTTP-date Retry-After. Nil is time.Now.
 	Clock func() time.Time
-	// Client replaces the HTTP client (one with channels.sms.timeout that
-	// does not follow redirects).
+	// Client replaces the HTTP client the providers share (one that does
+	// not follow redirects; each provider's timeout bounds its requests).
 	Client *http.Client
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -73,23 +72,11 @@ func (a *twilioAPI) send(ctx context.Context, to, text string) (string, int, err
 	}
 	req.SetBasicAuth(a.sid, a.token)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "notifyd")
 	dest := a.name + " (twilio messages api)"
-	resp, err := a.client.Do(req)
+	code, header, body, err := post(ctx, a.client, req, dest)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL carries the account SID; the error need not
-		}
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err)
-		}
-		return "", 0, channels.Temporary(fmt.Errorf("%s: %w", dest, err), 0)
+		return "", 0, err
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, safehttp.MaxResponseBody))
-	resp.Body.Close()
-	code := resp.StatusCode
 	if code >= 200 && code < 300 {
 		var m twilioMessage
 		_ = json.Unmarshal(body, &m)
@@ -106,7 +93,7 @@ func (a *twilioAPI) send(ctx context.Context, to, text string) (string, int, err
 		what += ": " + te.Message
 	}
 	err = errors.New(what)
-	retryAfter := safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), a.clock())
+	retryAfter := safehttp.ParseRetryAfter(header.Get("Retry-After"), a.clock())
 	switch {
 	case te.Code == twilioUnsubscribed:
 		return "", 0, channels.Suppress(fmt.Errorf("%w (%s)", err, refusedCodes[te.Code]), to, refusedCodes[te.Code])

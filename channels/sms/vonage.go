@@ -14,9 +14,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -145,23 +143,11 @@ func (a *vonageAPI) send(ctx context.Context, to, text string) (string, int, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "notifyd")
 	dest := a.name + " (vonage messages api)"
-	resp, err := a.client.Do(req)
+	code, header, raw, err := post(ctx, a.client, req, dest)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", context.Cause(ctx), err)
-		}
-		return "", 0, channels.Temporary(fmt.Errorf("%s: %w", dest, err), 0)
+		return "", 0, err
 	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, safehttp.MaxResponseBody))
-	resp.Body.Close()
-	code := resp.StatusCode
 	if code/100 == 2 {
 		var ok struct {
 			UUID string `json:"message_uuid"`
@@ -183,7 +169,7 @@ func (a *vonageAPI) send(ctx context.Context, to, text string) (string, int, err
 	err = errors.New(what)
 	switch {
 	case code == http.StatusTooManyRequests:
-		return "", 0, channels.RateLimited(err, safehttp.ParseRetryAfter(resp.Header.Get("Retry-After"), a.clock()))
+		return "", 0, channels.RateLimited(err, safehttp.ParseRetryAfter(header.Get("Retry-After"), a.clock()))
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return "", 0, channels.Temporary(fmt.Errorf("%w: Vonage refused the credentials: check %s.application_id and private_key", err, a.key), 0)
 	case code == http.StatusPaymentRequired:
