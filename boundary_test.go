@@ -218,10 +218,12 @@ func TestFuzzCorporaSitBesideTheirTargets(t *testing.T) {
 // and a test kit sits above what it tests (server/servertest), never below it.
 // A new package goes on a floor here, or the test fails naming it.
 var layers = [][]string{
-	{"notifytype", "sql", "web", "stores/uuidv7", "channels/unsubscribe", "internal/metrics", "internal/version",
-		"internal/pgcluster", "internal/smtpcapture", "internal/gentypes", "internal/testing/pushtest"},
+	{"notifytype", "sql", "stores/uuidv7", "channels/unsubscribe", "channels/deliverytag", "clients/browser",
+		"internal/metrics", "internal/version", "internal/pgcluster", "internal/smtpcapture", "internal/gentypes",
+		"internal/testing/pushtest"},
+	{"templates", "web"},
 	{"stores", "config"},
-	{"channels", "internal/wire"},
+	{"channels", "internal/wire", "internal/providerevents"},
 	{".", "jobs", "internal/testing/pgtest", "internal/testing/mobilepushtest"},
 	{"internal/httpapi", "internal/stream", "internal/devmode"},
 	{"server"},
