@@ -238,3 +238,93 @@ func TestFuzzCorporaSitBesideTheirTargets(t *testing.T) {
 		}
 	}
 }
+
+// layers are the floors of the module, lowest first, by package directory (a
+// directory stands for the packages below it unless one of those is listed
+// itself). A package imports only packages of lower floors, or of its own
+// directory's family (channels/apns imports channels), so no import runs back
+// up: the engine never reaches the daemon, the stores never reach the engine,
+// and a test kit sits above what it tests (server/servertest), never below it.
+// A new package goes on a floor here, or the test fails naming it.
+var layers = [][]string{
+	{"notifytype", "sql", "stores/uuidv7", "channels/unsubscribe", "channels/deliverytag", "clients/browser",
+		"internal/metrics", "internal/version", "internal/pgcluster", "internal/smtpcapture", "internal/gentypes",
+		"internal/testing/pushtest"},
+	{"templates", "web"},
+	{"stores", "config"},
+	{"channels", "internal/wire", "internal/providerevents"},
+	{".", "jobs", "internal/testing/pgtest", "internal/testing/mobilepushtest"},
+	{"internal/httpapi", "internal/stream", "internal/devmode"},
+	{"server"},
+	{"server/servertest", "cmd", "bench", "examples", "deploy", "clients"},
+}
+
+// floorOf returns the floor of the package in dir and the listed directory
+// it falls under; -1 when it is on none.
+func floorOf(dir string) (int, string) {
+	best, floor := "", -1
+	for i, l := range layers {
+		for _, d := range l {
+			if (dir == d || d != "." && strings.HasPrefix(dir, d+"/")) && len(d) >= len(best) {
+				best, floor = d, i
+			}
+		}
+	}
+	return floor, best
+}
+
+// TestImportsPointDown: every import of one of the module's packages by
+// another (tests aside) goes to a lower floor of layers, or stays within a
+// listed directory's family.
+func TestImportsPointDown(t *testing.T) {
+	t.Parallel()
+	const mod = "github.com/notifyd/notifyd"
+	seen := 0
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		from, fromDir := floorOf(dir)
+		if from < 0 {
+			t.Errorf("%s: package %s is on no floor of layers: add it", path, dir)
+			return nil
+		}
+		seen++
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if p != mod && !strings.HasPrefix(p, mod+"/") {
+				continue
+			}
+			target := strings.TrimPrefix(strings.TrimPrefix(p, mod), "/")
+			if target == "" {
+				target = "."
+			}
+			to, toDir := floorOf(target)
+			if to < from || toDir == fromDir && to == from {
+				continue
+			}
+			t.Errorf("%s imports %s: floor %d (%s) reaches up to floor %d (%s)", path, target, from, fromDir, to, toDir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 100 {
+		t.Fatalf("read %d files: the walk missed the module", seen)
+	}
+}

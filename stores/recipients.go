@@ -211,14 +211,6 @@ func RevokedSince(ctx context.Context, db DB, oldest map[string]time.Time) (map[
 	return out, nil
 }
 
-// rawOrNil is raw as a jsonb parameter: SQL NULL for nil or JSON null.
-func rawOrNil(raw json.RawMessage) any {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	return string(raw)
-}
-
 // SetQuietHours replaces recipient's quiet hours with raw (nil or JSON null
 // clears them) through notify_put_recipient, creating an otherwise empty
 // profile when there is none, and returns what is stored and the
