@@ -209,8 +209,10 @@ func (c *Client) EraseRecipient(ctx context.Context, id string) (*Erasure, error
 	err := stores.RetryDeadlock(func() error {
 		return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 			var err error
-			e, err = stores.EraseRecipient(ctx, tx, id)
-			return err
+			if e, err = stores.EraseRecipient(ctx, tx, id); err != nil {
+				return err
+			}
+			return stores.WriteAudit(ctx, tx) // the operator's audit row, when ctx carries one
 		})
 	})
 	if errors.Is(err, stores.ErrNotFound) {

@@ -652,7 +652,12 @@ func RetryDelivery(ctx context.Context, pool *pgxpool.Pool, client *river.Client
 		if status, err = stores.RetryDelivery(ctx, tx, id, now); err != nil {
 			return err
 		}
-		return insertSendJobsWith(ctx, tx, client, []string{id}, 1)
+		if err := insertSendJobsWith(ctx, tx, client, []string{id}, 1); err != nil {
+			return err
+		}
+		stores.AddAuditField(ctx, "before", status)
+		stores.AddAuditField(ctx, "after", "failed, due now")
+		return stores.WriteAudit(ctx, tx) // the operator's audit row, when ctx carries one
 	})
 	return status, err
 }

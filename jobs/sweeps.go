@@ -204,7 +204,12 @@ func Redrive(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.T
 			return err
 		}
 		matched, redriven = m, len(ids)
-		return insertSendJobsWith(ctx, tx, client, ids, batch)
+		if err := insertSendJobsWith(ctx, tx, client, ids, batch); err != nil {
+			return err
+		}
+		stores.AddAuditField(ctx, "matched", m)
+		stores.AddAuditField(ctx, "retried", len(ids))
+		return stores.WriteAudit(ctx, tx) // the operator's audit row, when ctx carries one
 	})
 	if err != nil {
 		return 0, 0, err

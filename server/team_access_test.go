@@ -68,6 +68,7 @@ var staffRoutes = map[string]struct {
 	"POST /v1/operator-tokens":                          {"admin", false},
 	"GET /v1/operator-tokens":                           {"admin", false},
 	"DELETE /v1/operator-tokens/{id}":                   {"admin", false},
+	"GET /v1/audit":                                     {"admin", false},
 	"/riverui/":                                         {"admin", false},
 }
 
@@ -305,5 +306,123 @@ func TestOperatorTokenLifecycle(t *testing.T) {
 	}
 	if st, b := call(t, base, "GET", "/v1/me", "nto_forged", nil); st != 401 {
 		t.Errorf("a forged token: %d %s", st, b)
+	}
+}
+
+// TestAuditRowPerChange: every audited change made with an operator token
+// writes exactly one audit row naming the token, the action, the object
+// and the peer; a change that fails (rolled back) writes none; GET
+// /v1/audit filters them and exports them as JSON lines.
+func TestAuditRowPerChange(t *testing.T) {
+	t.Parallel()
+	_, url := pgtest.NewDBURL(t)
+	cfg := servertest.Config(t, "")
+	cfg.Database.URL = url
+	cfg.HTTP.Rate.Admin = 0
+	d, stop := startDaemon(t, cfg)
+	t.Cleanup(func() { _ = stop() })
+	base := "http://" + d.Addr()
+	id, tok := createToken(t, base, map[string]any{"name": "ops", "role": "admin"})
+	must := func(want int, method, path string, body any) []byte {
+		t.Helper()
+		st, b := call(t, base, method, path, tok, body)
+		if st != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, st, b, want)
+		}
+		return b
+	}
+	must(201, "PUT", "/v1/tenants/acme", map[string]any{"name": "Acme"})
+	var key struct{ ID string }
+	_ = json.Unmarshal(must(201, "POST", "/v1/tenants/acme/keys", nil), &key)
+	must(204, "DELETE", "/v1/tenants/acme/keys/"+key.ID, nil)
+	must(200, "PUT", "/v1/suppressions/email/ada@example.test", map[string]any{"reason": "complaint"})
+	must(200, "DELETE", "/v1/suppressions/email/ada@example.test", nil)
+	must(201, "PUT", "/v1/operators/grace@example.test", map[string]any{"role": "viewer"})
+	must(204, "DELETE", "/v1/operators/grace@example.test", nil)
+	var other struct{ ID string }
+	_ = json.Unmarshal(must(201, "POST", "/v1/operator-tokens", map[string]any{"role": "viewer"}), &other)
+	must(200, "DELETE", "/v1/operator-tokens/"+other.ID, nil)
+	must(202, "POST", "/v1/notifications", map[string]any{"notifier": "comment.created", "key": "c-1", "recipients": []string{"u2"},
+		"send_at": time.Now().Add(time.Hour).Format(time.RFC3339), "params": map[string]any{"post_title": "Hi", "author_name": "Ada"}})
+	must(200, "DELETE", "/v1/notifications/comment.created/c-1", nil)
+	must(200, "POST", "/v1/deliveries/retry?status=failed&since="+time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), nil)
+	must(200, "PUT", "/v1/recipients/u9", map[string]any{"email": "u9@example.test"})
+	must(200, "DELETE", "/v1/recipients/u9", nil)
+	// The console's test send is audited; a script's send is not.
+	req, _ := http.NewRequest("POST", base+"/v1/notifications", strings.NewReader(`{"notifier":"comment.created","key":"c-2",`+
+		`"recipients":["u2"],"send_at":"`+time.Now().Add(time.Hour).Format(time.RFC3339)+`","params":{"post_title":"Hi","author_name":"Ada"}}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Notifyd-Console", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("console test send: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// Failures roll back: no row.
+	must(404, "DELETE", "/v1/operator-tokens/0190b8a4-0000-7000-8000-000000000000", nil)
+	must(404, "POST", "/v1/tenants/nobody/keys", nil)
+	must(404, "DELETE", "/v1/notifications/comment.created/none", nil)
+
+	want := map[string]string{"tenant.put": "acme", "tenant_key.create": "acme", "tenant_key.revoke": "acme/" + key.ID,
+		"suppression.add": "email/ada@example.test", "suppression.remove": "email/ada@example.test",
+		"operator.put": "grace@example.test", "operator.delete": "grace@example.test",
+		"operator_token.create": other.ID, "operator_token.revoke": other.ID, "notification.cancel": "comment.created/c-1",
+		"deliveries.retry": "", "recipient.erase": "", "notification.test_send": "comment.created/c-2"}
+	rows, err := d.Pool().Query(t.Context(), `SELECT action, object, actor, actor_kind, ip FROM notify_audit WHERE actor <> 'admin_token' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var action, object, actor, kind, ip string
+		if err := rows.Scan(&action, &object, &actor, &kind, &ip); err != nil {
+			t.Fatal(err)
+		}
+		got[action]++
+		w, ok := want[action]
+		if !ok {
+			t.Errorf("unexpected audit row %s %s", action, object)
+			continue
+		}
+		if (w != "" && object != w) || actor != id || kind != "operator_token" || ip != "127.0.0.1" {
+			t.Errorf("audit row %s: object %q actor %q (%s) ip %q, want object %q actor %q", action, object, actor, kind, ip, w, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for action := range want {
+		if got[action] != 1 {
+			t.Errorf("%d audit rows for %s, want exactly 1", got[action], action)
+		}
+	}
+	var erased string
+	_ = d.Pool().QueryRow(t.Context(), `SELECT object FROM notify_audit WHERE action = 'recipient.erase'`).Scan(&erased)
+	if erased == "u9" || erased == "" {
+		t.Errorf("the erasure's audit row names %q, want the pseudonym", erased)
+	}
+
+	// GET /v1/audit filters; the export is JSON lines.
+	var page struct {
+		Items []struct{ Action, Object, Actor string } `json:"items"`
+	}
+	_ = json.Unmarshal(must(200, "GET", "/v1/audit?action=tenant.put&actor="+id, nil), &page)
+	if len(page.Items) != 1 || page.Items[0].Object != "acme" {
+		t.Errorf("GET /v1/audit?action=tenant.put: %+v", page.Items)
+	}
+	_ = json.Unmarshal(must(200, "GET", "/v1/audit?object=acme", nil), &page)
+	if len(page.Items) != 2 {
+		t.Errorf("GET /v1/audit?object=acme: %+v, want the tenant and its key", page.Items)
+	}
+	export := must(200, "GET", "/v1/audit?format=jsonl&actor="+id, nil)
+	if lines := strings.Count(string(export), "\n"); lines != len(want) {
+		t.Errorf("the export has %d lines, want %d: %s", lines, len(want), export)
+	}
+	if viewerSt, _ := call(t, base, "GET", "/v1/audit", func() string {
+		_, v := createToken(t, base, map[string]any{"role": "viewer"})
+		return v
+	}(), nil); viewerSt != 403 {
+		t.Errorf("a viewer reads the audit log: %d", viewerSt)
 	}
 }

@@ -127,6 +127,12 @@ func TestBrowserConsole(t *testing.T) {
 	// The config's admin token is break-glass: a banner says so.
 	p.waitFor(ctx, "the break-glass banner", `!document.querySelector("#break-glass").hidden &&
 		document.querySelector("#whoami").textContent.includes("admin")`, state)
+	// The audit log page renders with its filters and export.
+	p.eval(ctx, `location.hash = "#/audit"`, nil)
+	p.waitFor(ctx, "the audit log", `document.querySelector("#audit-filters") && document.querySelector("#audit-export") &&
+		document.querySelector("#view h2").textContent === "Audit log"`, state)
+	p.eval(ctx, `location.hash = "#/"`, nil)
+	p.waitFor(ctx, "the notifications again", `JSON.stringify(`+rows+`) === '["m-later","m-ada","m-grace"]'`, state)
 	var stored string
 	p.eval(ctx, `sessionStorage.getItem("notifyd.admin_token")`, &stored)
 	if stored != admin {

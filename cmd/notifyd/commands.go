@@ -374,6 +374,8 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Close()
+	ctx = server.AuditCLI(ctx, cliActor(), "deliveries.retry", "", map[string]any{"statuses": splitList(status),
+		"since": since.String(), "limit": limit})
 	n, err := srv.Redrive(ctx, splitList(status), time.Now().Add(-since), limit)
 	if err != nil {
 		return err

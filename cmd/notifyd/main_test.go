@@ -319,4 +319,13 @@ func TestOperatorTokenCommands(t *testing.T) {
 	if _, _, err := run(t, "token", "revoke", "-config", cfg, "0190b8a4-0000-7000-8000-000000000000"); err == nil {
 		t.Fatal("revoking an unknown token succeeded")
 	}
+	// Each change is audited as the CLI's, the failed ones not at all.
+	var audited int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM notify_audit WHERE actor_kind = 'cli' AND object = $1
+		AND action IN ('operator_token.create', 'operator_token.revoke')`, id).Scan(&audited); err != nil || audited != 2 {
+		t.Fatalf("audit rows of the token: %d (%v), want 2", audited, err)
+	}
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM notify_audit`).Scan(&audited); err != nil || audited != 2 {
+		t.Fatalf("audit rows: %d (%v), want 2", audited, err)
+	}
 }

@@ -81,7 +81,7 @@ func (c *OperatorTokenCommand) Run(ctx context.Context, verb string, args []stri
 		}
 		return w.Flush()
 	case "revoke":
-		t, err := srv.RevokeOperatorToken(ctx, fs.Arg(0))
+		t, err := srv.RevokeOperatorToken(ctx, fs.Arg(0), cliActor())
 		if err != nil {
 			return err
 		}

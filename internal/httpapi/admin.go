@@ -167,7 +167,7 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) error {
 	if req.CloseCircuit {
 		retry = s.ops.CloseCircuitAndRetry
 	}
-	status, err := retry(r.Context(), id)
+	status, err := retry(s.audit(r, AuditDeliveryRetry, id, map[string]bool{"close_circuit": req.CloseCircuit}), id)
 	var open *Circuit
 	switch {
 	case errors.Is(err, stores.ErrNotFound):

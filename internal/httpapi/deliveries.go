@@ -220,7 +220,8 @@ func (s *Server) retryDeliveries(w http.ResponseWriter, r *http.Request) error {
 		wire.WriteJSON(w, http.StatusOK, retryDeliveriesJSON{Matched: matched})
 		return nil
 	}
-	matched, retried, err := s.ops.RetryDeliveries(r.Context(), f, limit)
+	ctx := s.audit(r, AuditDeliveriesRetry, "", map[string]any{"filter": r.URL.RawQuery, "limit": limit})
+	matched, retried, err := s.ops.RetryDeliveries(ctx, f, limit)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,9 @@ func (s *Server) eraseRecipient(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return fieldError("suppressions", "want true or false")
 	}
-	e, err := s.client.EraseRecipient(r.Context(), id)
+	// The audit row names the recipient by the pseudonym the ledger keeps.
+	e, err := s.client.EraseRecipient(s.audit(r, AuditRecipientErase, stores.ErasedID(id),
+		map[string]any{"suppressions_lifted": lifted}), id)
 	if errors.Is(err, notifyd.ErrRecipientNotFound) {
 		return notFoundError("nothing of recipient %q exists", id)
 	}

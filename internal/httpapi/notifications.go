@@ -68,9 +68,21 @@ func (s *Server) sendNotification(w http.ResponseWriter, r *http.Request) error 
 	} else if several := confinedTenants(r); len(several) > 0 && !slices.Contains(several, n.Tenant) {
 		return forbidden("this credential sends only for tenants %s: name one in \"tenant\"", strings.Join(several, ", "))
 	}
-	// One statement in a transaction of its own (Client.Send): no BEGIN and
-	// COMMIT round trips around it.
-	res, err := s.client.Send(r.Context(), n)
+	var res notifyd.SendResult
+	if r.Header.Get("X-Notifyd-Console") != "" && principalOf(r) != nil {
+		// A test send from the console is audited, in its transaction.
+		ctx := s.audit(r, AuditNotificationSend, n.Notifier+"/"+n.Key,
+			map[string]any{"tenant": n.Tenant, "recipients": len(n.Recipients), "topics": n.Topics})
+		err = s.auditTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			res, err = s.client.SendTx(ctx, tx, n)
+			return err
+		})
+	} else {
+		// One statement in a transaction of its own (Client.Send): no BEGIN
+		// and COMMIT round trips around it.
+		res, err = s.client.Send(r.Context(), n)
+	}
 	if err != nil {
 		return sendError(err)
 	}
@@ -244,10 +256,11 @@ func (s *Server) cancelNotification(w http.ResponseWriter, r *http.Request) erro
 // it never existed.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, tenant, notifier, key string) error {
 	var n int
+	ctx := s.audit(r, AuditNotificationCancel, notifier+"/"+key, map[string]string{"tenant": tenant})
 	err := stores.RetryDeadlock(func() error {
-		return pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		return s.auditTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			n, err = s.client.CancelTenantTx(r.Context(), tx, tenant, notifier, key)
+			n, err = s.client.CancelTenantTx(ctx, tx, tenant, notifier, key)
 			return err
 		})
 	})

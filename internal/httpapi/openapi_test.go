@@ -1359,6 +1359,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.call(t, b, "DELETE", "/v1/operator-tokens/"+opTok.body["id"].(string), adminToken, nil, 200)
 	c.call(t, b, "DELETE", "/v1/operator-tokens/0190b8a4-0000-7000-8000-000000000000", adminToken, nil, 404)
 	c.call(t, b, "GET", "/v1/me", opTok.body["token"].(string), nil, 401)
+	c.call(t, b, "GET", "/v1/audit?action=operator.put", adminToken, nil, 200)
+	c.call(t, b, "GET", "/v1/audit?limit=0", adminToken, nil, 400)
 	c.call(t, b, "GET", "/readyz", "", nil, 200)
 
 	// The fan-out reaches u2's stream and inbox; the email is sent.

@@ -326,6 +326,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/operator-tokens", s.admin(s.createOperatorToken))
 	s.mux.Handle("GET /v1/operator-tokens", s.admin(s.listOperatorTokens))
 	s.mux.Handle("DELETE /v1/operator-tokens/{id}", s.admin(s.revokeOperatorToken))
+	s.mux.Handle("GET /v1/audit", s.admin(s.listAudit))
 	s.mux.Handle("GET /admin/{file...}", AdminPage(web.Admin()))
 	s.mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
 

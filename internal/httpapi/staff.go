@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
@@ -120,6 +122,7 @@ var routeRules = map[string]routeRule{
 	"POST /v1/operator-tokens":                          {RoleAdmin, false},
 	"GET /v1/operator-tokens":                           {RoleAdmin, false},
 	"DELETE /v1/operator-tokens/{id}":                   {RoleAdmin, false},
+	"GET /v1/audit":                                     {RoleAdmin, false},
 }
 
 // Actor kinds: who made a request, as the audit log and GET /v1/me name it.
@@ -372,7 +375,15 @@ func (s *Server) createOperatorToken(w http.ResponseWriter, r *http.Request) err
 	}
 	t := &stores.OperatorToken{Name: req.Name, Role: req.Role, Tenants: slices.Compact(slices.Sorted(slices.Values(req.Tenants))),
 		CreatedBy: actorName(principalOf(r)), ExpiresAt: req.ExpiresAt}
-	if err := stores.CreateOperatorToken(r.Context(), s.pool, t, tok); err != nil {
+	ctx := s.audit(r, AuditOperatorTokenCreate, "", map[string]any{"name": t.Name, "role": t.Role, "tenants": t.Tenants,
+		"expires_at": t.ExpiresAt})
+	if err := s.auditTx(ctx, func(tx pgx.Tx) error {
+		if err := stores.CreateOperatorToken(ctx, tx, t, tok); err != nil {
+			return err
+		}
+		stores.AuditOf(ctx).Object = t.ID
+		return nil
+	}); err != nil {
 		return err
 	}
 	wire.WriteJSON(w, http.StatusCreated, createdOperatorTokenJSON{operatorTokenJSON: operatorTokenWire(t), Token: tok})
@@ -401,7 +412,13 @@ func (s *Server) listOperatorTokens(w http.ResponseWriter, r *http.Request) erro
 // working at once (every request reads its row); 200 with the token.
 func (s *Server) revokeOperatorToken(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	t, err := stores.RevokeOperatorToken(r.Context(), s.pool, id, s.clock())
+	var t *stores.OperatorToken
+	ctx := s.audit(r, AuditOperatorTokenRevoke, id, nil)
+	err := s.auditTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		t, err = stores.RevokeOperatorToken(ctx, tx, id, s.clock())
+		return err
+	})
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no operator token %q", id)
 	}
@@ -461,7 +478,16 @@ func (s *Server) putOperator(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	o := &stores.Operator{ID: id, Name: req.Name, Role: req.Role, Tenants: slices.Compact(slices.Sorted(slices.Values(req.Tenants)))}
-	created, err := stores.PutOperator(r.Context(), s.pool, o)
+	var created bool
+	ctx := s.audit(r, AuditOperatorPut, id, map[string]any{"role": o.Role, "tenants": o.Tenants})
+	err = s.auditTx(ctx, func(tx pgx.Tx) error {
+		if before, err := stores.GetOperator(ctx, tx, id); err == nil {
+			stores.AddAuditField(ctx, "before", map[string]any{"role": before.Role, "tenants": before.Tenants})
+		}
+		var err error
+		created, err = stores.PutOperator(ctx, tx, o)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -497,7 +523,8 @@ func (s *Server) deleteOperator(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := stores.DeleteOperator(r.Context(), s.pool, id); errors.Is(err, stores.ErrNotFound) {
+	ctx := s.audit(r, AuditOperatorDelete, id, nil)
+	if err := s.auditTx(ctx, func(tx pgx.Tx) error { return stores.DeleteOperator(ctx, tx, id) }); errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no operator %q", id)
 	} else if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/internal/wire"
 	"github.com/notifyd/notifyd/stores"
@@ -179,8 +181,10 @@ func (s *Server) putSuppression(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	channel := r.PathValue("channel")
-	if err := stores.PutSuppressions(r.Context(), s.pool,
-		[]stores.Suppression{{Channel: channel, Address: address, Reason: reason}}, s.clock()); err != nil {
+	ctx := s.audit(r, AuditSuppressionAdd, channel+"/"+address, map[string]string{"reason": reason})
+	if err := s.auditTx(ctx, func(tx pgx.Tx) error {
+		return stores.PutSuppressions(ctx, tx, []stores.Suppression{{Channel: channel, Address: address, Reason: reason}}, s.clock())
+	}); err != nil {
 		return err
 	}
 	sup, err := stores.GetSuppression(r.Context(), s.pool, channel, address)
@@ -202,7 +206,14 @@ func (s *Server) deleteSuppression(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	deleted, err := stores.DeleteSuppression(r.Context(), s.pool, r.PathValue("channel"), address)
+	var deleted bool
+	ctx := s.audit(r, AuditSuppressionRemove, r.PathValue("channel")+"/"+address, nil)
+	err = s.auditTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		deleted, err = stores.DeleteSuppression(ctx, tx, r.PathValue("channel"), address)
+		stores.AddAuditField(ctx, "deleted", deleted)
+		return err
+	})
 	if err != nil {
 		return err
 	}

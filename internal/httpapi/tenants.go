@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/notifyd/notifyd"
 	"github.com/notifyd/notifyd/internal/metrics"
 	"github.com/notifyd/notifyd/internal/wire"
@@ -337,7 +339,14 @@ func (s *Server) putTenant(w http.ResponseWriter, r *http.Request) error {
 	for i, rule := range rules {
 		t.Preferences[i] = stores.PreferenceRule{Scope: rule.Scope, Channel: rule.Channel, Mode: string(rule.Mode)}
 	}
-	created, err := stores.PutTenant(r.Context(), s.pool, t)
+	var created bool
+	ctx := s.audit(r, AuditTenantPut, id, map[string]any{"name": req.Name, "preferences": len(t.Preferences)})
+	err = s.auditTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		created, err = stores.PutTenant(ctx, tx, t)
+		stores.AddAuditField(ctx, "created", created)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -448,6 +457,14 @@ func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if !e.Empty() {
+		// The erasure runs in bounded batches, each its own transaction: its
+		// audit row is written once it is complete.
+		ctx := s.audit(r, AuditTenantErase, id, e)
+		if err := s.auditTx(ctx, func(pgx.Tx) error { return nil }); err != nil {
+			return err
+		}
+	}
 	if e.Empty() {
 		return notFoundError("no tenant %q", id)
 	}
@@ -514,7 +531,15 @@ func (s *Server) createTenantKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	key := TenantKeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	k, err := stores.CreateTenantKey(r.Context(), s.pool, id, key, req.Rate, req.Burst)
+	var k *stores.TenantKey
+	ctx := s.audit(r, AuditTenantKeyCreate, id, map[string]any{"rate": req.Rate, "burst": req.Burst})
+	err = s.auditTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if k, err = stores.CreateTenantKey(ctx, tx, id, key, req.Rate, req.Burst); err == nil {
+			stores.AddAuditField(ctx, "key_id", k.ID)
+		}
+		return err
+	})
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("no tenant %q", id)
 	}
@@ -553,7 +578,8 @@ func (s *Server) revokeTenantKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	keyID := r.PathValue("key_id")
-	err = stores.RevokeTenantKey(r.Context(), s.pool, id, keyID)
+	ctx := s.audit(r, AuditTenantKeyRevoke, id+"/"+keyID, nil)
+	err = s.auditTx(ctx, func(tx pgx.Tx) error { return stores.RevokeTenantKey(ctx, tx, id, keyID) })
 	if errors.Is(err, stores.ErrNotFound) {
 		return notFoundError("tenant %q has no key %q", id, keyID)
 	}

@@ -12,6 +12,7 @@
 //   #/r/<recipient>         a recipient: profile, preferences, mutes, subscriptions, suppressions, inbox, deliveries
 //   #/preview               template preview per notifier and channel
 //   #/send                  send a test notification, params from the notifier's schema
+//   #/audit                 the audit log: who changed what (#/audit?action=delivery.retry), with a JSON-lines export
 //
 // Nothing from the API is ever parsed as HTML: text goes in as text nodes.
 // No request path is built from data by concatenation alone: every id, key
@@ -1082,12 +1083,66 @@ async function route() {
         return await viewPreview(params);
       case "send":
         return await viewSend(params);
+      case "audit":
+        return await viewAudit(params);
       default:
         say("No such view: " + hash, true);
     }
   } catch (e) {
     if (e.status !== 401) fail(e);
   }
+}
+
+/** viewAudit is the audit log (#/audit?action=&actor=&object=&since=): who changed what, oldest first, with an export. */
+async function viewAudit(params) {
+  const here = location.hash;
+  const f = {};
+  for (const k of ["action", "actor", "object", "since"]) f[k] = params.get(k) || "";
+  const form = el("form", { class: "filters", id: "audit-filters" },
+    el("label", {}, "Action", el("input", { name: "action", value: f.action, placeholder: "delivery.retry" })),
+    el("label", {}, "Actor", el("input", { name: "actor", value: f.actor })),
+    el("label", {}, "Object", el("input", { name: "object", value: f.object })),
+    el("label", {}, "Since", el("input", { name: "since", value: f.since, placeholder: "2026-12-01T00:00:00Z" })),
+    el("button", { type: "submit" }, "Filter"),
+    el("a", { href: "#/audit" }, "clear"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) q.set(k, v);
+    location.hash = "#/audit?" + q.toString();
+  });
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
+  const rows = el("tbody", { id: "audit" });
+  const more = el("button", { type: "button", id: "audit-more", hidden: true }, "Newer");
+  const exportButton = el("button", { type: "button", id: "audit-export" }, "Export JSON lines");
+  exportButton.addEventListener("click", async () => {
+    const eq = new URLSearchParams(q);
+    eq.set("format", "jsonl");
+    const res = await fetch("/v1/audit?" + eq.toString(), { headers: { Authorization: "Bearer " + token() }, cache: "no-store", credentials: "omit" });
+    if (!res.ok) return say("Export refused: HTTP " + res.status, true);
+    const a = el("a", { href: URL.createObjectURL(await res.blob()), download: "notifyd-audit.jsonl" });
+    a.click();
+    URL.revokeObjectURL(a.href);
+  });
+  let cursor = null;
+  async function load() {
+    const pq = new URLSearchParams(q);
+    if (cursor) pq.set("cursor", cursor);
+    const page = await api("GET", "/v1/audit?" + pq.toString());
+    for (const r of page.items) {
+      rows.append(el("tr", { dataset: { action: r.action } },
+        el("td", {}, fmtTime(r.at)), el("td", {}, r.actor, el("small", {}, " " + r.actor_kind)), el("td", {}, r.action),
+        el("td", {}, r.object), el("td", {}, el("code", {}, JSON.stringify(r.summary))), el("td", {}, r.ip)));
+    }
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+  }
+  more.addEventListener("click", () => load().catch(fail));
+  await load();
+  view(here, el("section", {}, el("h2", {}, "Audit log"), form, exportButton,
+    el("table", {}, el("thead", {}, el("tr", {}, ["At", "Actor", "Action", "Object", "Summary", "From"].map((h) => el("th", {}, h)))), rows),
+    more));
 }
 
 // me is GET /v1/me for the signed-in credential: its role, its tenants, and
