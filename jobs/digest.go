@@ -237,9 +237,10 @@ func (w *DigestWorker) send(ctx context.Context, req stores.DigestClaimRequest, 
 			err = channels.Temporary(fmt.Errorf("digest channel panicked: %v", p), 0)
 		}
 	}()
-	return w.Deps.Digests.SendDigest(ctx, channels.Digest{ID: req.DigestID,
-		Recipient: digestRecipient(req.Recipient, claim.Profile),
-		Items:     w.items(ctx, claim.Items, params), Count: claim.Count, Attempt: claim.Attempts})
+	r := digestRecipient(req.Recipient, claim.Profile)
+	return w.Deps.Digests.SendDigest(ctx, channels.Digest{ID: req.DigestID, Recipient: r,
+		Items: w.items(ctx, claim.Items, params), Count: claim.Count, Attempt: claim.Attempts,
+		Locale: w.Deps.locale(r.Locale, r.Timezone, nil)})
 }
 
 // settle records a terminal outcome in the statement shared with the digest
@@ -502,7 +503,7 @@ func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem, cach
 		if nf, ok := w.Deps.Config.Notifier(r.Notifier); ok && !r.HasInbox {
 			it.Category = nf.Category
 			if w.Deps.Inbox != nil && channels.Uses(nf, w.Deps.Registry.Inbox()) {
-				item, err := w.Deps.Inbox.RenderInbox(nf.Name, params)
+				item, err := w.Deps.Inbox.RenderInbox(nf.Name, w.Deps.localized(params, nil, nil))
 				if err != nil {
 					w.Deps.logger().WarnContext(ctx, "digest item: inbox templates failed; listed by notifier name",
 						"delivery_id", r.DeliveryID, "err", err)
