@@ -104,11 +104,39 @@ channels:
 		t.Errorf("inbox:\n%s\nwant\n%s", strings.Join(inbox, "\n"), strings.Join(want, "\n"))
 	}
 
+	// A notification over 100 recipients is fanned out by its own job, in
+	// chunks: the same texts, and only as many renders as locales.
+	big := []notifyd.Recipient{{ID: "u-en"}, {ID: "u-fr"}, {ID: "u-pl"}}
+	for i := range 150 {
+		big = append(big, notifyd.Recipient{ID: fmt.Sprintf("x-%03d", i)})
+	}
+	res2, err := b.client.Send(ctx, notifyd.Notification{Notifier: "review.done", Key: "r-2", Recipients: big,
+		Params: map[string]any{"author": "Bo", "count": 1, "total": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, b, res2.ID, "fanned_out")
+	rows, err = b.pool.Query(ctx, `SELECT title || ' ×' || count(*) FROM notify_inbox WHERE notification_id = $1
+		GROUP BY title ORDER BY title`, res2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"Bo a laissé 1 commentaire ×1", "Bo dodał 1 komentarz ×1", "Bo left 1 comment ×151"}
+	if !slices.Equal(inbox, want) {
+		t.Errorf("inbox of the chunked fan-out:\n%s\nwant\n%s", strings.Join(inbox, "\n"), strings.Join(want, "\n"))
+	}
+
 	var mails []string
 	servertest.Eventually(t, 20*time.Second, "three emails", func() bool {
 		mails = mails[:0]
 		for _, m := range srv.Messages() {
-			mails = append(mails, m.To[0]+": "+m.Subject+" / "+strings.TrimSpace(m.Text))
+			if strings.Contains(m.Subject, "Ada") { // the first notification's
+				mails = append(mails, m.To[0]+": "+m.Subject+" / "+strings.TrimSpace(m.Text))
+			}
 		}
 		return len(mails) == 3
 	})
