@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"text/template"
+	"time"
 
 	"github.com/notifyd/notifyd/templates"
 )
@@ -92,4 +93,22 @@ func (c *Config) htmlTmpl(el *errorList, path, src string) *htmltemplate.Templat
 	t := htmlTmpl(el, path, src)
 	c.useKeys(t)
 	return t
+}
+
+// Localize returns params with the Locale of a recipient's locale tag and
+// time zone ("" or unknown: digest.timezone), in the default locale's
+// fallback chain, for a template to render as that recipient reads it
+// (previews; the jobs do the same for every message). Without locales it
+// returns params unchanged.
+func (c *Config) Localize(params map[string]any, locale, timezone string) map[string]any {
+	if c == nil || c.Catalog == nil {
+		return params
+	}
+	zone := c.Digest.Location
+	if timezone != "" {
+		if z, err := time.LoadLocation(timezone); err == nil {
+			zone = z
+		}
+	}
+	return templates.WithLocale(params, c.Catalog.Locale(locale, zone, nil))
 }
