@@ -3,6 +3,8 @@ package channels
 import (
 	"context"
 	"time"
+
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Digest is one recipient's digest: a single message covering several of
@@ -24,6 +26,9 @@ type Digest struct {
 	// Attempt is 1 for the first try of this digest, 2 for the first retry,
 	// and so on.
 	Attempt int
+	// Locale is the recipient's locale and zone the digest renders in (the
+	// templates' t and .Locale); nil without locales.
+	Locale *templates.Locale
 }
 
 // DigestItem is one notification in a digest. Title, Body and URL are the

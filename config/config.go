@@ -113,8 +113,9 @@ func parseCheck(path string, data []byte, lookup func(string) (string, bool), ch
 	c.lines = el.lines
 	c.unset = el.unset
 	if check != nil {
-		check(c, &Problems{el: el})
+		check(c, &Problems{el: el, c: c})
 	}
+	c.checkCatalog(el)
 	if err := el.err(); err != nil {
 		return nil, err
 	}

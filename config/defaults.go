@@ -24,6 +24,7 @@ var defaultReasons = []string{"assigned", "author", "mentioned", "subscribed", "
 
 func (c *Config) setDefaults() {
 	c.Database.Schema = defaultSchema
+	c.DefaultLocale = "en"
 	c.Database.MaxReadLag = Duration(time.Second)
 	c.HTTP.Listen = defaultListen
 	c.HTTP.MaxBody = defaultMaxBody

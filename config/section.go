@@ -118,6 +118,7 @@ func keyPath(s *Section, key string) string {
 // returns Err when every channel has had its say.
 type Problems struct {
 	el *errorList
+	c  *Config // the config being checked: its catalog and used keys
 }
 
 // NewProblems starts a list of problems for c's file.
@@ -126,7 +127,7 @@ func (c *Config) NewProblems() *Problems {
 	if lines == nil {
 		lines = map[string]int{}
 	}
-	return &Problems{el: &errorList{file: c.Path, lines: lines, failed: map[string]bool{}, unset: c.unset}}
+	return &Problems{el: &errorList{file: c.Path, lines: lines, failed: map[string]bool{}, unset: c.unset}, c: c}
 }
 
 // Err returns every problem reported, in line order, as an *Errors; nil when
@@ -166,7 +167,9 @@ func (p *Problems) Has(s *Section, key string) bool { return p.el.has(keyPath(s,
 // syntax error there. Templates get notifyd's conventions (missingkey=zero, an
 // absent param prints ""). An empty src gives nil.
 func (p *Problems) Text(s *Section, key, src string) *template.Template {
-	return textTmpl(p.el, keyPath(s, key), src)
+	t := textTmpl(p.el, keyPath(s, key), src)
+	p.c.useKeys(t)
+	return t
 }
 
 // RecipientText is Text for a template that may call recipient
@@ -175,14 +178,18 @@ func (p *Problems) Text(s *Section, key, src string) *template.Template {
 // channel does). Text does not define the function: anywhere else it would
 // render the same example person for everyone.
 func (p *Problems) RecipientText(s *Section, key, src string) *template.Template {
-	return recipientTextTmpl(p.el, keyPath(s, key), src)
+	t := recipientTextTmpl(p.el, keyPath(s, key), src)
+	p.c.useKeys(t)
+	return t
 }
 
 // HTML is Text for html/template: params are escaped for HTML, and the
 // recipient function is defined (only the email channel has html
 // templates).
 func (p *Problems) HTML(s *Section, key, src string) *htmltemplate.Template {
-	return htmlTmpl(p.el, keyPath(s, key), src)
+	t := htmlTmpl(p.el, keyPath(s, key), src)
+	p.c.useKeys(t)
+	return t
 }
 
 // RenderCheck renders t (a *template.Template or *htmltemplate.Template; nil
@@ -199,7 +206,7 @@ func (p *Problems) RenderCheck(s *Section, key string, t templates.Executor, dat
 	path := keyPath(s, key)
 	if params, ok := data.(map[string]any); ok {
 		// Templates see the notification's tenant as .Tenant.
-		data = notifytype.TemplateParams(params, &ExampleTenant)
+		data = templates.WithLocale(notifytype.TemplateParams(params, &ExampleTenant), p.c.ExampleLocale())
 	}
 	if err := t.Execute(discard{}, data); err != nil {
 		p.el.add(path, "template does not render with the example params: %v", templates.CleanError(path, err))

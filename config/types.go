@@ -23,6 +23,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Config is the whole daemon configuration. The zero value is not useful: use
@@ -39,6 +41,22 @@ type Config struct {
 	Notifiers map[string]*Notifier `yaml:"notifiers"`
 	// Providers verifies the event webhooks of POST /v1/providers/{kind}/events.
 	Providers Providers `yaml:"providers"`
+	// Locales is the directory of message catalogs, one <locale>.yaml per
+	// locale (docs/translations.md), relative to the config file; "" for
+	// none (templates cannot call t).
+	Locales string `yaml:"locales"`
+	// DefaultLocale is the last step of every fallback chain and the locale
+	// of recipients without one. Default "en".
+	DefaultLocale string `yaml:"default_locale"`
+
+	// Catalog is Locales loaded by Load; nil without locales. Warnings are
+	// what `notifyd check` prints without failing: keys a locale other than
+	// the default lacks.
+	Catalog  *templates.Catalog `yaml:"-"`
+	Warnings []string           `yaml:"-"`
+	// usedKeys are the catalog keys templates name, gathered while they
+	// are parsed, for the catalog check.
+	usedKeys map[string]bool
 
 	// Path is the file the config was loaded from ("" when parsed from bytes).
 	Path string `yaml:"-"`

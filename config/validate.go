@@ -91,6 +91,7 @@ func (c *Config) validate(el *errorList) {
 
 	c.validateReasons(el)
 	c.validateChannels(el)
+	c.loadCatalog(el)
 
 	positive(el, "retry.max_age", c.Retry.MaxAge)
 	positive(el, "retry.lease", c.Retry.Lease)
@@ -160,11 +161,12 @@ func (c *Config) validateDigest(el *errorList) {
 	if d.Text == "" && d.HTML == "" {
 		el.add("digest.text", "digest.text or digest.html must be set")
 	}
-	d.SubjectTmpl = recipientTextTmpl(el, "digest.subject", d.Subject)
-	d.TextTmpl = recipientTextTmpl(el, "digest.text", d.Text)
-	d.HTMLTmpl = htmlTmpl(el, "digest.html", d.HTML)
+	d.SubjectTmpl = c.recipientTextTmpl(el, "digest.subject", d.Subject)
+	d.TextTmpl = c.recipientTextTmpl(el, "digest.text", d.Text)
+	d.HTMLTmpl = c.htmlTmpl(el, "digest.html", d.HTML)
 
 	data := exampleDigest()
+	data.Locale = c.ExampleLocale()
 	renderCheck(el, "digest.subject", d.SubjectTmpl, data)
 	renderCheck(el, "digest.text", d.TextTmpl, data)
 	renderHTMLCheck(el, "digest.html", d.HTMLTmpl, data)

@@ -187,7 +187,7 @@ func (d *Deps) rewriteBatchInbox(nf *config.Notifier, params map[string]any, c *
 		if err != nil {
 			return err
 		}
-		item, err := d.Inbox.RenderInbox(nf.Name, bp)
+		item, err := d.Inbox.RenderInbox(nf.Name, d.localized(bp, nil, nil))
 		if err != nil {
 			return fmt.Errorf("render the in-app item of batch %s: %w", b.ID, err)
 		}
@@ -359,7 +359,7 @@ func (w *BatchRenderWorker) Work(ctx context.Context, job *river.Job[BatchRender
 		if err != nil {
 			return err
 		}
-		item, err := d.Inbox.RenderInbox(r.Notifier, bp)
+		item, err := d.Inbox.RenderInbox(r.Notifier, d.localized(bp, nil, nil))
 		if err != nil {
 			d.logger().WarnContext(ctx, "render a batch's in-app item again", "batch", r.BatchID, "err", err)
 			continue

@@ -16,6 +16,7 @@ import (
 	"github.com/notifyd/notifyd/notifytype"
 	"github.com/notifyd/notifyd/stores"
 	"github.com/notifyd/notifyd/stores/uuidv7"
+	"github.com/notifyd/notifyd/templates"
 )
 
 // Digests are race-free by construction, not by timing:
@@ -237,9 +238,10 @@ func (w *DigestWorker) send(ctx context.Context, req stores.DigestClaimRequest, 
 			err = channels.Temporary(fmt.Errorf("digest channel panicked: %v", p), 0)
 		}
 	}()
-	return w.Deps.Digests.SendDigest(ctx, channels.Digest{ID: req.DigestID,
-		Recipient: digestRecipient(req.Recipient, claim.Profile),
-		Items:     w.items(ctx, claim.Items, params), Count: claim.Count, Attempt: claim.Attempts})
+	r := digestRecipient(req.Recipient, claim.Profile)
+	loc := w.Deps.locale(r.Locale, r.Timezone, nil)
+	return w.Deps.Digests.SendDigest(ctx, channels.Digest{ID: req.DigestID, Recipient: r,
+		Items: w.items(ctx, claim.Items, params, loc), Count: claim.Count, Attempt: claim.Attempts, Locale: loc})
 }
 
 // settle records a terminal outcome in the statement shared with the digest
@@ -493,7 +495,7 @@ func (w *DigestWorker) outcome(claim *stores.ClaimedDigest, digestID string, sen
 // items turns the claimed rows into what the digest templates list. An item
 // shows what the recipient's inbox showed for it; without an inbox item (in_app
 // turned off) its texts are rendered from the notifier's in_app templates.
-func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem, cache paramsCache) []channels.DigestItem {
+func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem, cache paramsCache, loc *templates.Locale) []channels.DigestItem {
 	out := make([]channels.DigestItem, len(rows))
 	for i, r := range rows {
 		params := cache.params(r.Params)
@@ -502,7 +504,7 @@ func (w *DigestWorker) items(ctx context.Context, rows []stores.DigestItem, cach
 		if nf, ok := w.Deps.Config.Notifier(r.Notifier); ok && !r.HasInbox {
 			it.Category = nf.Category
 			if w.Deps.Inbox != nil && channels.Uses(nf, w.Deps.Registry.Inbox()) {
-				item, err := w.Deps.Inbox.RenderInbox(nf.Name, params)
+				item, err := w.Deps.Inbox.RenderInbox(nf.Name, templates.WithLocale(params, loc))
 				if err != nil {
 					w.Deps.logger().WarnContext(ctx, "digest item: inbox templates failed; listed by notifier name",
 						"delivery_id", r.DeliveryID, "err", err)

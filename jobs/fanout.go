@@ -257,7 +257,8 @@ func (w *FanoutWorker) resolve(st *stores.FanoutState) (nf *config.Notifier, ite
 		if err != nil {
 			return nil, item, nil, "tenant does not decode: " + err.Error()
 		}
-		if item, err = d.Inbox.RenderInbox(nf.Name, notifytype.TemplateParams(params, tenant)); err != nil {
+		// In the default locale: localizeChunk renders the others.
+		if item, err = d.Inbox.RenderInbox(nf.Name, d.localized(notifytype.TemplateParams(params, tenant), nil, nil)); err != nil {
 			return nil, item, nil, inbox + " templates do not render: " + err.Error()
 		}
 	}
@@ -295,6 +296,9 @@ func (w *FanoutWorker) writeChunk(ctx context.Context, tx pgx.Tx, job *river.Job
 		return false, err
 	}
 	chunk.Title, chunk.Body, chunk.URL = item.Title, item.Body, item.URL
+	if err := d.localizeChunk(chunk, st, nf, m); err != nil {
+		return false, err
+	}
 	var batches *batchStep
 	if nf.Batch != nil {
 		if batches, err = d.joinBatches(ctx, tx, st, nf, chunk); err != nil {
@@ -653,6 +657,9 @@ func (w *FanoutWorker) buildChunk(st *stores.FanoutState, nf *config.Notifier, m
 // needsProfiles reports whether the fan-out of nf reads recipients'
 // profiles: only a channel that sends (not the inbox) uses them.
 func (d *Deps) needsProfiles(nf *config.Notifier) bool {
+	if d.Config.Catalog != nil && d.Inbox != nil && channels.Uses(nf, d.Registry.Inbox()) {
+		return true // the inbox item is rendered in each recipient's locale
+	}
 	for _, p := range d.Registry.Plugins() {
 		if p.PerRecipient && !p.Inbox && channels.Uses(nf, p.Name) {
 			return true

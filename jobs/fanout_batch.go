@@ -360,6 +360,9 @@ func (c *FanoutClaimer) batch(ctx context.Context, only string) (ids []string, e
 			continue
 		}
 		chunk.Title, chunk.Body, chunk.URL = one.item.Title, one.item.Body, one.item.URL
+		if err := d.localizeChunk(chunk, st, one.nf, m); err != nil {
+			return ids, err
+		}
 		b.Chunks = append(b.Chunks, chunk)
 		fanned = append(fanned, st.ID)
 	}

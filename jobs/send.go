@@ -582,6 +582,7 @@ func (r *sendRun) send(ctx context.Context, c *stores.Claimed) (err error) {
 		if !ok {
 			return channels.Permanent(fmt.Errorf("%s channel is not configured", c.Channel))
 		}
+		msg.Params = d.localized(msg.Params, nil, nil)
 		return ch.SendBulk(ctx, msg)
 	}
 	ch, ok := d.Channels[c.Channel]
@@ -595,6 +596,8 @@ func (r *sendRun) send(ctx context.Context, c *stores.Claimed) (err error) {
 	if err := ch.Addressable(c.Notifier, *msg.Recipient); err != nil {
 		return channels.Permanent(err) // the address went away after fan-out
 	}
+	// Templates render in the recipient's locale and zone (t, .Locale).
+	msg.Params = d.localized(msg.Params, msg.Recipient, nil)
 	if v, ok := r.prepared[c.Channel]; ok {
 		ctx = channels.WithPrepared(ctx, v)
 	}

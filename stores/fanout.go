@@ -483,6 +483,11 @@ type Chunk struct {
 	InboxIDs        []string
 	InboxRecipients []string
 	InboxReasons    []string
+	// InboxVariants gives each inbox item its text when recipients read
+	// different locales: 0 is Title, Body and URL, k is Variants[k-1]. nil
+	// (or shorter than InboxIDs): the rest are 0.
+	InboxVariants []int32
+	Variants      []InboxText
 
 	// Delivery rows (parallel slices). Recipient "" is a bulk delivery.
 	DeliveryIDs        []string
@@ -519,6 +524,20 @@ type Chunk struct {
 	Cursor    *string
 	InlinePos int
 	Done      bool
+}
+
+// InboxText is an inbox item's text as rendered for one locale and zone.
+type InboxText struct {
+	Title, Body, URL string
+}
+
+// variantColumns returns the variants' titles, bodies and urls as arrays.
+func variantColumns(v []InboxText) (titles, bodies, urls []string) {
+	titles, bodies, urls = make([]string, len(v)), make([]string, len(v)), make([]string, len(v))
+	for i, t := range v {
+		titles[i], bodies[i], urls[i] = t.Title, t.Body, t.URL
+	}
+	return titles, bodies, urls
 }
 
 // ChunkResult says what a chunk actually inserted (a replayed chunk inserts
@@ -566,8 +585,10 @@ WITH tc AS (
 ), inbox AS (
     INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params,
                               tenant)
-    SELECT u.id::uuid, $1, u.recipient, $2, $3, $4, u.reason, nullif($5, ''), $6, $7, $8, $9, nullif($34, '')
-    FROM unnest($10::text[], $11::text[], $12::text[]) AS u(id, recipient, reason)
+    SELECT u.id::uuid, $1, u.recipient, $2, $3, $4, u.reason, nullif($5, ''),
+           coalesce(($35::text[])[u.v], $6), coalesce(($36::text[])[u.v], $7), coalesce(($37::text[])[u.v], $8),
+           $9, nullif($34, '')
+    FROM unnest($10::text[], $11::text[], $12::text[], $38::int[]) AS u(id, recipient, reason, v)
     ON CONFLICT (notification_id, recipient) DO NOTHING
     RETURNING id, recipient
 ), dl AS (
@@ -650,6 +671,7 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 	if !guarded {
 		sql = writeChunkFreshSQL
 	}
+	titles, bodies, urls := variantColumns(c.Variants)
 	rows, err := tx.Query(ctx, sql, c.NotificationID, c.Notifier, c.Key, c.Category, c.Actor,
 		c.Title, c.Body, c.URL, string(params),
 		nonNil(c.InboxIDs), nonNil(c.InboxRecipients), nonNil(c.InboxReasons),
@@ -658,7 +680,8 @@ func WriteChunk(ctx context.Context, tx DB, c *Chunk, guarded bool) (*ChunkResul
 		c.Cursor, c.InlinePos, c.Done, c.Lane,
 		nonNil(c.ThrottleIDs), nonNil(c.ThrottleRecipients), nonNil(c.ThrottleChannels), nonNilOf(c.ThrottleLimits),
 		nonNilOf(c.ThrottlePers), nonNil(c.ThrottleErrors), dues(c), padded(c, c.DeliveryUnless),
-		padded(c, c.DeliveryBatch), padded(c, c.DeliveryBatchedInto), c.Tenant)
+		padded(c, c.DeliveryBatch), padded(c, c.DeliveryBatchedInto), c.Tenant,
+		titles, bodies, urls, nonNilOf(c.InboxVariants))
 	if err != nil {
 		return nil, fmt.Errorf("write fan-out chunk of %s: %w", c.NotificationID, err)
 	}

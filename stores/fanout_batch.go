@@ -210,9 +210,10 @@ WITH nt AS (
 ), inbox AS (
     INSERT INTO notify_inbox (id, notification_id, recipient, notifier, key, category, reason, actor, title, body, url, params,
                               tenant)
-    SELECT u.id::uuid, nt.id, u.recipient, nt.notifier, nt.key, nt.category, u.reason, nullif(nt.actor, ''), nt.title,
-           nt.body, nt.url, nt.params, nullif(nt.tenant, '')
-    FROM unnest($11::text[], $12::int[], $13::text[], $14::text[]) AS u(id, ni, recipient, reason)
+    SELECT u.id::uuid, nt.id, u.recipient, nt.notifier, nt.key, nt.category, u.reason, nullif(nt.actor, ''),
+           coalesce(($29::text[])[u.v], nt.title), coalesce(($30::text[])[u.v], nt.body),
+           coalesce(($31::text[])[u.v], nt.url), nt.params, nullif(nt.tenant, '')
+    FROM unnest($11::text[], $12::int[], $13::text[], $14::text[], $28::int[]) AS u(id, ni, recipient, reason, v)
     JOIN nt ON nt.ni = u.ni + 1
 ), dl AS (
     INSERT INTO notify_deliveries (id, notification_id, notifier, key, recipient, channel, reason, mode, status,
@@ -254,7 +255,8 @@ func WriteFanoutBatch(ctx context.Context, tx DB, b *FanoutBatch) (*FanoutBatchR
 		nIDs, nNotifiers, nKeys, nCategories, nActors, nTitles, nBodies, nURLs, nParams, nTenants []string
 
 		iIDs, iRecipients, iReasons []string
-		iNotification               []int32
+		iNotification, iVariants    []int32
+		variants                    []InboxText
 
 		dIDs, dRecipients, dChannels, dReasons, dModes, dStatuses, dErrors, dUnless []string
 		dNotification                                                               []int32
@@ -281,7 +283,14 @@ func WriteFanoutBatch(ctx context.Context, tx DB, b *FanoutBatch) (*FanoutBatchR
 			iNotification = append(iNotification, int32(i))
 			iRecipients = append(iRecipients, c.InboxRecipients[j])
 			iReasons = append(iReasons, c.InboxReasons[j])
+			// A chunk's variant k is variants[base+k-1] of the batch.
+			v := int32(0)
+			if j < len(c.InboxVariants) && c.InboxVariants[j] > 0 {
+				v = c.InboxVariants[j] + int32(len(variants))
+			}
+			iVariants = append(iVariants, v)
 		}
+		variants = append(variants, c.Variants...)
 		due, unless := dues(c), padded(c, c.DeliveryUnless)
 		for j := range c.DeliveryIDs {
 			dIDs = append(dIDs, c.DeliveryIDs[j])
@@ -298,13 +307,15 @@ func WriteFanoutBatch(ctx context.Context, tx DB, b *FanoutBatch) (*FanoutBatchR
 		res.InboxIDs = append(res.InboxIDs, c.InboxIDs...)
 		res.InboxRecipients = append(res.InboxRecipients, c.InboxRecipients...)
 	}
+	titles, bodies, urls := variantColumns(variants)
 	rows, err := tx.Query(ctx, writeBatchSQL,
 		nonNil(nIDs), nonNil(nNotifiers), nonNil(nKeys), nonNil(nCategories), nonNil(nActors), nonNil(nTitles),
 		nonNil(nBodies), nonNil(nURLs), nonNil(nParams), nonNil(nTenants),
 		nonNil(iIDs), nonNilOf(iNotification), nonNil(iRecipients), nonNil(iReasons),
 		nonNil(dIDs), nonNilOf(dNotification), nonNil(dRecipients), nonNil(dChannels), nonNil(dReasons), nonNil(dModes),
 		nonNil(dStatuses), nonNil(dErrors), nonNilOf(dDue), nonNil(dUnless),
-		nonNil(b.HandedOffIDs), nonNil(b.RejectedIDs), nonNil(b.RejectedReasons))
+		nonNil(b.HandedOffIDs), nonNil(b.RejectedIDs), nonNil(b.RejectedReasons),
+		nonNilOf(iVariants), titles, bodies, urls)
 	if err != nil {
 		return nil, fmt.Errorf("write fan-out batch of %d notifications: %w", len(b.Chunks), err)
 	}

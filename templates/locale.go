@@ -450,13 +450,16 @@ func (c *Catalog) Check(used []string) []CatalogProblem {
 					added = append(added, "{"+p+"}")
 				}
 			}
+			var what []string
 			if len(dropped) > 0 {
-				out = append(out, CatalogProblem{File: file(loc), Locale: loc, Key: key,
-					Message: "the translation drops " + strings.Join(dropped, ", ") + " that " + c.Default + " has"})
+				what = append(what, "drops "+strings.Join(dropped, ", ")+" that "+c.Default+" has")
 			}
 			if len(added) > 0 {
+				what = append(what, "adds "+strings.Join(added, ", ")+" that "+c.Default+" does not have")
+			}
+			if len(what) > 0 {
 				out = append(out, CatalogProblem{File: file(loc), Locale: loc, Key: key,
-					Message: "the translation adds " + strings.Join(added, ", ") + " that " + c.Default + " does not have"})
+					Message: "the translation " + strings.Join(what, " and ")})
 			}
 		}
 	}

@@ -64,5 +64,6 @@ func digestData(d channels.Digest, maxItems int) templates.DigestData {
 			Title: it.Title, Body: it.Body, URL: it.URL, Params: it.Params, CreatedAt: it.CreatedAt}
 	}
 	out.More = out.Count - len(out.Items)
+	out.Locale = d.Locale
 	return out
 }

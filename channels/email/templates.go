@@ -71,10 +71,13 @@ func newTmplSet(name string, subject, text, html string,
 	}
 	switch {
 	case html != "":
-		s.html, err = htmltemplate.New(name + ".html").Option("missingkey=zero").Funcs(templateFuncs()).Parse(html)
+		// Parsed as the loader parses (t reaches the recipient's locale),
+		// with the recipient function bound per render.
+		s.html, err = templates.ParseHTML(name+".html", html)
 		if err != nil {
 			return nil, fmt.Errorf("parse %s.html: %w", name, err)
 		}
+		s.html.Funcs(templateFuncs())
 	case htmlT != nil:
 		// No source to re-parse: take a clone now, before anything executes it.
 		if s.html, err = htmlT.Clone(); err != nil {
@@ -98,11 +101,11 @@ func textTemplate(name, src string, compiled *template.Template) (*template.Temp
 	if src == "" {
 		return nil, nil
 	}
-	t, err := template.New(name).Option("missingkey=zero").Funcs(templateFuncs()).Parse(src)
+	t, err := templates.ParseRecipientText(name, src)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", name, err)
 	}
-	return t, nil
+	return t.Funcs(templateFuncs()), nil
 }
 
 // get borrows a clone bound to r; give it back with put.

@@ -74,6 +74,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/notifyd/notifyd/notifytype"
+	"github.com/notifyd/notifyd/templates"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -290,10 +291,13 @@ func encode(msg channels.Message, r *channels.Recipient) ([]byte, error) {
 	if params == nil {
 		params = map[string]any{}
 	}
-	if _, ok := params[notifytype.TenantKey]; ok {
-		// The templates' view of the tenant is not one of the params.
+	_, hasTenant := params[notifytype.TenantKey]
+	_, hasLocale := params[templates.LocaleKey]
+	if hasTenant || hasLocale {
+		// The templates' view of the tenant and locale is not one of the params.
 		params = maps.Clone(params)
 		delete(params, notifytype.TenantKey)
+		delete(params, templates.LocaleKey)
 	}
 	var tenant string
 	if msg.Tenant != nil {

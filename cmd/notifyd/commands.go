@@ -124,6 +124,10 @@ func (c *CheckCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// What a catalog lacks falls back along the chain: a warning, not a failure.
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(c.main.Stdout, "%s: warning: %s\n", path, w)
+	}
 	fmt.Fprintf(c.main.Stdout, "%s: ok (%d notifiers)\n", path, len(cfg.Notifiers))
 	// What the config asks of the operator outside notifyd (a channel's
 	// channels.Advisor), such as the DNS record of a DKIM key.

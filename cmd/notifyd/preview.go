@@ -29,7 +29,7 @@ func (c *PreviewCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&notifier, "notifier", "", "notifier name (required)")
 	fs.StringVar(&channel, "channel", "", "channel name (required), e.g. email or in_app")
 	fs.StringVar(&params, "params", "", "params as a JSON object (default: the notifier's example params)")
-	fs.StringVar(&locale, "locale", "", "the recipient's locale (picks email templates)")
+	fs.StringVar(&locale, "locale", "", "the recipient's locale: picks email templates, and the catalog t reads (default: default_locale)")
 	fs.StringVar(&name, "name", "Ada Lovelace", "the recipient's name ({{recipient.Name}})")
 	fs.StringVar(&tenantID, "tenant", "", "render in this tenant's brand (.Tenant), read from database.url")
 	if err := fs.Parse(args); err != nil {
@@ -77,7 +77,7 @@ func (c *PreviewCommand) Run(ctx context.Context, args []string) error {
 			return fmt.Errorf("-tenant: %w", err)
 		}
 	}
-	p = notifytype.TemplateParams(p, tenant)
+	p = cfg.Localize(notifytype.TemplateParams(p, tenant), locale, "")
 	set, err := builtin.MustRegistry().OpenToCheck(cfg)
 	if err != nil {
 		return err

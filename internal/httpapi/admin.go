@@ -295,7 +295,7 @@ func (s *Server) previewTemplate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	parts, err := pv.Preview(notifier, notifytype.TemplateParams(params, tenant), channels.Recipient{ID: "preview", Name: "Ada Lovelace",
+	parts, err := pv.Preview(notifier, s.cfg.Localize(notifytype.TemplateParams(params, tenant), q.Get("locale"), ""), channels.Recipient{ID: "preview", Name: "Ada Lovelace",
 		Email: "ada@example.test", Locale: q.Get("locale")})
 	if err != nil {
 		return errorf(http.StatusUnprocessableEntity, wire.CodeInvalidParams, "render %s on %s: %v", notifier, channel, err)

@@ -324,11 +324,15 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		tenant = &notifytype.Tenant{ID: t.ID, Name: t.Name, Branding: t.Branding}
 	}
 	var parts []channels.Part
+	locale, zone := "", ""
+	if rcpt != nil {
+		locale, zone = rcpt.Locale, rcpt.Timezone
+	}
 	switch pv := ch.(type) {
 	case channels.MessagePreviewer:
 		// The message the send job builds (jobs: sendRun.send).
 		msg := channels.Message{DeliveryID: m.ID, NotificationID: m.NotificationID, Notifier: m.Notifier, Key: m.Key,
-			Actor: m.Actor, Reason: m.Reason, Recipient: rcpt, Params: notifytype.TemplateParams(params, tenant),
+			Actor: m.Actor, Reason: m.Reason, Recipient: rcpt, Params: s.cfg.Localize(notifytype.TemplateParams(params, tenant), locale, zone),
 			CreatedAt: m.CreatedAt, Attempt: m.Attempts, Tenant: tenant}
 		if nf, ok := s.cfg.Notifier(m.Notifier); ok {
 			msg.Category = nf.Category
@@ -339,7 +343,7 @@ func (s *Server) previewDelivery(w http.ResponseWriter, r *http.Request) error {
 		if rcpt != nil {
 			r = *rcpt
 		}
-		parts, err = pv.Preview(m.Notifier, notifytype.TemplateParams(params, tenant), r)
+		parts, err = pv.Preview(m.Notifier, s.cfg.Localize(notifytype.TemplateParams(params, tenant), locale, zone), r)
 	default:
 		return notFoundError("channel %q cannot preview its messages", m.Channel)
 	}
