@@ -1475,6 +1475,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	live.next(t, c, "inbox.updated")
 	c.call(t, b, "POST", "/v1/inbox/read", u2, map[string]any{"all": true}, 200)
 	c.call(t, b, "POST", "/v1/inbox/archive", u2, map[string]any{"ids": []string{item2.ID}}, 200)
+	c.call(t, b, "POST", "/v1/inbox/"+item2.ID+"/clicked", u2, nil, 200)
+	c.call(t, b, "POST", "/v1/inbox/"+item2.ID+"/clicked", adminToken, nil, 401)
 	c.call(t, b, "POST", "/v1/inbox/seen", u2, map[string]any{}, 200)
 	c.call(t, b, "GET", "/v1/inbox?filter=archived", u2, nil, 200)
 	c.call(t, b, "POST", "/v1/inbox/read", u2, map[string]any{"ids": []string{"not-a-uuid"}}, 400)

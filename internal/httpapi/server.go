@@ -339,6 +339,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/inbox/unread", s.recipient(s.markUnread))
 	s.mux.Handle("POST /v1/inbox/seen", s.recipient(s.markSeen))
 	s.mux.Handle("POST /v1/inbox/archive", s.recipient(s.archive))
+	s.mux.Handle("POST /v1/inbox/{id}/clicked", s.recipient(s.inboxClicked))
 	s.mux.Handle("GET /v1/preferences", s.recipient(s.getPreferences))
 	s.mux.Handle("PUT /v1/preferences", s.recipient(s.putPreferences))
 	s.mux.Handle("GET /v1/mutes", s.recipientUnconfined(s.listMutes, "mutes are"))
