@@ -195,3 +195,37 @@ func clipUTF8(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// inboxClickedSQL records a click on recipient's inbox item as a `clicked`
+// event of the item's delivery on the inbox channel, once per item: the
+// same funnel as a tracked email link. $5 is the tenant the caller is
+// confined to ("" for none). It returns whether the item is the
+// recipient's (and the tenant's) and whether the event is new.
+const inboxClickedSQL = `
+WITH item AS (
+    SELECT i.notification_id, i.url FROM notify_inbox i
+    WHERE i.id = $2::uuid AND i.recipient = $1 AND ($5 = '' OR i.tenant = $5)
+), ins AS (
+    INSERT INTO notify_delivery_events (delivery_id, notification_id, type, at, source, detail, event_key, created_at)
+    SELECT d.id, d.notification_id, 'clicked', $4, $3, left(it.url, 1000), 'notifyd:inbox-click', $4
+    FROM item it
+    JOIN notify_deliveries d ON d.notification_id = it.notification_id AND d.recipient = $1 AND d.channel = $3
+    ON CONFLICT (notification_id, delivery_id, event_key) DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM item), EXISTS (SELECT 1 FROM ins)`
+
+// InboxClicked records that recipient clicked inbox item id (of tenant,
+// when not "") as a `clicked` event, with the item's url, on the item's
+// delivery on channel (the inbox channel); a second click records nothing.
+// found is false when the item is not the recipient's (or the tenant's).
+func InboxClicked(ctx context.Context, db DB, recipient, id, tenant, channel string, at time.Time) (found, recorded bool, err error) {
+	if !uuidv7.Valid(id) {
+		return false, false, nil
+	}
+	err = db.QueryRow(ctx, inboxClickedSQL, recipient, id, channel, at, tenant).Scan(&found, &recorded)
+	if err != nil {
+		return false, false, fmt.Errorf("record inbox click: %w", err)
+	}
+	return found, recorded, nil
+}

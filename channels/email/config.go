@@ -118,6 +118,16 @@ func (sm SMTP) Addr() string {
 	return net.JoinHostPort(sm.Host, strconv.Itoa(port))
 }
 
+// Track is notifiers.<n>.channels.email.track: Opens adds an open pixel to
+// the HTML part, Clicks rewrites its links to signed redirects. Both need
+// channels.email.unsubscribe_url, the public base URL the links go to.
+type Track struct {
+	Opens  bool `yaml:"opens"`
+	Clicks bool `yaml:"clicks"`
+}
+
+func (t *Track) on() bool { return t != nil && (t.Opens || t.Clicks) }
+
 // Servers returns the SMTP servers in the order each message tries them:
 // SMTP, then Failover.
 func (c *Config) Servers() []SMTP { return append([]SMTP{c.SMTP}, c.Failover...) }
@@ -148,6 +158,9 @@ type Templates struct {
 	// Default is decoded only to refuse it in a locale variant with a clear
 	// message: a notifier's own `default` is read by notifyd, not here.
 	Default string `yaml:"default"`
+	// Track turns on open and click tracking for the notifier's email
+	// (channels/tracking); set on the email channel, not per locale.
+	Track *Track `yaml:"track"`
 
 	subjectT, textT *template.Template
 	htmlT           *htmltemplate.Template
@@ -188,8 +201,12 @@ var localeRE = regexp.MustCompile(`^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$`)
 // checked, and email is not configured.
 func open(s *channels.Setup) (any, error) {
 	p := s.Problems
+	var tracked []*config.Section // notifiers whose email tracks opens or clicks
 	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
 		sec := n.Section
+		if t.Track.on() {
+			tracked = append(tracked, sec)
+		}
 		t.compile(p, sec, "", n.Example)
 		for _, loc := range slices.Sorted(maps.Keys(t.Locales)) {
 			v := t.Locales[loc]
@@ -206,6 +223,9 @@ func open(s *channels.Setup) (any, error) {
 			}
 			if v.Default != "" {
 				p.Add(sec, key+".default", "a locale variant has no mode of its own (set default on the email channel)")
+			}
+			if v.Track != nil {
+				p.Add(sec, key+".track", "a locale variant has no tracking of its own (set track on the email channel)")
 			}
 			v.compile(p, sec, key+".", n.Example)
 		}
@@ -235,6 +255,11 @@ func open(s *channels.Setup) (any, error) {
 	}
 	p.Positive(sec, "timeout", cfg.Timeout)
 	checkUnsubscribe(p, sec, cfg, s.Config, s.Checking)
+	if cfg.UnsubscribeURL == "" {
+		for _, ns := range tracked {
+			p.Add(ns, "track", "needs channels.email.unsubscribe_url, the public base URL tracking links go to")
+		}
+	}
 	if cfg.DKIM != nil {
 		_, problems := checkDKIM(cfg.DKIM)
 		for _, k := range problems {

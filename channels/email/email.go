@@ -143,6 +143,7 @@ import (
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/deliverytag"
 	"github.com/notifyd/notifyd/channels/internal/failover"
+	"github.com/notifyd/notifyd/channels/tracking"
 	"github.com/notifyd/notifyd/config"
 )
 
@@ -190,6 +191,7 @@ type Sender struct {
 	digest    *digestTemplates
 	unsub     *unsubscriber          // nil: no List-Unsubscribe
 	tags      *deliverytag.Signer    // nil without http.token_secret: no delivery tags
+	track     *tracking.Rewriter     // nil without unsubscribe_url and http.token_secret: no tracking
 	dkim      *dkimSigner            // nil: unsigned
 	limiter   *rate.Limiter          // nil: unlimited
 	providers *failover.List[*route] // in order (see failover)
@@ -279,6 +281,18 @@ func New(cfg *Config, digest *config.Digest, notifiers map[string]*Templates, op
 	if s.unsub, err = newUnsubscriber(cfg, opts); err != nil {
 		return nil, err
 	}
+	if s.unsub != nil {
+		// Tracking links go to the same public base URL as unsubscribe
+		// links, and never replace one.
+		signer, err := tracking.New(opts.TokenSecret)
+		if err != nil {
+			return nil, err
+		}
+		base := s.unsub.base
+		s.track = &tracking.Rewriter{Signer: signer, Base: base, Skip: func(u string) bool {
+			return strings.HasPrefix(u, base+UnsubscribePath) || strings.Contains(strings.ToLower(u), "unsubscribe")
+		}}
+	}
 	if cfg.DKIM != nil {
 		if s.dkim, err = newDKIMSigner(cfg.DKIM); err != nil {
 			return nil, err
@@ -358,6 +372,9 @@ func (s *Sender) Send(ctx context.Context, msg channels.Message) error {
 	subject, text, html, err := set.renderEmail(r, msg.Params)
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("email %s to recipient %s: %w", msg.Notifier, r.ID, err))
+	}
+	if tr := nt.t.Track; tr.on() && s.track != nil && html != "" {
+		html = s.track.Rewrite(html, msg.DeliveryID, s.clock(), tr.Opens, tr.Clicks)
 	}
 	var scopes []string
 	if s.unsub != nil {

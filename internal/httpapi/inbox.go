@@ -268,3 +268,33 @@ func (s *Server) mark(w http.ResponseWriter, r *http.Request, recipient string, 
 	wire.WriteJSON(w, http.StatusOK, markResponse{Marked: len(changed)})
 	return nil
 }
+
+// inboxClickedJSON is the answer of POST /v1/inbox/{id}/clicked.
+type inboxClickedJSON struct {
+	// Recorded is false when the item's click was recorded before.
+	Recorded bool `json:"recorded"`
+}
+
+// inboxClicked is POST /v1/inbox/{id}/clicked: the recipient followed the
+// item (its url), recorded once as a `clicked` event of the item's
+// delivery, as a tracked email link is. Another recipient's item, or one
+// of another tenant than the token's, is a 404.
+func (s *Server) inboxClicked(w http.ResponseWriter, r *http.Request, recipient string) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	tenant, err := requestTenant(r, q)
+	if err != nil {
+		return err
+	}
+	found, recorded, err := stores.InboxClicked(r.Context(), s.pool, recipient, r.PathValue("id"), tenant, s.reg.Inbox(), s.clock())
+	if err != nil {
+		return err
+	}
+	if !found {
+		return notFoundError("no inbox item %q", r.PathValue("id"))
+	}
+	wire.WriteJSON(w, http.StatusOK, inboxClickedJSON{Recorded: recorded})
+	return nil
+}

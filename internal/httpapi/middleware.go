@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/notifyd/notifyd/channels/tracking"
 	"github.com/notifyd/notifyd/internal/wire"
 )
 
@@ -86,9 +87,10 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 // token, its only authority, is cut to its first 8 characters, enough to
 // tell two requests apart and useless to replay.
 func redactPath(path string) string {
-	const prefix = "/v1/unsubscribe/"
-	if tok, ok := strings.CutPrefix(path, prefix); ok && len(tok) > 8 {
-		return prefix + tok[:8] + "…"
+	for _, prefix := range []string{"/v1/unsubscribe/", tracking.OpenPath, tracking.ClickPath} {
+		if tok, ok := strings.CutPrefix(path, prefix); ok && len(tok) > 8 {
+			return prefix + tok[:8] + "…"
+		}
 	}
 	return path
 }

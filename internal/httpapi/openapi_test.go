@@ -47,6 +47,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/tracking"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
@@ -620,7 +621,7 @@ func TestOpenAPIDocument(t *testing.T) {
 				}
 			}
 		}
-		if !ok2xx && o.path != "/riverui" && o.path != "/admin" {
+		if !ok2xx && o.path != "/riverui" && o.path != "/admin" && o.path != "/t/c/{token}" { // a redirect only
 			t.Errorf("%s: no 2xx response", o)
 		}
 		if _, ok := o.op["requestBody"]; ok {
@@ -1476,6 +1477,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	live.next(t, c, "inbox.updated")
 	c.call(t, b, "POST", "/v1/inbox/read", u2, map[string]any{"all": true}, 200)
 	c.call(t, b, "POST", "/v1/inbox/archive", u2, map[string]any{"ids": []string{item2.ID}}, 200)
+	c.call(t, b, "POST", "/v1/inbox/"+item2.ID+"/clicked", u2, nil, 200)
+	c.call(t, b, "POST", "/v1/inbox/"+item2.ID+"/clicked", adminToken, nil, 401)
 	c.call(t, b, "POST", "/v1/inbox/seen", u2, map[string]any{}, 200)
 	c.call(t, b, "GET", "/v1/inbox?filter=archived", u2, nil, 200)
 	c.call(t, b, "POST", "/v1/inbox/read", u2, map[string]any{"ids": []string{"not-a-uuid"}}, 400)
@@ -1625,6 +1628,24 @@ func TestOpenAPIResponses(t *testing.T) {
 		t.Fatalf("postmark event with wrong credentials: %d %s", r.status, r.raw)
 	}
 	c.call(t, b, "POST", "/v1/providers/sendgrid/events", "", []any{}, 404)
+
+	// Open and click tracking: the pixel, a tracked link (302 to the
+	// signed URL only), a forged token.
+	trk, err := tracking.New(tokenSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pixelTok := trk.Token(tracking.Link{Kind: tracking.Open, Delivery: "01900000-0000-7000-8000-00000000dead", Issued: fixedNow.Add(-time.Hour)})
+	if r := htmlPage("GET", "/t/o/"+pixelTok); r.status != 200 || mediaType(r.header.Get("Content-Type")) != "image/gif" {
+		t.Fatalf("open pixel: %d %q", r.status, r.header.Get("Content-Type"))
+	}
+	clickTok := trk.Token(tracking.Link{Kind: tracking.Click, Delivery: "01900000-0000-7000-8000-00000000dead",
+		Issued: fixedNow.Add(-time.Hour), URL: "https://shop.test/o/1"})
+	if r := htmlPage("GET", "/t/c/"+clickTok); r.status != 302 || r.header.Get("Location") != "https://shop.test/o/1" {
+		t.Fatalf("tracked link: %d %q", r.status, r.header.Get("Location"))
+	}
+	c.call(t, b, "GET", "/t/c/"+clickTok+"x", "", nil, 404)
+	c.call(t, b, "GET", "/t/o/"+clickTok, "", nil, 404)
 
 	// Erasure.
 	c.call(t, b, "DELETE", "/v1/recipients/u2", adminToken, nil, 200)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/notifyd/notifyd"
+	"github.com/notifyd/notifyd/channels/tracking"
 	"github.com/notifyd/notifyd/channels/unsubscribe"
 	"github.com/notifyd/notifyd/config"
 	"github.com/notifyd/notifyd/internal/metrics"
@@ -156,6 +157,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	secret  func(recipient string) string // Options.WebhookSecret
 	unsub   *unsubscribe.Signer           // nil without http.token_secret: unsubscribe links are 404s
+	track   *tracking.Signer              // nil without http.token_secret: tracking links are 404s
 	push    channels.PushService          // Options.Push
 	reads   ReadRouter                    // Options.Reads; nil: the primary
 	queues  []string                      // Options.Queues
@@ -219,6 +221,7 @@ func New(opts Options) *Server {
 	}
 	s.openapi = doc
 	s.unsub, _ = unsubscribe.NewSigner(s.cfg.HTTP.TokenSecret) // nil without a secret
+	s.track, _ = tracking.New(s.cfg.HTTP.TokenSecret)          // nil without a secret
 	if p := s.cfg.Providers; p.SES != nil || p.SendGrid != nil || p.Postmark != nil || p.Mailgun != nil || p.Twilio != nil {
 		s.events, s.eventsErr = providerevents.New(providerevents.Options{Providers: p, TokenSecret: s.cfg.HTTP.TokenSecret,
 			Client: opts.ProviderClient, Clock: opts.Clock})
@@ -337,6 +340,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/inbox/unread", s.recipient(s.markUnread))
 	s.mux.Handle("POST /v1/inbox/seen", s.recipient(s.markSeen))
 	s.mux.Handle("POST /v1/inbox/archive", s.recipient(s.archive))
+	s.mux.Handle("POST /v1/inbox/{id}/clicked", s.recipient(s.inboxClicked))
 	s.mux.Handle("GET /v1/preferences", s.recipient(s.getPreferences))
 	s.mux.Handle("PUT /v1/preferences", s.recipient(s.putPreferences))
 	s.mux.Handle("GET /v1/mutes", s.recipientUnconfined(s.listMutes, "mutes are"))
@@ -354,6 +358,9 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/suppressions/{channel}/{address}", s.admin(s.deleteSuppression))
 	// A bounce relay may hold http.bounce_token instead of the admin token.
 	s.mux.Handle("POST /v1/providers/{kind}/events", s.public(s.postProviderEvents))
+	// Open and click tracking: the signed token is the only authority.
+	s.mux.Handle("GET /t/o/{token}", s.public(s.trackOpen))
+	s.mux.Handle("GET /t/c/{token}", s.public(s.trackClick))
 	s.mux.Handle("POST /v1/bounces", AdminPage(s.sameOrigin(s.requireBounce(s.limitAdmin(s.public(s.postBounce))))))
 	s.mux.Handle("POST /v1/push-subscriptions", s.recipient(s.createPushSubscription))
 	s.mux.Handle("GET /v1/push-subscriptions", s.recipient(s.listPushSubscriptions))
