@@ -149,3 +149,36 @@ func TestStageAudienceBindsOnlyArraysToArrays(t *testing.T) {
 		t.Fatalf("a string for $1::text: %d staged, %v", n, err)
 	}
 }
+
+// A run of the fan-out job that stages the audience of a notification
+// another run has normalised already writes nothing: the members that
+// fan-out reads stay as they are.
+func TestStageAudienceLeavesANormalisedNotification(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO notify_notifications (id, notifier, key, status, normalized)
+		VALUES ($1, 'n', 'k', 'pending', true)`, audienceID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO notify_audience_members VALUES ($1, 'kept', 'direct')`, audienceID); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	n, err := stores.StageAudience(ctx, conn.Conn(), audienceID, stores.AudienceQuery{Query: `SELECT 'new' AS id`, DefaultReason: "direct"})
+	if err != nil || n != 0 {
+		t.Fatalf("staged %d (%v), want nothing", n, err)
+	}
+	var got []string
+	rows, err := pool.Query(ctx, `SELECT recipient FROM notify_audience_members WHERE notification_id = $1`, audienceID)
+	if err == nil {
+		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("members %v (%v), want [kept]", got, err)
+	}
+}
