@@ -83,15 +83,18 @@ func measureRawAudience(ctx context.Context, h *harness, n int) (measurement, er
 	}
 	best := time.Duration(0)
 	var bestCPU cpuTimes
+	var bestWAL int64
 	for run := 0; run < 2; run++ {
 		if _, err := pool.Exec(ctx, `TRUNCATE bench_inbox`); err != nil {
 			return measurement{}, err
 		}
 		h.waitQuiet(ctx)
 		cpu0 := h.cpu()
+		wal0 := walPosition(ctx, pool)
 		start := time.Now()
 		tag, err := pool.Exec(ctx, rawAudienceSQL, "post-9", benchTitle, benchBody, benchURL, benchJSON)
 		elapsed := time.Since(start)
+		wal := walPosition(ctx, pool) - wal0
 		if err != nil {
 			return measurement{}, fmt.Errorf("raw insert from the audience query: %w", err)
 		}
@@ -99,11 +102,12 @@ func measureRawAudience(ctx context.Context, h *harness, n int) (measurement, er
 			return measurement{}, fmt.Errorf("raw insert wrote %d rows, want %d", tag.RowsAffected(), n)
 		}
 		if best == 0 || elapsed < best {
-			best, bestCPU = elapsed, h.cpu().sub(cpu0)
+			best, bestCPU, bestWAL = elapsed, h.cpu().sub(cpu0), wal
 		}
 	}
-	return measurement{rate: float64(n) / best.Seconds(), seconds: best.Seconds(), cpu: bestCPU,
-		note: fmt.Sprintf("%d rows in %.2fs, one statement, best of 2, %s", n, best.Seconds(), bestCPU)}, nil
+	return measurement{rate: float64(n) / best.Seconds(), seconds: best.Seconds(), cpu: bestCPU, wal: bestWAL,
+		note: fmt.Sprintf("%d rows in %.2fs, one statement, best of 2, %s, WAL %.0f B/row", n, best.Seconds(), bestCPU,
+			float64(bestWAL)/float64(n))}, nil
 }
 
 // measureAudienceFanout times the in_app fan-out of one notification of
@@ -149,7 +153,7 @@ func measureAudienceFanout(ctx context.Context, h *harness, n int) (measurement,
 			best = m
 		}
 	}
-	best.note = fmt.Sprintf("audience query over %d watchers of the item (of %d rows), %.2fs, best of 2, %s",
-		n, 2*n, best.seconds, best.cpu)
+	best.note = fmt.Sprintf("audience query over %d watchers of the item (of %d rows), %.2fs, best of 2, %s, WAL %.0f B/recipient",
+		n, 2*n, best.seconds, best.cpu, float64(best.wal)/float64(n))
 	return best, nil
 }

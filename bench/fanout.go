@@ -172,6 +172,7 @@ func fanoutOnce(ctx context.Context, h *harness, pool *pgxpool.Pool, client *not
 		// a transaction holds back its statistics, the setup's writes too.
 		stopProf = h.prof.start(ctx, name, dbName, n, "recipient")
 	}
+	wal0 := walPosition(ctx, pool)
 	id, committed, err := sendCommitted(ctx, pool, client, nf, func() { cpu0 = h.cpu() })
 	if err != nil {
 		stopProf()
@@ -179,6 +180,7 @@ func fanoutOnce(ctx context.Context, h *harness, pool *pgxpool.Pool, client *not
 	}
 	done, err := waitFannedOut(ctx, pool, id, fanoutTimeout)
 	cpu := h.cpu().sub(cpu0)
+	wal := walPosition(ctx, pool) - wal0
 	stopProf()
 	if err != nil {
 		return measurement{}, err
@@ -195,7 +197,7 @@ func fanoutOnce(ctx context.Context, h *harness, pool *pgxpool.Pool, client *not
 	if inbox != n || changes != n {
 		return measurement{}, fmt.Errorf("fanned out, but %d inbox items and %d change-log entries for %d recipients", inbox, changes, n)
 	}
-	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu}, nil
+	return measurement{rate: float64(n) / elapsed.Seconds(), seconds: elapsed.Seconds(), cpu: cpu, wal: wal}, nil
 }
 
 // rawInsertSQL writes n inbox rows shaped exactly like the fan-out's (same

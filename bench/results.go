@@ -58,6 +58,7 @@ type measurement struct {
 	seconds float64
 	cpu     cpuTimes // during the timed window
 	note    string
+	wal     int64 // WAL bytes the cluster wrote in the timed window (0: not measured)
 }
 
 // noisy reports whether other processes took more than half a core on

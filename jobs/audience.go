@@ -21,12 +21,11 @@ import (
 const defaultAudienceReason = "direct"
 
 // normalizeWithAudience is lane 0's normalisation of a notification whose
-// notifier has an audience query. The query runs first, in a READ ONLY
-// transaction of its own with the notifier's statement timeout, into a
-// temporary table of the connection's session (stores.StageAudience); the
-// normalisation then runs on the same connection, as for any notification,
-// and moves the rows into the fan-out's staging in its transaction. No row
-// of the audience passes through the daemon.
+// notifier has an audience query. The query runs first, read-only, with the
+// notifier's statement timeout, its rows written once into the fan-out's
+// staging by a transaction of its own (stores.StageAudience); the
+// normalisation then runs as for any notification. No row of the audience
+// passes through the daemon.
 //
 // A query the database refuses (a missing table, a statement timeout, a
 // write the read-only transaction forbids, no id column) rejects the
@@ -45,7 +44,7 @@ func (w *FanoutWorker) normalizeWithAudience(ctx context.Context, job *river.Job
 	var qErr error
 	if argErr != nil {
 		qErr = argErr
-	} else if size, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil {
+	} else if size, err := stores.StageAudience(ctx, conn.Conn(), st.ID, q); err != nil {
 		if !audienceRefused(ctx, err) {
 			return false, fmt.Errorf("audience query of %s: %w", nf.Name, err)
 		}
@@ -60,8 +59,13 @@ func (w *FanoutWorker) normalizeWithAudience(ctx context.Context, job *river.Job
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// The lock was let go while the query ran: take it again and look.
-	st, err = stores.LockFanout(ctx, tx, st.ID, 0, true)
+	id := st.ID
+	st, err = stores.LockFanout(ctx, tx, id, 0, true)
 	if errors.Is(err, stores.ErrNotFound) {
+		// What the staging wrote has no notification left to read it.
+		if err := stores.DropAudience(ctx, tx, id); err != nil {
+			return false, err
+		}
 		return true, w.complete(ctx, tx)
 	}
 	if err != nil {
@@ -69,6 +73,10 @@ func (w *FanoutWorker) normalizeWithAudience(ctx context.Context, job *river.Job
 	}
 	switch notifytype.NotificationStatus(st.Status) {
 	case notifytype.NotificationCancelled, notifytype.NotificationRejected, notifytype.NotificationFannedOut:
+		// Ended while the query ran: the staging is not needed.
+		if err := stores.DropAudience(ctx, tx, id); err != nil {
+			return false, err
+		}
 		return true, w.complete(ctx, tx)
 	}
 	if st.Normalized {

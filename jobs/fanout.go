@@ -368,8 +368,9 @@ func (w *FanoutWorker) normalize(ctx context.Context, tx pgx.Tx, job *river.Job[
 		}
 	}
 	if nf.Audience != nil {
-		// Staged by normalizeWithAudience on this transaction's connection.
-		if _, err := stores.CopyStagedAudience(ctx, tx, st.ID); err != nil {
+		// Staged by normalizeWithAudience; a second run of the job staging
+		// it again waits for this transaction, and then sees it normalised.
+		if err := stores.LockAudienceStaging(ctx, tx, st.ID); err != nil {
 			return false, err
 		}
 	}

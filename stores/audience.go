@@ -2,6 +2,8 @@ package stores
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,13 +19,15 @@ import (
 // docs/audiences.md) reaches the fan-out in three steps, none of which moves
 // a recipient through the daemon's memory:
 //
-//  1. StageAudience runs the query in a READ ONLY transaction of its own,
-//     under a statement timeout, as INSERT … SELECT into a temporary table of
-//     the session (a read-only transaction may write only those): the rows
-//     deduplicated (strongest reason), the actor left out.
-//  2. The normalisation transaction, on the same connection, moves them into
-//     notify_audience_members (CopyStagedAudience) and counts and splits them
-//     with the rest of the audience (NormalizeAudience).
+//  1. StageAudience runs the query, deduplicated (strongest reason) and
+//     without the actor, and writes its rows once, straight into
+//     notify_audience_members, by one INSERT … SELECT in a transaction of
+//     its own under a statement timeout. The query part runs READ ONLY:
+//     notify_audience_rows (sql/functions) sets transaction_read_only for
+//     the query alone, so PostgreSQL refuses a write in it as it would in a
+//     READ ONLY transaction.
+//  2. The normalisation counts and splits the members with the rest of the
+//     audience (NormalizeAudience), after LockAudienceStaging.
 //  3. Each chunk reads its lane's next window of members along the primary
 //     key from the lane's cursor, like a topic's subscribers
 //     (FanoutCandidates); the members are deleted in one statement when the
@@ -103,21 +107,13 @@ func DescribeAudience(ctx context.Context, conn *pgx.Conn, query string) (*Audie
 	return s, nil
 }
 
-const (
-	createAudienceBufSQL = `CREATE TEMP TABLE IF NOT EXISTS notify_audience_buf (
-    recipient text COLLATE "C" NOT NULL,
-    reason    text NOT NULL
-)`
-	truncateAudienceBufSQL = `TRUNCATE pg_temp.notify_audience_buf`
-)
-
 // stageAudienceSQL wraps the operator's query (%[1]s, its reason expression
-// %[2]s) so that its rows land deduplicated in the session's buffer: one row
-// per id, the strongest reason by precedence $%[3]d, the actor $%[4]d left
-// out unless $%[5]d. Ids are read as text; an empty or NULL id, or one
-// longer than a recipient id may be (255 bytes), is not a recipient.
+// %[2]s) so that it returns one row per id, the strongest reason by
+// precedence $%[3]d, the actor $%[4]d left out unless $%[5]d, in id order
+// (the order of notify_audience_members' primary key). Ids are read as
+// text; an empty or NULL id, or one longer than a recipient id may be (255
+// bytes), is not a recipient.
 const stageAudienceSQL = `
-INSERT INTO pg_temp.notify_audience_buf (recipient, reason)
 SELECT DISTINCT ON (a.id) a.id, a.reason
 FROM (SELECT q.id::text COLLATE "C" AS id, left(%[2]s, 64) AS reason
       FROM (
@@ -125,6 +121,20 @@ FROM (SELECT q.id::text COLLATE "C" AS id, left(%[2]s, 64) AS reason
       ) q) a
 WHERE octet_length(a.id) BETWEEN 1 AND 255 AND ($%[5]d OR a.id <> $%[4]d)
 ORDER BY a.id, coalesce(array_position($%[3]d::text[], a.reason), 2147483647), a.reason`
+
+// writeAudienceSQL writes the rows of the prepared audience query $2 (its
+// parameters $3, as text) as notification $1's audience members, in one
+// statement: notify_audience_rows runs the query READ ONLY.
+const writeAudienceSQL = `
+INSERT INTO notify_audience_members (notification_id, recipient, reason)
+SELECT $1, a.id, a.reason FROM notify_audience_rows($2, $3::text[]) a`
+
+// audienceStagingLockSQL takes the transaction-scoped lock that makes the
+// staging of notification $1's audience and its normalisation one at a time
+// (two runs of its fan-out job), and says whether it is normalised already.
+const audienceStagingLockSQL = `
+SELECT pg_advisory_xact_lock(hashtextextended('notify_audience_members ' || $1::uuid::text, 0)),
+       coalesce((SELECT normalized FROM notify_notifications WHERE id = $1::uuid), false)`
 
 // ErrAudienceShape is returned (wrapped) by StageAudience for a query that
 // does not return a column id.
@@ -138,20 +148,16 @@ var ErrAudienceShape = errors.New("the audience query returns no column id")
 // retried.
 var ErrAudienceArg = errors.New("an audience param does not fit its placeholder")
 
-// StageAudience runs q on conn, in a READ ONLY transaction with q's
-// statement timeout, into the session's audience buffer (a temporary table,
-// emptied first), and returns how many recipients it holds. conn must be
-// the connection the normalisation that calls CopyStagedAudience runs on,
-// and must not be in a transaction. An error from the query itself (a
-// missing table, a timeout, a write the read-only transaction refused) is a
-// *pgconn.PgError, or wraps ErrAudienceShape.
-func StageAudience(ctx context.Context, conn *pgx.Conn, q AudienceQuery) (int64, error) {
-	b := &pgx.Batch{}
-	b.Queue(createAudienceBufSQL)
-	b.Queue(truncateAudienceBufSQL)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("audience buffer: %w", err)
-	}
+// StageAudience runs q on conn and writes its rows as notification id's
+// audience members (notify_audience_members, replacing any a run that did
+// not normalise left), each once, in one INSERT … SELECT of a transaction of
+// its own under q's statement timeout; the query itself runs READ ONLY
+// (notify_audience_rows). It returns how many members it wrote; nothing
+// when the notification is normalised already (another run staged it and
+// goes on from there). conn must not be in a transaction. An error from the
+// query itself (a missing table, a timeout, a write the read-only guard
+// refused) is a *pgconn.PgError, or wraps ErrAudienceShape.
+func StageAudience(ctx context.Context, conn *pgx.Conn, id string, q AudienceQuery) (int64, error) {
 	shape, err := DescribeAudience(ctx, conn, q.Query)
 	if err != nil {
 		return 0, err
@@ -165,7 +171,7 @@ func StageAudience(ctx context.Context, conn *pgx.Conn, q AudienceQuery) (int64,
 	}
 	n := len(shape.Params)
 	sql := fmt.Sprintf(stageAudienceSQL, q.Query, reason, n+1, n+2, n+3)
-	args := make([]any, 0, n+4)
+	args := make([]*string, 0, n+4)
 	for i := range n {
 		var v any
 		if i < len(q.Args) {
@@ -181,20 +187,44 @@ func StageAudience(ctx context.Context, conn *pgx.Conn, q AudienceQuery) (int64,
 		if err != nil {
 			return 0, fmt.Errorf("%w: $%d: %w", ErrAudienceArg, i+1, err)
 		}
-		args = append(args, a)
+		args = append(args, textArg(a))
 	}
-	args = append(args, nonNil(q.Reasons), q.Actor, q.NotifyActor || q.Actor == "", q.DefaultReason)
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	reasons := make([]any, len(q.Reasons))
+	for i, r := range q.Reasons {
+		reasons[i] = r
+	}
+	reasonList, _ := AudienceArg(reasons)
+	args = append(args, textArg(reasonList), textArg(q.Actor),
+		textArg(strconv.FormatBool(q.NotifyActor || q.Actor == "")), textArg(q.DefaultReason))
+	// A named statement of the session, which EXECUTE in
+	// notify_audience_rows reaches; PostgreSQL types its placeholders as for
+	// any bound query. The name follows the text: prepared once per session.
+	sum := sha256.Sum256([]byte(sql))
+	stmt := "notify_audience_" + hex.EncodeToString(sum[:8])
+	if _, err := conn.Prepare(ctx, stmt, sql); err != nil {
+		return 0, err
+	}
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var tag pgconn.CommandTag
-	b = &pgx.Batch{}
+	var normalized bool
+	b := &pgx.Batch{}
 	if q.Timeout > 0 {
 		b.Queue(fmt.Sprintf("SET LOCAL statement_timeout = %d", q.Timeout.Milliseconds()))
 	}
-	b.Queue(sql, args...).Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	b.Queue(audienceStagingLockSQL, id).QueryRow(func(row pgx.Row) error { return row.Scan(nil, &normalized) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return 0, fmt.Errorf("stage audience of %s: %w", id, err)
+	}
+	if normalized {
+		return 0, tx.Commit(ctx)
+	}
+	var tag pgconn.CommandTag
+	b = &pgx.Batch{}
+	b.Queue(dropAudienceSQL, id)
+	b.Queue(writeAudienceSQL, id, stmt, args).Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}
@@ -202,6 +232,16 @@ func StageAudience(ctx context.Context, conn *pgx.Conn, q AudienceQuery) (int64,
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+// textArg is a text parameter: nil (SQL NULL) or the string AudienceArg
+// made.
+func textArg(v any) *string {
+	if v == nil {
+		return nil
+	}
+	s := v.(string)
+	return &s
 }
 
 func columnNames(s *AudienceShape) string {
@@ -286,28 +326,17 @@ func jsonKind(v any) string {
 	}
 }
 
-// copyStagedAudienceSQL moves the session's buffer into the staging of
-// notification $1 (replacing what a normalisation that did not commit
-// could not have left, but a re-normalisation could).
-const copyStagedAudienceSQL = `
-INSERT INTO notify_audience_members (notification_id, recipient, reason)
-SELECT $1, recipient, reason FROM pg_temp.notify_audience_buf`
-
 const dropAudienceSQL = `DELETE FROM notify_audience_members WHERE notification_id = $1`
 
-// CopyStagedAudience writes what StageAudience left in the session's buffer
-// as notification id's audience members, in tx (on the same connection),
-// and empties the buffer. It returns how many members it wrote.
-func CopyStagedAudience(ctx context.Context, tx DB, id string) (int64, error) {
-	var n int64
-	b := &pgx.Batch{}
-	b.Queue(dropAudienceSQL, id)
-	b.Queue(copyStagedAudienceSQL, id).Exec(func(ct pgconn.CommandTag) error { n = ct.RowsAffected(); return nil })
-	b.Queue(truncateAudienceBufSQL)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return 0, fmt.Errorf("stage audience of %s: %w", id, err)
+// LockAudienceStaging waits, in tx (a normalisation), for any staging of
+// notification id's audience under way (StageAudience of another run of its
+// job) and keeps the next from starting until tx ends, so the normalisation
+// reads one staging whole.
+func LockAudienceStaging(ctx context.Context, tx DB, id string) error {
+	if _, err := tx.Exec(ctx, audienceStagingLockSQL, id); err != nil {
+		return fmt.Errorf("lock audience staging of %s: %w", id, err)
 	}
-	return n, nil
+	return nil
 }
 
 // DropAudience deletes notification id's audience members: it is fanned

@@ -38,11 +38,14 @@ func TestAudienceArg(t *testing.T) {
 	}
 }
 
+// audienceID is the notification the stores tests stage audiences for.
+const audienceID = "0190b8a4-0000-7000-8000-0000000000a1"
+
 // StageAudience binds the args as the query's placeholders read them (an
 // integer, an array for = ANY), keeps one row per id with the strongest
 // reason (the default reason where the query gives none), leaves out the
-// actor, empty and NULL ids, and writes nothing but the session's buffer:
-// the transaction is READ ONLY and has the statement timeout.
+// actor, empty and NULL ids, and writes nothing but the notification's
+// audience members: the query runs READ ONLY and has the statement timeout.
 func TestStageAudience(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewDB(t)
@@ -50,7 +53,8 @@ func TestStageAudience(t *testing.T) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE members (org bigint, person text, role text);
 		INSERT INTO members VALUES (7, 'ada', 'admin'), (7, 'ada', 'member'), (7, 'bob', NULL), (7, 'cy', 'member'),
 		                           (7, '', 'member'), (7, NULL, 'member'), (8, 'dan', 'admin'), (7, 'actor', 'admin');
-		CREATE SEQUENCE members_seq`); err != nil {
+		CREATE SEQUENCE members_seq;
+		CREATE FUNCTION members_write() RETURNS text LANGUAGE sql AS $$ INSERT INTO members VALUES (0, 'w', 'w') RETURNING 'w' $$`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pool.Acquire(ctx)
@@ -59,7 +63,7 @@ func TestStageAudience(t *testing.T) {
 	}
 	defer conn.Release()
 	read := func() []string {
-		rows, err := conn.Query(ctx, `SELECT recipient || ':' || reason FROM pg_temp.notify_audience_buf ORDER BY recipient`)
+		rows, err := conn.Query(ctx, `SELECT recipient || ':' || reason FROM notify_audience_members WHERE notification_id = $1 ORDER BY recipient`, audienceID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +78,7 @@ func TestStageAudience(t *testing.T) {
 		Args:    []any{json.Number("7"), []any{"guest"}},
 		Timeout: time.Second, Actor: "actor", Reasons: []string{"admin", "member"}, DefaultReason: "direct",
 	}
-	n, err := stores.StageAudience(ctx, conn.Conn(), q)
+	n, err := stores.StageAudience(ctx, conn.Conn(), audienceID, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,20 +86,37 @@ func TestStageAudience(t *testing.T) {
 	if got := read(); n != 3 || !slices.Equal(got, want) {
 		t.Fatalf("staged %d: %v, want %v", n, got, want)
 	}
-	// Staged again: the buffer is emptied first; with notify_actor the actor
+	// Staged again: the members are replaced; with notify_actor the actor
 	// is in.
 	q.NotifyActor = true
-	if _, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil {
+	if _, err := stores.StageAudience(ctx, conn.Conn(), audienceID, q); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); !slices.Equal(got, []string{"actor:admin", "ada:admin", "bob:direct", "cy:member"}) {
 		t.Fatalf("with notify_actor: %v", got)
 	}
-	// A write is refused by the READ ONLY transaction.
-	_, err = stores.StageAudience(ctx, conn.Conn(), stores.AudienceQuery{
-		Query: `SELECT person AS id FROM members, LATERAL (SELECT nextval('members_seq')) s`})
-	if err == nil || !strings.Contains(err.Error(), "cannot execute nextval() in a read-only transaction") {
-		t.Fatalf("a query calling nextval: %v", err)
+	// A write in the query is refused as in a READ ONLY transaction, and
+	// what was staged stays as it was.
+	for query, want := range map[string]string{
+		`SELECT person AS id FROM members, LATERAL (SELECT nextval('members_seq')) s`: "cannot execute nextval() in a read-only transaction",
+		`SELECT person AS id FROM members FOR UPDATE`:                                 "cannot execute SELECT FOR UPDATE in a read-only transaction",
+		`SELECT members_write() AS id`:                                                "cannot execute INSERT in a read-only transaction",
+	} {
+		_, err = stores.StageAudience(ctx, conn.Conn(), audienceID, stores.AudienceQuery{Query: query})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %v, want %q", query, err, want)
+		}
+	}
+	if got := read(); len(got) != 4 {
+		t.Fatalf("after refused writes: %v", got)
+	}
+	var rows int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM members`).Scan(&rows); err != nil || rows != 8 {
+		t.Fatalf("members has %d rows (%v), want 8", rows, err)
+	}
+	// The connection is read-write again after the query.
+	if _, err := conn.Exec(ctx, `INSERT INTO members VALUES (9, 'eve', NULL)`); err != nil {
+		t.Fatalf("a write after staging: %v", err)
 	}
 }
 
@@ -114,17 +135,50 @@ func TestStageAudienceBindsOnlyArraysToArrays(t *testing.T) {
 	q := stores.AudienceQuery{Query: `SELECT x AS id FROM unnest($1::text[]) AS x`, DefaultReason: "direct"}
 	for _, bad := range []any{"{u1,admin}", json.Number("1"), map[string]any{}, []any{[]any{"u1"}}} {
 		q.Args = []any{bad}
-		if n, err := stores.StageAudience(ctx, conn.Conn(), q); !errors.Is(err, stores.ErrAudienceArg) {
+		if n, err := stores.StageAudience(ctx, conn.Conn(), audienceID, q); !errors.Is(err, stores.ErrAudienceArg) {
 			t.Errorf("param %#v for $1::text[]: %d staged, %v; want ErrAudienceArg", bad, n, err)
 		}
 	}
 	q.Args = []any{[]any{"u1", "u2"}}
-	if n, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil || n != 2 {
+	if n, err := stores.StageAudience(ctx, conn.Conn(), audienceID, q); err != nil || n != 2 {
 		t.Fatalf("an array for $1::text[]: %d staged, %v", n, err)
 	}
 	// A string for a text placeholder is the string, braces and all.
 	q.Query, q.Args = `SELECT $1::text AS id`, []any{"{u1,admin}"}
-	if n, err := stores.StageAudience(ctx, conn.Conn(), q); err != nil || n != 1 {
+	if n, err := stores.StageAudience(ctx, conn.Conn(), audienceID, q); err != nil || n != 1 {
 		t.Fatalf("a string for $1::text: %d staged, %v", n, err)
+	}
+}
+
+// A run of the fan-out job that stages the audience of a notification
+// another run has normalised already writes nothing: the members that
+// fan-out reads stay as they are.
+func TestStageAudienceLeavesANormalisedNotification(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewDB(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO notify_notifications (id, notifier, key, status, normalized)
+		VALUES ($1, 'n', 'k', 'pending', true)`, audienceID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO notify_audience_members VALUES ($1, 'kept', 'direct')`, audienceID); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	n, err := stores.StageAudience(ctx, conn.Conn(), audienceID, stores.AudienceQuery{Query: `SELECT 'new' AS id`, DefaultReason: "direct"})
+	if err != nil || n != 0 {
+		t.Fatalf("staged %d (%v), want nothing", n, err)
+	}
+	var got []string
+	rows, err := pool.Query(ctx, `SELECT recipient FROM notify_audience_members WHERE notification_id = $1`, audienceID)
+	if err == nil {
+		got, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || !slices.Equal(got, []string{"kept"}) {
+		t.Fatalf("members %v (%v), want [kept]", got, err)
 	}
 }

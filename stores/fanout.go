@@ -132,7 +132,7 @@ func LockNotificationForUpdate(ctx context.Context, tx DB, id string) error {
 // position, with no union to hash and no second sort; a single topic without
 // inline recipients is counted and split along its subscription index. With
 // $5 the notification has an audience, staged in notify_audience_members
-// (CopyStagedAudience, already without the actor): alone, it is counted and
+// (StageAudience, already without the actor): alone, it is counted and
 // split along its primary key like a single topic. Only
 // a mix of sources is deduplicated (a hashed union) and sorted for the split.
 // A list that was sorted and deduplicated already keeps its stored value: the
@@ -225,7 +225,7 @@ type Audience struct {
 // its audience, with the recipient ids that cut it into lanes ranges of about
 // equal size (none for one lane).
 //
-// With audience, the members CopyStagedAudience wrote in tx are part of it.
+// With audience, the members StageAudience wrote are part of it.
 func NormalizeAudience(ctx context.Context, tx DB, id string, reasons []string, notifyActor bool, lanes int,
 	audience bool) (*Audience, error) {
 	q := make([]float64, max(lanes-1, 0))
