@@ -22,8 +22,13 @@ import (
 
 // Queue names. Each has its own max workers in config (queues:).
 const (
-	QueueFanout      = "fanout"
-	QueueSend        = "send"
+	QueueFanout = "fanout"
+	QueueSend   = "send"
+	// QueueSendBulk carries the send jobs of chunked fan-outs (topics,
+	// large lists, audiences), with its own queues.send workers: however
+	// many of a large notification's sends are running or waiting, the send
+	// queue's workers stay free for one-recipient notifications and retries.
+	QueueSendBulk    = "send_bulk"
 	QueueDigest      = "digest"
 	QueueMaintenance = "maintenance"
 )

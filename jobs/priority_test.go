@@ -9,9 +9,10 @@ import (
 	"github.com/notifyd/notifyd/server/servertest"
 )
 
-// A chunked fan-out (here a topic) enqueues its sends at a lower River
-// priority than a one-recipient notification's, so a small notification's
-// email is never queued behind a large one's.
+// A chunked fan-out (here a topic) enqueues its sends on the send_bulk queue
+// (its own workers) at a lower River priority, a one-recipient
+// notification's on the send queue, so a small notification's email never
+// waits for a worker behind a large one's.
 func TestBulkSendsQueueBehindSmallOnes(t *testing.T) {
 	t.Parallel()
 	b := setupEmail(t, "")
@@ -39,22 +40,21 @@ func TestBulkSendsQueueBehindSmallOnes(t *testing.T) {
 		return servertest.Count(t, b.pool, `SELECT count(*) FROM notify_notifications WHERE id = ANY($1::uuid[]) AND status = 'fanned_out'`,
 			[]string{bulk.ID, small.ID}) == 2
 	})
-	// The priority of the send jobs that carry each notification's email deliveries.
+	// The queue and priority of the send jobs that carry each notification's email deliveries.
 	const prioritiesSQL = `
-SELECT coalesce(array_agg(DISTINCT j.priority ORDER BY j.priority), '{}')
+SELECT coalesce(array_agg(DISTINCT j.queue || ' ' || j.priority ORDER BY j.queue || ' ' || j.priority), '{}')
 FROM river_job j, notify_deliveries d
 WHERE j.kind = 'notify.send' AND d.notification_id = $1 AND d.channel = 'email'
   AND (position(uuid_send(d.id) IN decode(j.args->>'ids', 'base64')) > 0 OR j.args->'delivery_ids' ? d.id::text)`
 	for _, tt := range []struct {
-		name, id string
-		want     int
-	}{{"the topic notification", bulk.ID, 2}, {"the one-recipient notification", small.ID, 1}} {
-		var got []int
+		name, id, want string
+	}{{"the topic notification", bulk.ID, "send_bulk 2"}, {"the one-recipient notification", small.ID, "send 1"}} {
+		var got []string
 		if err := b.pool.QueryRow(ctx, prioritiesSQL, tt.id).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 1 || got[0] != tt.want {
-			t.Errorf("%s's send jobs have priorities %v, want [%d]", tt.name, got, tt.want)
+			t.Errorf("%s's send jobs are on (queue priority) %q, want [%q]", tt.name, got, tt.want)
 		}
 	}
 }

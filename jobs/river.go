@@ -52,6 +52,7 @@ func RiverConfig(deps *Deps, workers *river.Workers) *river.Config {
 		Queues: map[string]river.QueueConfig{
 			QueueFanout:      {MaxWorkers: max(q.Fanout, 1)},
 			QueueSend:        {MaxWorkers: max(q.Send, 1)},
+			QueueSendBulk:    {MaxWorkers: max(q.Send, 1)},
 			QueueDigest:      {MaxWorkers: max(q.Digest, 1)},
 			QueueMaintenance: {MaxWorkers: max(q.Maintenance, 1)},
 		},

@@ -227,7 +227,7 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 		} else if !send {
 			continue
 		}
-		park, err := r.w.targets.acquire(waitCtx, l.target)
+		park, err := r.w.targets.acquireAt(waitCtx, l.target, r.bulk())
 		switch {
 		case err != nil:
 			r.giveBack(ctx, rest)
@@ -276,6 +276,11 @@ func (r *sendRun) sendLane(ctx context.Context, l lane) {
 		}
 	}
 }
+
+// bulk reports whether the run is a job of the send_bulk queue (a large
+// fan-out's sends): its lanes queue behind interactive ones at a target's
+// gate, and what it retries goes back to send_bulk.
+func (r *sendRun) bulk() bool { return r.job.Queue == QueueSendBulk }
 
 // livenessLost reports whether this process lost its liveness lock since
 // the run's claim.
@@ -361,7 +366,7 @@ func (r *sendRun) outcome(ctx context.Context, c *stores.Claimed, sendErr error,
 		s.Provider, s.Failed = provider, true
 		req.settled = []stores.Settlement{s}
 		if s.NextAttemptAt != nil {
-			req.retries = []retryJob{{id: c.ID, at: *s.NextAttemptAt}}
+			req.retries = []retryJob{{id: c.ID, at: *s.NextAttemptAt, bulk: r.bulk()}}
 		}
 		log.InfoContext(ctx, "delivery failed", "err", msg, "attempts", c.Attempts, "status", s.Status)
 	}
@@ -417,7 +422,7 @@ func (r *sendRun) giveBack(ctx context.Context, rest []*stores.Claimed) {
 	for _, c := range rest {
 		req.settled = append(req.settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt,
 			Status: string(notifytype.StatusFailed), NextAttemptAt: &at, Refund: true})
-		req.retries = append(req.retries, retryJob{id: c.ID, at: at})
+		req.retries = append(req.retries, retryJob{id: c.ID, at: at, bulk: r.bulk()})
 	}
 	r.settle(ctx, req)
 }
@@ -438,7 +443,7 @@ func (r *sendRun) park(ctx context.Context, target string, rest []*stores.Claime
 		at := p.until
 		req.settled = append(req.settled, stores.Settlement{ID: c.ID, ClaimedAt: c.ClaimedAt, Status: string(notifytype.StatusFailed),
 			Error: p.reason, NextAttemptAt: &at, Refund: true})
-		req.retries = append(req.retries, retryJob{id: c.ID, at: at})
+		req.retries = append(req.retries, retryJob{id: c.ID, at: at, bulk: r.bulk()})
 	}
 	d.logger().InfoContext(ctx, "deliveries parked", "target", target, "count", len(rest), "until", p.until,
 		"job_id", r.job.ID, "reason", p.reason)

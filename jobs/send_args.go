@@ -106,14 +106,17 @@ func insertSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int) err
 }
 
 // bulkSendPriority is the River priority of the send jobs a chunked fan-out
-// (a topic, a large list, an audience) enqueues. River fetches a queue in
-// priority order, so the sends of one-recipient notifications (priority 1,
-// River's default, as every retry) are never queued behind the tens of
-// thousands of send jobs of a large notification: a large notification does
-// not hold up a small one.
+// (a topic, a large list, an audience) enqueues, on their own queue
+// (QueueSendBulk). The queue is what keeps a large notification from holding
+// up a small one: the tens of thousands of send jobs of a large notification
+// occupy the send_bulk queue's workers, never the send queue's, so the send
+// job of a one-recipient notification (queue send, priority 1, River's
+// default, as every retry) finds a free worker at once, and at each target's
+// gate its lane goes ahead of the bulk lanes (see targets.acquire). The
+// priority only orders a bulk job behind anything moved onto its queue.
 const bulkSendPriority = 2
 
-// insertBulkSendJobs is insertSendJobs at bulkSendPriority.
+// insertBulkSendJobs is insertSendJobs on QueueSendBulk at bulkSendPriority.
 func insertBulkSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int) error {
 	if len(ids) == 0 {
 		return nil
@@ -122,18 +125,18 @@ func insertBulkSendJobs(ctx context.Context, tx pgx.Tx, ids []string, batch int)
 	if err != nil {
 		return fmt.Errorf("enqueue sends: %w", err)
 	}
-	return insertSendJobsAt(ctx, tx, client, ids, batch, bulkSendPriority)
+	return insertSendJobsAt(ctx, tx, client, ids, batch, &river.InsertOpts{Queue: QueueSendBulk, Priority: bulkSendPriority})
 }
 
 // insertSendJobsWith is insertSendJobs through a given (possibly insert-only)
 // River client.
 func insertSendJobsWith(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string, batch int) error {
-	return insertSendJobsAt(ctx, tx, client, ids, batch, 0)
+	return insertSendJobsAt(ctx, tx, client, ids, batch, nil)
 }
 
-// insertSendJobsAt inserts the send jobs at River priority (0: River's
-// default, 1).
-func insertSendJobsAt(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string, batch, priority int) error {
+// insertSendJobsAt inserts the send jobs with opts (nil: SendArgs's own,
+// queue send at River's default priority, 1).
+func insertSendJobsAt(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx], ids []string, batch int, opts *river.InsertOpts) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -143,11 +146,7 @@ func insertSendJobsAt(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.T
 	params := make([]river.InsertManyParams, 0, (len(ids)+batch-1)/batch)
 	for start := 0; start < len(ids); start += batch {
 		end := min(start+batch, len(ids))
-		p := river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:end]}}
-		if priority > 0 {
-			p.InsertOpts = &river.InsertOpts{Priority: priority}
-		}
-		params = append(params, p)
+		params = append(params, river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:end]}, InsertOpts: opts})
 	}
 	if err := insertJobs(ctx, tx, client, params); err != nil {
 		return fmt.Errorf("enqueue %d sends: %w", len(ids), err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -183,5 +184,80 @@ func TestBreakerParksAFailingTarget(t *testing.T) {
 		if p, _ := ts.acquire(ctx, "h"); p != nil {
 			t.Fatalf("parked after the target recovered: %+v", p)
 		}
+	}
+}
+
+// acquireAtAsync is acquireAsync for a bulk lane (bulk) or an interactive
+// one, reporting on granted which of the lanes (id) got its slot.
+func acquireAtAsync(ctx context.Context, ts *targets, name string, bulk bool, id int, granted chan<- int) {
+	go func() {
+		if p, err := ts.acquireAt(ctx, name, bulk); p == nil && err == nil {
+			granted <- id
+		}
+	}()
+}
+
+// While a large notification's lanes hold every slot of a target and more
+// of them wait, a freed slot goes to a one-recipient notification's lane
+// (interactive) ahead of the older bulk lanes; a steady stream of
+// interactive lanes still lets one bulk lane in every bulkShare slots.
+func TestGateServesInteractiveLanesBeforeBulk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := newTargets(2, time.Now)
+	for range 2 {
+		if p, err := ts.acquireAt(ctx, "email", true); p != nil || err != nil {
+			t.Fatalf("acquire = %v, %v; want a slot", p, err)
+		}
+	}
+	granted := make(chan int, 32)
+	// Three bulk lanes (ids 100..102) queue first, then an interactive one (0).
+	for i := range 3 {
+		acquireAtAsync(ctx, ts, "email", true, 100+i, granted)
+		waitWaiters(t, ts, "email", i+1)
+	}
+	acquireAtAsync(ctx, ts, "email", false, 0, granted)
+	waitWaiters(t, ts, "email", 4)
+	ts.release("email", nil)
+	if got := <-granted; got != 0 {
+		t.Fatalf("the freed slot went to lane %d, want the interactive lane 0 ahead of the older bulk lanes", got)
+	}
+
+	// Interactive lanes keep coming (ids 1..): out of every bulkShare slots
+	// freed, one goes to the oldest bulk lane, in the bulk lanes' order.
+	next := 1
+	order := []int{0}
+	for len(order) < 3*bulkShare {
+		for {
+			ts.mu.Lock()
+			interactive := 0
+			for _, w := range ts.m["email"].waiters {
+				if !w.bulk {
+					interactive++
+				}
+			}
+			n := len(ts.m["email"].waiters)
+			ts.mu.Unlock()
+			if interactive >= 2 {
+				break
+			}
+			acquireAtAsync(ctx, ts, "email", false, next, granted)
+			next++
+			waitWaiters(t, ts, "email", n+1)
+		}
+		ts.release("email", nil)
+		order = append(order, <-granted)
+	}
+	var bulk []int
+	for i, id := range order {
+		if id >= 100 {
+			bulk = append(bulk, id)
+			if (i+1)%bulkShare != 0 {
+				t.Errorf("slot %d went to bulk lane %d; want bulk lanes only every %d slots (order %v)", i+1, id, bulkShare, order)
+			}
+		}
+	}
+	if want := []int{100, 101, 102}; !slices.Equal(bulk, want) {
+		t.Errorf("bulk lanes got slots %v, want %v in their order (order %v)", bulk, want, order)
 	}
 }

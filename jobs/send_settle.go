@@ -51,10 +51,14 @@ type settleReq struct {
 	client *river.Client[pgx.Tx]
 }
 
-// retryJob is a delivery to try again at a time.
+// retryJob is a delivery to try again at a time. A bulk one (retried by a
+// job of the send_bulk queue) goes back to that queue, so a large
+// notification's retries and given-back deliveries never take the send
+// queue's workers from one-recipient notifications.
 type retryJob struct {
-	id string
-	at time.Time
+	id   string
+	at   time.Time
+	bulk bool
 }
 
 // settler holds a process's two settle groups. Terminal outcomes (sent,
@@ -174,20 +178,29 @@ func insertRetryJobs(ctx context.Context, tx pgx.Tx, client *river.Client[pgx.Tx
 	if batch <= 0 {
 		batch = DefaultSendBatch
 	}
-	byTime := map[time.Time][]string{}
-	var order []time.Time
+	type due struct {
+		at   time.Time
+		bulk bool
+	}
+	byTime := map[due][]string{}
+	var order []due
 	for _, r := range retries {
-		if _, ok := byTime[r.at]; !ok {
-			order = append(order, r.at)
+		k := due{r.at, r.bulk}
+		if _, ok := byTime[k]; !ok {
+			order = append(order, k)
 		}
-		byTime[r.at] = append(byTime[r.at], r.id)
+		byTime[k] = append(byTime[k], r.id)
 	}
 	var params []river.InsertManyParams
-	for _, at := range order {
-		ids := byTime[at]
+	for _, k := range order {
+		ids := byTime[k]
 		for start := 0; start < len(ids); start += batch {
+			opts := &river.InsertOpts{ScheduledAt: k.at}
+			if k.bulk {
+				opts.Queue, opts.Priority = QueueSendBulk, bulkSendPriority
+			}
 			params = append(params, river.InsertManyParams{Args: SendArgs{DeliveryIDs: ids[start:min(start+batch, len(ids))]},
-				InsertOpts: &river.InsertOpts{ScheduledAt: at}})
+				InsertOpts: opts})
 		}
 	}
 	if err := insertJobs(ctx, tx, client, params); err != nil {

@@ -108,12 +108,24 @@ type target struct {
 	open      time.Duration
 	lastErr   string
 	waiters   []*waiter // lanes waiting for a slot, oldest first
+	// passed is how many slots went to interactive lanes in a row while a
+	// bulk lane waited (see grant).
+	passed int
 }
 
 // waiter is a lane waiting for a slot: it gets exactly one answer.
 type waiter struct {
 	answer chan *parking // nil: the slot is yours; else: park
+	bulk   bool          // a lane of a send_bulk job
 }
+
+// bulkShare bounds how a target's slots are shared while both kinds of lane
+// wait: a free slot goes to the oldest interactive lane (of a send job on the
+// send queue: one-recipient notifications and retries) before any bulk lane
+// (of a large fan-out's send_bulk job), except that every bulkShare-th slot
+// in a row goes to the oldest bulk lane, so a steady stream of interactive
+// sends slows a large notification down but never stops it.
+const bulkShare = 4
 
 // parking says a delivery is not attempted now and when it may be tried again.
 type parking struct {
@@ -153,8 +165,14 @@ func (ts *targets) limit(t *target) int {
 // context that ends at the lane's budget.
 //
 // A waiter waits at most as long as a slot holder's send, which its channel's
-// timeout bounds.
+// timeout bounds. acquire is for an interactive lane; see acquireAt.
 func (ts *targets) acquire(ctx context.Context, name string) (*parking, error) {
+	return ts.acquireAt(ctx, name, false)
+}
+
+// acquireAt is acquire for a bulk lane (bulk) or an interactive one: a free
+// slot goes to an interactive waiter before a bulk one (see bulkShare).
+func (ts *targets) acquireAt(ctx context.Context, name string, bulk bool) (*parking, error) {
 	ts.mu.Lock()
 	t := ts.get(name)
 	if p := ts.parked(name, t); p != nil {
@@ -166,7 +184,7 @@ func (ts *targets) acquire(ctx context.Context, name string) (*parking, error) {
 		ts.mu.Unlock()
 		return nil, nil
 	}
-	w := &waiter{answer: make(chan *parking, 1)}
+	w := &waiter{answer: make(chan *parking, 1), bulk: bulk}
 	t.waiters = append(t.waiters, w)
 	ts.mu.Unlock()
 
@@ -248,11 +266,34 @@ func (ts *targets) parkedNow(name string) *parking {
 	return ts.parked(name, ts.get(name))
 }
 
-// grant hands free slots to the oldest waiters. ts.mu must be held.
+// grant hands free slots to the waiters: the oldest interactive one first,
+// the oldest bulk one when no interactive lane waits or when bulkShare-1
+// interactive ones went ahead of it in a row. ts.mu must be held.
 func (ts *targets) grant(t *target) {
 	for len(t.waiters) > 0 && t.inflight < ts.limit(t) {
-		w := t.waiters[0]
-		t.waiters = t.waiters[1:]
+		firstBulk, firstInteractive := -1, -1
+		for i, w := range t.waiters {
+			if w.bulk && firstBulk < 0 {
+				firstBulk = i
+			}
+			if !w.bulk && firstInteractive < 0 {
+				firstInteractive = i
+			}
+			if firstBulk >= 0 && firstInteractive >= 0 {
+				break
+			}
+		}
+		i := firstInteractive
+		switch {
+		case firstBulk < 0:
+			t.passed = 0
+		case firstInteractive < 0 || t.passed >= bulkShare-1:
+			i, t.passed = firstBulk, 0
+		default:
+			t.passed++
+		}
+		w := t.waiters[i]
+		t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
 		t.inflight++
 		w.answer <- nil
 	}

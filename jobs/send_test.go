@@ -282,6 +282,18 @@ func TestKilledAfterClaimIsRedrivenBySweep(t *testing.T) {
 	if b.smtp.Count() != 1 {
 		t.Fatalf("received %d messages, want 1", b.smtp.Count())
 	}
+	// The re-drive went to send_bulk: under a large fan-out's backlog the
+	// sweep re-drives by the thousand, which must not take the send queue's
+	// workers from one-recipient notifications.
+	var queues []string
+	if err := b.pool.QueryRow(context.Background(), `SELECT coalesce(array_agg(DISTINCT queue), '{}') FROM river_job
+		WHERE kind = 'notify.send' AND (position(uuid_send($1::uuid) IN decode(args->>'ids', 'base64')) > 0 OR args->'delivery_ids' ? $1::text)`,
+		deliveryID).Scan(&queues); err != nil {
+		t.Fatal(err)
+	}
+	if len(queues) != 1 || queues[0] != jobs.QueueSendBulk {
+		t.Fatalf("the re-driven delivery's send jobs are on %q, want [%q]", queues, jobs.QueueSendBulk)
+	}
 }
 
 func TestEmailPastMaxAgeExpires(t *testing.T) {

@@ -61,7 +61,11 @@ func (d *Deps) RetrySweep(ctx context.Context) (int, error) {
 			return err
 		}
 		n = len(ids)
-		return insertSendJobs(ctx, tx, ids, d.Config.Queues.SendBatch)
+		// On send_bulk: under a large fan-out's backlog the sweep re-drives
+		// its rows by the thousand (they wait longer than a lease for a
+		// worker), and on send they would take the workers of one-recipient
+		// notifications.
+		return insertBulkSendJobs(ctx, tx, ids, d.Config.Queues.SendBatch)
 	})
 	if err != nil {
 		return 0, err

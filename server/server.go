@@ -185,7 +185,7 @@ func New(ctx context.Context, opts Options) (_ *Server, err error) {
 	apiOpts := httpapi.Options{Pool: s.pool, Config: cfg, Registry: s.registry, Client: s.client,
 		Operations: apiOperations{s}, Logger: logger, Clock: opts.Clock, Extra: opts.Routes, Metrics: m,
 		WebhookSecret: webhookSecrets(s.set), Push: pushService(s.set),
-		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueDigest, jobs.QueueMaintenance}}
+		Queues: []string{jobs.QueueFanout, jobs.QueueSend, jobs.QueueSendBulk, jobs.QueueDigest, jobs.QueueMaintenance}}
 	if s.reads != nil {
 		apiOpts.Reads = s.reads
 	}

@@ -170,6 +170,7 @@ func runHeadOfLine(ctx context.Context, e *env, r *result, seed uint64) error {
 	r.note("%d one-recipient notifications at %d/s beside a %d-recipient fan-out (%d delivery rows written by then, %d emails accepted): commit → email p50 %s, p99 %s, max %s",
 		len(smalls), rate, big, bigRows, s.mail.Count(), pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond),
 		pct(1).Round(time.Millisecond))
+	noteSmallStages(ctx, s, r, recipientID(big))
 	if missing > 0 {
 		r.fail("%d one-recipient emails never arrived within 30 s of the last send", missing)
 	}
@@ -185,4 +186,38 @@ func runHeadOfLine(ctx context.Context, e *env, r *result, seed uint64) error {
 	s.report(ctx)
 	s.stopAll()
 	return nil
+}
+
+// noteSmallStages notes where the one-recipient notifications' email
+// deliveries spent their time, from the ledger's and River's timestamps:
+// commit → fanned out (the delivery row written), the send job's wait for a
+// worker (River's created → attempted, over the send queue's priority-1
+// jobs), its run (attempted → finalized: the target's gate, the SMTP
+// transaction and the settle), and fanned out → settled.
+func noteSmallStages(ctx context.Context, s *stage, r *result, first string) {
+	var f50, f99, x50, x99, q50, q99, j50, j99 float64
+	err := s.db.pool.QueryRow(ctx, `
+		WITH t AS (
+			SELECT extract(epoch FROM d.created_at - n.created_at) * 1000 AS fan,
+			       extract(epoch FROM coalesce(d.settled_at, d.updated_at) - d.created_at) * 1000 AS send
+			FROM notify_deliveries d JOIN notify_notifications n ON n.id = d.notification_id
+			WHERE d.channel = 'email' AND d.recipient >= $1 AND d.status = 'sent'),
+		j AS (
+			SELECT extract(epoch FROM attempted_at - created_at) * 1000 AS queue,
+			       extract(epoch FROM finalized_at - attempted_at) * 1000 AS run
+			FROM river_job WHERE kind = 'notify.send' AND queue = 'send' AND priority = 1
+			  AND attempted_at IS NOT NULL AND finalized_at IS NOT NULL)
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY fan), -1), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY fan), -1),
+		       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY send), -1), coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY send), -1),
+		       (SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY queue), -1) FROM j),
+		       (SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY queue), -1) FROM j),
+		       (SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY run), -1) FROM j),
+		       (SELECT coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY run), -1) FROM j)
+		FROM t`, first).Scan(&f50, &f99, &x50, &x99, &q50, &q99, &j50, &j99)
+	if err != nil {
+		r.note("stages of the one-recipient emails: %v", err)
+		return
+	}
+	r.note("stages of the one-recipient emails (p50/p99, ms): commit → fanned out %.0f/%.0f, fanned out → settled %.0f/%.0f; "+
+		"their send jobs waited for a worker %.0f/%.0f and ran %.0f/%.0f", f50, f99, x50, x99, q50, q99, j50, j99)
 }
