@@ -127,7 +127,14 @@ var formatPatterns = map[string]string{
 	"date":      datePattern,
 	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]..:..:...`,
 	"email":     `^.*@.+$`,
+	"hostname":  hostnamePattern,
 }
+
+// hostnamePattern is exactly the validator's hostnames: dot-separated labels
+// of 1 to 63 ASCII letters, digits and hyphens, neither starting nor ending
+// with a hyphen, at most 253 characters before an optional final dot.
+const hostnamePattern = `^(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?` +
+	`(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`
 
 // datePattern is exactly the dates Go's time.Parse reads as 2006-01-02: four
 // digit years, and days that exist in their month (February 29 in leap years
@@ -137,7 +144,7 @@ const datePattern = `^(?:[0-9]{4}-(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|
 	`|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)-02-29)$`
 
 // exactFormats are the formats whose formatPattern is the whole rule.
-var exactFormats = map[string]bool{"uuid": true, "date": true}
+var exactFormats = map[string]bool{"uuid": true, "date": true, "hostname": true}
 
 // constValue holds a const, which may be JSON null.
 type constValue struct{ v any }

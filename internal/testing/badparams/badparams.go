@@ -5,6 +5,8 @@
 // pointer, and accept the same good ones.
 package badparams
 
+import "strings"
+
 // Notifier is the notifier the table is for.
 const Notifier = "params.keywords"
 
@@ -26,6 +28,7 @@ const Config = `  params.keywords:
         link: {type: string, format: uri}
         id: {type: string, format: uuid}
         day: {type: string, format: date}
+        host: {type: string, format: hostname}
         n: {type: integer, minimum: 1, maximum: 9}
     channels:
       in_app: {title: "{{.code}}"}
@@ -64,6 +67,13 @@ var Cases = []Case{
 	{`{"day": "2026-02-30"}`, "/day"},
 	{`{"day": "2025-02-29"}`, "/day"},
 	{`{"day": "1900-02-29"}`, "/day"},
+	{`{"host": "-a.example"}`, "/host"},
+	{`{"host": "a_b.example"}`, "/host"},
+	{`{"host": "a..example"}`, "/host"},
+	{`{"host": "example.."}`, "/host"},
+	{`{"host": ""}`, "/host"},
+	{`{"host": "` + label63 + `x.example"}`, "/host"},
+	{`{"host": "` + long254 + `"}`, "/host"},
 	{`{"n": 2.5}`, "/n"},
 	{`{"n": 10}`, "/n"},
 	{`{"extra": 1}`, "/extra"},
@@ -85,5 +95,15 @@ var Cases = []Case{
 	{`{"id": "0190C6B2-7A3C-7DEF-8A12-3456789ABCDE"}`, ""},
 	{`{"day": "2024-02-29"}`, ""},
 	{`{"day": "2000-02-29"}`, ""},
+	{`{"host": "app-1.Example.test."}`, ""},
+	{`{"host": "` + label63 + `.example"}`, ""},
+	{`{"host": "` + long254[:253] + `."}`, ""},
 	{`{"n": 9}`, ""},
 }
+
+// label63 is a 63-character hostname label; long254 a 254-character
+// hostname of such labels.
+var (
+	label63 = strings.Repeat("a", 63)
+	long254 = strings.Repeat(label63+".", 3) + strings.Repeat("b", 62)
+)
