@@ -17,9 +17,8 @@ import (
 // path's like_regex with flag "s") that finds a match in exactly the strings
 // in which Go's regexp finds one for pattern. Matching is unanchored in both,
 // as JSON Schema's pattern is. Refused: word boundaries (\b, \B: PostgreSQL's
-// word characters follow the locale), the multi-line flag's line anchors,
-// \A-style text anchors under (?m), and counted repetitions above 255 (the
-// most PostgreSQL allows).
+// word characters follow the locale), ^ and $ under the multi-line flag
+// (?m), and counted repetitions above 255 (the most PostgreSQL allows).
 func Translate(pattern string) (string, error) {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
