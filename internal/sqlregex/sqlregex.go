@@ -17,8 +17,9 @@ import (
 // path's like_regex with flag "s") that finds a match in exactly the strings
 // in which Go's regexp finds one for pattern. Matching is unanchored in both,
 // as JSON Schema's pattern is. Refused: word boundaries (\b, \B: PostgreSQL's
-// word characters follow the locale), ^ and $ under the multi-line flag
-// (?m), and counted repetitions above 255 (the most PostgreSQL allows).
+// word characters follow the locale) and ^ and $ under the multi-line flag
+// (?m). Counted repetitions are written out (regexp/syntax's Simplify), so
+// PostgreSQL's limit of 255 does not apply.
 func Translate(pattern string) (string, error) {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
