@@ -34,19 +34,29 @@ JSON.parse(File.read(ARGV[0])).each_with_index do |c, i|
 end
 `
 
-// The Ruby client refuses the shared table of bad params with an InputError
-// at the pointer the HTTP API names (internal/httpapi's
+const pythonBadParams = `
+import json, sys
+import psycopg
+import notifyd
+conn = psycopg.connect(__import__("os").environ["NOTIFYD_TEST_APP_URL"])
+for i, c in enumerate(json.load(open(sys.argv[1]))):
+    try:
+        with conn.transaction():
+            notifyd.send(conn, notifyd.Notification(notifier=sys.argv[2], key=f"bad-{i}", recipients=["u1"],
+                                                    params=json.loads(c["params"])))
+        print("ok")
+    except notifyd.InputError as e:
+        print(f"at {e.detail}" if e.field == "params" and e.sqlstate == "22023" else f"{e.field} {e.sqlstate}")
+    except Exception as e:
+        print(type(e).__name__)
+`
+
+// The Ruby and Python clients refuse the shared table of bad params with
+// their InputError at the pointer the HTTP API names (internal/httpapi's
 // TestSQLAPIChecksEveryParamsKeywordAsHTTPDoes sends the same table through
-// HTTP, SQL and the Go API), and passes its good params.
-func TestRubyClientRefusesTheBadParamsTable(t *testing.T) {
+// HTTP, SQL and the Go API), and pass its good params.
+func TestClientsRefuseTheBadParamsTable(t *testing.T) {
 	t.Parallel()
-	ruby, err := exec.LookPath("ruby")
-	if err != nil {
-		missing(t, "ruby is not installed: install Debian's ruby and ruby-pg")
-	}
-	if err := exec.Command(ruby, "-e", "require 'pg'").Run(); err != nil {
-		missing(t, "ruby cannot require pg: install Debian's ruby-pg")
-	}
 	env := startDaemonWith(t, servertest.BaseConfig+badparams.Config)
 	raw, err := json.Marshal(badparams.Cases)
 	if err != nil {
@@ -56,16 +66,42 @@ func TestRubyClientRefusesTheBadParamsTable(t *testing.T) {
 	if err := os.WriteFile(table, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(ruby, "-Ilib", "-e", rubyBadParams, table, badparams.Notifier)
-	cmd.Dir = "ruby"
+	t.Run("ruby", func(t *testing.T) {
+		ruby, err := exec.LookPath("ruby")
+		if err != nil {
+			missing(t, "ruby is not installed: install Debian's ruby and ruby-pg")
+		}
+		if err := exec.Command(ruby, "-e", "require 'pg'").Run(); err != nil {
+			missing(t, "ruby cannot require pg: install Debian's ruby-pg")
+		}
+		checkBadParams(t, env, "ruby", ruby, "-Ilib", "-e", rubyBadParams, table, badparams.Notifier)
+	})
+	t.Run("python", func(t *testing.T) {
+		python := "/usr/bin/python3"
+		if p := os.Getenv("NOTIFYD_PYTHON"); p != "" {
+			python = p
+		}
+		if err := exec.Command(python, "-c", "import psycopg").Run(); err != nil {
+			missing(t, python+" cannot import psycopg: install Debian's python3-psycopg, or set NOTIFYD_PYTHON")
+		}
+		checkBadParams(t, env, "python", python, "-c", pythonBadParams, table, badparams.Notifier)
+	})
+}
+
+// checkBadParams runs a client's script over the table in dir and checks it
+// printed, for each case, "at <pointer>" or "ok" as the case says.
+func checkBadParams(t *testing.T, env clientEnv, dir string, argv ...string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
 	cmd.Env = env.environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("ruby: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", dir, err, out)
 	}
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	if len(lines) != len(badparams.Cases) {
-		t.Fatalf("ruby printed %d lines for %d cases:\n%s", len(lines), len(badparams.Cases), out)
+		t.Fatalf("%s printed %d lines for %d cases:\n%s", dir, len(lines), len(badparams.Cases), out)
 	}
 	for i, c := range badparams.Cases {
 		want := "ok"
@@ -73,7 +109,7 @@ func TestRubyClientRefusesTheBadParamsTable(t *testing.T) {
 			want = "at " + c.Pointer
 		}
 		if lines[i] != want {
-			t.Errorf("%s: ruby says %q, want %q", c.Params, lines[i], want)
+			t.Errorf("%s: %s says %q, want %q", c.Params, dir, lines[i], want)
 		}
 	}
 }
