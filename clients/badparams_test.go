@@ -51,7 +51,34 @@ for i, c in enumerate(json.load(open(sys.argv[1]))):
         print(type(e).__name__)
 `
 
-// The Ruby and Python clients refuse the shared table of bad params with
+const nodeBadParams = `
+const fs = require("fs");
+const pg = require("pg");
+const notifyd = require("./lib/index.js");
+(async () => {
+  const client = new pg.Client({ connectionString: process.env.NOTIFYD_TEST_APP_URL });
+  await client.connect();
+  const cases = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+  for (const [i, c] of cases.entries()) {
+    await client.query("BEGIN");
+    try {
+      await notifyd.send(client, { notifier: process.argv[2], key: "bad-" + i, recipients: ["u1"], params: JSON.parse(c.params) });
+      await client.query("COMMIT");
+      console.log("ok");
+    } catch (e) {
+      await client.query("ROLLBACK");
+      if (e instanceof notifyd.InputError) {
+        console.log(e.field === "params" && e.sqlstate === "22023" ? "at " + e.detail : e.field + " " + e.sqlstate);
+      } else {
+        console.log(e && e.constructor ? e.constructor.name : String(e));
+      }
+    }
+  }
+  await client.end();
+})().catch((e) => { console.error(e); process.exit(1); });
+`
+
+// The Node, Ruby and Python clients refuse the shared table of bad params with
 // their InputError at the pointer the HTTP API names (internal/httpapi's
 // TestSQLAPIChecksEveryParamsKeywordAsHTTPDoes sends the same table through
 // HTTP, SQL and the Go API), and pass its good params.
@@ -66,6 +93,16 @@ func TestClientsRefuseTheBadParamsTable(t *testing.T) {
 	if err := os.WriteFile(table, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("node", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			missing(t, "node (Node.js 20 or later) is not installed")
+		}
+		if _, err := os.Stat(filepath.Join("node", "node_modules", "pg")); err != nil {
+			missing(t, "clients/node/node_modules is missing: run `npm ci` in clients/node")
+		}
+		checkBadParams(t, env, "node", node, "-e", nodeBadParams, table, badparams.Notifier)
+	})
 	t.Run("ruby", func(t *testing.T) {
 		ruby, err := exec.LookPath("ruby")
 		if err != nil {
