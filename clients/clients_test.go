@@ -201,11 +201,15 @@ func (e clientEnv) environ() []string {
 // database until the test ends, creates the application's role and table,
 // and writes the generated types. server.New publishes the test config's
 // notifiers, as a daemon does at start.
-func startDaemon(t *testing.T) clientEnv {
+func startDaemon(t *testing.T) clientEnv { return startDaemonWith(t, "") }
+
+// startDaemonWith is startDaemon with yaml for its config (BaseConfig when
+// empty).
+func startDaemonWith(t *testing.T, yaml string) clientEnv {
 	t.Helper()
 	ctx := context.Background()
 	owner, dbURL := pgtest.NewDBURL(t)
-	cfg := servertest.Config(t, "")
+	cfg := servertest.Config(t, yaml)
 	cfg.Database.URL = dbURL
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -283,6 +283,8 @@ func TestErrors(t *testing.T) {
 			`6: notifiers.n.params.properties.x.minLength: invalid JSON Schema: minimum: got -1, want 0`},
 		{"schema external ref", "notifiers:\n  n:\n    params: {$ref: 'https://schemas.test/x.json'}\n",
 			`3: notifiers.n.params: invalid JSON Schema: `},
+		{"pattern PostgreSQL cannot match exactly", "notifiers:\n  n:\n    params:\n      type: object\n      properties:\n        x: {pattern: '\\bword'}\n",
+			`6: notifiers.n.params.properties.x.pattern: pattern "\\bword": word boundaries (\b, \B) have no exact PostgreSQL equivalent (notify_send checks patterns in PostgreSQL; write it another way)`},
 		{"example does not match schema", "notifiers:\n  n:\n    params:\n      type: object\n      required: [a]\n    example: {b: 1}\n",
 			`6: notifiers.n.example: does not match params: /a: missing required property`},
 		{"example not JSON", "notifiers:\n  n:\n    example: {a: .nan}\n",

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/notifyd/notifyd/internal/sqlregex"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -432,4 +433,32 @@ func resolveLocalRef(root map[string]any, ref string) any {
 		}
 	}
 	return cur
+}
+
+// checkPatterns refuses every pattern keyword in a params schema that has no
+// exact PostgreSQL translation: notify_send checks params in the database
+// with PostgreSQL's regular expressions, and must refuse exactly the strings
+// the API refuses. The error names the pattern's key and line.
+func checkPatterns(el *errorList, path string, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			switch k {
+			case "enum", "const", "default", "examples":
+				continue // values, not schemas
+			case "pattern":
+				if p, ok := sub.(string); ok {
+					if _, err := sqlregex.Translate(p); err != nil {
+						el.add(join(path, k), "pattern %q: %v (notify_send checks patterns in PostgreSQL; write it another way)", p, err)
+					}
+					continue
+				}
+			}
+			checkPatterns(el, join(path, k), sub)
+		}
+	case []any:
+		for i, sub := range v {
+			checkPatterns(el, fmt.Sprintf("%s[%d]", path, i), sub)
+		}
+	}
 }

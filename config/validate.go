@@ -205,6 +205,9 @@ func (n *Notifier) validate(el *errorList, path string) {
 	example := map[string]any{}
 	if n.Params != nil {
 		n.Schema = compileSchema(el, join(path, "params"), n.Name, n.Params)
+		if n.Schema != nil {
+			checkPatterns(el, join(path, "params"), n.Params)
+		}
 		if props, _ := n.Params["properties"].(map[string]any); props != nil {
 			if _, ok := props[notifytype.TenantKey]; ok {
 				el.add(join(join(join(path, "params"), "properties"), notifytype.TenantKey),

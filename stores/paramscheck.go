@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/notifyd/notifyd/internal/sqlregex"
 )
 
 // ParamsCheck is the part of a notifier's params JSON Schema that notify_send
@@ -97,6 +99,19 @@ type checkNode struct {
 	// expression every string of that format matches (formatPatterns).
 	Format        string `json:"format,omitempty"`
 	FormatPattern string `json:"formatPattern,omitempty"`
+	// Pattern is the schema's pattern as a PostgreSQL regular expression
+	// (sqlregex.Translate) and PatternSource the pattern as written, for
+	// the message.
+	Pattern       string       `json:"pattern,omitempty"`
+	PatternSource string       `json:"patternSource,omitempty"`
+	MultipleOf    *json.Number `json:"multipleOf,omitempty"`
+	UniqueItems   bool         `json:"uniqueItems,omitempty"`
+	AllOf         []*checkNode `json:"allOf,omitempty"`
+	AnyOf         []*checkNode `json:"anyOf,omitempty"`
+	// OneOf and Not are kept only when every subschema below them is
+	// checked whole (complete); a oneOf that is not is kept as an anyOf.
+	OneOf []*checkNode `json:"oneOf,omitempty"`
+	Not   *checkNode   `json:"not,omitempty"`
 }
 
 // formatPatterns are, for the formats the params validator asserts, a
@@ -109,10 +124,27 @@ type checkNode struct {
 var formatPatterns = map[string]string{
 	"uri":       `^[A-Za-z][A-Za-z0-9+.-]*:`,
 	"uuid":      `^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`,
-	"date":      `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`,
+	"date":      datePattern,
 	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]..:..:...`,
 	"email":     `^.*@.+$`,
+	"hostname":  hostnamePattern,
 }
+
+// hostnamePattern is exactly the validator's hostnames: dot-separated labels
+// of 1 to 63 ASCII letters, digits and hyphens, neither starting nor ending
+// with a hyphen, at most 253 characters before an optional final dot.
+const hostnamePattern = `^(?=.{1,253}\.?$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?` +
+	`(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`
+
+// datePattern is exactly the dates Go's time.Parse reads as 2006-01-02: four
+// digit years, and days that exist in their month (February 29 in leap years
+// only).
+const datePattern = `^(?:[0-9]{4}-(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|[0-9]{4}-(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)` +
+	`|[0-9]{4}-02-(?:0[1-9]|1[0-9]|2[0-8])` +
+	`|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)-02-29)$`
+
+// exactFormats are the formats whose formatPattern is the whole rule.
+var exactFormats = map[string]bool{"uuid": true, "date": true, "hostname": true}
 
 // constValue holds a const, which may be JSON null.
 type constValue struct{ v any }
@@ -123,7 +155,8 @@ func (n *checkNode) empty() bool {
 	return len(n.Type) == 0 && n.Enum == nil && n.Const == nil && n.MinLength == nil && n.MaxLength == nil &&
 		n.Minimum == nil && n.Maximum == nil && n.ExclusiveMinimum == nil && n.ExclusiveMaximum == nil &&
 		n.MinItems == nil && n.MaxItems == nil && len(n.Required) == 0 && len(n.Properties) == 0 &&
-		n.AdditionalProperties == nil && n.Items == nil && n.Format == ""
+		n.AdditionalProperties == nil && n.Items == nil && n.Format == "" && n.Pattern == "" && n.MultipleOf == nil &&
+		!n.UniqueItems && n.AllOf == nil && n.AnyOf == nil && n.OneOf == nil && n.Not == nil
 }
 
 var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
@@ -174,6 +207,47 @@ func (c paramsCompiler) node(v any) *checkNode {
 	}
 	n.MinItems = count(s["minItems"])
 	n.MaxItems = count(s["maxItems"])
+	if p, ok := s["pattern"].(string); ok {
+		// config refuses a pattern without an exact translation.
+		if re, err := sqlregex.Translate(p); err == nil {
+			n.Pattern, n.PatternSource = re, p
+		}
+	}
+	if m := number(s["multipleOf"]); m != nil {
+		if f, err := m.Float64(); err == nil && f > 0 {
+			n.MultipleOf = m
+		}
+	}
+	n.UniqueItems, _ = s["uniqueItems"].(bool)
+	if subs, ok := s["allOf"].([]any); ok {
+		for _, sub := range subs {
+			if child := c.node(sub); child != nil {
+				n.AllOf = append(n.AllOf, child)
+			}
+		}
+	}
+	oneOfWhole := false
+	if subs, ok := s["oneOf"].([]any); ok && len(subs) > 0 {
+		if all := c.nodes(subs, true); all != nil {
+			n.OneOf, oneOfWhole = all, true
+		}
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if k == "oneOf" && oneOfWhole {
+			continue
+		}
+		// An alternative that checks nothing accepts everything, and so
+		// does the anyOf.
+		if subs, ok := s[k].([]any); ok && len(subs) > 0 && n.AnyOf == nil {
+			n.AnyOf = c.nodes(subs, false)
+		}
+	}
+	if sub, ok := s["not"]; ok && c.complete(sub) {
+		n.Not = c.node(sub)
+		if n.Not == nil {
+			n.Not = &checkNode{} // not {}: nothing passes
+		}
+	}
 	if req, ok := s["required"].([]any); ok {
 		for _, r := range req {
 			if name, ok := r.(string); ok && !slices.Contains(n.Required, name) {
@@ -209,6 +283,131 @@ func (c paramsCompiler) node(v any) *checkNode {
 		return nil
 	}
 	return n
+}
+
+// nodes prunes each of subs; nil when one of them checks nothing or, with
+// whole, is not complete.
+func (c paramsCompiler) nodes(subs []any, whole bool) []*checkNode {
+	out := make([]*checkNode, 0, len(subs))
+	for _, sub := range subs {
+		if whole && !c.complete(sub) {
+			return nil
+		}
+		child := c.node(sub)
+		if child == nil {
+			if whole {
+				child = &checkNode{}
+			} else {
+				return nil
+			}
+		}
+		out = append(out, child)
+	}
+	return out
+}
+
+// annotations are keywords that never make a value fail.
+var annotations = []string{"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"}
+
+// complete reports whether node(v) keeps every check of the subschema v:
+// each keyword in it is one SQL checks exactly, with a value SQL keeps.
+func (c paramsCompiler) complete(v any) bool {
+	s, ok := v.(map[string]any)
+	if !ok || c.draft4 {
+		return false
+	}
+	for k, val := range s {
+		switch k {
+		case "type":
+			switch t := val.(type) {
+			case string:
+				if !slices.Contains(jsonTypes, t) {
+					return false
+				}
+			case []any:
+				for _, e := range t {
+					if name, ok := e.(string); !ok || !slices.Contains(jsonTypes, name) {
+						return false
+					}
+				}
+			default:
+				return false
+			}
+		case "enum":
+			if e, ok := val.([]any); !ok || len(e) == 0 || !allScalars(e) {
+				return false
+			}
+		case "const":
+			if !allScalars([]any{val}) {
+				return false
+			}
+		case "minLength", "maxLength", "minItems", "maxItems":
+			if count(val) == nil {
+				return false
+			}
+		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+			if number(val) == nil {
+				return false
+			}
+		case "multipleOf":
+			if m := number(val); m == nil {
+				return false
+			}
+		case "uniqueItems":
+			if _, ok := val.(bool); !ok {
+				return false
+			}
+		case "pattern":
+			p, ok := val.(string)
+			if !ok {
+				return false
+			}
+			if _, err := sqlregex.Translate(p); err != nil {
+				return false
+			}
+		case "format":
+			if f, ok := val.(string); !ok || !exactFormats[f] {
+				return false
+			}
+		case "required":
+			if _, ok := val.([]any); !ok {
+				return false
+			}
+		case "properties":
+			props, ok := val.(map[string]any)
+			if !ok {
+				return false
+			}
+			for _, p := range props {
+				if !c.complete(p) {
+					return false
+				}
+			}
+		case "additionalProperties":
+			if b, ok := val.(bool); !ok || b {
+				return false
+			}
+		case "items", "not":
+			if !c.complete(val) {
+				return false
+			}
+		case "allOf", "anyOf", "oneOf":
+			subs, ok := val.([]any)
+			if !ok || len(subs) == 0 {
+				return false
+			}
+			for _, sub := range subs {
+				if !c.complete(sub) {
+					return false
+				}
+			}
+		default:
+			if !slices.Contains(annotations, k) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func mapValues(m map[string]*checkNode) []*checkNode {
@@ -336,6 +535,9 @@ func (n *checkNode) predicate(base, mode string) string {
 	if n.FormatPattern != "" {
 		str = append(str, base+" like_regex "+pathString(n.FormatPattern)+` flag "s"`)
 	}
+	if n.Pattern != "" {
+		str = append(str, base+" like_regex "+pathString(n.Pattern)+` flag "s"`)
+	}
 	guarded("string", str)
 	var num []string
 	if n.Minimum != nil {
@@ -349,6 +551,9 @@ func (n *checkNode) predicate(base, mode string) string {
 	}
 	if n.ExclusiveMaximum != nil {
 		num = append(num, base+" < "+string(*n.ExclusiveMaximum))
+	}
+	if n.MultipleOf != nil {
+		num = append(num, base+" % "+string(*n.MultipleOf)+" == 0")
 	}
 	guarded("number", num)
 	var obj []string
@@ -394,7 +599,35 @@ func (n *checkNode) predicate(base, mode string) string {
 			arr = append(arr, "!(exists("+base+"[*] ? (!("+p+"))))")
 		}
 	}
+	if n.UniqueItems {
+		// Whether two items are equal is left to the walk, which runs
+		// when this fails.
+		arr = append(arr, base+".size() <= 1")
+	}
 	guarded("array", arr)
+	for _, sub := range n.AllOf {
+		if p := sub.predicate(base, mode); p != "" {
+			and = append(and, "("+p+")")
+		}
+	}
+	if n.AnyOf != nil {
+		var or []string
+		for _, sub := range n.AnyOf {
+			p := sub.predicate(base, mode)
+			if p == "" {
+				or = nil // this alternative accepts everything
+				break
+			}
+			or = append(or, "("+p+")")
+		}
+		if len(or) > 0 {
+			and = append(and, paren(strings.Join(or, " || "), len(or)))
+		}
+	}
+	if n.OneOf != nil || n.Not != nil {
+		// Decided by the walk: a predicate that fails makes it run.
+		and = append(and, base+`.type() == "walk"`)
+	}
 	return strings.Join(and, " && ")
 }
 
@@ -445,6 +678,13 @@ func (n *checkNode) hasItems() bool {
 	for _, p := range n.Properties {
 		if p.hasItems() {
 			return true
+		}
+	}
+	for _, subs := range [][]*checkNode{n.AllOf, n.AnyOf, n.OneOf, {n.Not}} {
+		for _, p := range subs {
+			if p != nil && p.hasItems() {
+				return true
+			}
 		}
 	}
 	return false

@@ -16,9 +16,10 @@
 --
 -- The params check is the notifier's compiled SQL/JSON path predicate
 -- (notify_notifiers.params_check, written when the catalog is published):
--- one evaluation when the params are valid. Only when they are not does
--- notify_params_violation walk the same checks (params_schema) to find the
--- first failing value and say what is wrong with it.
+-- one evaluation when it holds. Only when it fails does
+-- notify_params_violation walk the checks (params_schema) to decide: it finds
+-- the first failing value and says what is wrong with it, or finds none
+-- (the predicate leaves uniqueItems, oneOf and not to the walk).
 --
 -- It trusts that its caller checked the rest; only notify_send calls it, and
 -- it runs in notify_send's pinned search_path.
@@ -144,9 +145,10 @@ BEGIN
     IF v_check IS NOT NULL AND (v_params @@ v_check) IS NOT TRUE THEN
         v_violation := notify_params_violation((SELECT c.params_schema FROM notify_notifiers c WHERE c.name = p_notifier),
                                                v_params);
-        v_violation := coalesce(v_violation, ARRAY['', 'does not match the notifier''s params schema']);
-        RAISE EXCEPTION '%: params%: %', p_notifier, CASE WHEN v_violation[1] = '' THEN '' ELSE ' ' || v_violation[1] END,
-            v_violation[2] USING ERRCODE = '22023', COLUMN = 'params', DETAIL = v_violation[1];
+        IF v_violation IS NOT NULL THEN
+            RAISE EXCEPTION '%: params%: %', p_notifier, CASE WHEN v_violation[1] = '' THEN '' ELSE ' ' || v_violation[1] END,
+                v_violation[2] USING ERRCODE = '22023', COLUMN = 'params', DETAIL = v_violation[1];
+        END IF;
     END IF;
     IF v_distinct > v_max THEN
         RAISE EXCEPTION 'too many recipients: % inline recipients, notifier % allows %', v_distinct,
