@@ -75,14 +75,8 @@ func (c *Config) checkCatalog(el *errorList) {
 	}
 }
 
-// parseText, parseRecipientText and parseHTML are the loader's own template
-// parses (digest, conditions, batch keys): they note the keys they name.
-func (c *Config) textTmpl(el *errorList, path, src string) *template.Template {
-	t := textTmpl(el, path, src)
-	c.useKeys(t)
-	return t
-}
-
+// recipientTextTmpl and htmlTmpl are the loader's own template parses
+// (digest, email): they note the keys they name for the catalog check.
 func (c *Config) recipientTextTmpl(el *errorList, path, src string) *template.Template {
 	t := recipientTextTmpl(el, path, src)
 	c.useKeys(t)

@@ -78,7 +78,6 @@ type Verifier struct {
 	certMu   sync.Mutex
 	certs    map[string]*x509.Certificate // SigningCertURL -> certificate (or the file's under "")
 	fileCert *x509.Certificate
-	fileErr  error
 }
 
 // New returns a Verifier. A providers.ses.cert_file that cannot be read is
