@@ -10,11 +10,14 @@ import (
 	"time"
 )
 
-// previousRelease is the build deployed before this release's work (the
-// last commit before it, at migration 00030): its replicas must keep working
-// beside this release's on a database this release migrated
-// (docs/upgrading.md). Move it on with each release.
-const previousRelease = "4a05341"
+// previousRelease is the commit of the release before this one, notifyd
+// 0.4.0 (CHANGELOG.md; migration 00038 and its function files): its
+// replicas must keep working beside this release's on a database this
+// release migrated (docs/upgrading.md). Move both on with each release.
+const (
+	previousRelease        = "9e543db"
+	previousReleaseVersion = "0.4.0"
+)
 
 // buildPrevious builds the previous release's notifyd from this repository's
 // history into dir.
@@ -57,7 +60,7 @@ func runUpgrade(ctx context.Context, e *env, r *result, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	r.note("built the previous release (%s) in %s", previousRelease, time.Since(t).Round(time.Second))
+	r.note("built the previous release %s (%s) in %s", previousReleaseVersion, previousRelease, time.Since(t).Round(time.Second))
 
 	n := scaled(e, 3000)
 	cfg := daemonConfig{fanoutChunk: 250, send: chaosSend, sendBatch: chaosSendBatch}
