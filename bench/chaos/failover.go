@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 	// A browser's cursor from before the failover: the head of the log when
 	// recipient 0's stream opens, before the large notification.
 	watched := recipientID(0)
-	first, err := streamEvents(ctx, sl, watched, "", 1)
+	first, err := streamEvents(ctx, sl, watched, "", 1, nil)
 	if err != nil {
 		return fmt.Errorf("the inbox stream before the failover: %w", err)
 	}
@@ -157,7 +158,8 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 		return ctx.Err()
 	}
 	committed, refused := smalls.Stop()
-	r.note("%d one-recipient notifications answered 202 around the failover, %d refused while it happened", len(committed), refused)
+	r.note("%d one-recipient notifications answered 202 around the failover, %d refused while it happened", len(committed), len(refused))
+	committed = append(committed, s.committedAnyway(ctx, r, refused)...)
 
 	snap, ok := s.waitFor(ctx, id, key, verifyReserve, func(snap *snapshot) bool {
 		return snap.final() && snap.nonTerminal == 0 && len(snap.rows) == n && snap.inboxIDs == n
@@ -169,17 +171,24 @@ func runFailover(ctx context.Context, e *env, r *result, seed uint64) error {
 		r.fail("the daemon exited (%v) instead of reconnecting; see %s", daemon.err, filepath.Join(s.dir, "daemon-a.log"))
 	}
 	// The pre-failover cursor resumes on the promoted standby: the same
-	// log, so no reset, and the first event replayed is the large
-	// notification's item, with the same epoch.
-	if resumed, err := streamEvents(ctx, sl, watched, cursor, 1); err != nil {
+	// log, so no reset, and every event replayed up to the large
+	// notification's item (one-recipient notifications to the same
+	// recipient may come first) is in the same epoch.
+	isBig := func(ev sseEvent) bool {
+		return ev.name == "inbox.created" && strings.Contains(ev.data, `"key":"`+key+`"`)
+	}
+	if resumed, err := streamEvents(ctx, sl, watched, cursor, len(committed)+len(refused)+16, isBig); err != nil {
 		r.fail("the inbox stream after the failover, from the cursor %s of before it: %v", cursor, err)
-	} else if ev := resumed[0]; ev.name != "inbox.created" || !strings.Contains(ev.data, `"key":"`+key+`"`) ||
-		epochOf(ev.id) != epochOf(cursor) {
+	} else if i := slices.IndexFunc(resumed, func(ev sseEvent) bool {
+		return ev.name == "reset" || epochOf(ev.id) != epochOf(cursor)
+	}); i >= 0 {
+		ev := resumed[i]
 		r.fail("the cursor %s of before the failover resumed with event %s (id %s) %s, want %s's inbox.created in the same epoch",
 			cursor, ev.name, ev.id, ev.data, key)
 	} else {
-		r.note("a stream cursor of before the failover (%s) resumed on the promoted standby without a reset (first event %s id %s)",
-			cursor, ev.name, ev.id)
+		ev := resumed[len(resumed)-1]
+		r.note("a stream cursor of before the failover (%s) resumed on the promoted standby without a reset (%s's inbox.created id %s after %d other events)",
+			cursor, key, ev.id, len(resumed)-1)
 	}
 	snaps := map[string]*snapshot{}
 	inbox := map[string]int{key: n}
@@ -243,7 +252,10 @@ type sseEvent struct{ id, name, data string }
 // streamEvents opens recipient's inbox stream on sl's daemon, with lastID as
 // its Last-Event-ID unless empty, and returns its first n events (comments
 // left out), or an error when they do not come within 30 s.
-func streamEvents(ctx context.Context, sl *slot, recipient, lastID string, n int) ([]sseEvent, error) {
+//
+// It returns after n events, or, with until set, after the first event until
+// accepts (at most n events read).
+func streamEvents(ctx context.Context, sl *slot, recipient, lastID string, n int, until func(sseEvent) bool) ([]sseEvent, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	tok, err := notifyd.RecipientToken(tokenSecret, recipient, time.Hour)
@@ -275,8 +287,11 @@ func streamEvents(ctx context.Context, sl *slot, recipient, lastID string, n int
 		switch {
 		case line == "":
 			if ev.name != "" {
-				if out = append(out, ev); len(out) == n {
+				if out = append(out, ev); (until == nil && len(out) == n) || (until != nil && until(ev)) {
 					return out, nil
+				}
+				if len(out) == n {
+					return out, fmt.Errorf("no wanted event among the first %d", n)
 				}
 			}
 			ev = sseEvent{}

@@ -17,7 +17,7 @@ type small struct{ id, key string }
 type trickle struct {
 	mu        sync.Mutex
 	committed []small
-	refused   int
+	refused   []string // keys whose send answered an error
 	stop      chan struct{}
 	done      chan struct{}
 }
@@ -47,7 +47,7 @@ func (s *stage) startTrickle(ctx context.Context, prefix string, n int,
 			if err == nil {
 				t.committed = append(t.committed, small{id, k})
 			} else {
-				t.refused++
+				t.refused = append(t.refused, k)
 				s.logf("send %s refused: %v", k, err)
 			}
 			t.mu.Unlock()
@@ -57,8 +57,8 @@ func (s *stage) startTrickle(ctx context.Context, prefix string, n int,
 }
 
 // Stop ends the trickle (again is harmless) and returns what was committed
-// and how many sends were refused.
-func (t *trickle) Stop() ([]small, int) {
+// and the keys of the sends that answered an error.
+func (t *trickle) Stop() ([]small, []string) {
 	t.mu.Lock()
 	select {
 	case <-t.stop:
@@ -69,7 +69,25 @@ func (t *trickle) Stop() ([]small, int) {
 	<-t.done
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]small(nil), t.committed...), t.refused
+	return append([]small(nil), t.committed...), append([]string(nil), t.refused...)
+}
+
+// committedAnyway finds the refused sends that committed all the same: a
+// connection lost while PostgreSQL committed leaves the caller an error
+// and the outcome unknown (a retry with the same key answers duplicate).
+// Those are notifications like any other and must settle.
+func (s *stage) committedAnyway(ctx context.Context, r *result, refused []string) []small {
+	var out []small
+	for _, k := range refused {
+		var id string
+		err := s.db.pool.QueryRow(ctx, `SELECT id::text FROM notify_notifications WHERE key = $1`, k).Scan(&id)
+		if err != nil {
+			continue // not committed (pgx.ErrNoRows), or unknown: checked no further
+		}
+		r.note("send %s answered an error while its commit was in doubt, and had committed", k)
+		out = append(out, small{id, k})
+	}
+	return out
 }
 
 // settleSmalls waits for each committed small notification to settle, and

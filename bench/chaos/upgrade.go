@@ -144,9 +144,9 @@ func runUpgrade(ctx context.Context, e *env, r *result, seed uint64) error {
 		return err
 	}
 	committed, refused := smalls.Stop()
-	r.note("%d one-recipient notifications answered 202 during the rollout, %d refused", len(committed), refused)
-	if refused > 0 {
-		r.fail("%d sends were refused during the rollout", refused)
+	r.note("%d one-recipient notifications answered 202 during the rollout, %d refused", len(committed), len(refused))
+	if len(refused) > 0 {
+		r.fail("%d sends were refused during the rollout", len(refused))
 	}
 
 	snap, ok := s.waitFor(ctx, id, key, verifyReserve, func(snap *snapshot) bool {
