@@ -378,4 +378,10 @@ func TestSSOSessionTimeouts(t *testing.T) {
 	if me(old) != 401 {
 		t.Fatal("a session past its session_ttl accepted")
 	}
+	// The next sign-in deletes the ended sessions' rows.
+	live := signIn()
+	var n int
+	if err := d.Pool().QueryRow(t.Context(), `SELECT count(*) FROM notify_console_sessions`).Scan(&n); err != nil || n != 1 || me(live) != 200 {
+		t.Fatalf("sessions after a sign-in: %d (%v), want only the live one", n, err)
+	}
 }

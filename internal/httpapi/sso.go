@@ -221,6 +221,10 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	e := &stores.AuditEntry{At: now, Actor: sess.Operator, ActorKind: ActorOperator, Action: AuditSignIn, Object: sess.Operator,
 		IP: peerIP(r), Summary: []byte(fmt.Sprintf(`{"role":%q,"tenants":%q}`, sess.Role, sess.Tenants))}
 	if err := pgx.BeginFunc(r.Context(), s.pool, func(tx pgx.Tx) error {
+		// Sessions that can no longer be used go as new ones start.
+		if _, err := stores.DeleteEndedConsoleSessions(r.Context(), tx, now, s.cfg.Console.OIDC.IdleTimeout.D()); err != nil {
+			return err
+		}
 		if err := stores.CreateConsoleSession(r.Context(), tx, sess, stok, csrf); err != nil {
 			return err
 		}
