@@ -43,7 +43,12 @@ const (
 	ssoCookie     = "notifyd_sso"
 	ssoPath       = "/admin/sso/"
 	ssoLoginTTL   = 10 * time.Minute
+	ssoTimeout    = 10 * time.Second
 )
+
+// ssoClient is the HTTP client of calls to the identity provider
+// (discovery, keys, code exchange): none may hang a sign-in.
+var ssoClient = &http.Client{Timeout: ssoTimeout}
 
 // Audit actions of sign-in.
 const (
@@ -66,7 +71,10 @@ func (o *sso) oauth(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifier,
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.provider == nil {
-		p, err := oidc.NewProvider(ctx, o.cfg.Issuer)
+		// The provider keeps this context to fetch its signing keys later:
+		// not the request's cancellation, which ends with the request;
+		// ssoClient's timeout bounds each call.
+		p, err := oidc.NewProvider(oidc.ClientContext(context.WithoutCancel(ctx), ssoClient), o.cfg.Issuer)
 		if err != nil {
 			return nil, nil, fmt.Errorf("console.oidc: discover %s: %w", o.cfg.Issuer, err)
 		}
@@ -188,7 +196,8 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return &wire.Error{Status: http.StatusBadGateway, Code: wire.CodeInternal, Message: err.Error()}
 	}
-	tok, err := oc.Exchange(r.Context(), q.Get("code"), oauth2.VerifierOption(l.verifier))
+	ctx := oidc.ClientContext(r.Context(), ssoClient)
+	tok, err := oc.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(l.verifier))
 	if err != nil {
 		return s.signInFailed(r, http.StatusUnauthorized, "", "code exchange refused: "+err.Error())
 	}
@@ -196,7 +205,7 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	if raw == "" {
 		return s.signInFailed(r, http.StatusUnauthorized, "", "the token response has no id_token")
 	}
-	idt, err := verifier.Verify(r.Context(), raw)
+	idt, err := verifier.Verify(ctx, raw)
 	if err != nil {
 		return s.signInFailed(r, http.StatusUnauthorized, "", "invalid ID token: "+err.Error())
 	}
