@@ -249,7 +249,7 @@ func TestFuzzCorporaSitBesideTheirTargets(t *testing.T) {
 var layers = [][]string{
 	{"notifytype", "sql", "stores/uuidv7", "channels/unsubscribe", "channels/deliverytag", "clients/browser",
 		"internal/metrics", "internal/version", "internal/pgcluster", "internal/smtpcapture", "internal/gentypes",
-		"internal/testing/pushtest", "internal/sqlregex", "internal/testing/badparams"},
+		"internal/testing/pushtest", "internal/sqlregex", "internal/testing/badparams", "internal/testing/oidctest"},
 	{"templates", "web"},
 	{"stores", "config"},
 	{"channels", "internal/wire", "internal/providerevents"},

@@ -238,7 +238,7 @@ func TestErrors(t *testing.T) {
 		want string // the only error, without "test.yaml:"
 	}{
 		{"unknown top-level key", "databse: {}\n",
-			`1: databse: unknown key (want database, http, queues, reasons, channels, retry, digest, retention, notifiers, providers, locales or default_locale)`},
+			`1: databse: unknown key (want database, http, queues, reasons, channels, retry, digest, retention, notifiers, providers, console, locales or default_locale)`},
 		{"syntax error", "http:\n  listen: [\n",
 			`2: invalid YAML: did not find expected node content`},
 		{"duplicate key", "http:\n  listen: ':1'\n  listen: ':2'\n",

@@ -41,6 +41,8 @@ type Config struct {
 	Notifiers map[string]*Notifier `yaml:"notifiers"`
 	// Providers verifies the event webhooks of POST /v1/providers/{kind}/events.
 	Providers Providers `yaml:"providers"`
+	// Console configures the operator's console at /admin/: single sign-on.
+	Console Console `yaml:"console"`
 	// Locales is the directory of message catalogs, one <locale>.yaml per
 	// locale (docs/translations.md), relative to the config file; "" for
 	// none (templates cannot call t).
@@ -411,4 +413,36 @@ func (d Database) SearchSchema() string {
 		return ""
 	}
 	return d.Schema
+}
+
+// Console configures the operator's console at /admin/.
+type Console struct {
+	// OIDC, when set, signs people in to the console with OpenID Connect
+	// (authorization code with PKCE) into cookie sessions.
+	OIDC *OIDC `yaml:"oidc"`
+}
+
+// OIDC is console.oidc: the identity provider the console signs in with.
+type OIDC struct {
+	// Issuer is the provider's issuer URL; its discovery document is at
+	// <issuer>/.well-known/openid-configuration.
+	Issuer       string `yaml:"issuer"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"` // write it as ${VAR}
+	// RedirectURL is <the console's public origin>/admin/sso/callback,
+	// registered with the provider. It must be https, except on a loopback
+	// host.
+	RedirectURL string `yaml:"redirect_url"`
+	// RolesClaim names the ID token claim (a string or a list of strings,
+	// such as "groups") whose values RoleMap turns into a role. Empty: a
+	// person's role is their row in the operators table only.
+	RolesClaim string `yaml:"roles_claim"`
+	// RoleMap maps a value of RolesClaim to viewer, operator or admin; a
+	// person with several gets the strongest. An operators-table row for
+	// the person's email wins over the claim.
+	RoleMap map[string]string `yaml:"role_map"`
+	// SessionTTL is how long a session lives at most (default 12h).
+	SessionTTL Duration `yaml:"session_ttl"`
+	// IdleTimeout ends a session unused this long (default 1h).
+	IdleTimeout Duration `yaml:"idle_timeout"`
 }

@@ -100,6 +100,7 @@ func (c *Config) validate(el *errorList) {
 	c.validateDigest(el)
 
 	c.validateProviders(el)
+	c.validateOIDC(el)
 
 	positive(el, "retention.inbox", c.Retention.Inbox)
 	positive(el, "retention.deliveries", c.Retention.Deliveries)
@@ -437,4 +438,55 @@ func (c *Config) validateProviders(el *errorList) {
 			el.add("providers.twilio.url", "want the callback's absolute URL, got %q", v.URL)
 		}
 	}
+}
+
+// validateOIDC refuses a console.oidc that cannot work: no issuer or client
+// id, a redirect URL that is not https (except on a loopback host), a role
+// map naming no role or without a claim to read, and sets the session
+// defaults.
+func (c *Config) validateOIDC(el *errorList) {
+	o := c.Console.OIDC
+	if o == nil {
+		return
+	}
+	if u, err := url.Parse(o.Issuer); o.Issuer == "" || err != nil || u.Host == "" || (u.Scheme != "https" && !loopbackHost(u.Hostname())) {
+		el.add("console.oidc.issuer", "must be the provider's https issuer URL (http only on a loopback host), got %q", o.Issuer)
+	}
+	if o.ClientID == "" {
+		el.add("console.oidc.client_id", "must be set (the client registered with the provider)")
+	}
+	u, err := url.Parse(o.RedirectURL)
+	switch {
+	case o.RedirectURL == "" || err != nil || u.Host == "":
+		el.add("console.oidc.redirect_url", "must be an absolute URL ending in /admin/sso/callback, got %q", o.RedirectURL)
+	case u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname())):
+		el.add("console.oidc.redirect_url", "must be https (http only on a loopback host), got %q", o.RedirectURL)
+	case u.Path != "/admin/sso/callback":
+		el.add("console.oidc.redirect_url", "must end in /admin/sso/callback, got path %q", u.Path)
+	}
+	if len(o.RoleMap) > 0 && o.RolesClaim == "" {
+		el.add("console.oidc.roles_claim", "must be set when console.oidc.role_map is (the claim whose values it maps, such as groups)")
+	}
+	for _, k := range sortedKeys(o.RoleMap) {
+		if v := o.RoleMap[k]; v != "viewer" && v != "operator" && v != "admin" {
+			el.add("console.oidc.role_map."+k, "must be viewer, operator or admin, got %q", v)
+		}
+	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = Duration(12 * time.Hour)
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = Duration(time.Hour)
+	}
+	positive(el, "console.oidc.session_ttl", o.SessionTTL)
+	positive(el, "console.oidc.idle_timeout", o.IdleTimeout)
+}
+
+// loopbackHost reports whether host is localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -62,6 +62,8 @@ var (
 	publicRoutes = []string{
 		"GET /healthz", "GET /readyz", "GET /v1/openapi.json", "GET /ui/{file}", "GET /admin/{file...}", "GET /admin",
 		"GET /v1/unsubscribe/{token}", "POST /v1/unsubscribe/{token}", "/riverui",
+		// Console single sign-on: the session cookie, not a token (server/sso_test.go).
+		"GET /admin/sso/login", "GET /admin/sso/callback", "POST /admin/sso/logout",
 		"GET /metrics", // open by design, for scrapers on a private network (server/ops.go)
 	}
 )

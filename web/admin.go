@@ -14,8 +14,10 @@ import (
 // The operator's console: plain JavaScript, no build step, embedded here and
 // served at /admin/ by the API (which adds the no-framing and no-store
 // headers of every admin page). The page itself carries no data and no
-// token: the operator pastes the admin token, which stays in the tab's
-// sessionStorage and is sent as a bearer token to the same origin's API.
+// token: the operator pastes an operator token (or the admin token), which
+// stays in the tab's sessionStorage and is sent as a bearer token to the
+// same origin's API, or signs in with single sign-on (console.oidc), which
+// leaves an HttpOnly session cookie and a CSRF token the page sends back.
 
 //go:embed admin/index.html admin/console.js admin/console.css
 var adminFiles embed.FS

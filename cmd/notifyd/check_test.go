@@ -51,6 +51,9 @@ func TestCheckRefusesWhatRunRefuses(t *testing.T) {
 			[]string{"config.yaml:1: database.url: must be set", "(set NOTIFYD_CHECK_UNSET)"}},
 		{"a short admin token (a rule both always applied)", db + "http: {admin_token: short}\n",
 			[]string{"http.admin_token: must be at least 32 bytes"}},
+		{"single sign-on that cannot work", db + "console:\n  oidc:\n    client_id: notifyd\n    redirect_url: http://notifyd.acme.test/admin/sso/callback\n    roles_claim: groups\n    role_map: {eng: root}\n",
+			[]string{"config.yaml:3: console.oidc.issuer: must be", "config.yaml:5: console.oidc.redirect_url: must be https",
+				"config.yaml:7: console.oidc.role_map.eng: must be viewer, operator or admin"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := writeConfig(t, c.yaml)

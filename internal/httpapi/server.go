@@ -170,6 +170,7 @@ type Server struct {
 
 	events     *providerevents.Verifier // nil: no providers.<kind> is configured, or eventsErr
 	eventsErr  error                    // providers.ses.cert_file could not be read
+	sso        *sso                     // console single sign-on; nil without console.oidc
 	breakGlass atomic.Int64             // when the config's admin token was last used (UnixNano); 0: never
 }
 
@@ -245,6 +246,9 @@ func New(opts Options) *Server {
 	s.schema = s.cfg.Database.SearchSchema()
 	s.recipientRate = newBuckets(s.cfg.HTTP.Rate.Recipient, s.cfg.HTTP.Rate.RecipientBurst)
 	s.adminRate = newBuckets(s.cfg.HTTP.Rate.Admin, s.cfg.HTTP.Rate.AdminBurst)
+	if opts.Config != nil && opts.Config.Console.OIDC != nil {
+		s.sso = &sso{cfg: opts.Config.Console.OIDC}
+	}
 
 	s.mux = &routeMux{ServeMux: http.NewServeMux()}
 	s.routes()
@@ -330,6 +334,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/operator-tokens", s.admin(s.listOperatorTokens))
 	s.mux.Handle("DELETE /v1/operator-tokens/{id}", s.admin(s.revokeOperatorToken))
 	s.mux.Handle("GET /v1/audit", s.admin(s.listAudit))
+	s.mux.Handle("GET /admin/sso/login", AdminPage(s.limitAdmin(s.public(s.ssoLogin))))
+	s.mux.Handle("GET /admin/sso/callback", AdminPage(s.limitAdmin(s.public(s.ssoCallback))))
+	s.mux.Handle("POST /admin/sso/logout", AdminPage(s.sameOrigin(s.limitAdmin(s.public(s.ssoLogout)))))
 	s.mux.Handle("GET /admin/{file...}", AdminPage(web.Admin()))
 	s.mux.Handle("GET /admin", http.RedirectHandler("/admin/", http.StatusMovedPermanently))
 

@@ -155,6 +155,9 @@ func principalOf(r *http.Request) *principal {
 func (s *Server) authenticateStaff(r *http.Request) (*principal, error) {
 	got, ok := bearer(r)
 	if !ok {
+		if p, err := s.sessionPrincipal(r); p != nil || err != nil {
+			return p, err
+		}
 		if s.cfg.HTTP.AdminToken == "" {
 			return nil, errorf(http.StatusUnauthorized, wire.CodeUnauthorized,
 				"missing admin credentials: send Authorization: Bearer <operator token> (http.admin_token is not set)")

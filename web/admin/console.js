@@ -1,7 +1,8 @@
 // console.js: notifyd's operator console. Plain JavaScript, no build step,
 // served by the daemon at /admin/. Every view reads the admin API of the same
 // origin, the one a script would use, with the admin token the operator
-// pasted (kept in this tab's sessionStorage, sent as a bearer token).
+// pasted (kept in this tab's sessionStorage, sent as a bearer token), or,
+// signed in with single sign-on, the session cookie and its CSRF token.
 //
 // Views are URL fragments, so a view can be linked:
 //   #/                      notifications, newest first (filters in the query: #/?status=failed)
@@ -61,6 +62,30 @@ function token() {
   return sessionStorage.getItem(TOKEN_KEY) || "";
 }
 
+// csrf is the CSRF token of a single sign-on session (the notifyd_csrf
+// cookie, set with the HttpOnly session cookie at sign-in); "" for none.
+function csrf() {
+  const m = document.cookie.match(/(?:^|;\s*)notifyd_csrf=([^;]*)/);
+  return m ? decodeURIComponent(m[1]) : "";
+}
+
+function forgetSession() {
+  document.cookie = "notifyd_csrf=; Max-Age=0; Path=/; SameSite=Lax";
+}
+
+// authInit is how a request authenticates: the pasted token as a bearer
+// token (no cookies), or else the session cookie with, on a state-changing
+// request, the session's CSRF token.
+function authInit(method) {
+  const headers = { Accept: "application/json" };
+  if (token()) {
+    headers.Authorization = "Bearer " + token();
+    return { method, headers, cache: "no-store", credentials: "omit" };
+  }
+  if (method !== "GET" && method !== "HEAD") headers["X-CSRF-Token"] = csrf();
+  return { method, headers, cache: "no-store", credentials: "same-origin" };
+}
+
 /**
  * api calls the admin API. State-changing calls also send X-Notifyd-Console
  * (the server refuses cross-site browser requests by their Origin and
@@ -68,8 +93,8 @@ function token() {
  * on its own, which is what makes the API safe from forged requests).
  */
 async function api(method, path, body) {
-  const headers = { Authorization: "Bearer " + token(), Accept: "application/json" };
-  const init = { method, headers, cache: "no-store", credentials: "omit" };
+  const init = authInit(method);
+  const headers = init.headers;
   if (method !== "GET") headers["X-Notifyd-Console"] = "1";
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -85,7 +110,8 @@ async function api(method, path, body) {
   }
   if (res.status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
-    showSignin("The token was refused: " + ((data && data.error && data.error.message) || "401"));
+    forgetSession();
+    showSignin("Refused: " + ((data && data.error && data.error.message) || "401"));
   }
   if (!res.ok) throw new APIError(res.status, data);
   return data;
@@ -1051,12 +1077,13 @@ function showSignin(message) {
 }
 
 async function route() {
-  if (!token()) {
+  if (!token() && !csrf()) {
     showSignin();
     return;
   }
   $("#signin").hidden = true;
   $("#signout").hidden = false;
+  $("#signout").textContent = token() ? "Forget token" : "Sign out";
   say("");
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
@@ -1119,7 +1146,7 @@ async function viewAudit(params) {
   exportButton.addEventListener("click", async () => {
     const eq = new URLSearchParams(q);
     eq.set("format", "jsonl");
-    const res = await fetch("/v1/audit?" + eq.toString(), { headers: { Authorization: "Bearer " + token() }, cache: "no-store", credentials: "omit" });
+    const res = await fetch("/v1/audit?" + eq.toString(), authInit("GET"));
     if (!res.ok) return say("Export refused: HTTP " + res.status, true);
     const a = el("a", { href: URL.createObjectURL(await res.blob()), download: "notifyd-audit.jsonl" });
     a.click();
@@ -1165,10 +1192,16 @@ $("#token-form").addEventListener("submit", (ev) => {
   me = null;
   route();
 });
-$("#signout").addEventListener("click", () => {
-  sessionStorage.removeItem(TOKEN_KEY);
+$("#signout").addEventListener("click", async () => {
   catalog = null;
-  showSignin("Token forgotten.");
+  if (token()) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showSignin("Token forgotten.");
+    return;
+  }
+  const res = await fetch("/admin/sso/logout", authInit("POST"));
+  forgetSession();
+  showSignin(res.ok ? "Signed out." : "Sign-out failed: HTTP " + res.status);
 });
 $("#goto-recipient").addEventListener("submit", (ev) => {
   ev.preventDefault();
