@@ -24,6 +24,7 @@ import (
 var confinedScoped = []string{
 	"GET /v1/inbox", "GET /v1/inbox/counts", "GET /v1/inbox/stream",
 	"POST /v1/inbox/read", "POST /v1/inbox/unread", "POST /v1/inbox/seen", "POST /v1/inbox/archive",
+	"POST /v1/inbox/{id}/clicked", // its tenant's items only; any other is a 404 (TestInboxClicked)
 	"GET /v1/preferences", "PUT /v1/preferences",
 	"POST /v1/push-subscriptions", "GET /v1/push-subscriptions", "DELETE /v1/push-subscriptions/{id}",
 	"GET /v1/push-subscriptions/vapid-key",

@@ -64,6 +64,8 @@ var (
 		"GET /v1/unsubscribe/{token}", "POST /v1/unsubscribe/{token}", "/riverui",
 		// Console single sign-on: the session cookie, not a token (server/sso_test.go).
 		"GET /admin/sso/login", "GET /admin/sso/callback", "POST /admin/sso/logout",
+		// Verified by their own signatures: a provider's event webhook, tracked opens and clicks.
+		"POST /v1/providers/{kind}/events", "GET /t/o/{token}", "GET /t/c/{token}",
 		"GET /metrics", // open by design, for scrapers on a private network (server/ops.go)
 	}
 )
