@@ -76,7 +76,7 @@ func measureLatency(ctx context.Context, h *harness, n int, rate float64) ([]tim
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st := &latencyStream{committed: map[string]time.Time{}, arrived: map[string]time.Time{}, ready: make(chan struct{})}
+	st := &latencyStream{matcher: matcher{committed: map[string]time.Time{}, arrived: map[string]time.Time{}}, ready: make(chan struct{})}
 	streamErr := make(chan error, 1)
 	go func() { streamErr <- st.follow(sctx, base+"/v1/inbox/stream", token) }()
 	select {
@@ -129,39 +129,7 @@ type latencyStream struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 
-	mu        sync.Mutex
-	committed map[string]time.Time
-	arrived   map[string]time.Time
-}
-
-func (s *latencyStream) commit(key string, t time.Time) {
-	s.mu.Lock()
-	s.committed[key] = t
-	s.mu.Unlock()
-}
-
-func (s *latencyStream) matched() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k := range s.arrived {
-		if _, ok := s.committed[k]; ok {
-			n++
-		}
-	}
-	return n
-}
-
-func (s *latencyStream) latencies() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []time.Duration
-	for k, a := range s.arrived {
-		if c, ok := s.committed[k]; ok {
-			out = append(out, a.Sub(c))
-		}
-	}
-	return out
+	matcher // commits and arrivals by notification key
 }
 
 // follow reads the stream until ctx ends.
@@ -209,10 +177,6 @@ func (s *latencyStream) dispatch(event, data string) {
 		if json.Unmarshal([]byte(data), &item) != nil {
 			return
 		}
-		s.mu.Lock()
-		if _, dup := s.arrived[item.Key]; !dup {
-			s.arrived[item.Key] = now
-		}
-		s.mu.Unlock()
+		s.arrive(item.Key, now)
 	}
 }

@@ -29,11 +29,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http"
 	"strings"
 	"text/template"
-	"time"
 
 	"github.com/notifyd/notifyd/channels"
 	"github.com/notifyd/notifyd/channels/internal/chat"
@@ -48,31 +45,24 @@ var (
 )
 
 // DefaultTimeout bounds one post when the config gives none.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = chat.DefaultTimeout
 
 // MaxContent is the most characters a Discord message's content has.
 const MaxContent = 2000
 
-// Options are the Sender's collaborators. The zero value is usable.
-type Options struct {
-	// Logger receives a debug record per attempt. Nil discards.
-	Logger *slog.Logger
-	// Clock dates HTTP-date Retry-After headers. Nil is time.Now.
-	Clock func() time.Time
-	// Client replaces the SSRF-guarded client built from the config.
-	Client *http.Client
-}
+// Options are the Sender's collaborators: Logger (a debug record per
+// attempt; nil discards), Clock (dates HTTP-date Retry-After headers; nil
+// is time.Now) and Client (replaces the SSRF-guarded client built from the
+// config). The zero value is usable.
+type Options = chat.Options
 
 // Sender posts Discord messages. It is safe for concurrent use.
 type Sender struct {
-	dests  map[string]dest // by notifier
-	client *http.Client
-	logger *slog.Logger
-	clock  func() time.Time
+	chat.Sender                 // webhook URLs, Configured, Target, posting
+	dests       map[string]dest // by notifier
 }
 
 type dest struct {
-	url  string
 	text *template.Template
 }
 
@@ -83,10 +73,7 @@ type dest struct {
 // notifier with a webhook_url has an invalid URL, no text, or text that
 // does not parse, naming the notifier.
 func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, error) {
-	if cfg == nil {
-		cfg = &Config{}
-	}
-	s := &Sender{dests: map[string]dest{}, client: opts.Client, logger: opts.Logger, clock: opts.Clock}
+	s := &Sender{Sender: chat.NewSender(cfg, opts), dests: map[string]dest{}}
 	for name, t := range notifiers {
 		if t == nil || t.WebhookURL == "" {
 			continue
@@ -105,37 +92,14 @@ func New(cfg *Config, notifiers map[string]*Templates, opts Options) (*Sender, e
 				return nil, fmt.Errorf("discord: notifiers.%s.channels.discord.text is empty", name)
 			}
 		}
-		s.dests[name] = dest{url: t.WebhookURL, text: tmpl}
-	}
-	if s.client == nil {
-		s.client = safehttp.New(cfg.Timeout.D(), cfg.AllowPrivate)
-	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
-	}
-	if s.clock == nil {
-		s.clock = time.Now
+		s.dests[name] = dest{text: tmpl}
+		s.AddURL(name, t.WebhookURL)
 	}
 	return s, nil
 }
 
 // Name returns "discord".
 func (s *Sender) Name() string { return Name }
-
-// Configured reports whether notifier has a Discord webhook_url.
-func (s *Sender) Configured(notifier string) bool {
-	_, ok := s.dests[notifier]
-	return ok
-}
-
-// Target names a message's destination: the host of its notifier's
-// webhook_url, never its path, which is the credential.
-func (s *Sender) Target(msg channels.Message) string {
-	if d, ok := s.dests[msg.Notifier]; ok {
-		return channels.URLHost(d.url)
-	}
-	return ""
-}
 
 // escaper puts a backslash before every character Discord's markdown gives
 // a meaning, and before @ (mentions) and < (mentions, channels, emoji,
@@ -181,8 +145,7 @@ type allowedMentions struct {
 // notifier without a Discord webhook_url, or params the template cannot
 // render, are refused (channels.Permanent).
 func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
-	d, ok := s.dests[msg.Notifier]
-	if !ok {
+	if !s.Configured(msg.Notifier) {
 		return channels.Permanent(fmt.Errorf("notifier %q has no discord webhook_url", msg.Notifier))
 	}
 	text, err := s.Render(msg.Notifier, msg.Params)
@@ -193,9 +156,5 @@ func (s *Sender) SendBulk(ctx context.Context, msg channels.Message) error {
 	if err != nil {
 		return channels.Permanent(fmt.Errorf("discord: encode body: %w", err))
 	}
-	err = chat.Post(ctx, s.client, d.url, body, s.clock)
-	s.logger.DebugContext(ctx, "discord post", "channel", Name, "delivery_id", msg.DeliveryID,
-		"notification_id", msg.NotificationID, "notifier", msg.Notifier, "url", safehttp.Redact(d.url, false),
-		"attempt", msg.Attempt, "error", err)
-	return err
+	return s.PostMessage(ctx, Name, msg, body)
 }

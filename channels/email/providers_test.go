@@ -694,19 +694,7 @@ func BenchmarkSendSES(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	var n atomic.Int64
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := n.Add(1)
-			r := &channels.Recipient{ID: fmt.Sprint(i), Email: fmt.Sprintf("r%d@example.test", i), Name: "R"}
-			if err := s.Send(context.Background(), msg(fmt.Sprintf("d-%d", i), r)); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.StopTimer()
+	sendParallel(b, s)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.problems) > 0 {

@@ -4,7 +4,7 @@ import (
 	"text/template"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/channels/internal/chat"
 )
 
 // Name is the channel's name in config and in the ledger.
@@ -19,14 +19,10 @@ var Plugin = channels.Plugin{
 	Open: open,
 }
 
-// Config is the optional channels.slack section.
-type Config struct {
-	Timeout      config.Duration `yaml:"timeout"` // default 10s
-	AllowPrivate bool            `yaml:"allow_private"`
-}
-
-// SetDefaults sets a 10 s timeout.
-func (c *Config) SetDefaults() { c.Timeout = config.Duration(DefaultTimeout) }
+// Config is the optional channels.slack section: timeout (one post's bound,
+// default 10s) and allow_private (webhook URLs on loopback or private
+// addresses, for a local stand-in in development and tests only).
+type Config = chat.Config
 
 // Templates is a notifier's slack section.
 type Templates struct {
@@ -37,23 +33,11 @@ type Templates struct {
 }
 
 func open(s *channels.Setup) (any, error) {
-	p := s.Problems
-	cfg := &Config{}
-	p.Decode(s.Section, cfg)
-	p.Positive(s.Section, "timeout", cfg.Timeout)
-	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
-		if t.WebhookURL == "" {
-			p.Add(n.Section, "webhook_url", "must be set (a Slack incoming-webhook URL)")
-		} else {
-			p.HTTPURL(n.Section, "webhook_url", t.WebhookURL)
-		}
-		if t.Text == "" {
-			p.Add(n.Section, "text", "must be set")
-		}
-		t.text = p.Text(n.Section, "text", t.Text)
-		p.RenderCheck(n.Section, "text", t.text, n.Example)
-	})
-	if p.Err() != nil {
+	cfg, notifiers, ok := chat.Decode(s, "a Slack incoming-webhook URL", func(t *Templates) string { return t.WebhookURL },
+		func(n channels.NotifierSection, t *Templates) {
+			t.text = chat.CheckText(s.Problems, n, t.Text)
+		})
+	if !ok {
 		return nil, nil
 	}
 	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})

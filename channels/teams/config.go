@@ -4,7 +4,7 @@ import (
 	"text/template"
 
 	"github.com/notifyd/notifyd/channels"
-	"github.com/notifyd/notifyd/config"
+	"github.com/notifyd/notifyd/channels/internal/chat"
 )
 
 // Name is the channel's name in config and in the ledger.
@@ -19,17 +19,10 @@ var Plugin = channels.Plugin{
 	Open: open,
 }
 
-// Config is the optional channels.teams section.
-type Config struct {
-	// Timeout bounds one post; default 10s.
-	Timeout config.Duration `yaml:"timeout"`
-	// AllowPrivate lets webhook URLs be on loopback or private addresses:
-	// a local stand-in for development and tests only.
-	AllowPrivate bool `yaml:"allow_private"`
-}
-
-// SetDefaults sets a 10 s timeout.
-func (c *Config) SetDefaults() { c.Timeout = config.Duration(DefaultTimeout) }
+// Config is the optional channels.teams section: timeout (one post's bound,
+// default 10s) and allow_private (webhook URLs on loopback or private
+// addresses, for a local stand-in in development and tests only).
+type Config = chat.Config
 
 // Templates is a notifier's teams section: the channel's webhook URL (a
 // Teams workflow's "When a Teams webhook request is received" trigger, or an
@@ -44,25 +37,13 @@ type Templates struct {
 }
 
 func open(s *channels.Setup) (any, error) {
-	p := s.Problems
-	cfg := &Config{}
-	p.Decode(s.Section, cfg)
-	p.Positive(s.Section, "timeout", cfg.Timeout)
-	notifiers := channels.DecodeNotifiers(s, func(n channels.NotifierSection, t *Templates) {
-		if t.WebhookURL == "" {
-			p.Add(n.Section, "webhook_url", "must be set (a Teams workflow or incoming webhook URL)")
-		} else {
-			p.HTTPURL(n.Section, "webhook_url", t.WebhookURL)
-		}
-		if t.Text == "" {
-			p.Add(n.Section, "text", "must be set")
-		}
-		t.title = p.Text(n.Section, "title", t.Title)
-		t.text = p.Text(n.Section, "text", t.Text)
-		p.RenderCheck(n.Section, "title", t.title, n.Example)
-		p.RenderCheck(n.Section, "text", t.text, n.Example)
-	})
-	if p.Err() != nil {
+	cfg, notifiers, ok := chat.Decode(s, "a Teams workflow or incoming webhook URL", func(t *Templates) string { return t.WebhookURL },
+		func(n channels.NotifierSection, t *Templates) {
+			t.text = chat.CheckText(s.Problems, n, t.Text)
+			t.title = s.Problems.Text(n.Section, "title", t.Title)
+			s.Problems.RenderCheck(n.Section, "title", t.title, n.Example)
+		})
+	if !ok {
 		return nil, nil
 	}
 	return New(cfg, notifiers, Options{Logger: s.Logger, Clock: s.Clock})

@@ -1,7 +1,9 @@
-// Package chat is what the chat channels (Discord, Teams, Telegram) share:
-// their params escaped for the target's markup before the notifier's
+// Package chat is what the chat channels (Discord, Slack, Teams, Telegram)
+// share: their params escaped for the target's markup before the notifier's
 // templates see them, a text cut to the target's length, and one webhook
-// post with the SSRF-guarded client.
+// post with the SSRF-guarded client; and, for the webhook ones (Discord,
+// Slack, Teams), their channels.<name> section (Config), the checks of a
+// notifier's webhook_url and text, and the sender's webhook URLs (Sender).
 package chat
 
 import (
