@@ -248,13 +248,13 @@ func TestFuzzCorporaSitBesideTheirTargets(t *testing.T) {
 // A new package goes on a floor here, or the test fails naming it.
 var layers = [][]string{
 	{"notifytype", "sql", "stores/uuidv7", "channels/unsubscribe", "channels/deliverytag", "clients/browser",
-		"internal/metrics", "internal/version", "internal/pgcluster", "internal/smtpcapture", "internal/gentypes",
+		"internal/metrics", "internal/version", "internal/pgcluster", "internal/smtpcapture", "cmd/notifyd/internal/gentypes",
 		"internal/testing/pushtest", "internal/sqlregex", "internal/testing/badparams", "internal/testing/oidctest"},
 	{"templates", "web"},
 	{"stores", "config"},
 	{"channels", "internal/wire", "internal/providerevents"},
 	{".", "jobs", "internal/testing/pgtest", "internal/testing/mobilepushtest"},
-	{"internal/httpapi", "internal/stream", "internal/devmode"},
+	{"internal/httpapi", "internal/stream", "cmd/notifyd/internal/devmode"},
 	{"server"},
 	{"server/servertest", "cmd", "bench", "examples", "deploy", "clients"},
 }

@@ -34,7 +34,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/notifyd/notifyd/internal/gentypes"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server"
 	"github.com/notifyd/notifyd/server/servertest"
@@ -259,22 +258,39 @@ func startDaemonWith(t *testing.T, yaml string) clientEnv {
 	}
 	u.User = url.UserPassword(role, "app-password")
 
-	types := t.TempDir()
-	var notifiers []gentypes.Notifier
-	for _, name := range cfg.NotifierNames() {
-		nf, _ := cfg.Notifier(name)
-		notifiers = append(notifiers, gentypes.Notifier{Name: name, Schema: nf.Params})
+	types := genTypes(t, yaml)
+	return clientEnv{ownerURL: dbURL, appURL: u.String(), api: "http://" + ln.Addr().String(), typesDir: types}
+}
+
+// genTypes writes `notifyd gen types` output for the config yaml
+// (BaseConfig when empty) to a new directory, as notifiers.ts and
+// notifiers.py, and returns it: the notifyd binary, built once into a
+// temporary directory, generates them as an application would.
+func genTypes(t *testing.T, yaml string) string {
+	t.Helper()
+	if yaml == "" {
+		yaml = servertest.BaseConfig
+	}
+	tmp, types := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := filepath.Join(tmp, "notifyd")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/notifyd")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/notifyd: %v\n%s", err, out)
+	}
+	config := filepath.Join(tmp, "notifyd.yaml")
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	for lang, file := range map[string]string{"ts": "notifiers.ts", "python": "notifiers.py"} {
-		code, err := gentypes.Generate(lang, notifiers, gentypes.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(types, file), code, 0o644); err != nil {
-			t.Fatal(err)
+		gen := exec.CommandContext(ctx, bin, "gen", "types", "-lang", lang, "-config", config, "-o", filepath.Join(types, file))
+		if out, err := gen.CombinedOutput(); err != nil {
+			t.Fatalf("notifyd gen types -lang %s: %v\n%s", lang, err, out)
 		}
 	}
-	return clientEnv{ownerURL: dbURL, appURL: u.String(), api: "http://" + ln.Addr().String(), typesDir: types}
+	return types
 }
 
 // run runs a client's test command in its directory and fails with its

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/notifyd/notifyd"
-	"github.com/notifyd/notifyd/internal/gentypes"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server/servertest"
@@ -70,13 +69,13 @@ func runIn(t *testing.T, dir string, env []string, name string, args ...string) 
 // daemon env names, server rendering with React 19 and 18), packs them with
 // npm pack, installs the tarballs into a copy of examples/react-inbox outside
 // the repository, offline (everything else comes from npm's cache, which `npm
-// ci` in clients/react filled), with notifier types generated from
-// notifiers, and builds it (tsc, then esbuild). It returns the app's public
+// ci` in clients/react filled), with notifier types that `notifyd gen
+// types` generates from the config yaml, and builds it (tsc, then esbuild). It returns the app's public
 // directory and the gzipped size of the two packages' minified bundle; the
 // directory also has ssr.html, markup rendered in Node for baseURL and
 // token, and the script that hydrates it. This
 // is the one test that writes the packages' dist/ directories.
-func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string, ssrURL, ssrToken string) (public string, gz int) {
+func buildReactExample(t *testing.T, yaml string, env []string, ssrURL, ssrToken string) (public string, gz int) {
 	t.Helper()
 	tmp := t.TempDir()
 	packs := filepath.Join(tmp, "packs")
@@ -95,13 +94,14 @@ func buildReactExample(t *testing.T, notifiers []gentypes.Notifier, env []string
 	runIn(t, ".", nil, "cp", "-R", filepath.Join("..", "examples", "react-inbox"), app)
 	_ = os.RemoveAll(filepath.Join(app, "node_modules"))
 	_ = os.RemoveAll(filepath.Join(app, "public", "build"))
-	code, err := gentypes.Generate("ts", notifiers, gentypes.Options{})
-	if err != nil {
+	// The notifyd binary, built into the temporary directory, writes the
+	// types as an application generates them.
+	bin, config := filepath.Join(tmp, "notifyd"), filepath.Join(tmp, "notifyd.yaml")
+	runIn(t, "..", nil, "go", "build", "-o", bin, "./cmd/notifyd")
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(app, "src", "notifiers.ts"), code, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	runIn(t, ".", nil, bin, "gen", "types", "-lang", "ts", "-config", config, "-o", filepath.Join(app, "src", "notifiers.ts"))
 	runIn(t, app, nil, "npm", append([]string{"install", "--offline", "--no-audit", "--no-fund", "--no-save"}, tarballs...)...)
 	runIn(t, app, nil, "npm", "run", "build")
 
@@ -245,14 +245,10 @@ func TestBrowserReactInbox(t *testing.T) {
 
 	_, dbURL := pgtest.NewDBURL(t)
 	mailbox := smtpcapture.Start(t)
-	cfg := servertest.Config(t, fmt.Sprintf(browserConfig, mailbox.Port()))
+	yaml := fmt.Sprintf(browserConfig, mailbox.Port())
+	cfg := servertest.Config(t, yaml)
 	cfg.Database.URL = dbURL
 
-	var notifiers []gentypes.Notifier
-	for _, name := range cfg.NotifierNames() {
-		nf, _ := cfg.Notifier(name)
-		notifiers = append(notifiers, gentypes.Notifier{Name: name, Schema: nf.Params})
-	}
 	// The app's own server (started after the build) and the daemon, which
 	// takes the app's origin.
 	appLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -263,7 +259,7 @@ func TestBrowserReactInbox(t *testing.T) {
 	cfg.HTTP.AllowedOrigins = []string{appOrigin}
 	d := startDemoDaemon(t, context.Background(), cfg, nil)
 
-	public, gz := buildReactExample(t, notifiers, []string{"NOTIFYD_TEST_API=" + d.api.base,
+	public, gz := buildReactExample(t, yaml, []string{"NOTIFYD_TEST_API=" + d.api.base,
 		"NOTIFYD_TEST_TOKEN_SECRET=" + cfg.HTTP.TokenSecret, "NOTIFYD_TEST_ADMIN_TOKEN=" + servertest.AdminToken}, d.api.base, d.token)
 	t.Logf("bundle size of @notifyd/react + @notifyd/browser (minified, gzipped, React excluded): %d bytes (%.1f KB; budget %d KB)",
 		gz, float64(gz)/1024, maxBundleGzip/1024)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/notifyd/notifyd/cmd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/server"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/notifyd/notifyd/internal/devmode"
+	"github.com/notifyd/notifyd/cmd/notifyd/internal/devmode"
 
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
 	"github.com/notifyd/notifyd/server/servertest"

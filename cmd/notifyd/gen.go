@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/notifyd/notifyd/internal/gentypes"
+	"github.com/notifyd/notifyd/cmd/notifyd/internal/gentypes"
 	"github.com/notifyd/notifyd/server"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/gentypes"
+	"github.com/notifyd/notifyd/cmd/notifyd/internal/gentypes"
 )
 
 // testNotifiers cover what the generator maps: required and optional

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/notifyd/notifyd/channels/builtin"
+	"github.com/notifyd/notifyd/cmd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/config"
-	"github.com/notifyd/notifyd/internal/devmode"
 	"github.com/notifyd/notifyd/internal/smtpcapture"
 )
 

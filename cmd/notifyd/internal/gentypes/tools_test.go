@@ -47,7 +47,7 @@ func write(t *testing.T, dir, name, content string) {
 // carries @ts-expect-error, which tsc fails when nothing is refused).
 func TestTypeScriptUnderTsc(t *testing.T) {
 	t.Parallel()
-	tsc := tool(t, "../../clients/node/node_modules/.bin/tsc", "run npm ci in clients/node")
+	tsc := tool(t, "../../../../clients/node/node_modules/.bin/tsc", "run npm ci in clients/node")
 	dir := t.TempDir()
 	write(t, dir, "notifiers.ts", generate(t, "ts"))
 	const send = `import type { NotifierName, Notifiers } from "./notifiers";
