@@ -249,7 +249,7 @@ func TestFuzzCorporaSitBesideTheirTargets(t *testing.T) {
 var layers = [][]string{
 	{"notifytype", "sql", "stores/uuidv7", "channels/unsubscribe", "channels/deliverytag", "clients/browser",
 		"internal/metrics", "internal/version", "internal/pgcluster", "internal/smtpcapture", "cmd/notifyd/internal/gentypes",
-		"internal/testing/pushtest", "internal/sqlregex", "internal/testing/badparams", "internal/testing/oidctest"},
+		"internal/testing/pushtest", "internal/testing/badparams", "internal/testing/oidctest"},
 	{"templates", "web"},
 	{"stores", "config"},
 	{"channels", "internal/wire", "internal/providerevents"},

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/notifyd/notifyd/internal/sqlregex"
+	"github.com/notifyd/notifyd/sql/sqlregex"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/notifyd/notifyd/internal/sqlregex"
+	"github.com/notifyd/notifyd/sql/sqlregex"
 )
 
 // ParamsCheck is the part of a notifier's params JSON Schema that notify_send

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/notifyd/notifyd/internal/sqlregex"
 	"github.com/notifyd/notifyd/internal/testing/pgtest"
+	"github.com/notifyd/notifyd/sql/sqlregex"
 )
 
 // A pattern translated for PostgreSQL finds a match in exactly the strings Go's
