@@ -320,7 +320,7 @@ func TestBrowserConsoleOperations(t *testing.T) {
 		document.querySelectorAll("svg[data-chart=deliveries] rect[data-count]").length > 40 &&
 		document.querySelectorAll("svg[data-chart=failure-rate] circle[data-rate]").length >= 20 &&
 		document.querySelector("svg[data-chart=failure-rate] polyline") &&
-		document.querySelectorAll("svg[data-chart=queues] text[data-total]").length === 4`, state)
+		document.querySelectorAll("svg[data-chart=queues] text[data-total]").length === 5`, state)
 	var sum int
 	p.eval(ctx, `[...document.querySelectorAll("svg[data-chart=deliveries][data-channel=email] rect[data-count]")].reduce((n, r) => n + Number(r.dataset.count), 0)`, &sum)
 	var want int
